@@ -1,0 +1,68 @@
+"""The ``dpkit`` command.
+
+Each subcommand lives in its own module under :mod:`dpkit.commands` and exposes
+``add_parser(subparsers)``, which registers an ``argparse`` parser whose ``handler`` default
+takes the parsed arguments and returns the exit code. Errors a user can cause are
+:class:`dpkit.DPKitError`; they are printed as one line (or as JSON with ``--json``) with exit
+code 2, never as a traceback.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import json
+import sys
+from collections.abc import Sequence
+
+from dpkit import __version__
+from dpkit.errors import DPKitError
+
+__all__ = ["main"]
+
+#: Subcommand modules, in the order ``dpkit --help`` lists them.
+COMMANDS = ("dpkit.commands.mechanisms",)
+
+EXIT_OK = 0
+EXIT_USAGE = 2
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="dpkit", description="Differential privacy mechanisms, estimators and accounting."
+    )
+    parser.add_argument("--version", action="version", version=f"dpkit {__version__}")
+    subparsers = parser.add_subparsers(dest="command", metavar="COMMAND")
+    for module_name in COMMANDS:
+        importlib.import_module(module_name).add_parser(subparsers)
+    return parser
+
+
+def report_error(error: DPKitError, *, as_json: bool) -> None:
+    if as_json:
+        payload = {
+            "error": {"code": error.code, "type": type(error).__name__, "message": str(error)}
+        }
+        print(json.dumps(payload), file=sys.stderr)
+    else:
+        print(f"dpkit: error: {error}", file=sys.stderr)
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    if args.command is None:
+        parser.print_help()
+        return EXIT_USAGE
+    try:
+        code: int = args.handler(args)
+    except DPKitError as error:
+        report_error(error, as_json=bool(getattr(args, "json", False)))
+        return getattr(error, "exit_code", EXIT_USAGE)
+    except BrokenPipeError:  # e.g. `dpkit mechanisms | head`
+        return EXIT_OK
+    return code
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,1 @@
+"""Subcommands of the ``dpkit`` command, one module each (see :mod:`dpkit.cli`)."""

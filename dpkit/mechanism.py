@@ -1,0 +1,70 @@
+"""The Mechanism contract.
+
+A mechanism is a frozen ``attrs`` class whose fields are its parameters, declared with
+:func:`dpkit.params.parameter` so that they are validated at construction. It declares:
+
+``name``
+    a stable snake_case name (a released name never changes meaning);
+``kind``
+    ``"local"`` (each user randomizes their own value) or ``"central"`` (a curator adds noise
+    to a query answer);
+``domain``
+    the input domain with its neighbouring relation (:mod:`dpkit.domains`);
+``privacy``
+    its cost as an accounting event (:mod:`dpkit.privacy`) with ``epsilon`` and ``delta``;
+``randomize(values, /, *, rng)``
+    vectorised over numpy arrays of any length: no Python loop per record;
+``log_probability(outputs, inputs, /)``
+    where tractable, the exact log-pmf (``output_type == "discrete"``) or log-pdf
+    (``"continuous"``) of an output given an input, broadcasting; ``output_space()`` lists
+    every output of a finite discrete mechanism. The auditor uses these for exact checks.
+"""
+
+from __future__ import annotations
+
+from typing import Any, ClassVar, Literal
+
+import numpy as np
+from numpy.typing import NDArray
+
+from dpkit.domains import Domain
+from dpkit.params import ParameterSpec, parameter_specs
+from dpkit.privacy import PrivacyEvent
+
+__all__ = ["Mechanism"]
+
+
+class Mechanism:
+    """Base class of mechanisms; subclasses are ``@attrs.frozen`` with declared parameters."""
+
+    name: ClassVar[str]
+    kind: ClassVar[Literal["local", "central"]]
+    output_type: ClassVar[Literal["discrete", "continuous"]] = "discrete"
+
+    @property
+    def domain(self) -> Domain:
+        raise NotImplementedError
+
+    @property
+    def privacy(self) -> PrivacyEvent:
+        raise NotImplementedError
+
+    def randomize(self, values: Any, /, *, rng: np.random.Generator) -> NDArray[Any]:
+        raise NotImplementedError
+
+    @property
+    def has_exact_distribution(self) -> bool:
+        """Whether ``log_probability`` is implemented."""
+        return type(self).log_probability is not Mechanism.log_probability
+
+    def log_probability(self, outputs: Any, inputs: Any, /) -> NDArray[np.float64]:
+        raise NotImplementedError(f"{self.name} does not declare its output distribution")
+
+    def output_space(self) -> NDArray[Any]:
+        """Every possible output of one input, for a finite discrete mechanism."""
+        raise NotImplementedError(f"{self.name} has no finite output space")
+
+    @classmethod
+    def parameters(cls) -> dict[str, ParameterSpec]:
+        """The declared parameters, by name."""
+        return parameter_specs(cls)

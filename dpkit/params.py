@@ -1,0 +1,256 @@
+"""Declared parameter domains for mechanisms.
+
+A mechanism declares each parameter with :func:`parameter`, giving its domain. The domain is
+the single source of truth for validation (with messages naming the mechanism, the parameter,
+the value and the allowed range), for the JSON Schema of the parameters, for the test
+harness's Hypothesis strategies (through ``typical``) and for ``dpkit mechanisms``.
+
+>>> import attrs
+>>> @attrs.frozen
+... class Coin:
+...     name = "coin"
+...     epsilon: float = parameter(Real(low=0, low_open=True), doc="privacy loss")
+>>> Coin(epsilon=-1)
+Traceback (most recent call last):
+...
+dpkit.errors.InvalidParameter: coin: epsilon=-1 is not allowed; epsilon must be a finite real number > 0
+"""
+
+from __future__ import annotations
+
+import math
+import numbers
+from collections.abc import Sequence
+from typing import Any
+
+import attrs
+
+from dpkit.errors import InvalidParameter
+
+__all__ = [
+    "Boolean",
+    "Choice",
+    "Integer",
+    "ParameterDomain",
+    "ParameterSpec",
+    "Real",
+    "Sequence_",
+    "parameter",
+    "parameter_specs",
+]
+
+
+class ParameterDomain:
+    """The set of values a parameter may take; subclasses validate and normalise."""
+
+    def convert(self, value: Any) -> Any:
+        """Return the normalised value, or raise ``ValueError`` with no message if not allowed."""
+        raise NotImplementedError
+
+    def describe(self) -> str:
+        """A phrase completing 'must be ...'."""
+        raise NotImplementedError
+
+    def json_schema(self) -> dict[str, Any]:
+        """The JSON Schema (draft 2020-12) of the allowed values."""
+        raise NotImplementedError
+
+
+def _is_real(value: Any) -> bool:
+    return isinstance(value, numbers.Real) and not isinstance(value, bool)
+
+
+@attrs.frozen
+class Real(ParameterDomain):
+    """A real number in an interval; NaN is never allowed, infinities only if a bound is infinite."""
+
+    low: float = -math.inf
+    high: float = math.inf
+    low_open: bool = False
+    high_open: bool = False
+
+    def convert(self, value: Any) -> float:
+        if not _is_real(value):
+            raise ValueError
+        x = float(value)
+        if math.isnan(x) or math.isinf(x):
+            raise ValueError
+        if x < self.low or (self.low_open and x == self.low):
+            raise ValueError
+        if x > self.high or (self.high_open and x == self.high):
+            raise ValueError
+        return x
+
+    def describe(self) -> str:
+        parts = []
+        if self.low > -math.inf:
+            parts.append(f"{'>' if self.low_open else '>='} {self.low:g}")
+        if self.high < math.inf:
+            parts.append(f"{'<' if self.high_open else '<='} {self.high:g}")
+        return "a finite real number" + (" " + " and ".join(parts) if parts else "")
+
+    def json_schema(self) -> dict[str, Any]:
+        schema: dict[str, Any] = {"type": "number"}
+        if self.low > -math.inf:
+            schema["exclusiveMinimum" if self.low_open else "minimum"] = self.low
+        if self.high < math.inf:
+            schema["exclusiveMaximum" if self.high_open else "maximum"] = self.high
+        return schema
+
+
+@attrs.frozen
+class Integer(ParameterDomain):
+    """An integer in a closed range; integral floats such as ``4.0`` are accepted as ``4``."""
+
+    low: int | None = None
+    high: int | None = None
+
+    def convert(self, value: Any) -> int:
+        if isinstance(value, bool) or not isinstance(value, numbers.Real):
+            raise ValueError
+        if isinstance(value, numbers.Integral):
+            n = int(value)
+        else:
+            x = float(value)
+            if not math.isfinite(x) or x != math.floor(x):
+                raise ValueError
+            n = int(x)
+        if (self.low is not None and n < self.low) or (self.high is not None and n > self.high):
+            raise ValueError
+        return n
+
+    def describe(self) -> str:
+        if self.low is not None and self.high is not None:
+            return f"an integer in [{self.low}, {self.high}]"
+        if self.low is not None:
+            return f"an integer >= {self.low}"
+        if self.high is not None:
+            return f"an integer <= {self.high}"
+        return "an integer"
+
+    def json_schema(self) -> dict[str, Any]:
+        schema: dict[str, Any] = {"type": "integer"}
+        if self.low is not None:
+            schema["minimum"] = self.low
+        if self.high is not None:
+            schema["maximum"] = self.high
+        return schema
+
+
+@attrs.frozen
+class Boolean(ParameterDomain):
+    """``True`` or ``False`` (not 0/1)."""
+
+    def convert(self, value: Any) -> bool:
+        if not isinstance(value, bool):
+            raise ValueError
+        return value
+
+    def describe(self) -> str:
+        return "true or false"
+
+    def json_schema(self) -> dict[str, Any]:
+        return {"type": "boolean"}
+
+
+@attrs.frozen
+class Choice(ParameterDomain):
+    """One of a fixed set of strings."""
+
+    options: tuple[str, ...]
+
+    def convert(self, value: Any) -> str:
+        if not isinstance(value, str) or value not in self.options:
+            raise ValueError
+        return value
+
+    def describe(self) -> str:
+        return "one of " + ", ".join(map(repr, self.options))
+
+    def json_schema(self) -> dict[str, Any]:
+        return {"enum": list(self.options)}
+
+
+@attrs.frozen
+class Sequence_(ParameterDomain):  # noqa: N801 - avoids shadowing typing.Sequence
+    """A non-empty sequence of distinct hashable labels (strings or integers), kept as a tuple."""
+
+    min_length: int = 1
+
+    def convert(self, value: Any) -> tuple[Any, ...]:
+        if isinstance(value, (str, bytes)) or not isinstance(value, Sequence):
+            if not hasattr(value, "tolist"):
+                raise ValueError
+            value = value.tolist()
+        items = tuple(value)
+        if len(items) < self.min_length:
+            raise ValueError
+        for item in items:
+            if isinstance(item, bool) or not isinstance(item, (str, numbers.Integral)):
+                raise ValueError
+        if len(set(items)) != len(items):
+            raise ValueError
+        return items
+
+    def describe(self) -> str:
+        return f"a list of at least {self.min_length} distinct labels (strings or integers)"
+
+    def json_schema(self) -> dict[str, Any]:
+        return {
+            "type": "array",
+            "items": {"type": ["string", "integer"]},
+            "minItems": self.min_length,
+            "uniqueItems": True,
+        }
+
+
+@attrs.frozen
+class ParameterSpec:
+    """What a mechanism declares about one parameter (stored in the attrs field metadata)."""
+
+    domain: ParameterDomain
+    doc: str
+    typical: tuple[float, float] | None = None
+    optional: bool = False
+
+
+_METADATA_KEY = "dpkit"
+_NO_DEFAULT: Any = attrs.NOTHING
+
+
+def parameter(
+    domain: ParameterDomain,
+    *,
+    doc: str,
+    default: Any = _NO_DEFAULT,
+    typical: tuple[float, float] | None = None,
+    optional: bool = False,
+) -> Any:
+    """Declare a mechanism parameter as an attrs field validated against ``domain``.
+
+    ``typical`` is a range of ordinary values that the test harness draws from; ``optional``
+    marks a parameter whose default ``None`` means "not given" (for alternative
+    parameterisations, such as randomized response by ``epsilon`` or by ``keep``).
+    """
+
+    def convert(value: Any, self: Any, field: attrs.Attribute[Any]) -> Any:
+        if optional and value is None:
+            return None
+        try:
+            return domain.convert(value)
+        except (ValueError, TypeError, OverflowError):
+            owner = getattr(type(self), "name", type(self).__name__)
+            raise InvalidParameter(field.name, value, domain.describe(), owner=owner) from None
+
+    return attrs.field(
+        default=default,
+        converter=attrs.Converter(convert, takes_self=True, takes_field=True),  # type: ignore[call-overload]
+        metadata={_METADATA_KEY: ParameterSpec(domain, doc, typical, optional)},
+    )
+
+
+def parameter_specs(cls: type) -> dict[str, ParameterSpec]:
+    """The declared parameters of an attrs class, in field order."""
+    return {
+        f.name: f.metadata[_METADATA_KEY] for f in attrs.fields(cls) if _METADATA_KEY in f.metadata
+    }

@@ -1,0 +1,196 @@
+"""k-ary randomized response (``krr``, a.k.a. generalized RR / direct encoding) and its estimator."""
+
+from __future__ import annotations
+
+import math
+from typing import Any, ClassVar, Literal
+
+import attrs
+import numpy as np
+from numpy.typing import NDArray
+
+import dpkit
+from dpkit import (
+    CategoricalDomain,
+    Estimate,
+    Estimator,
+    FrequencyCounts,
+    Integer,
+    InvalidData,
+    InvalidParameter,
+    Mechanism,
+    RandomizedResponseDP,
+    Real,
+    Sequence_,
+    parameter,
+)
+from dpkit_ldp import _frequency
+from dpkit_ldp._arrays import as_category_indices
+
+__all__ = ["KaryRandomizedResponse", "KaryRandomizedResponseEstimator"]
+
+
+@attrs.frozen
+class KaryRandomizedResponse(Mechanism):
+    """k-ary randomized response over the categories 0 .. k−1.
+
+    Kairouz, Bonawitz & Ramage 2016, "Discrete Distribution Estimation under Local Privacy"
+    (ICML), Section 2.2; Wang et al. 2017 (USENIX Security), Section 4.1 ("direct encoding"):
+
+        P[y = x] = p = e^ε / (e^ε + k − 1),     P[y = v] = q = 1 / (e^ε + k − 1)  for each v ≠ x,
+
+    so p + (k − 1) q = 1 and p / q = e^ε. The "other" value is drawn uniformly from the k − 1
+    values different from x (an unbiased integer draw shifted past x: no modulo, no rejection
+    loop). The lie is drawn as ``u < (k − 1) q`` with u on the 2⁻⁵³ grid, which rounds the lie
+    probability up, so the realised ε never exceeds the declared ε.
+
+    Values are category indices, or labels when ``categories`` is given (then ``k`` defaults to
+    its length); :meth:`encode` and :meth:`decode` map between the two.
+    """
+
+    name: ClassVar[str] = "krr"
+    kind: ClassVar[Literal["local", "central"]] = "local"
+
+    epsilon: float = parameter(
+        Real(low=0.0, low_open=True), doc="privacy loss ε per report", typical=(0.05, 6.0)
+    )
+    k: int | None = parameter(
+        Integer(low=2), doc="number of categories", default=None, optional=True, typical=(2, 64)
+    )
+    categories: tuple[Any, ...] | None = parameter(
+        Sequence_(min_length=2),
+        doc="category labels (k defaults to their number)",
+        default=None,
+        optional=True,
+    )
+
+    def __attrs_post_init__(self) -> None:
+        if self.categories is None:
+            if self.k is None:
+                raise InvalidParameter(
+                    "k", None, "an integer >= 2 (or give categories=[...])", owner=self.name
+                )
+            return
+        kinds = {isinstance(c, str) for c in self.categories}
+        if len(kinds) > 1:
+            raise InvalidParameter(
+                "categories", self.categories, "all strings or all integers", owner=self.name
+            )
+        if self.k is not None and self.k != len(self.categories):
+            raise InvalidParameter(
+                "k",
+                self.k,
+                f"equal to the number of categories ({len(self.categories)})",
+                owner=self.name,
+            )
+        object.__setattr__(self, "k", len(self.categories))
+
+    @property
+    def size(self) -> int:
+        assert self.k is not None  # set in __attrs_post_init__
+        return self.k
+
+    @property
+    def keep_probability(self) -> float:
+        """p = e^ε / (e^ε + k − 1) = 1 / (1 + (k − 1) e^−ε)."""
+        return 1.0 / (1.0 + (self.size - 1) * math.exp(-self.epsilon))
+
+    @property
+    def other_probability(self) -> float:
+        """q = 1 / (e^ε + k − 1) = e^−ε / (1 + (k − 1) e^−ε), each other value."""
+        t = math.exp(-self.epsilon)
+        return t / (1.0 + (self.size - 1) * t)
+
+    @property
+    def lie_probability(self) -> float:
+        """(k − 1) q: the probability of reporting some other value."""
+        t = (self.size - 1) * math.exp(-self.epsilon)
+        return t / (1.0 + t)
+
+    @property
+    def domain(self) -> CategoricalDomain:
+        return CategoricalDomain(self.size)
+
+    @property
+    def privacy(self) -> RandomizedResponseDP:
+        return RandomizedResponseDP(epsilon=self.epsilon, k=self.size)
+
+    def encode(self, labels: Any, /, *, field: str = "values") -> NDArray[np.int64]:
+        """Category labels → indices (a vectorised lookup; unknown labels are an error)."""
+        if self.categories is None:
+            return as_category_indices(labels, self.size, owner=self.name, field=field)
+        array = np.asarray(labels)
+        if array.size == 0:
+            return np.zeros(array.shape, dtype=np.int64)
+        table = np.asarray(self.categories)
+        order = np.argsort(table, kind="stable")
+        ordered = table[order]
+        try:
+            position = np.clip(np.searchsorted(ordered, array), 0, self.size - 1)
+            found = ordered[position] == array
+        except (TypeError, np.exceptions.DTypePromotionError):
+            found = np.zeros(array.shape, dtype=bool)
+            position = np.zeros(array.shape, dtype=np.intp)
+        if not np.all(found):
+            first = array.flat[int(np.flatnonzero(~np.asarray(found).ravel())[0])]
+            raise InvalidData(
+                f"{self.name}: {field} contain {first!r}, which is not one of the categories "
+                f"{list(self.categories)!r}",
+                field=field,
+            )
+        return order[position].astype(np.int64)
+
+    def decode(self, indices: Any, /) -> NDArray[Any]:
+        """Category indices → labels (identity when there are no labels)."""
+        indices = as_category_indices(indices, self.size, owner=self.name, field="indices")
+        if self.categories is None:
+            return indices
+        return np.asarray(self.categories)[indices]
+
+    def randomize(self, values: Any, /, *, rng: np.random.Generator) -> NDArray[Any]:
+        """Perturb each value (index or label, any shape) independently."""
+        dpkit.check_rng(rng, owner=self.name)
+        indices = self.encode(values)
+        lie = rng.random(indices.shape) < self.lie_probability
+        draw_type = np.int32 if self.size < 2**31 else np.int64
+        other = rng.integers(0, self.size - 1, size=indices.shape, dtype=draw_type)
+        other += other >= indices  # uniform over the k − 1 values that differ from the truth
+        reports = indices.copy()
+        np.copyto(reports, other, where=lie, casting="unsafe")
+        return reports if self.categories is None else self.decode(reports)
+
+    def log_probability(self, outputs: Any, inputs: Any, /) -> NDArray[np.float64]:
+        """log P[y | x] over category indices: log p where y = x, log q elsewhere."""
+        same = np.asarray(outputs) == np.asarray(inputs)
+        log_norm = math.log1p((self.size - 1) * math.exp(-self.epsilon))
+        return np.where(same, -log_norm, -self.epsilon - log_norm)
+
+    def output_space(self) -> NDArray[np.int64]:
+        return np.arange(self.size, dtype=np.int64)
+
+
+class KaryRandomizedResponseEstimator(Estimator):
+    """Unbiased category counts from krr reports, with the exact variance.
+
+    Wang et al. 2017, Section 4.1 / Theorem 2: ĉ_v = (C_v − n q) / (p − q) and
+    Var[ĉ_v] = n q(1 − q)/(p − q)² + n_v (1 − p − q)/(p − q), where the second term is
+    n_v (k − 2)/(e^ε − 1); the reported variance plugs in the estimate clipped to [0, n].
+    """
+
+    mechanism: KaryRandomizedResponse
+
+    def accumulate(self, reports: Any, /) -> FrequencyCounts:
+        indices = self.mechanism.encode(reports, field="reports")
+        counts = np.bincount(indices.ravel(), minlength=self.mechanism.size)
+        return FrequencyCounts(self.mechanism.name, counts, indices.size)
+
+    def estimate(self, statistics: FrequencyCounts, /, *, method: str = "unbiased") -> Estimate:
+        self.check_method(method)
+        self.check_statistics(statistics, self.mechanism.size)
+        n = statistics.n
+        p, q = self.mechanism.keep_probability, self.mechanism.other_probability
+        counts = _frequency.debiased_counts(statistics.counts, n, p, q)
+        variance = _frequency.plug_in_variance(counts, n, p, q)
+        return Estimate(
+            self.mechanism.name, method, n, counts, variance, categories=self.mechanism.categories
+        )

@@ -1,0 +1,185 @@
+"""Binary randomized response (``rr``) and its estimator."""
+
+from __future__ import annotations
+
+import math
+from typing import Any, ClassVar, Literal
+
+import attrs
+import numpy as np
+from numpy.typing import NDArray
+
+import dpkit
+from dpkit import (
+    CategoricalDomain,
+    Estimate,
+    Estimator,
+    FrequencyCounts,
+    InvalidData,
+    InvalidParameter,
+    Mechanism,
+    RandomizedResponseDP,
+    Real,
+    parameter,
+)
+from dpkit_ldp import _frequency
+from dpkit_ldp._arrays import as_binary
+
+__all__ = ["RandomizedResponse", "RandomizedResponseEstimator"]
+
+
+@attrs.frozen
+class RandomizedResponse(Mechanism):
+    """Binary randomized response: keep each bit with probability p, flip it with 1 − p.
+
+    Warner 1965, "Randomized Response: A Survey Technique for Eliminating Evasive Answer Bias"
+    (JASA 60(309)); as an ε-LDP mechanism, Dwork & Roth 2014, "The Algorithmic Foundations of
+    Differential Privacy", Section 3.2 and Claim 3.5; Wang et al. 2017 (USENIX Security),
+    Section 4.1 (the k = 2 case of direct encoding):
+
+        P[y = x] = p = e^ε / (1 + e^ε),      P[y = 1 − x] = 1 − p = 1 / (1 + e^ε),
+
+    so P[y | x] / P[y | x'] ≤ p / (1 − p) = e^ε. Give either ``epsilon`` or the keep probability
+    ``keep`` ∈ (1/2, 1), with ε = ln(keep / (1 − keep)); Warner's two-coin survey (answer truthfully
+    on heads, else toss again and answer "yes" on heads) is ``keep = 3/4``, ε = ln 3.
+
+    Each element of an array of any shape is one protected bit. :meth:`randomize_graph` perturbs
+    the adjacency matrix of a graph (edge-LDP), each unordered pair once for undirected graphs.
+
+    The flip is drawn as ``u < 1 − p`` with u uniform on the 2⁻⁵³ grid, so the realised flip
+    probability is 1 − p rounded *up* to that grid and the realised ε never exceeds the declared ε.
+    """
+
+    name: ClassVar[str] = "rr"
+    kind: ClassVar[Literal["local", "central"]] = "local"
+
+    epsilon: float | None = parameter(
+        Real(low=0.0, low_open=True),
+        doc="privacy loss ε of each bit (give this or keep)",
+        default=None,
+        optional=True,
+        typical=(0.05, 6.0),
+    )
+    keep: float | None = parameter(
+        Real(low=0.5, high=1.0, low_open=True, high_open=True),
+        doc="probability of reporting the true bit (give this or epsilon)",
+        default=None,
+        optional=True,
+    )
+
+    def __attrs_post_init__(self) -> None:
+        if (self.epsilon is None) == (self.keep is None):
+            raise InvalidParameter(
+                "epsilon", self.epsilon, "given, or else keep, but not both", owner=self.name
+            )
+        if self.keep is not None:
+            object.__setattr__(self, "epsilon", math.log(self.keep) - math.log1p(-self.keep))
+
+    @property
+    def eps(self) -> float:
+        assert self.epsilon is not None  # set in __attrs_post_init__
+        return self.epsilon
+
+    @property
+    def flip_probability(self) -> float:
+        """1 − p = 1 / (1 + e^ε), computed without overflow."""
+        if self.keep is not None:
+            return 1.0 - self.keep
+        t = math.exp(-self.eps)
+        return t / (1.0 + t)
+
+    @property
+    def keep_probability(self) -> float:
+        """p = e^ε / (1 + e^ε)."""
+        return self.keep if self.keep is not None else 1.0 / (1.0 + math.exp(-self.eps))
+
+    @property
+    def domain(self) -> CategoricalDomain:
+        return CategoricalDomain(2)
+
+    @property
+    def privacy(self) -> RandomizedResponseDP:
+        return RandomizedResponseDP(epsilon=self.eps, k=2)
+
+    def randomize(self, values: Any, /, *, rng: np.random.Generator) -> NDArray[Any]:
+        """Perturb every element of ``values`` (0/1 of any shape and dtype) independently."""
+        dpkit.check_rng(rng, owner=self.name)
+        bits = as_binary(values, owner=self.name)
+        flip = rng.random(bits.shape) < self.flip_probability
+        if bits.dtype == np.bool_:
+            return np.not_equal(bits, flip)
+        if np.issubdtype(bits.dtype, np.floating):
+            return np.where(flip, 1.0 - bits, bits).astype(bits.dtype, copy=False)
+        return np.bitwise_xor(bits, flip, dtype=bits.dtype)
+
+    def randomize_graph(
+        self, adjacency: Any, /, *, rng: np.random.Generator, undirected: bool = True
+    ) -> NDArray[Any]:
+        """Perturb an n×n 0/1 adjacency matrix, with ε-edge-LDP per pair (no self-loops).
+
+        With ``undirected=True`` the matrix must be symmetric; each unordered pair {i, j} is
+        perturbed once (upper triangle) and mirrored, so the output is symmetric and every edge
+        is protected at level ε (perturbing both (i, j) and (j, i) independently would release
+        the edge twice, at 2ε). The diagonal of the output is 0.
+        """
+        matrix = as_binary(adjacency, owner=self.name, field="adjacency")
+        if matrix.ndim != 2 or matrix.shape[0] != matrix.shape[1]:
+            raise InvalidData(
+                f"{self.name}: adjacency must be a square matrix, got shape {matrix.shape}",
+                field="adjacency",
+            )
+        if undirected and not np.array_equal(matrix, matrix.T):
+            raise InvalidData(
+                f"{self.name}: adjacency is not symmetric, so it is not an undirected graph; "
+                "pass undirected=False for a directed graph",
+                field="adjacency",
+            )
+        noisy = self.randomize(matrix, rng=rng)
+        if undirected:
+            upper = np.triu(noisy, 1)
+            noisy = upper + upper.T if noisy.dtype != np.bool_ else upper | upper.T
+        np.fill_diagonal(noisy, 0)
+        return noisy
+
+    def log_probability(self, outputs: Any, inputs: Any, /) -> NDArray[np.float64]:
+        """log P[y | x]: log p where y = x, log(1 − p) elsewhere (broadcasting)."""
+        same = np.asarray(outputs) == np.asarray(inputs)
+        log_keep = -math.log1p(math.exp(-self.eps))
+        log_flip = -self.eps - math.log1p(math.exp(-self.eps))
+        return np.where(same, log_keep, log_flip)
+
+    def output_space(self) -> NDArray[np.int64]:
+        return np.arange(2, dtype=np.int64)
+
+
+class RandomizedResponseEstimator(Estimator):
+    """Debiased count of ones (and of zeros) from rr reports.
+
+    With s ones among N reports, the unbiased estimate of the number of true ones is
+    (s − N(1 − p)) / (2p − 1), with variance N p(1 − p) / (2p − 1)² whatever the truth
+    (Warner 1965; the k = 2 case of Wang et al. 2017, Theorem 2). ``method="mle"`` is the
+    maximum-likelihood estimate, which for binary RR is the unbiased one clipped to [0, N]
+    (biased near the boundary; its reported variance is the unbiased estimator's, an upper bound
+    on its mean squared error only away from the boundary).
+
+    ``estimates`` has two entries: the estimated counts of 0s and of 1s.
+    """
+
+    methods: ClassVar[tuple[str, ...]] = ("unbiased", "mle")
+    mechanism: RandomizedResponse
+
+    def accumulate(self, reports: Any, /) -> FrequencyCounts:
+        bits = as_binary(reports, owner=f"{self.mechanism.name} estimator", field="reports")
+        ones = int(np.count_nonzero(bits))
+        return FrequencyCounts(self.mechanism.name, [bits.size - ones, ones], bits.size)
+
+    def estimate(self, statistics: FrequencyCounts, /, *, method: str = "unbiased") -> Estimate:
+        self.check_method(method)
+        self.check_statistics(statistics, 2)
+        n = statistics.n
+        p, q = self.mechanism.keep_probability, self.mechanism.flip_probability
+        counts = _frequency.debiased_counts(statistics.counts, n, p, q)
+        if method == "mle":
+            counts = np.clip(counts, 0.0, float(n))
+        variance = np.full(2, n * p * q / (p - q) ** 2)
+        return Estimate(self.mechanism.name, method, n, counts, variance, categories=(0, 1))

@@ -27,6 +27,8 @@ from dpkit_ldp._arrays import as_binary
 
 __all__ = ["RandomizedResponse", "RandomizedResponseEstimator"]
 
+_CHUNK = 1 << 16  # values per chunk: keeps the temporaries in cache
+
 
 @attrs.frozen
 class RandomizedResponse(Mechanism):
@@ -105,12 +107,17 @@ class RandomizedResponse(Mechanism):
         """Perturb every element of ``values`` (0/1 of any shape and dtype) independently."""
         dpkit.check_rng(rng, owner=self.name)
         bits = as_binary(values, owner=self.name)
-        flip = rng.random(bits.shape) < self.flip_probability
-        if bits.dtype == np.bool_:
-            return np.not_equal(bits, flip)
-        if np.issubdtype(bits.dtype, np.floating):
-            return np.where(flip, 1.0 - bits, bits).astype(bits.dtype, copy=False)
-        return np.bitwise_xor(bits, flip, dtype=bits.dtype)
+        flat = bits.reshape(-1)
+        noisy = np.empty_like(flat)
+        flip_probability = self.flip_probability
+        for start in range(0, flat.size, _CHUNK):  # cache-sized chunks: less memory traffic
+            chunk = flat[start : start + _CHUNK]
+            flip = rng.random(chunk.size) < flip_probability
+            if np.issubdtype(chunk.dtype, np.floating):
+                noisy[start : start + _CHUNK] = np.where(flip, 1.0 - chunk, chunk)
+            else:
+                np.not_equal(chunk, flip, out=noisy[start : start + _CHUNK], casting="unsafe")
+        return noisy.reshape(bits.shape)
 
     def randomize_graph(
         self, adjacency: Any, /, *, rng: np.random.Generator, undirected: bool = True

@@ -1,0 +1,122 @@
+"""The forced-response survey design as a dpkit plugin (an example for plugin authors).
+
+Each respondent rolls a die: with probability ``forced_yes`` they answer "yes", with
+probability ``forced_no`` they answer "no", and otherwise they answer truthfully
+(Boruch 1971, "Assuring Confidentiality of Responses in Social Research: A Note on Strategies",
+The American Sociologist 6(4); Fox & Tracy 1986, "Randomized Response", Section 2.3).
+With t = 1 − forced_yes − forced_no the probability of a truthful answer,
+
+    P[yes | 1] = t + forced_yes,   P[yes | 0] = forced_yes,
+    P[no | 0] = t + forced_no,     P[no | 1] = forced_no,
+
+so the design is ε-LDP with ε = max(ln((t + forced_yes)/forced_yes), ln((t + forced_no)/forced_no)).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+from typing import Any, ClassVar, Literal
+
+import attrs
+import numpy as np
+from numpy.typing import NDArray
+
+import dpkit
+
+__all__ = ["ForcedResponse", "ForcedResponseEstimator"]
+
+_PROBABILITY = dpkit.Real(low=0.0, high=1.0, low_open=True, high_open=True)
+
+
+@attrs.frozen
+class ForcedResponse(dpkit.Mechanism):
+    """Forced response: a forced "yes", a forced "no", or the truth."""
+
+    name: ClassVar[str] = "forced_response"
+    kind: ClassVar[Literal["local", "central"]] = "local"
+
+    forced_yes: float = dpkit.parameter(
+        _PROBABILITY, doc="probability of a forced 'yes'", default=1 / 6, typical=(0.05, 0.45)
+    )
+    forced_no: float = dpkit.parameter(
+        _PROBABILITY, doc="probability of a forced 'no'", default=1 / 6, typical=(0.05, 0.45)
+    )
+
+    def __attrs_post_init__(self) -> None:
+        if self.forced_yes + self.forced_no >= 1.0:
+            raise dpkit.InvalidParameter(
+                "forced_no", self.forced_no, f"< 1 - forced_yes = {1 - self.forced_yes:g}", owner=self.name
+            )
+
+    @property
+    def truthful(self) -> float:
+        return 1.0 - self.forced_yes - self.forced_no
+
+    @property
+    def domain(self) -> dpkit.CategoricalDomain:
+        return dpkit.CategoricalDomain(2)
+
+    @property
+    def privacy(self) -> dpkit.PureDP:
+        t = self.truthful
+        epsilon = max(
+            math.log((t + self.forced_yes) / self.forced_yes),
+            math.log((t + self.forced_no) / self.forced_no),
+        )
+        return dpkit.PureDP(epsilon=epsilon)
+
+    def randomize(self, values: Any, /, *, rng: np.random.Generator) -> NDArray[np.int64]:
+        dpkit.check_rng(rng, owner=self.name)
+        answers = np.asarray(values)
+        if answers.size and (
+            not np.issubdtype(answers.dtype, np.integer) or ((answers != 0) & (answers != 1)).any()
+        ):
+            raise dpkit.InvalidData(f"{self.name}: values must be 0 or 1", field="values")
+        u = rng.random(answers.shape)
+        forced_yes = u < self.forced_yes
+        forced_no = (u >= self.forced_yes) & (u < self.forced_yes + self.forced_no)
+        return np.where(forced_yes, 1, np.where(forced_no, 0, answers)).astype(np.int64)
+
+    def log_probability(self, outputs: Any, inputs: Any, /) -> NDArray[np.float64]:
+        y, x = np.broadcast_arrays(np.asarray(outputs), np.asarray(inputs))
+        p_yes = np.where(x == 1, self.truthful + self.forced_yes, self.forced_yes)
+        return np.log(np.where(y == 1, p_yes, 1.0 - p_yes))
+
+    def output_space(self) -> NDArray[np.int64]:
+        return np.arange(2)
+
+
+class ForcedResponseEstimator(dpkit.Estimator):
+    """Unbiased counts: with s "yes" among n answers, n̂₁ = (s − n·forced_yes) / t.
+
+    Var[n̂₁] = (n₁ a(1 − a) + n₀ b(1 − b)) / t² with a = t + forced_yes, b = forced_yes
+    (a sum of independent Bernoullis); the estimate clipped to [0, n] is plugged in for n₁.
+    """
+
+    mechanism: ForcedResponse
+
+    def accumulate(self, reports: Any, /) -> dpkit.FrequencyCounts:
+        answers = np.asarray(reports)
+        ones = int(np.count_nonzero(answers))
+        return dpkit.FrequencyCounts(self.mechanism.name, [answers.size - ones, ones], answers.size)
+
+    def estimate(self, statistics: dpkit.FrequencyCounts, /, *, method: str = "unbiased") -> dpkit.Estimate:
+        self.check_method(method)
+        self.check_statistics(statistics, 2)
+        mech, n = self.mechanism, statistics.n
+        ones = (statistics.counts[1] - n * mech.forced_yes) / mech.truthful
+        n1 = min(max(ones, 0.0), float(n))
+        a, b = mech.truthful + mech.forced_yes, mech.forced_yes
+        variance = (n1 * a * (1 - a) + (n - n1) * b * (1 - b)) / mech.truthful**2
+        return dpkit.Estimate(mech.name, method, n, [n - ones, ones], [variance, variance], categories=(0, 1))
+
+
+@dpkit.hookimpl
+def dpkit_register_mechanisms(register: Callable[[type[dpkit.Mechanism]], None]) -> None:
+    register(ForcedResponse)
+
+
+@dpkit.hookimpl
+def dpkit_register_estimators(register: Callable[[str, Callable[[Any], dpkit.Estimator]], None]) -> None:
+    register("forced_response", ForcedResponseEstimator)

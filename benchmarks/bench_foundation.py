@@ -6,7 +6,12 @@ The floor is the least work any implementation must do: for rr one uniform draw 
 comparison per value (``rng.random(n) < p``); for krr one ``rng.random`` and one
 ``rng.integers`` draw per value. Ratios are dpkit / floor (lower is better; 1.0 = the floor).
 pure-ldp and multi-freq-ldpy, when importable, are timed on a subset through their per-user
-APIs and extrapolated linearly (marked *), as their own documentation uses them.
+APIs and extrapolated linearly (marked *), as their own documentation uses them. To include
+them, run from a separate environment (their dependencies are not all declared):
+
+    python -m venv /tmp/peers
+    /tmp/peers/bin/pip install -e . pure-ldp multi-freq-ldpy scikit-learn statsmodels
+    /tmp/peers/bin/python benchmarks/bench_foundation.py
 """
 
 from __future__ import annotations
@@ -40,7 +45,9 @@ def side_by_side(fns: dict[str, Callable[[], object]], repeat: int) -> dict[str,
     return best
 
 
-def peer_rows(values_k: np.ndarray, k: int, epsilon: float, n: int, subset: int) -> list[tuple[str, float]]:
+def peer_rows(
+    values_k: np.ndarray, k: int, epsilon: float, n: int, subset: int
+) -> list[tuple[str, float]]:
     rows: list[tuple[str, float]] = []
     sample = values_k[:subset]
     try:
@@ -83,7 +90,10 @@ def main() -> None:
         rng.random(n)
         rng.integers(0, k - 1, n)
 
-    floor_rr_label, floor_krr_label = "numpy floor: rng.random(n) < p", "numpy floor: rng.random + rng.integers"
+    floor_rr_label, floor_krr_label = (
+        "numpy floor: rng.random(n) < p",
+        "numpy floor: rng.random + rng.integers",
+    )
     timed = side_by_side(
         {
             floor_rr_label: lambda: rng.random(n) < p,
@@ -97,17 +107,33 @@ def main() -> None:
     results: list[tuple[str, str, float, float]] = []
     for label, seconds in timed.items():
         mech = "krr" if "krr" in label or label == floor_krr_label else "rr"
-        results.append((mech, label, seconds, timed[floor_krr_label if mech == "krr" else floor_rr_label]))
-    for label, seconds in peer_rows(categories, k, epsilon, n, args.peer_subset):
-        results.append(("krr", label, seconds, timed[floor_krr_label]))
+        results.append(
+            (mech, label, seconds, timed[floor_krr_label if mech == "krr" else floor_rr_label])
+        )
+    peers: list[tuple[str, str, float, float]] = []
+    for mech, values, size, ours in (
+        ("rr", bits, 2, "dpkit rr.randomize (uint8 0/1)"),
+        ("krr", categories, k, f"dpkit krr.randomize (k={k}, int64)"),
+    ):
+        floor = timed[floor_krr_label if mech == "krr" else floor_rr_label]
+        for label, seconds in peer_rows(values, size, epsilon, n, args.peer_subset):
+            results.append((mech, label, seconds, floor))
+            peers.append((mech, label, seconds, timed[ours]))
 
-    print(f"# dpkit {dpkit.__version__} | numpy {np.__version__} | python {platform.python_version()} | n = {n:,} | ε = {epsilon}")
-    print(f"| {'mechanism':<9} | {'implementation':<42} | {'seconds':>9} | {'ratio to floor':>14} |")
+    print(
+        f"# dpkit {dpkit.__version__} | numpy {np.__version__} | python {platform.python_version()} | n = {n:,} | ε = {epsilon}"
+    )
+    print(
+        f"| {'mechanism':<9} | {'implementation':<42} | {'seconds':>9} | {'ratio to floor':>14} |"
+    )
     print(f"|{'-' * 11}|{'-' * 44}|{'-' * 11}|{'-' * 16}|")
     for mech, label, seconds, floor in results:
         ratio = seconds / floor if not math.isnan(seconds) else math.nan
         print(f"| {mech:<9} | {label:<42} | {seconds:>9.4f} | {ratio:>14.2f} |")
     print("* per-user API timed on a subset and extrapolated linearly to n")
+    for mech, label, seconds, ours in peers:
+        if not math.isnan(seconds):
+            print(f"{mech}: dpkit is {seconds / ours:,.0f}x faster than {label.rstrip('*')}")
 
 
 if __name__ == "__main__":

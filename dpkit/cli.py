@@ -21,7 +21,7 @@ from dpkit.errors import DPKitError
 __all__ = ["main"]
 
 #: Subcommand modules, in the order ``dpkit --help`` lists them.
-COMMANDS = ("dpkit.commands.mechanisms",)
+COMMANDS = ("dpkit.commands.mechanisms", "dpkit.commands.audit")
 
 EXIT_OK = 0
 EXIT_USAGE = 2

@@ -27,6 +27,14 @@ def _frozen_array(values: Any, dtype: Any) -> NDArray[Any]:
     return array
 
 
+def _int_array(values: Any) -> NDArray[np.int64]:
+    return _frozen_array(values, np.int64)
+
+
+def _float_array(values: Any) -> NDArray[np.float64]:
+    return _frozen_array(values, np.float64)
+
+
 @attrs.frozen(eq=False)
 class FrequencyCounts:
     """How many of ``n`` reports support each category: a sufficient statistic that adds up.
@@ -38,7 +46,7 @@ class FrequencyCounts:
     """
 
     mechanism: str
-    counts: NDArray[np.int64] = attrs.field(converter=lambda c: _frozen_array(c, np.int64))
+    counts: NDArray[np.int64] = attrs.field(converter=_int_array)
     n: int = attrs.field(converter=int)
 
     def __add__(self, other: FrequencyCounts) -> FrequencyCounts:
@@ -66,8 +74,8 @@ class Estimate:
     mechanism: str
     method: str
     n: int
-    estimates: NDArray[np.float64] = attrs.field(converter=lambda v: _frozen_array(v, np.float64))
-    variance: NDArray[np.float64] = attrs.field(converter=lambda v: _frozen_array(v, np.float64))
+    estimates: NDArray[np.float64] = attrs.field(converter=_float_array)
+    variance: NDArray[np.float64] = attrs.field(converter=_float_array)
     categories: tuple[Any, ...] | None = None
 
     @property

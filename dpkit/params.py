@@ -178,7 +178,9 @@ class Sequence_(ParameterDomain):  # noqa: N801 - avoids shadowing typing.Sequen
     min_length: int = 1
 
     def convert(self, value: Any) -> tuple[Any, ...]:
-        if isinstance(value, (str, bytes)) or not isinstance(value, Sequence):
+        if isinstance(value, (str, bytes)):
+            raise ValueError
+        if not isinstance(value, Sequence):
             if not hasattr(value, "tolist"):
                 raise ValueError
             value = value.tolist()
@@ -244,7 +246,7 @@ def parameter(
 
     return attrs.field(
         default=default,
-        converter=attrs.Converter(convert, takes_self=True, takes_field=True),  # type: ignore[call-overload]
+        converter=attrs.Converter(convert, takes_self=True, takes_field=True),
         metadata={_METADATA_KEY: ParameterSpec(domain, doc, typical, optional)},
     )
 

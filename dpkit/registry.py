@@ -117,6 +117,10 @@ def _entry_point_distribution(ep: metadata.EntryPoint) -> tuple[str | None, str 
     return dist.metadata["Name"], dist.version
 
 
+def _constant(plugin: object) -> Callable[[], object]:
+    return lambda: plugin
+
+
 def _disabled_plugins() -> set[str]:
     return {name.strip() for name in os.environ.get(DISABLE_ENV, "").split(",") if name.strip()}
 
@@ -142,7 +146,7 @@ def load_registry(
             dist, version = _entry_point_distribution(ep)
             candidates.append((ep.name, ep.load, dist, version))
     for name, plugin in plugins:
-        candidates.append((name, lambda plugin=plugin: plugin, None, None))
+        candidates.append((name, _constant(plugin), None, None))
 
     for name, load, dist, version in candidates:
         if name in disabled or name in provenance:

@@ -22,9 +22,13 @@ def main(seed: int = 2026) -> None:
     answers = rr.randomize(smokes, rng=rng)
     estimate = dpkit.estimate(rr, answers)
     low, high = estimate.confidence_interval(0.95, scale="frequency")
-    print(f"Do you smoke?  {n} respondents, randomized response with ε = ln 3 = {rr.privacy.epsilon:.4f}")
+    print(
+        f"Do you smoke?  {n} respondents, randomized response with ε = ln 3 = {rr.privacy.epsilon:.4f}"
+    )
     print(f"  raw 'yes' share in the reports : {answers.mean():.4f}")
-    print(f"  estimated share of smokers     : {estimate.frequencies[1]:.4f}  (95% CI {low[1]:.4f} .. {high[1]:.4f})")
+    print(
+        f"  estimated share of smokers     : {estimate.frequencies[1]:.4f}  (95% CI {low[1]:.4f} .. {high[1]:.4f})"
+    )
     print(f"  true share                     : {smokes.mean():.4f}")
     print()
 
@@ -40,10 +44,14 @@ def main(seed: int = 2026) -> None:
     print(f"How do you commute?  k-ary randomized response, ε = {krr.privacy.epsilon}, k = {krr.k}")
     print(f"  {'option':<7}{'true':>7}{'estimate':>10}   95% confidence interval")
     for i, option in enumerate(options):
-        print(f"  {option:<7}{truth[option]:>7}{estimate.estimates[i]:>10.0f}   [{low[i]:.0f}, {high[i]:.0f}]")
+        print(
+            f"  {option:<7}{truth[option]:>7}{estimate.estimates[i]:>10.0f}   [{low[i]:.0f}, {high[i]:.0f}]"
+        )
     covered = sum(low[i] <= truth[o] <= high[i] for i, o in enumerate(options))
-    print(f"  {covered} of {len(options)} intervals cover the truth; "
-          f"the standard error is ±{math.sqrt(estimate.variance.mean()):.0f} people per option")
+    print(
+        f"  {covered} of {len(options)} intervals cover the truth; "
+        f"the standard error is ±{math.sqrt(estimate.variance.mean()):.0f} people per option"
+    )
 
 
 if __name__ == "__main__":

@@ -33,7 +33,7 @@ def describe_parameters(info: MechanismInfo) -> dict[str, dict[str, Any]]:
 def _has_no_default(info: MechanismInfo, name: str) -> bool:
     import attrs
 
-    field = attrs.fields_dict(info.cls)[name]
+    field = attrs.fields_dict(info.cls)[name]  # type: ignore[arg-type]
     return field.default is attrs.NOTHING
 
 

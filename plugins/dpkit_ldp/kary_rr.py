@@ -24,7 +24,7 @@ from dpkit import (
     Sequence_,
     parameter,
 )
-from dpkit_ldp import _frequency
+from dpkit_ldp import _frequency, _oracle, postprocess
 from dpkit_ldp._arrays import as_category_indices
 
 __all__ = ["KaryRandomizedResponse", "KaryRandomizedResponseEstimator"]
@@ -140,14 +140,16 @@ class KaryRandomizedResponse(Mechanism):
                 f"{list(self.categories)!r}",
                 field=field,
             )
-        return order[position].astype(np.int64)
+        result: NDArray[np.int64] = order[position].astype(np.int64)
+        return result
 
     def decode(self, indices: Any, /) -> NDArray[Any]:
         """Category indices → labels (identity when there are no labels)."""
-        indices = as_category_indices(indices, self.size, owner=self.name, field="indices")
+        checked = as_category_indices(indices, self.size, owner=self.name, field="indices")
         if self.categories is None:
-            return indices
-        return np.asarray(self.categories)[indices]
+            return checked
+        labels: NDArray[Any] = np.asarray(self.categories)[checked]
+        return labels
 
     def randomize(self, values: Any, /, *, rng: np.random.Generator) -> NDArray[Any]:
         """Perturb each value (index or label, any shape) independently.
@@ -158,7 +160,7 @@ class KaryRandomizedResponse(Mechanism):
         dpkit.check_rng(rng, owner=self.name)
         indices = self.encode(values)
         flat = indices.reshape(-1)
-        reports = np.empty_like(flat)
+        noisy = np.empty_like(flat)
         narrow = np.min_scalar_type(self.size)
         lie_probability = self.lie_probability
         for start in range(0, flat.size, _CHUNK):
@@ -166,8 +168,8 @@ class KaryRandomizedResponse(Mechanism):
             lie = rng.random(truth.size) < lie_probability
             other = rng.integers(0, self.size - 1, size=truth.size, dtype=narrow)
             other += other >= truth  # uniform over the k − 1 values that differ from the truth
-            reports[start : start + _CHUNK] = np.where(lie, other, truth)
-        reports = reports.reshape(indices.shape)
+            noisy[start : start + _CHUNK] = np.where(lie, other, truth)
+        reports = noisy.reshape(indices.shape)
         return reports if self.categories is None else self.decode(reports)
 
     def log_probability(self, outputs: Any, inputs: Any, /) -> NDArray[np.float64]:
@@ -179,6 +181,17 @@ class KaryRandomizedResponse(Mechanism):
     def output_space(self) -> NDArray[np.int64]:
         return np.arange(self.size, dtype=np.int64)
 
+    @property
+    def support_probabilities(self) -> tuple[float, float]:
+        """(p*, q*) = (p, q): a report supports v when it equals v."""
+        return self.keep_probability, self.other_probability
+
+    @classmethod
+    def frequency_variance(cls, *, k: int, epsilon: float, n: int = 1) -> float:
+        """Var*[f̂_v] = (e^ε + k − 2)/(n (e^ε − 1)²) (Wang et al. 2017, Section 4.1)."""
+        k, epsilon, n = _oracle.check_variance_arguments(k, epsilon, n, owner=cls.name)
+        return (math.exp(epsilon) + k - 2) / (n * math.expm1(epsilon) ** 2)
+
 
 class KaryRandomizedResponseEstimator(Estimator):
     """Unbiased category counts from krr reports, with the exact variance.
@@ -186,8 +199,11 @@ class KaryRandomizedResponseEstimator(Estimator):
     Wang et al. 2017, Section 4.1 / Theorem 2: ĉ_v = (C_v − n q) / (p − q) and
     Var[ĉ_v] = n q(1 − q)/(p − q)² + n_v (1 − p − q)/(p − q), where the second term is
     n_v (k − 2)/(e^ε − 1); the reported variance plugs in the estimate clipped to [0, n].
+    ``method`` is ``"unbiased"`` or a named post-processing of :mod:`dpkit_ldp.postprocess`
+    (``"clip"``, ``"norm_sub"``, ``"simplex"``), which reports the unbiased variance.
     """
 
+    methods: ClassVar[tuple[str, ...]] = ("unbiased", *postprocess.METHODS)
     mechanism: KaryRandomizedResponse
 
     def accumulate(self, reports: Any, /) -> FrequencyCounts:
@@ -202,6 +218,7 @@ class KaryRandomizedResponseEstimator(Estimator):
         p, q = self.mechanism.keep_probability, self.mechanism.other_probability
         counts = _frequency.debiased_counts(statistics.counts, n, p, q)
         variance = _frequency.plug_in_variance(counts, n, p, q)
+        counts = postprocess.apply(method, counts, n)
         return Estimate(
             self.mechanism.name, method, n, counts, variance, categories=self.mechanism.categories
         )

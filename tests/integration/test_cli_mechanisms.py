@@ -17,7 +17,11 @@ SCRIPT = Path(sys.executable).with_name("dpkit")
 
 def run(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
-        [str(SCRIPT), *args], capture_output=True, text=True, env={**os.environ, **(env or {})}, check=False
+        [str(SCRIPT), *args],
+        capture_output=True,
+        text=True,
+        env={**os.environ, **(env or {})},
+        check=False,
     )
 
 
@@ -40,7 +44,9 @@ def test_table_output_is_readable() -> None:
 
 
 def test_python_dash_m_works() -> None:
-    result = subprocess.run([sys.executable, "-m", "dpkit", "--version"], capture_output=True, text=True, check=False)
+    result = subprocess.run(
+        [sys.executable, "-m", "dpkit", "--version"], capture_output=True, text=True, check=False
+    )
     assert result.returncode == 0 and result.stdout.startswith("dpkit ")
 
 
@@ -50,7 +56,9 @@ def test_disabled_plugins_disappear() -> None:
     assert "rr" not in {r["name"] for r in json.loads(result.stdout)}
 
 
-def test_broken_plugin_is_a_warning_not_a_traceback(monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
+def test_broken_plugin_is_a_warning_not_a_traceback(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
     from importlib import metadata
 
     from dpkit import registry as registry_module

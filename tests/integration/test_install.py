@@ -21,7 +21,10 @@ pytestmark = pytest.mark.integration
 
 
 def pip(python: Path, *args: str) -> None:
-    subprocess.run([str(python), "-m", "pip", "install", "-q", "--disable-pip-version-check", *args], check=True)
+    subprocess.run(
+        [str(python), "-m", "pip", "install", "-q", "--disable-pip-version-check", *args],
+        check=True,
+    )
 
 
 @pytest.fixture(scope="module")
@@ -30,7 +33,18 @@ def fresh_env(tmp_path_factory: pytest.TempPathFactory) -> Path:
     root = tmp_path_factory.mktemp("fresh")
     wheels = root / "wheels"
     subprocess.run(
-        [sys.executable, "-m", "pip", "wheel", "-q", "--no-deps", "-w", str(wheels), str(ROOT), str(EXAMPLE)],
+        [
+            sys.executable,
+            "-m",
+            "pip",
+            "wheel",
+            "-q",
+            "--no-deps",
+            "-w",
+            str(wheels),
+            str(ROOT),
+            str(EXAMPLE),
+        ],
         check=True,
     )
     venv.create(root / "venv", with_pip=True)
@@ -41,7 +55,10 @@ def fresh_env(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 def mechanisms(python: Path) -> dict[str, dict[str, object]]:
     out = subprocess.run(
-        [str(python.with_name("dpkit")), "mechanisms", "--json"], capture_output=True, text=True, check=True
+        [str(python.with_name("dpkit")), "mechanisms", "--json"],
+        capture_output=True,
+        text=True,
+        check=True,
     )
     return {r["name"]: r for r in json.loads(out.stdout)}
 
@@ -52,7 +69,10 @@ def test_wheel_install_has_the_builtins(fresh_env: Path) -> None:
     # The wheel really ships the plugin packages (not a path into this checkout).
     where = subprocess.run(
         [str(fresh_env), "-c", "import dpkit_ldp; print(dpkit_ldp.__file__)"],
-        capture_output=True, text=True, check=True, cwd=fresh_env.parent,
+        capture_output=True,
+        text=True,
+        check=True,
+        cwd=fresh_env.parent,
     ).stdout
     assert "site-packages" in where
 

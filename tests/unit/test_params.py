@@ -34,14 +34,20 @@ VALUES = st.one_of(
 
 @pytest.mark.parametrize("domain", DOMAINS, ids=repr)
 @given(value=VALUES)
-def test_schema_accepts_exactly_what_the_domain_accepts(domain: dpkit.params.ParameterDomain, value: object) -> None:
+def test_schema_accepts_exactly_what_the_domain_accepts(
+    domain: dpkit.params.ParameterDomain, value: object
+) -> None:
     try:
         domain.convert(value)
         accepted = True
     except (ValueError, TypeError):
         accepted = False
     valid = jsonschema.Draft202012Validator(domain.json_schema()).is_valid(value)
-    if isinstance(domain, Sequence_) and isinstance(value, list) and any(isinstance(v, bool) for v in value):
+    if (
+        isinstance(domain, Sequence_)
+        and isinstance(value, list)
+        and any(isinstance(v, bool) for v in value)
+    ):
         return  # JSON has no separate bool/int for this check
     assert accepted == valid, (domain, value)
 

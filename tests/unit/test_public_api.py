@@ -11,7 +11,9 @@ import pytest
 import dpkit
 
 ROOT = Path(__file__).resolve().parents[2]
-PLUGIN_FILES = sorted((ROOT / "plugins").rglob("*.py")) + sorted((ROOT / "docs").rglob("dpkit_*.py"))
+PLUGIN_FILES = sorted((ROOT / "plugins").rglob("*.py")) + sorted(
+    (ROOT / "docs").rglob("dpkit_*.py")
+)
 
 
 def dpkit_imports(path: Path) -> list[tuple[str, str | None]]:
@@ -20,7 +22,11 @@ def dpkit_imports(path: Path) -> list[tuple[str, str | None]]:
     for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
         if isinstance(node, ast.Import):
             found += [(a.name, None) for a in node.names if a.name.split(".")[0] == "dpkit"]
-        elif isinstance(node, ast.ImportFrom) and node.module and node.module.split(".")[0] == "dpkit":
+        elif (
+            isinstance(node, ast.ImportFrom)
+            and node.module
+            and node.module.split(".")[0] == "dpkit"
+        ):
             found += [(node.module, a.name) for a in node.names]
     return found
 

@@ -64,12 +64,21 @@ def test_estimator_is_unbiased_with_the_stated_variance() -> None:
     truth = np.zeros(500, dtype=np.int8)
     truth[:140] = 1
     trials = 4000
-    reports = rr.randomize(np.broadcast_to(truth, (trials, truth.size)), rng=np.random.default_rng(5))
+    reports = rr.randomize(
+        np.broadcast_to(truth, (trials, truth.size)), rng=np.random.default_rng(5)
+    )
     ones = reports.sum(axis=1)
-    est = np.array([dpkit.estimate(rr, dpkit.FrequencyCounts("rr", [500 - s, s], 500)).estimates[1] for s in ones])
+    est = np.array(
+        [
+            dpkit.estimate(rr, dpkit.FrequencyCounts("rr", [500 - s, s], 500)).estimates[1]
+            for s in ones
+        ]
+    )
     variance = dpkit.estimate(rr, reports[0]).variance[1]
     p, q = rr.keep_probability, rr.flip_probability
-    assert variance == pytest.approx(500 * p * q / (2 * p - 1) ** 2)  # Warner 1965, eq. (5) scaled to counts
+    assert variance == pytest.approx(
+        500 * p * q / (2 * p - 1) ** 2
+    )  # Warner 1965, eq. (5) scaled to counts
     z = (est.mean() - 140) / math.sqrt(variance / trials)
     assert abs(z) < 4.9  # two-sided 1e-6
     assert est.var(ddof=1) / variance == pytest.approx(1.0, abs=0.16)  # ≈ 4.9 standard errors
@@ -145,7 +154,9 @@ def test_bad_parameters_name_the_parameter(params: dict[str, object], parameter:
 
 
 @pytest.mark.parametrize("values", [[0, 2], [-1, 0], [0.5, 1.0], [np.nan], ["a"]])
-def test_values_outside_zero_one_are_refused(values: list[object], rng: np.random.Generator) -> None:
+def test_values_outside_zero_one_are_refused(
+    values: list[object], rng: np.random.Generator
+) -> None:
     with pytest.raises(dpkit.InvalidData):
         dpkit.mechanism("rr", epsilon=1.0).randomize(values, rng=rng)
 

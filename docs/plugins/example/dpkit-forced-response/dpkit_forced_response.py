@@ -46,7 +46,10 @@ class ForcedResponse(dpkit.Mechanism):
     def __attrs_post_init__(self) -> None:
         if self.forced_yes + self.forced_no >= 1.0:
             raise dpkit.InvalidParameter(
-                "forced_no", self.forced_no, f"< 1 - forced_yes = {1 - self.forced_yes:g}", owner=self.name
+                "forced_no",
+                self.forced_no,
+                f"< 1 - forced_yes = {1 - self.forced_yes:g}",
+                owner=self.name,
             )
 
     @property
@@ -101,7 +104,9 @@ class ForcedResponseEstimator(dpkit.Estimator):
         ones = int(np.count_nonzero(answers))
         return dpkit.FrequencyCounts(self.mechanism.name, [answers.size - ones, ones], answers.size)
 
-    def estimate(self, statistics: dpkit.FrequencyCounts, /, *, method: str = "unbiased") -> dpkit.Estimate:
+    def estimate(
+        self, statistics: dpkit.FrequencyCounts, /, *, method: str = "unbiased"
+    ) -> dpkit.Estimate:
         self.check_method(method)
         self.check_statistics(statistics, 2)
         mech, n = self.mechanism, statistics.n
@@ -109,7 +114,9 @@ class ForcedResponseEstimator(dpkit.Estimator):
         n1 = min(max(ones, 0.0), float(n))
         a, b = mech.truthful + mech.forced_yes, mech.forced_yes
         variance = (n1 * a * (1 - a) + (n - n1) * b * (1 - b)) / mech.truthful**2
-        return dpkit.Estimate(mech.name, method, n, [n - ones, ones], [variance, variance], categories=(0, 1))
+        return dpkit.Estimate(
+            mech.name, method, n, [n - ones, ones], [variance, variance], categories=(0, 1)
+        )
 
 
 @dpkit.hookimpl
@@ -118,5 +125,7 @@ def dpkit_register_mechanisms(register: Callable[[type[dpkit.Mechanism]], None])
 
 
 @dpkit.hookimpl
-def dpkit_register_estimators(register: Callable[[str, Callable[[Any], dpkit.Estimator]], None]) -> None:
+def dpkit_register_estimators(
+    register: Callable[[str, Callable[[Any], dpkit.Estimator]], None],
+) -> None:
     register("forced_response", ForcedResponseEstimator)

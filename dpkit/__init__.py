@@ -11,6 +11,18 @@ from __future__ import annotations
 
 from typing import Any
 
+from dpkit.accounting import (
+    Bound,
+    account,
+    compose_advanced,
+    compose_basic,
+    compose_parallel,
+    compose_pld,
+    compose_rdp,
+    compose_zcdp,
+    gaussian_noise_multiplier,
+)
+from dpkit.advisor import Advice, advise
 from dpkit.domains import CategoricalDomain, Domain, VectorDomain
 from dpkit.errors import (
     BudgetExceeded,
@@ -24,19 +36,33 @@ from dpkit.errors import (
 )
 from dpkit.estimator import Estimate, Estimator, FrequencyCounts
 from dpkit.hookspecs import hookimpl
+from dpkit.ledger import Budget, Cost, Ledger, LedgerEntry, LedgerError, LedgerMismatch, NotALedger
 from dpkit.mechanism import Mechanism
 from dpkit.params import Boolean, Choice, Integer, ParameterSpec, Real, Sequence_, parameter
-from dpkit.privacy import ApproximateDP, GaussianDP, PrivacyEvent, PureDP, RandomizedResponseDP
+from dpkit.privacy import (
+    ApproximateDP,
+    GaussianDP,
+    LaplaceDP,
+    PrivacyEvent,
+    PureDP,
+    RandomizedResponseDP,
+    SubsampledDP,
+)
 from dpkit.registry import MechanismInfo, Registry, get_registry, load_registry
+from dpkit.session import Query, Release, Session
 
 __version__ = "0.1.0"
 
 __all__ = [
+    "Advice",
     "ApproximateDP",
     "Boolean",
+    "Bound",
+    "Budget",
     "BudgetExceeded",
     "CategoricalDomain",
     "Choice",
+    "Cost",
     "DPKitError",
     "Domain",
     "Estimate",
@@ -46,31 +72,72 @@ __all__ = [
     "Integer",
     "InvalidData",
     "InvalidParameter",
+    "LaplaceDP",
+    "Ledger",
+    "LedgerEntry",
+    "LedgerError",
+    "LedgerMismatch",
     "Mechanism",
     "MechanismInfo",
+    "NotALedger",
     "ParameterSpec",
     "PluginConflict",
     "PluginError",
     "PrivacyEvent",
     "PureDP",
+    "Query",
     "RandomizedResponseDP",
     "Real",
     "Registry",
+    "Release",
+    "SecureRandom",
+    "SecureWordSource",
     "Sequence_",
+    "Session",
     "SpecError",
+    "SubsampledDP",
     "UnknownMechanism",
     "VectorDomain",
     "__version__",
+    "account",
+    "advise",
+    "bernoulli_exp",
     "check_rng",
+    "compose_advanced",
+    "compose_basic",
+    "compose_parallel",
+    "compose_pld",
+    "compose_rdp",
+    "compose_zcdp",
+    "constant_time_tv_bound",
+    "discrete_gaussian",
+    "discrete_laplace",
+    "discrete_laplace_constant_time",
     "estimate",
+    "gaussian_noise_multiplier",
     "get_registry",
     "hookimpl",
+    "lie_threshold",
     "load_registry",
     "mechanism",
     "parameter",
+    "probability_threshold",
+    "resolve_rng",
 ]
 
 from dpkit._rng import check_rng
+from dpkit.randomness import (
+    SecureRandom,
+    SecureWordSource,
+    bernoulli_exp,
+    constant_time_tv_bound,
+    discrete_gaussian,
+    discrete_laplace,
+    discrete_laplace_constant_time,
+    lie_threshold,
+    probability_threshold,
+    resolve_rng,
+)
 
 
 def mechanism(name: str, /, *, registry: Registry | None = None, **params: Any) -> Mechanism:

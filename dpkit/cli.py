@@ -21,7 +21,15 @@ from dpkit.errors import DPKitError
 __all__ = ["main"]
 
 #: Subcommand modules, in the order ``dpkit --help`` lists them.
-COMMANDS = ("dpkit.commands.mechanisms", "dpkit.commands.audit")
+COMMANDS = (
+    "dpkit.commands.mechanisms",
+    "dpkit.commands.audit",
+    "dpkit.commands.advise",
+    "dpkit.commands.account",
+    "dpkit.commands.budget",
+    "dpkit.commands.run",
+    "dpkit.commands.schema",
+)
 
 EXIT_OK = 0
 EXIT_USAGE = 2

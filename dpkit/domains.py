@@ -62,14 +62,19 @@ class CategoricalDomain(Domain):
 class VectorDomain(Domain):
     """Real vectors (query answers) whose neighbours differ by at most ``sensitivity`` in L``norm``.
 
-    ``norm`` is 1, 2 or ``inf``; ``integer`` restricts the vectors to integers.
+    ``norm`` is 1, 2 or ``inf``; ``integer`` restricts the vectors to integers. ``monotone``
+    further restricts neighbours to move every coordinate in the same direction (all up or all
+    down), as the utilities of a monotone query do when one record is added or removed
+    (e.g. counts; McSherry & Talwar 2007, Section 2; Dwork & Roth 2014, Section 3.4).
     """
 
     sensitivity: float
     norm: float = 1.0
     integer: bool = False
+    monotone: bool = False
 
     @property
     def relation(self) -> str:  # type: ignore[override]
         norm = "∞" if self.norm == float("inf") else f"{self.norm:g}"
-        return f"answers differ by at most {self.sensitivity:g} in the L{norm} norm"
+        text = f"answers differ by at most {self.sensitivity:g} in the L{norm} norm"
+        return text + (", all in the same direction" if self.monotone else "")

@@ -67,17 +67,18 @@ class UnknownMechanism(DPKitError, KeyError):
 
     code = "unknown_mechanism"
 
-    def __init__(self, name: str, known: Iterable[str]):
+    def __init__(self, name: str, known: Iterable[str], *, kind: str = "mechanism"):
         self.name = name
+        self.kind = kind
         self.known = sorted(known)
         self.suggestions = difflib.get_close_matches(name, self.known, n=3, cutoff=0.5)
         hint = (
             f"; did you mean {' or '.join(map(repr, self.suggestions))}?"
             if self.suggestions
-            else ""
+            else "."
         )
         listing = ", ".join(self.known) if self.known else "none (no plugin is loaded)"
-        super().__init__(f"unknown mechanism {name!r}{hint} Known mechanisms: {listing}")
+        super().__init__(f"unknown {kind} {name!r}{hint} Known {kind}s: {listing}")
 
     def __str__(self) -> str:  # KeyError would otherwise quote the whole message
         return str(self.args[0])

@@ -47,6 +47,20 @@ def dpkit_register_mechanisms(register: Callable[[type[Mechanism]], None]) -> No
 
 
 @hookspec
+def dpkit_register_queries(register: Callable[[type[Any]], None]) -> None:
+    """Register query classes: statistics computed over a dataset (count, sum, mean, ...).
+
+    Called once per plugin when a registry is built. Call ``register(QueryClass)`` for each
+    query; the class's ``name`` is the statistic's name in JSON specs. A query class is a
+    frozen ``attrs`` class whose parameters are declared with :func:`dpkit.parameter`, with
+    an ``epsilon`` parameter (and ``delta`` where it takes one), a ``privacy`` property (its
+    accounting event, known before any data is read) and ``run(data, /, *, rng)``.
+
+    :param register: records one query class under its ``name``.
+    """
+
+
+@hookspec
 def dpkit_register_estimators(register: Callable[[str, Callable[[Any], Estimator]], None]) -> None:
     """Register estimators for mechanisms.
 

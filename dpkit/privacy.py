@@ -11,18 +11,21 @@ Every event exposes the ``epsilon`` and ``delta`` of one use of the mechanism.
 from __future__ import annotations
 
 import math
-from typing import ClassVar
+from typing import Any, ClassVar
 
 import attrs
 
+from dpkit.errors import InvalidParameter
 from dpkit.params import Integer, Real, parameter
 
 __all__ = [
     "ApproximateDP",
     "GaussianDP",
+    "LaplaceDP",
     "PrivacyEvent",
     "PureDP",
     "RandomizedResponseDP",
+    "SubsampledDP",
     "gaussian_delta",
     "gaussian_epsilon",
 ]
@@ -52,7 +55,7 @@ class PureDP(PrivacyEvent):
     """ε-differential privacy (δ = 0): Dwork, McSherry, Nissim & Smith 2006, Definition 1."""
 
     name: ClassVar[str] = "pure"
-    epsilon: float = parameter(_NON_NEGATIVE, doc="privacy loss ε")  # type: ignore[assignment]
+    epsilon: float = parameter(_NON_NEGATIVE, doc="privacy loss ε")
 
     @property
     def delta(self) -> float:
@@ -64,8 +67,8 @@ class ApproximateDP(PrivacyEvent):
     """(ε, δ)-differential privacy: Dwork & Roth 2014, Definition 2.4."""
 
     name: ClassVar[str] = "approx"
-    epsilon: float = parameter(_NON_NEGATIVE, doc="privacy loss ε")  # type: ignore[assignment]
-    delta: float = parameter(_DELTA, doc="failure probability δ")  # type: ignore[assignment]
+    epsilon: float = parameter(_NON_NEGATIVE, doc="privacy loss ε")
+    delta: float = parameter(_DELTA, doc="failure probability δ")
 
 
 @attrs.frozen
@@ -77,7 +80,7 @@ class RandomizedResponseDP(PrivacyEvent):
     """
 
     name: ClassVar[str] = "rr"
-    epsilon: float = parameter(_POSITIVE, doc="privacy loss ε")  # type: ignore[assignment]
+    epsilon: float = parameter(_POSITIVE, doc="privacy loss ε")
     k: int = parameter(Integer(low=2), doc="number of categories", default=2)
 
     @property
@@ -90,20 +93,42 @@ def _phi(x: float) -> float:
     return 0.5 * math.erfc(-x / math.sqrt(2.0))
 
 
+def _log_phi(x: float) -> float:
+    """ln Φ(x) without underflow: erfc down to x = −30, then the asymptotic series
+    Φ(x) = φ(x)/|x| · (1 − 1/x² + 3/x⁴ − 15/x⁶ + ...) (Abramowitz & Stegun 26.2.12)."""
+    if x > -30.0:
+        return math.log(0.5 * math.erfc(-x / math.sqrt(2.0)))
+    inv = 1.0 / (x * x)
+    series, term = 1.0, 1.0
+    for n in range(1, 12):
+        term *= -(2 * n - 1) * inv
+        series += term
+    return -0.5 * x * x - math.log(-x) - 0.5 * math.log(2 * math.pi) + math.log(series)
+
+
 def gaussian_delta(epsilon: float, noise_multiplier: float) -> float:
     """Exact δ(ε) of the Gaussian mechanism with σ = noise_multiplier · Δ₂.
 
     Balle & Wang 2018 ("Improving the Gaussian Mechanism for Differential Privacy", Theorem 8):
-    δ(ε) = Φ(Δ/(2σ) − εσ/Δ) − e^ε Φ(−Δ/(2σ) − εσ/Δ), written with μ = Δ/σ = 1/noise_multiplier.
+    δ(ε) = Φ(Δ/(2σ) − εσ/Δ) − e^ε Φ(−Δ/(2σ) − εσ/Δ), written with μ = Δ/σ = 1/noise_multiplier,
+    and evaluated in log space, δ = Φ(a)·(1 − e^{ε + ln Φ(b) − ln Φ(a)}), so that it stays
+    accurate when both terms are tiny (ε in the thousands).
     """
     mu = 1.0 / noise_multiplier
-    a = _phi(mu / 2.0 - epsilon / mu)
-    log_b = epsilon + math.log(max(_phi(-mu / 2.0 - epsilon / mu), 1e-320))
-    return max(0.0, a - math.exp(log_b)) if log_b < 700 else 0.0
+    log_a = _log_phi(mu / 2.0 - epsilon / mu)
+    log_b = epsilon + _log_phi(-mu / 2.0 - epsilon / mu)
+    if log_b >= log_a:
+        return 0.0
+    return max(0.0, math.exp(log_a) * -math.expm1(log_b - log_a))
 
 
 def gaussian_epsilon(delta: float, noise_multiplier: float) -> float:
-    """The smallest ε with δ(ε) ≤ δ for the Gaussian mechanism (bisection on the exact curve)."""
+    """The smallest ε with δ(ε) ≤ δ for the Gaussian mechanism (bisection on the exact curve).
+
+    The answer always satisfies δ(ε) ≤ δ and is within 1e-12 (relative) of the root. Within
+    that bracket the shortest decimal that still satisfies δ(ε) ≤ δ is returned, so a noise
+    multiplier calibrated for ε = 0.1 reports exactly 0.1 (and exact budgets add up).
+    """
     if gaussian_delta(0.0, noise_multiplier) <= delta:
         return 0.0
     lo, hi = 0.0, 1.0
@@ -117,6 +142,10 @@ def gaussian_epsilon(delta: float, noise_multiplier: float) -> float:
             hi = mid
         if hi - lo <= 1e-12 * hi:
             break
+    for digits in range(1, 17):  # lo < ε ≤ hi, and δ(ε) ≤ δ is checked on the exact curve
+        short = float(f"{hi:.{digits}g}")
+        if lo < short <= hi and gaussian_delta(short, noise_multiplier) <= delta:
+            return short
     return hi
 
 
@@ -131,8 +160,57 @@ class GaussianDP(PrivacyEvent):
 
     name: ClassVar[str] = "gaussian"
     noise_multiplier: float = parameter(_POSITIVE, doc="σ / Δ₂")
-    delta: float = parameter(_OPEN_DELTA, doc="δ at which ε is reported")  # type: ignore[assignment]
+    delta: float = parameter(_OPEN_DELTA, doc="δ at which ε is reported")
 
     @property
     def epsilon(self) -> float:
         return gaussian_epsilon(self.delta, self.noise_multiplier)
+
+
+@attrs.frozen
+class LaplaceDP(PrivacyEvent):
+    """The Laplace mechanism at level ε (noise scale Δ₁/ε): pure ε-DP with a known loss law.
+
+    Dwork, McSherry, Nissim & Smith 2006, Section 3. Its privacy loss lies in [−ε, ε] with
+    atoms P[L = ε] = 1/2, P[L = −ε] = e^{−ε}/2 and a density in between, so RDP and PLD
+    accountants compose it more tightly than a generic :class:`PureDP` (Mironov 2017, Table II).
+    """
+
+    name: ClassVar[str] = "laplace"
+    epsilon: float = parameter(_POSITIVE, doc="privacy loss ε = Δ₁ / scale")
+
+    @property
+    def delta(self) -> float:
+        return 0.0
+
+
+def _check_event(instance: Any, field: attrs.Attribute[Any], value: Any) -> None:
+    if not isinstance(value, PrivacyEvent) or isinstance(value, SubsampledDP):
+        raise InvalidParameter(
+            field.name, value, "a PrivacyEvent that is not itself subsampled", owner="subsampled"
+        )
+
+
+@attrs.frozen
+class SubsampledDP(PrivacyEvent):
+    """``event`` run on a Poisson subsample: each record is kept independently with rate q.
+
+    Neighbouring datasets differ by adding or removing one record. For a generic (ε, δ) event,
+    Balle, Barthe & Gaboardi 2018 ("Privacy Amplification by Subsampling", Theorem 8) give
+    (ln(1 + q(e^ε − 1)), qδ); accountants use the tighter structure where they know it (the
+    subsampled Gaussian: Mironov, Talwar & Zhang 2019, Section 3.3).
+    """
+
+    name: ClassVar[str] = "subsampled"
+    event: PrivacyEvent = attrs.field(validator=_check_event)
+    sampling_rate: float = parameter(
+        Real(low=0.0, high=1.0, low_open=True), doc="Poisson sampling rate q"
+    )
+
+    @property
+    def epsilon(self) -> float:
+        return math.log1p(self.sampling_rate * math.expm1(self.event.epsilon))
+
+    @property
+    def delta(self) -> float:
+        return self.sampling_rate * self.event.delta

@@ -22,10 +22,12 @@ from dpkit import hookspecs
 from dpkit.errors import InvalidParameter, PluginConflict, PluginError, UnknownMechanism
 from dpkit.estimator import Estimator
 from dpkit.mechanism import Mechanism
+from dpkit.params import parameter_specs
 
 __all__ = [
     "MechanismInfo",
     "PluginFailure",
+    "QueryInfo",
     "Registry",
     "get_registry",
     "load_registry",
@@ -58,6 +60,15 @@ class MechanismInfo:
 
 
 @attrs.frozen
+class QueryInfo:
+    """A registered query class (a statistic over a dataset) with its provenance."""
+
+    name: str
+    cls: type[Any]
+    provenance: Provenance
+
+
+@attrs.frozen
 class PluginFailure:
     """A plugin that could not be loaded; ``error`` says why."""
 
@@ -72,6 +83,7 @@ class Registry:
 
     mechanisms: dict[str, MechanismInfo] = attrs.field(factory=dict)
     estimators: dict[str, tuple[Callable[[Any], Estimator], Provenance]] = attrs.field(factory=dict)
+    queries: dict[str, QueryInfo] = attrs.field(factory=dict)
     failures: list[PluginFailure] = attrs.field(factory=list)
 
     def names(self) -> list[str]:
@@ -103,11 +115,36 @@ class Registry:
                 owner=name,
             ) from None
 
+    def query_info(self, name: str) -> QueryInfo:
+        if not isinstance(name, str) or name not in self.queries:
+            raise UnknownMechanism(str(name), self.queries, kind="statistic")
+        return self.queries[name]
+
+    def query(self, name: str, /, **params: Any) -> Any:
+        """Construct the query (statistic) ``name`` with ``params`` (validated by the query)."""
+        return _construct(self.query_info(name).cls, name, params)
+
     def estimator(self, mechanism: Mechanism) -> Estimator:
         if mechanism.name not in self.estimators:
             raise UnknownMechanism(f"estimator for {mechanism.name}", self.estimators)
         factory, _ = self.estimators[mechanism.name]
         return factory(mechanism)
+
+
+def _construct(cls: type[Any], name: str, params: dict[str, Any]) -> Any:
+    declared = parameter_specs(cls)
+    for key in params:
+        if key not in declared:
+            allowed = "one of " + ", ".join(declared) if declared else "no parameters"
+            raise InvalidParameter(key, params[key], f"a known parameter ({allowed})", owner=name)
+    missing = [
+        key
+        for key, field in attrs.fields_dict(cls).items()
+        if key in declared and key not in params and field.default is attrs.NOTHING
+    ]
+    if missing:
+        raise InvalidParameter(missing[0], None, "given (it is required)", owner=name)
+    return cls(**params)
 
 
 def _entry_point_distribution(ep: metadata.EntryPoint) -> tuple[str | None, str | None]:
@@ -167,6 +204,7 @@ def load_registry(
 
     for hook_name, add in (
         ("dpkit_register_mechanisms", _mechanism_adder),
+        ("dpkit_register_queries", _query_adder),
         ("dpkit_register_estimators", _estimator_adder),
     ):
         hook = getattr(pm.hook, hook_name)
@@ -203,6 +241,25 @@ def _mechanism_adder(registry: Registry, origin: Provenance) -> Callable[[type[M
                 "mechanism", name, registry.mechanisms[name].provenance.plugin, origin.plugin
             )
         registry.mechanisms[name] = MechanismInfo(name, cls, origin)
+
+    return register
+
+
+def _query_adder(registry: Registry, origin: Provenance) -> Callable[[type[Any]], None]:
+    def register(cls: type[Any]) -> None:
+        name = getattr(cls, "name", None)
+        if not isinstance(name, str) or not _NAME.match(name):
+            raise PluginError(f"plugin {origin.plugin!r}: query name {name!r} is not snake_case")
+        if not (attrs.has(cls) and callable(getattr(cls, "run", None)) and hasattr(cls, "privacy")):
+            raise PluginError(
+                f"plugin {origin.plugin!r}: query {name!r} must be an attrs class with "
+                "privacy and run(data, /, *, rng)"
+            )
+        if name in registry.queries:
+            raise PluginConflict(
+                "query", name, registry.queries[name].provenance.plugin, origin.plugin
+            )
+        registry.queries[name] = QueryInfo(name, cls, origin)
 
     return register
 

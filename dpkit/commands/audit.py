@@ -2,7 +2,7 @@
 
 Runs the exact and the statistical tier of :mod:`dpkit.testing` on one registered mechanism,
 shows progress on stderr and prints a report. Exit code 0: no violation found; 1: a violation
-was found; 2: bad usage (unknown mechanism, bad parameter).
+was found; 2: bad usage (unknown mechanism, bad parameter) or nothing the auditor can check.
 """
 
 from __future__ import annotations
@@ -19,6 +19,7 @@ from dpkit.registry import get_registry
 
 EXIT_PASS = 0
 EXIT_VIOLATION = 1
+EXIT_USAGE = 2
 
 
 def add_parser(subparsers: Any) -> None:
@@ -30,17 +31,23 @@ def add_parser(subparsers: Any) -> None:
             "statistical tier samples its real randomizer and certifies a lower bound on ε."
         ),
     )
-    parser.add_argument("name", metavar="NAME", help="a registered mechanism (see `dpkit mechanisms`)")
+    parser.add_argument(
+        "name", metavar="NAME", help="a registered mechanism (see `dpkit mechanisms`)"
+    )
     parser.add_argument(
         "--param",
         "-p",
         action="append",
         default=[],
         metavar="KEY=VALUE",
-        help="a mechanism parameter; VALUE is read as JSON when it parses (1.5, 8, [\"a\",\"b\"])",
+        help='a mechanism parameter; VALUE is read as JSON when it parses (1.5, 8, ["a","b"])',
     )
     parser.add_argument(
-        "--samples", type=int, default=200_000, metavar="N", help="outputs per input in the test (default 200000)"
+        "--samples",
+        type=int,
+        default=200_000,
+        metavar="N",
+        help="outputs per input in the test (default 200000)",
     )
     parser.add_argument("--seed", type=int, default=0, metavar="S", help="random seed (default 0)")
     parser.add_argument(
@@ -59,7 +66,9 @@ def parse_params(pairs: list[str]) -> dict[str, Any]:
     for item in pairs:
         key, sep, text = item.partition("=")
         if not sep or not key.strip():
-            raise InvalidParameter("--param", item, "KEY=VALUE, e.g. epsilon=1.0", owner="dpkit audit")
+            raise InvalidParameter(
+                "--param", item, "KEY=VALUE, e.g. epsilon=1.0", owner="dpkit audit"
+            )
         try:
             value = json.loads(text)
         except ValueError:
@@ -87,7 +96,7 @@ class _ProgressBar:
 
     def __call__(self, message: str, fraction: float) -> None:
         if self.tty:
-            filled = int(round(24 * fraction))
+            filled = round(24 * fraction)
             bar = "#" * filled + "." * (24 - filled)
             print(f"\r{self.label} [{bar}] {message:<50}", end="", file=sys.stderr, flush=True)
             if fraction >= 1.0:
@@ -114,6 +123,9 @@ def run(args: argparse.Namespace) -> int:
         print(json.dumps(report.to_dict(), indent=2, default=_json_default))
     else:
         print(report.format_text())
+    if not report.checked:
+        print(f"dpkit: error: {args.name} could not be audited by either tier", file=sys.stderr)
+        return EXIT_USAGE
     return EXIT_VIOLATION if report.verdict == "violation" else EXIT_PASS
 
 

@@ -1,4 +1,9 @@
-"""dpkit's built-in central-DP mechanisms, registered as an ordinary plugin.
+"""dpkit's built-in central-DP mechanisms and queries, registered as an ordinary plugin.
+
+Mechanisms (by registry name): ``laplace``, ``gaussian``, ``geometric``, ``exponential``,
+``report_noisy_max``, ``permute_and_flip``. Queries with sensitivity derived from their bounds
+(:mod:`dpkit_central.queries`): :class:`Count`, :class:`Sum`, :class:`Mean`,
+:class:`Histogram`, :class:`Quantile`.
 
 Imports only dpkit's public API, exactly as a third-party plugin would.
 """
@@ -9,17 +14,73 @@ from collections.abc import Callable
 from typing import Any
 
 import dpkit
+from dpkit_central.exponential import Exponential, utility_guarantee
+from dpkit_central.gaussian import Gaussian, analytic_gaussian_sigma, classic_gaussian_sigma
+from dpkit_central.geometric import Geometric
+from dpkit_central.laplace import Laplace
+from dpkit_central.noisy_max import (
+    PermuteAndFlip,
+    ReportNoisyMax,
+    permute_and_flip_log_pmf,
+    report_noisy_max_log_pmf,
+    report_one_sided_noisy_argmax,
+)
+from dpkit_central.queries import Count, Histogram, Mean, Quantile, QueryResult, Sum
 
-__all__ = ["dpkit_register_estimators", "dpkit_register_mechanisms"]
+__all__ = [
+    "QUERIES",
+    "Count",
+    "Exponential",
+    "Gaussian",
+    "Geometric",
+    "Histogram",
+    "Laplace",
+    "Mean",
+    "PermuteAndFlip",
+    "Quantile",
+    "QueryResult",
+    "ReportNoisyMax",
+    "Sum",
+    "analytic_gaussian_sigma",
+    "classic_gaussian_sigma",
+    "dpkit_register_estimators",
+    "dpkit_register_mechanisms",
+    "dpkit_register_queries",
+    "permute_and_flip_log_pmf",
+    "report_noisy_max_log_pmf",
+    "report_one_sided_noisy_argmax",
+    "utility_guarantee",
+]
+
+MECHANISMS: tuple[type[dpkit.Mechanism], ...] = (
+    Laplace,
+    Gaussian,
+    Geometric,
+    Exponential,
+    ReportNoisyMax,
+    PermuteAndFlip,
+)
 
 
 @dpkit.hookimpl
 def dpkit_register_mechanisms(register: Callable[[type[dpkit.Mechanism]], None]) -> None:
-    """The central mechanisms (laplace, gaussian, ...) are registered here."""
+    """Register the central mechanisms."""
+    for cls in MECHANISMS:
+        register(cls)
+
+
+QUERIES: tuple[type[Any], ...] = (Count, Sum, Mean, Histogram, Quantile)
+
+
+@dpkit.hookimpl
+def dpkit_register_queries(register: Callable[[type[Any]], None]) -> None:
+    """Register the queries (statistics over a dataset) that JSON specs and sessions run."""
+    for cls in QUERIES:
+        register(cls)
 
 
 @dpkit.hookimpl
 def dpkit_register_estimators(
     register: Callable[[str, Callable[[Any], dpkit.Estimator]], None],
 ) -> None:
-    """Central mechanisms release their estimates directly; no estimator is needed yet."""
+    """Central mechanisms release their estimates directly; no estimator is needed."""

@@ -42,9 +42,15 @@ class KaryRandomizedResponse(Mechanism):
         P[y = x] = p = e^ε / (e^ε + k − 1),     P[y = v] = q = 1 / (e^ε + k − 1)  for each v ≠ x,
 
     so p + (k − 1) q = 1 and p / q = e^ε. The "other" value is drawn uniformly from the k − 1
-    values different from x (an unbiased integer draw shifted past x: no modulo, no rejection
-    loop). The lie is drawn as ``u < (k − 1) q`` with u on the 2⁻⁵³ grid, which rounds the lie
-    probability up, so the realised ε never exceeds the declared ε.
+    values different from x (an exactly uniform integer draw on [0, k − 2] shifted past x; in
+    secure mode the draw is by rejection, never a biased ``word % (k − 1)``). The lie is drawn as
+    ``u < (k − 1) q`` with u on the 2⁻⁵³ grid (fast mode, a numpy ``Generator``: the float
+    (k − 1) q rounded up to that grid), or as ``w < T`` with w a uniform 64-bit word and
+    T = :func:`dpkit.lie_threshold` (ε, k) (secure mode, ``rng=None`` or a
+    :class:`dpkit.SecureRandom`): the exact λ = (k − 1)/(e^ε + k − 1), evaluated in high
+    precision, rounded up to the 2⁻⁶⁴ grid. With λ′ ≥ λ the realised ratio
+    p′/q′ = (1 − λ′)(k − 1)/λ′ ≤ e^ε, so in secure mode the realised ε never exceeds the
+    declared ε.
 
     Values are category indices, or labels when ``categories`` is given (then ``k`` defaults to
     its length); :meth:`encode` and :meth:`decode` map between the two.
@@ -151,13 +157,18 @@ class KaryRandomizedResponse(Mechanism):
         labels: NDArray[Any] = np.asarray(self.categories)[checked]
         return labels
 
-    def randomize(self, values: Any, /, *, rng: np.random.Generator) -> NDArray[Any]:
+    def randomize(
+        self, values: Any, /, *, rng: np.random.Generator | dpkit.SecureRandom | None = None
+    ) -> NDArray[Any]:
         """Perturb each value (index or label, any shape) independently.
 
-        Works in cache-sized chunks with the narrowest unsigned dtype that holds k: the same
-        draws per value, far less memory traffic (and peak memory) than whole-array passes.
+        ``rng``: None (secure mode, the default), a :class:`dpkit.SecureRandom`, or a numpy
+        ``Generator`` (fast mode). Works in cache-sized chunks with the narrowest unsigned dtype
+        that holds k: the same draws per value, far less memory traffic (and peak memory) than
+        whole-array passes.
         """
-        dpkit.check_rng(rng, owner=self.name)
+        generator, _ = dpkit.resolve_rng(rng, owner=self.name)
+        threshold = dpkit.lie_threshold(self.epsilon, self.size)
         indices = self.encode(values)
         flat = indices.reshape(-1)
         noisy = np.empty_like(flat)
@@ -165,8 +176,11 @@ class KaryRandomizedResponse(Mechanism):
         lie_probability = self.lie_probability
         for start in range(0, flat.size, _CHUNK):
             truth = flat[start : start + _CHUNK].astype(narrow)
-            lie = rng.random(truth.size) < lie_probability
-            other = rng.integers(0, self.size - 1, size=truth.size, dtype=narrow)
+            if isinstance(generator, dpkit.SecureRandom):
+                lie = generator.bernoulli_threshold(threshold, truth.size)
+            else:
+                lie = generator.random(truth.size) < lie_probability
+            other = generator.integers(0, self.size - 1, size=truth.size, dtype=narrow)
             other += other >= truth  # uniform over the k − 1 values that differ from the truth
             noisy[start : start + _CHUNK] = np.where(lie, other, truth)
         reports = noisy.reshape(indices.shape)

@@ -48,8 +48,14 @@ class RandomizedResponse(Mechanism):
     Each element of an array of any shape is one protected bit. :meth:`randomize_graph` perturbs
     the adjacency matrix of a graph (edge-LDP), each unordered pair once for undirected graphs.
 
-    The flip is drawn as ``u < 1 − p`` with u uniform on the 2⁻⁵³ grid, so the realised flip
-    probability is 1 − p rounded *up* to that grid and the realised ε never exceeds the declared ε.
+    Randomness: ``rng=None`` (the default) is secure mode, a ChaCha20 keystream
+    (:class:`dpkit.SecureRandom`); a ``numpy.random.Generator`` is fast mode (seedable, for
+    simulation and tests; not attack-resistant). In fast mode the flip is drawn as ``u < 1 − p``
+    with u uniform on the 2⁻⁵³ grid, which rounds the float 1 − p up to that grid. In secure
+    mode it is ``w < T`` with w a uniform 64-bit word and T = :func:`dpkit.lie_threshold` (ε, 2):
+    the exact 1/(1 + e^ε), evaluated in high precision, rounded up to the 2⁻⁶⁴ grid, so the
+    realised flip probability is never below the true one and, as 1 − p < 1/2, the realised
+    ε = ln(p′/(1 − p′)) never exceeds the declared ε.
     """
 
     name: ClassVar[str] = "rr"
@@ -103,16 +109,30 @@ class RandomizedResponse(Mechanism):
     def privacy(self) -> RandomizedResponseDP:
         return RandomizedResponseDP(epsilon=self.eps, k=2)
 
-    def randomize(self, values: Any, /, *, rng: np.random.Generator) -> NDArray[Any]:
-        """Perturb every element of ``values`` (0/1 of any shape and dtype) independently."""
-        dpkit.check_rng(rng, owner=self.name)
+    def randomize(
+        self, values: Any, /, *, rng: np.random.Generator | dpkit.SecureRandom | None = None
+    ) -> NDArray[Any]:
+        """Perturb every element of ``values`` (0/1 of any shape and dtype) independently.
+
+        ``rng``: None (secure mode, the default), a :class:`dpkit.SecureRandom`, or a numpy
+        ``Generator`` (fast mode).
+        """
+        generator, _ = dpkit.resolve_rng(rng, owner=self.name)
         bits = as_binary(values, owner=self.name)
         flat = bits.reshape(-1)
         noisy = np.empty_like(flat)
         flip_probability = self.flip_probability
+        threshold = (
+            dpkit.lie_threshold(self.eps, 2)
+            if self.keep is None
+            else dpkit.probability_threshold(1.0 - self.keep, rounding="up")  # 1 − keep is exact
+        )
         for start in range(0, flat.size, _CHUNK):  # cache-sized chunks: less memory traffic
             chunk = flat[start : start + _CHUNK]
-            flip = rng.random(chunk.size) < flip_probability
+            if isinstance(generator, dpkit.SecureRandom):
+                flip = generator.bernoulli_threshold(threshold, chunk.size)
+            else:
+                flip = generator.random(chunk.size) < flip_probability
             if np.issubdtype(chunk.dtype, np.floating):
                 noisy[start : start + _CHUNK] = np.where(flip, 1.0 - chunk, chunk)
             else:
@@ -120,7 +140,12 @@ class RandomizedResponse(Mechanism):
         return noisy.reshape(bits.shape)
 
     def randomize_graph(
-        self, adjacency: Any, /, *, rng: np.random.Generator, undirected: bool = True
+        self,
+        adjacency: Any,
+        /,
+        *,
+        rng: np.random.Generator | dpkit.SecureRandom | None = None,
+        undirected: bool = True,
     ) -> NDArray[Any]:
         """Perturb an n×n 0/1 adjacency matrix, with ε-edge-LDP per pair (no self-loops).
 

@@ -161,7 +161,7 @@ def test_values_outside_zero_one_are_refused(
         dpkit.mechanism("rr", epsilon=1.0).randomize(values, rng=rng)
 
 
-@pytest.mark.parametrize("bad", [None, 42, np.random.RandomState(0), "seed"])
+@pytest.mark.parametrize("bad", [np.random.PCG64(0), 42, np.random.RandomState(0), "seed"])
 def test_rng_must_be_a_generator(bad: object) -> None:
     with pytest.raises(dpkit.InvalidParameter, match="rng"):
         dpkit.mechanism("rr", epsilon=1.0).randomize([0, 1], rng=bad)  # type: ignore[arg-type]

@@ -1,0 +1,111 @@
+"""What the composition backends share: the (event, count) list, exact numbers and the result."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterable, Sequence
+from fractions import Fraction
+from typing import Any, TypeAlias
+
+import attrs
+
+from dpkit.errors import DPKitError, InvalidParameter
+from dpkit.privacy import PrivacyEvent
+
+__all__ = [
+    "Bound",
+    "Events",
+    "NotApplicable",
+    "check_delta",
+    "exact",
+    "normalise",
+]
+
+#: A composition: each accounting event with the number of times it is run (adaptively).
+Events: TypeAlias = Sequence[tuple[PrivacyEvent, int]]
+
+
+class NotApplicable(DPKitError):
+    """A composition backend cannot bound this list of events (e.g. RDP and a generic (ε, δ))."""
+
+    code = "not_applicable"
+
+    def __init__(self, method: str, event: Any, reason: str = ""):
+        self.method = method
+        self.event = event
+        extra = f": {reason}" if reason else ""
+        super().__init__(f"method {method!r} does not apply to {event!r}{extra}")
+
+
+@attrs.frozen
+class Bound:
+    """An (ε, δ)-DP guarantee and the method that proved it.
+
+    ``exact_epsilon``/``exact_delta`` hold the exact rationals where the method is exact
+    arithmetic (basic composition); ``detail`` says e.g. which Rényi order was optimal.
+    """
+
+    epsilon: float
+    delta: float
+    method: str
+    exact_epsilon: Fraction | None = None
+    exact_delta: Fraction | None = None
+    detail: dict[str, Any] = attrs.field(factory=dict, eq=False)
+    candidates: dict[str, float | str] = attrs.field(factory=dict, eq=False)
+
+    def as_dict(self) -> dict[str, Any]:
+        out: dict[str, Any] = {"epsilon": self.epsilon, "delta": self.delta, "method": self.method}
+        if self.exact_epsilon is not None:
+            out["epsilon_exact"] = str(self.exact_epsilon)
+        if self.exact_delta is not None:
+            out["delta_exact"] = str(self.exact_delta)
+        if self.detail:
+            out["detail"] = self.detail
+        if self.candidates:
+            out["candidates"] = self.candidates
+        return out
+
+
+def exact(value: float | int | str | Fraction) -> Fraction:
+    """A number as an exact rational, reading a float through its shortest repr (0.1 → 1/10).
+
+    Budgets are exact this way: ten costs of ``0.1`` sum to exactly ``1``, where the binary
+    floats would sum to 0.9999999999999999.
+    """
+    if isinstance(value, Fraction):
+        return value
+    if isinstance(value, bool):
+        raise InvalidParameter("value", value, "a finite real number")
+    if isinstance(value, int):
+        return Fraction(value)
+    if isinstance(value, float):
+        if not math.isfinite(value):
+            raise InvalidParameter("value", value, "a finite real number")
+        return Fraction(repr(value))
+    try:
+        return Fraction(str(value))
+    except (ValueError, ZeroDivisionError):
+        raise InvalidParameter("value", value, "a finite real number") from None
+
+
+def normalise(events: Iterable[Any]) -> list[tuple[PrivacyEvent, int]]:
+    """Accept ``[event, (event, count), ...]`` and return ``[(event, count), ...]``, validated."""
+    out: list[tuple[PrivacyEvent, int]] = []
+    for item in events:
+        event, count = (item, 1) if isinstance(item, PrivacyEvent) else item
+        if not isinstance(event, PrivacyEvent):
+            raise InvalidParameter(
+                "event", event, "a dpkit.privacy event (PureDP, GaussianDP, ...)"
+            )
+        if isinstance(count, bool) or not isinstance(count, int) or count < 0:
+            raise InvalidParameter("count", count, "an integer >= 0")
+        if count:
+            out.append((event, count))
+    return out
+
+
+def check_delta(delta: Any, *, owner: str) -> float:
+    """δ must be a real number in (0, 1)."""
+    if isinstance(delta, bool) or not isinstance(delta, (int, float)) or not 0 < delta < 1:
+        raise InvalidParameter("delta", delta, "a real number in (0, 1)", owner=owner)
+    return float(delta)

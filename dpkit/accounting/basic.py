@@ -1,0 +1,96 @@
+"""Basic (sequential) composition in exact rational arithmetic.
+
+Dwork, McSherry, Nissim & Smith 2006; Dwork & Roth 2014, Theorem 3.16 (and Theorem B.1 for the
+adaptive case): running (ε_i, δ_i)-DP mechanisms adaptively is (Σ ε_i, Σ δ_i)-DP.
+"""
+
+from __future__ import annotations
+
+import math
+from fractions import Fraction
+from typing import Any
+
+from dpkit.accounting._common import Bound, Events, NotApplicable, check_delta, exact, normalise
+from dpkit.errors import InvalidParameter
+from dpkit.privacy import (
+    ApproximateDP,
+    GaussianDP,
+    LaplaceDP,
+    PrivacyEvent,
+    PureDP,
+    RandomizedResponseDP,
+    SubsampledDP,
+    gaussian_epsilon,
+)
+
+__all__ = ["compose_basic", "event_cost"]
+
+
+def _needs_delta_share(event: PrivacyEvent) -> bool:
+    inner = event.event if isinstance(event, SubsampledDP) else event
+    return isinstance(inner, GaussianDP)
+
+
+def event_cost(event: PrivacyEvent, *, delta: float | None = None) -> tuple[Fraction, Fraction]:
+    """The exact (ε, δ) of one use of ``event``.
+
+    A Gaussian is reported at ``delta`` (its exact ε there, Balle & Wang 2018, Theorem 8) or,
+    without ``delta``, at its own declared δ. A Poisson-subsampled event at rate q is amplified
+    to (ln(1 + q(e^ε − 1)), qδ) (Balle, Barthe & Gaboardi 2018, Theorem 8).
+    """
+    if isinstance(event, (PureDP, LaplaceDP, RandomizedResponseDP)):
+        return exact(event.epsilon), Fraction(0)
+    if isinstance(event, ApproximateDP):
+        return exact(event.epsilon), exact(event.delta)
+    if isinstance(event, GaussianDP):
+        if delta is None:  # at its own δ: its ε (a calibrated ε is checked against the curve)
+            return exact(event.epsilon), exact(event.delta)
+        return exact(gaussian_epsilon(delta, event.noise_multiplier)), exact(delta)
+    if isinstance(event, SubsampledDP):
+        q = event.sampling_rate
+        inner_delta = None if delta is None else delta / q
+        if inner_delta is not None and inner_delta >= 1:
+            inner_delta = None if not isinstance(event.event, GaussianDP) else 0.5
+        eps, d = event_cost(event.event, delta=inner_delta)
+        if q == 1:
+            return eps, d
+        amplified = math.log1p(q * math.expm1(float(eps)))
+        return exact(amplified), exact(q) * d
+    raise NotApplicable("basic", event)
+
+
+def compose_basic(events: Events | Any, *, delta: float | None = None) -> Bound:
+    """Σ ε_i and Σ δ_i, exactly (ten costs of ε = 0.1 sum to exactly 1).
+
+    With a target ``delta``, what is left of it after the fixed δ_i of approximate events is
+    shared equally among the Gaussian releases, each reported at its share.
+    """
+    items = normalise(events)
+    share: float | None = None
+    if delta is not None:
+        target = check_delta(delta, owner="compose_basic")
+        fixed = sum(
+            (event_cost(e)[1] * c for e, c in items if not _needs_delta_share(e)), Fraction(0)
+        )
+        gaussians = sum(c for e, c in items if _needs_delta_share(e))
+        if gaussians:
+            left = exact(target) - fixed
+            if left <= 0:
+                raise InvalidParameter(
+                    "delta",
+                    delta,
+                    f"greater than the δ already spent by the events ({float(fixed)})",
+                )
+            share = float(left / gaussians)
+    total_eps, total_delta = Fraction(0), Fraction(0)
+    for event, count in items:
+        eps, d = event_cost(event, delta=share if _needs_delta_share(event) else None)
+        total_eps += eps * count
+        total_delta += d * count
+    return Bound(
+        epsilon=float(total_eps),
+        delta=float(total_delta),
+        method="basic",
+        exact_epsilon=total_eps,
+        exact_delta=total_delta,
+    )

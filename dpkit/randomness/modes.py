@@ -1,0 +1,79 @@
+"""The two randomness modes: ``"secure"`` (the default) and ``"fast"``.
+
+* **secure** — a :class:`~dpkit.randomness.SecureRandom` on a ChaCha20 keystream keyed from
+  :func:`os.urandom`. This is what ``rng=None`` means. It cannot be seeded.
+* **fast** — a seedable ``numpy.random.Generator`` (PCG64 by default), for simulation, tests
+  and benchmarks. Not attack-resistant: PCG64's state can be recovered from its outputs
+  (Bouillaguet, Martinez & Sauvage 2020), and float samplers on it leak through their low
+  bits (Mironov 2012). Passing a Generator is how a caller opts in.
+
+Every release should record the mode that produced it; :func:`resolve_rng` returns it.
+"""
+
+from __future__ import annotations
+
+import threading
+from typing import Any, Literal
+
+import numpy as np
+
+from dpkit.errors import InvalidParameter
+from dpkit.randomness._words import U64, WordReader
+from dpkit.randomness.secure_rng import SecureRandom
+
+__all__ = ["RandomnessMode", "default_secure_random", "resolve_rng"]
+
+RandomnessMode = Literal["secure", "fast"]
+
+_DEFAULT: SecureRandom | None = None
+_DEFAULT_LOCK = threading.Lock()
+
+
+def default_secure_random() -> SecureRandom:
+    """The process-wide :class:`SecureRandom` (created on first use; re-keyed in forked children)."""
+    global _DEFAULT
+    if _DEFAULT is None:
+        with _DEFAULT_LOCK:
+            if _DEFAULT is None:
+                _DEFAULT = SecureRandom()
+    return _DEFAULT
+
+
+def resolve_rng(
+    rng: Any, /, *, owner: str | None = None
+) -> tuple[SecureRandom | np.random.Generator, RandomnessMode]:
+    """``(generator, mode)`` for a sampling call's ``rng`` argument.
+
+    ``None`` → the process-wide :class:`SecureRandom`, ``"secure"``; a :class:`SecureRandom`
+    → itself, ``"secure"``; a ``numpy.random.Generator`` → itself, ``"fast"``. Anything else
+    (an int seed, ``numpy.random.RandomState``, the ``random`` module) is an
+    :class:`~dpkit.errors.InvalidParameter` naming ``rng``: dpkit never falls back to global
+    state, and a seed is accepted only by building a Generator explicitly.
+
+    >>> resolve_rng(None)[1], resolve_rng(np.random.default_rng(1))[1]
+    ('secure', 'fast')
+    """
+    if rng is None:
+        return default_secure_random(), "secure"
+    if isinstance(rng, SecureRandom):
+        return rng, "secure"
+    if isinstance(rng, np.random.Generator):
+        return rng, "fast"
+    raise InvalidParameter(
+        "rng",
+        rng,
+        "None (secure mode), a dpkit SecureRandom, or a numpy.random.Generator "
+        "(fast mode, not attack-resistant), e.g. numpy.random.default_rng(seed)",
+        owner=owner,
+    )
+
+
+def word_reader(generator: SecureRandom | np.random.Generator) -> WordReader:
+    """``n -> n uniform uint64 words`` from either kind of generator."""
+    if isinstance(generator, SecureRandom):
+        return generator.source.words
+
+    def fast_words(n: int) -> np.ndarray[Any, np.dtype[np.uint64]]:
+        return generator.integers(0, U64, size=n, dtype=np.uint64)
+
+    return fast_words

@@ -1,0 +1,62 @@
+"""Spec problems, each pointing at the field it is about."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+import attrs
+
+from dpkit.errors import DPKitError
+
+__all__ = ["SpecInvalid", "SpecIssue", "pointer"]
+
+EXIT_INVALID = 2
+EXIT_BUDGET = 3
+
+
+def pointer(*parts: Any) -> str:
+    """An RFC 6901 JSON Pointer from path parts (``pointer("queries", 2, "budget")``)."""
+    escaped = (str(p).replace("~", "~0").replace("/", "~1") for p in parts)
+    return "".join("/" + p for p in escaped)
+
+
+@attrs.frozen
+class SpecIssue:
+    """One problem: where (JSON Pointer), which rule, what is wrong, and a stable code."""
+
+    pointer: str
+    code: str
+    message: str
+    rule: str = ""
+    detail: dict[str, Any] = attrs.field(factory=dict)
+
+    def as_dict(self) -> dict[str, Any]:
+        out: dict[str, Any] = {"pointer": self.pointer, "code": self.code, "message": self.message}
+        if self.rule:
+            out["rule"] = self.rule
+        out.update(self.detail)
+        return out
+
+
+class SpecInvalid(DPKitError):
+    """A spec (or its data, or its cost) was refused; nothing was spent and nothing released.
+
+    ``issues`` lists every problem found; ``exit_code`` is 3 when the only problem is the
+    budget, else 2.
+    """
+
+    code = "invalid_spec"
+
+    def __init__(self, issues: Sequence[SpecIssue]):
+        self.issues = list(issues)
+        budget_only = all(issue.code == "budget_exceeded" for issue in self.issues)
+        self.exit_code = EXIT_BUDGET if budget_only else EXIT_INVALID
+        if budget_only:
+            self.code = "budget_exceeded"
+        lines = [f"{i.pointer or '/'}: {i.message} [{i.code}]" for i in self.issues]
+        noun = "problem" if len(lines) == 1 else "problems"
+        super().__init__(f"{len(lines)} {noun}; nothing was spent\n  " + "\n  ".join(lines))
+
+    def as_dict(self) -> dict[str, Any]:
+        return {"errors": [issue.as_dict() for issue in self.issues], "spent": False}

@@ -1,0 +1,259 @@
+"""Turning a spec into a checked plan: schema, parameters and data, all before any spend.
+
+Every problem is collected (not only the first) as a :class:`SpecIssue` with its JSON Pointer.
+A spec that plans without issues can still be refused by the budget check in
+:func:`dpkit.spec.run_spec`; either way nothing is spent unless everything is valid.
+"""
+
+from __future__ import annotations
+
+import copy
+import difflib
+import hashlib
+import json
+from pathlib import Path
+from typing import Any
+
+import attrs
+import jsonschema  # type: ignore[import-untyped]
+import numpy as np
+from numpy.typing import NDArray
+
+from dpkit.errors import DPKitError, InvalidParameter
+from dpkit.randomness import SecureRandom
+from dpkit.registry import Provenance, Registry
+from dpkit.spec.data import encode_categories, load_values
+from dpkit.spec.issues import SpecInvalid, SpecIssue, pointer
+from dpkit.spec.schema import FREQUENCY, compose_schema, frequency_mechanisms
+
+__all__ = ["Plan", "PlannedQuery", "plan_spec", "spec_hash"]
+
+_DEFAULTABLE = ("input", "privacy_unit", "output", "rng")
+
+
+@attrs.frozen
+class PlannedQuery:
+    """One query, validated and bound to its mechanism (or query object) and data."""
+
+    at: str
+    query_id: str
+    statistic: str
+    target: Any
+    provenance: Provenance
+    values: NDArray[Any]
+    categories: tuple[Any, ...] | None
+    confidence: float
+    rng_mode: str
+    seed: int | None
+    stream: np.random.SeedSequence | None = None
+
+    def generator(self) -> Any:
+        """The random source for this query: secure (None) or a seeded/unseeded numpy Generator."""
+        if self.rng_mode == "secure":
+            return None
+        return np.random.default_rng(self.stream)
+
+
+@attrs.frozen
+class Plan:
+    """A spec ready to run: its queries, the session budget and the spec's hash."""
+
+    kind: str
+    dataset: str | None
+    budget: tuple[float, float] | None
+    composition: str | None
+    queries: tuple[PlannedQuery, ...]
+    spec_sha256: str
+
+
+def spec_hash(spec: dict[str, Any]) -> str:
+    """SHA-256 of the spec's canonical JSON (sorted keys, no whitespace)."""
+    canonical = json.dumps(spec, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+    return hashlib.sha256(canonical.encode("utf-8")).hexdigest()
+
+
+def _schema_issues(spec: Any, kind: str, registry: Registry) -> list[SpecIssue]:
+    validator = jsonschema.Draft202012Validator(compose_schema(kind, registry))
+    issues = []
+    for error in validator.iter_errors(spec):
+        at = pointer(*error.absolute_path)
+        code, message = "schema", error.message
+        field = list(error.absolute_path)[-2:]
+        if error.validator == "enum" and field and field[-1] in ("statistic", "name"):
+            known = list(error.validator_value)
+            close = difflib.get_close_matches(
+                str(error.instance), [str(k) for k in known], n=3, cutoff=0.5
+            )
+            what = "statistic" if field[-1] == "statistic" else "mechanism"
+            code = f"unknown_{what}"
+            hint = f"; did you mean {' or '.join(map(repr, close))}?" if close else ""
+            message = f"unknown {what} {error.instance!r}{hint} Known: {', '.join(map(str, known))}"
+        issues.append(SpecIssue(at, code, message, rule=str(error.validator)))
+    return sorted(issues, key=lambda i: (i.pointer, i.code))
+
+
+def _query_items(spec: dict[str, Any]) -> list[tuple[str, dict[str, Any]]]:
+    if "queries" not in spec:
+        return [("", spec)]
+    defaults = spec.get("defaults", {})
+    items = []
+    for index, query in enumerate(spec["queries"]):
+        merged = {key: copy.deepcopy(defaults[key]) for key in _DEFAULTABLE if key in defaults}
+        merged.update(query)
+        items.append((pointer("queries", index), merged))
+    return items
+
+
+def _bind(
+    query: dict[str, Any], at: str, registry: Registry
+) -> tuple[Any, Provenance | None, list[SpecIssue]]:
+    """Construct the mechanism (statistic 'frequency') or the query object."""
+    budget = query["budget"]
+    if query["statistic"] == FREQUENCY:
+        name = query["mechanism"]["name"]
+        info = registry.info(name)
+        params = dict(query["mechanism"].get("params", {}))
+        where, build, declared = f"{at}/mechanism/params", registry.mechanism, info.cls.parameters()
+    else:
+        name = query["statistic"]
+        info = registry.query_info(name)  # type: ignore[assignment]
+        params = dict(query.get("params", {}))
+        where, build, declared = f"{at}/params", registry.query, _declared(info.cls)
+    params["epsilon"] = budget["epsilon"]
+    if "delta" in budget and budget["delta"] != 0:
+        if "delta" not in declared:
+            return (
+                None,
+                None,
+                [
+                    SpecIssue(
+                        f"{at}/budget/delta",
+                        "invalid_parameter",
+                        f"{name} is pure ε-DP and takes no delta; remove budget.delta",
+                    )
+                ],
+            )
+        params["delta"] = budget["delta"]
+    try:
+        return build(name, **params), info.provenance, []
+    except InvalidParameter as error:
+        field = error.parameter
+        at_field = f"{at}/budget/{field}" if field in ("epsilon", "delta") else f"{where}/{field}"
+        return (
+            None,
+            None,
+            [SpecIssue(at_field, error.code, str(error), detail={"allowed": error.allowed})],
+        )
+
+
+def _declared(cls: type[Any]) -> dict[str, Any]:
+    from dpkit.params import parameter_specs
+
+    return parameter_specs(cls)
+
+
+def _dry_run(
+    target: Any, values: NDArray[Any], statistic: str, registry: Registry, mode: str
+) -> None:
+    """Run the target once, releasing nothing (the output is discarded), to validate the data
+    and that the mechanism supports the randomness mode."""
+    rng = SecureRandom() if mode == "secure" else np.random.default_rng(0)
+    if statistic == FREQUENCY:
+        reports = target.randomize(values, rng=rng)
+        registry.estimator(target).accumulate(reports)
+    else:
+        target.run(values, rng=rng)
+
+
+def plan_spec(
+    spec: Any,
+    *,
+    registry: Registry,
+    base_dir: Path,
+    data_file: Path | None = None,
+    seed: int | None = None,
+) -> Plan:
+    """Validate ``spec`` completely and bind it to mechanisms and data; raise :class:`SpecInvalid`."""
+    kind = "session" if isinstance(spec, dict) and "queries" in spec else "query"
+    issues = _schema_issues(spec, kind, registry)
+    if issues:
+        raise SpecInvalid(issues)
+    known_frequency = set(frequency_mechanisms(registry))
+    planned: list[PlannedQuery] = []
+    items = _query_items(spec)
+    children = np.random.SeedSequence(seed).spawn(len(items)) if seed is not None else None
+    for index, (at, query) in enumerate(items):
+        if query["statistic"] == FREQUENCY and query["mechanism"]["name"] not in known_frequency:
+            issues.append(
+                SpecIssue(f"{at}/mechanism/name", "unknown_mechanism", "not a local mechanism")
+            )
+            continue
+        if "input" not in query:
+            issues.append(
+                SpecIssue(
+                    at or "/",
+                    "schema",
+                    "'input' is a required property (here or in defaults)",
+                    rule="required",
+                )
+            )
+            continue
+        target, provenance, found = _bind(query, at, registry)
+        issues += found
+        values, found = load_values(
+            query["input"], at=f"{at}/input", base_dir=base_dir, data_file=data_file
+        )
+        issues += found
+        if target is None or values is None:
+            continue
+        categories = query["input"].get("categories")
+        if categories is not None and query["statistic"] == FREQUENCY:
+            encoded, found = encode_categories(values, categories, at=f"{at}/input")
+            issues += found
+            if encoded is None:
+                continue
+            values = encoded
+        rng_spec = query.get("rng", {"mode": "secure"})
+        try:
+            _dry_run(target, values, query["statistic"], registry, rng_spec["mode"])
+        except InvalidParameter as error:
+            where = f"{at}/rng/mode" if error.parameter == "rng" else f"{at}/input"
+            issues.append(SpecIssue(where, error.code, str(error)))
+            continue
+        except DPKitError as error:
+            issues.append(SpecIssue(f"{at}/input", error.code, str(error)))
+            continue
+        except Exception as error:  # a plugin bug must not become a traceback
+            issues.append(SpecIssue(at or "/", "plugin_error", f"{type(error).__name__}: {error}"))
+            continue
+        mode, user_seed, stream = rng_spec["mode"], rng_spec.get("seed"), None
+        if children is not None:  # --seed: one independent child stream per query
+            mode, user_seed, stream = "fast", seed, children[index]
+        elif user_seed is not None:
+            stream = np.random.SeedSequence(user_seed)
+        planned.append(
+            PlannedQuery(
+                at=at,
+                query_id=query.get("id", f"q{index}"),
+                statistic=query["statistic"],
+                target=target,
+                provenance=provenance,  # type: ignore[arg-type]
+                values=values,
+                categories=tuple(categories) if categories is not None else None,
+                confidence=float(query.get("output", {}).get("confidence", 0.95)),
+                rng_mode=mode,
+                seed=user_seed,
+                stream=stream,
+            )
+        )
+    if issues:
+        raise SpecInvalid(issues)
+    budget = spec.get("budget") if kind == "session" else spec.get("session_budget")
+    return Plan(
+        kind=kind,
+        dataset=spec.get("dataset"),
+        budget=(budget["epsilon"], budget.get("delta", 0.0)) if budget else None,
+        composition=budget.get("composition", "basic") if budget else None,
+        queries=tuple(planned),
+        spec_sha256=spec_hash(spec),
+    )

@@ -1,0 +1,194 @@
+"""Running a checked plan inside a budget-tracked session: all or nothing."""
+
+from __future__ import annotations
+
+import json
+from fractions import Fraction
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+import dpkit
+from dpkit.errors import BudgetExceeded, InvalidParameter
+from dpkit.registry import Registry, get_registry
+from dpkit.session import Session
+from dpkit.spec.issues import SpecInvalid, SpecIssue
+from dpkit.spec.plan import Plan, PlannedQuery, plan_spec
+from dpkit.spec.schema import FREQUENCY
+
+__all__ = ["load_spec", "run_spec"]
+
+DEFAULT_LEDGER = "dpkit-ledger.sqlite"
+
+
+def load_spec(path: str | Path) -> Any:
+    """Parse a spec file; unreadable files and bad JSON are a :class:`SpecInvalid` at ``/``."""
+    try:
+        text = Path(path).read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as error:
+        raise SpecInvalid(
+            [SpecIssue("", "spec_unreadable", f"cannot read {path}: {error}")]
+        ) from None
+    try:
+        return json.loads(text)
+    except json.JSONDecodeError as error:
+        message = f"not valid JSON: {error.msg} (line {error.lineno}, column {error.colno})"
+        raise SpecInvalid([SpecIssue("", "invalid_json", message)]) from None
+
+
+def _amount(budget: Any) -> dict[str, Any]:
+    """An amount of privacy as floats for reading, and as exact fractions for accounting."""
+    out: dict[str, Any] = {
+        "epsilon": float(budget.epsilon),
+        "delta": float(budget.delta),
+        "epsilon_exact": str(budget.epsilon),
+        "delta_exact": str(budget.delta),
+    }
+    rho = getattr(budget, "rho", None)
+    if rho is not None:
+        out["rho"] = float(rho)
+    return out
+
+
+def _listify(value: Any) -> Any:
+    if isinstance(value, np.ndarray):
+        return value.tolist()
+    if isinstance(value, np.generic):
+        return value.item()
+    return value
+
+
+def _check_total(session: Session, plan: Plan) -> None:
+    """The exact total cost must fit what remains, else point at the first query that overflows."""
+    remaining = session.remaining
+    epsilon = delta = rho = Fraction(0)
+    for query in plan.queries:
+        cost = session.cost(query.target.privacy)
+        epsilon, delta, rho = epsilon + cost.epsilon, delta + cost.delta, rho + (cost.rho or 0)
+        if session.composition == "zcdp":
+            over = rho > (remaining.rho or 0)
+        else:
+            over = epsilon > remaining.epsilon or delta > remaining.delta
+        if over:
+            field = (
+                "delta"
+                if session.composition == "basic" and epsilon <= remaining.epsilon
+                else "epsilon"
+            )
+            requested = {
+                "epsilon": float(epsilon),
+                "delta": float(delta),
+                "epsilon_exact": str(epsilon),
+            }
+            left = _amount(remaining)
+            raise SpecInvalid(
+                [
+                    SpecIssue(
+                        f"{query.at}/budget/{field}",
+                        "budget_exceeded",
+                        f"the queries up to here cost ε={float(epsilon):.10g}, δ={float(delta):.3g} "
+                        f"in total; the ledger has ε={left['epsilon']:.10g}, δ={left['delta']:.3g} left",
+                        detail={"requested": requested, "remaining": left},
+                    )
+                ]
+            )
+
+
+def _confidence_interval(value: Any, level: float) -> dict[str, Any] | None:
+    interval = getattr(value, "confidence_interval", None)
+    if interval is None:
+        return None
+    low, high = interval(level)
+    return {"level": level, "lower": _listify(low), "upper": _listify(high)}
+
+
+def _result(query: PlannedQuery, release: Any, registry: Registry) -> dict[str, Any]:
+    out: dict[str, Any] = {
+        "query_id": query.query_id,
+        "statistic": query.statistic,
+        "mechanism": {
+            "name": query.target.name,
+            "plugin": query.provenance.plugin,
+            "distribution": query.provenance.distribution,
+            "version": query.provenance.version,
+        },
+        "spent": _amount(release.cost),
+        "release_id": release.release_id,
+        "randomness": {"mode": query.rng_mode, "seed": query.seed},
+    }
+    if query.statistic == FREQUENCY:
+        estimate = dpkit.estimate(query.target, release.values, registry=registry)
+        out.update(
+            n=estimate.n,
+            categories=list(
+                query.categories or estimate.categories or range(estimate.estimates.size)
+            ),
+            estimate=estimate.estimates.tolist(),
+            variance=estimate.variance.tolist(),
+            confidence_interval=_confidence_interval(estimate, query.confidence),
+        )
+        out["confidence_interval"]["method"] = "normal approximation, plug-in variance"
+        return out
+    value = release.values
+    out.update(
+        n=None,
+        categories=list(value.categories) if getattr(value, "categories", None) else None,
+        estimate=_listify(getattr(value, "value", value)),
+        variance=_listify(getattr(value, "variance", None)),
+        confidence_interval=_confidence_interval(value, query.confidence),
+    )
+    return out
+
+
+def run_spec(
+    spec: Any,
+    *,
+    base_dir: Path,
+    ledger: str | Path = DEFAULT_LEDGER,
+    data_file: Path | None = None,
+    seed: int | None = None,
+    registry: Registry | None = None,
+) -> dict[str, Any]:
+    """Validate, check the total cost, spend it atomically, release, and return the result document.
+
+    Raises :class:`SpecInvalid` (nothing spent) for any invalid schema, parameter, data or
+    budget; ledger problems raise their own typed errors, also before anything is spent.
+    """
+    registry = registry or get_registry()
+    plan = plan_spec(spec, registry=registry, base_dir=base_dir, data_file=data_file, seed=seed)
+    try:
+        session = Session(
+            budget=plan.budget,
+            ledger=str(ledger),
+            dataset=plan.dataset,
+            composition=plan.composition,  # type: ignore[arg-type]
+        )
+    except InvalidParameter as error:
+        where = "/budget" if plan.kind == "session" else "/session_budget"
+        raise SpecInvalid([SpecIssue(where, error.code, str(error))]) from None
+    with session:
+        _check_total(session, plan)
+        try:
+            releases = session.release_all(
+                [(query.target, query.values, query.generator()) for query in plan.queries]
+            )
+        except BudgetExceeded as error:  # another process spent in between: nothing was spent here
+            raise SpecInvalid(
+                [SpecIssue(plan.queries[0].at or "/", "budget_exceeded", str(error))]
+            ) from None
+        results = [_result(q, r, registry) for q, r in zip(plan.queries, releases, strict=True)]
+        return {
+            "dpkit": "1",
+            "dpkit_version": dpkit.__version__,
+            "spec_sha256": plan.spec_sha256,
+            "session": {
+                "dataset": session.dataset,
+                "composition": session.composition,
+                "ledger": str(ledger),
+                "budget": _amount(session.budget),
+                "spent": _amount(session.spent),
+                "remaining": _amount(session.remaining),
+            },
+            "results": results,
+        }

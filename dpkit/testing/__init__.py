@@ -1,0 +1,82 @@
+"""dpkit's DP test harness: check that a mechanism keeps the ε (and δ) it claims.
+
+One line in a plugin's own test suite::
+
+    from dpkit.testing import check_mechanism
+
+    def test_my_mechanism_is_private():
+        check_mechanism(MyMechanism)            # or an instance: MyMechanism(epsilon=0.5)
+
+Two tiers run (see :mod:`dpkit.testing.exact` and :mod:`dpkit.testing.blackbox`):
+
+* the **exact tier** checks the declared ``log_probability`` against the claim (no sampling, no
+  false positives beyond a 1e-9 floating-point tolerance);
+* the **statistical tier** samples the real ``randomize`` and certifies a lower bound ε_lb on
+  the true ε with confidence 1 − α (one-sided Clopper–Pearson bounds on an event chosen on an
+  independent batch), plus a χ² goodness-of-fit of the sampler to the declared distribution at
+  level α. A correct mechanism is flagged with probability at most 2α per audit.
+
+``check_mechanism`` uses α = 1e-7 by default, so a suite running up to 5,000 such audits keeps
+a family-wise false-alarm rate ≤ 1e-3. A pass means "no violation found with this power",
+never a proof of privacy.
+"""
+
+from __future__ import annotations
+
+import importlib
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from dpkit.testing._audit import CHECK_ALPHA, audit, check_mechanism, parameter_points
+    from dpkit.testing.blackbox import FitResult, StatisticalResult, statistical_check
+    from dpkit.testing.exact import ExactResult, exact_check
+    from dpkit.testing.inputs import InputPlan, Unsupported, plan_inputs
+    from dpkit.testing.report import AuditReport, DPViolation
+
+__all__ = [
+    "CHECK_ALPHA",
+    "AuditReport",
+    "DPViolation",
+    "ExactResult",
+    "FitResult",
+    "InputPlan",
+    "StatisticalResult",
+    "Unsupported",
+    "audit",
+    "check_mechanism",
+    "exact_check",
+    "parameter_points",
+    "plan_inputs",
+    "statistical_check",
+]
+
+# Public name -> defining submodule. Imported on first use, so that the pytest plugin (a
+# submodule of this package, loaded by every pytest run in the environment) stays cheap.
+_HOMES = {
+    "CHECK_ALPHA": "_audit",
+    "audit": "_audit",
+    "check_mechanism": "_audit",
+    "parameter_points": "_audit",
+    "FitResult": "blackbox",
+    "StatisticalResult": "blackbox",
+    "statistical_check": "blackbox",
+    "ExactResult": "exact",
+    "exact_check": "exact",
+    "InputPlan": "inputs",
+    "Unsupported": "inputs",
+    "plan_inputs": "inputs",
+    "AuditReport": "report",
+    "DPViolation": "report",
+}
+
+
+def __getattr__(name: str) -> Any:
+    if name not in _HOMES:
+        raise AttributeError(f"module 'dpkit.testing' has no attribute {name!r}")
+    value = getattr(importlib.import_module(f"dpkit.testing.{_HOMES[name]}"), name)
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted(__all__)

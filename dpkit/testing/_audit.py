@@ -1,0 +1,150 @@
+"""Running both tiers on a mechanism: :func:`audit` and :func:`check_mechanism`."""
+
+from __future__ import annotations
+
+import math
+import time
+from collections.abc import Iterable, Mapping
+from typing import Any, cast
+
+import attrs
+
+from dpkit.mechanism import Mechanism
+from dpkit.params import Integer, Real
+from dpkit.testing.blackbox import Progress, StatisticalResult, statistical_check
+from dpkit.testing.exact import ExactResult, exact_check
+from dpkit.testing.report import AuditReport, DPViolation
+
+__all__ = ["CHECK_ALPHA", "audit", "check_mechanism", "parameter_points"]
+
+#: Per-audit false-alarm level of :func:`check_mechanism` (each of the two statistical tests).
+CHECK_ALPHA = 1e-7
+
+
+def _parameters(mechanism: Mechanism) -> dict[str, Any]:
+    names = type(mechanism).parameters()
+    return {
+        k: v for k, v in attrs.asdict(cast(Any, mechanism), recurse=False).items() if k in names
+    }
+
+
+def audit(
+    mechanism: Mechanism,
+    *,
+    samples: int = 200_000,
+    selection_samples: int | None = None,
+    alpha: float = 1e-3,
+    seed: int = 0,
+    pairs: list[tuple[Any, Any]] | None = None,
+    random_pairs: int = 4,
+    exact: bool = True,
+    statistical: bool = True,
+    progress: Progress | None = None,
+) -> AuditReport:
+    """Run both tiers on one mechanism instance and return the :class:`AuditReport`.
+
+    ``samples`` is the number of outputs per input of the tested pair; ``alpha`` the level of
+    the ε certificate (and, separately, of the goodness-of-fit test); ``pairs`` extra
+    neighbouring inputs to try beside the worst-case ones and ``random_pairs`` random
+    neighbours.
+    """
+    if not isinstance(mechanism, Mechanism):
+        raise TypeError(f"expected a dpkit.Mechanism instance, got {type(mechanism).__name__}")
+    start = time.perf_counter()
+    claim = mechanism.privacy
+    exact_result = (
+        exact_check(mechanism, pairs=pairs) if exact else ExactResult(False, "not requested")
+    )
+    stat_result = (
+        statistical_check(
+            mechanism,
+            samples=samples,
+            selection_samples=selection_samples,
+            alpha=alpha,
+            seed=seed,
+            pairs=pairs,
+            random_pair_count=random_pairs,
+            progress=progress,
+        )
+        if statistical
+        else StatisticalResult(False, "not requested")
+    )
+    return AuditReport(
+        mechanism=mechanism.name,
+        parameters=_parameters(mechanism),
+        claimed_epsilon=float(claim.epsilon),
+        claimed_delta=float(claim.delta),
+        exact=exact_result,
+        statistical=stat_result,
+        alpha=alpha,
+        seed=seed,
+        elapsed=time.perf_counter() - start,
+    )
+
+
+def parameter_points(cls: type[Mechanism]) -> list[dict[str, Any]]:
+    """Parameter sets spanning the declared ``typical`` ranges: all-low, middle, all-high.
+
+    Parameters without ``typical`` keep their defaults. Real ranges use the geometric middle
+    when both ends are positive (ε = 0.05 .. 6 → 0.55), integers round it.
+    """
+    points: list[dict[str, Any]] = [{}, {}, {}]
+    for name, spec in cls.parameters().items():
+        if spec.typical is None:
+            continue
+        low, high = spec.typical
+        middle = math.sqrt(low * high) if low > 0 and high > 0 else (low + high) / 2
+        for point, value in zip(points, (low, middle, high), strict=True):
+            point[name] = round(value) if isinstance(spec.domain, Integer) else float(value)
+        if not isinstance(spec.domain, (Integer, Real)):
+            for point in points:
+                point.pop(name, None)
+    unique: list[dict[str, Any]] = []
+    for point in points:
+        if point not in unique:
+            unique.append(point)
+    return unique
+
+
+def check_mechanism(
+    mechanism: Mechanism | type[Mechanism],
+    *,
+    params: Mapping[str, Any] | Iterable[Mapping[str, Any]] | None = None,
+    samples: int = 50_000,
+    alpha: float = CHECK_ALPHA,
+    seed: int = 20261122,
+    raise_on_violation: bool = True,
+) -> list[AuditReport]:
+    """Audit a mechanism (instance, or class at :func:`parameter_points`) and fail loudly.
+
+    Raises :class:`DPViolation` (an ``AssertionError``, so pytest shows it as a failure) when any
+    audit finds a violation; returns the reports otherwise. Each audit falsely alarms on a
+    correct mechanism with probability ≤ 2·``alpha``; the seed is fixed so runs reproduce.
+    """
+    if isinstance(mechanism, Mechanism):
+        instances = [mechanism]
+    elif isinstance(mechanism, type) and issubclass(mechanism, Mechanism):
+        if params is None:
+            points: list[Mapping[str, Any]] = list(parameter_points(mechanism))
+        elif isinstance(params, Mapping):
+            points = [params]
+        else:
+            points = list(params)
+        instances = [mechanism(**point) for point in points]
+    else:
+        raise TypeError(f"expected a Mechanism class or instance, got {mechanism!r}")
+    reports = [
+        audit(instance, samples=samples, alpha=alpha, seed=seed + i)
+        for i, instance in enumerate(instances)
+    ]
+    unchecked = [r for r in reports if not r.checked]
+    if unchecked:
+        report = unchecked[0]
+        raise AssertionError(
+            f"{report.label} could not be audited: exact tier: {report.exact.reason}; "
+            f"statistical tier: {report.statistical.reason}"
+        )
+    failed = [r for r in reports if r.verdict == "violation"]
+    if failed and raise_on_violation:
+        raise DPViolation(failed)
+    return reports

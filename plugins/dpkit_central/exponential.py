@@ -1,0 +1,222 @@
+"""The exponential mechanism (``exponential``) and its utility guarantee."""
+
+from __future__ import annotations
+
+import math
+from typing import Any, ClassVar, Literal
+
+import attrs
+import numpy as np
+from numpy.typing import NDArray
+
+import dpkit
+from dpkit import (
+    Boolean,
+    InvalidData,
+    InvalidParameter,
+    Mechanism,
+    PureDP,
+    Real,
+    VectorDomain,
+    parameter,
+)
+from dpkit_central._validation import as_utilities
+
+__all__ = ["Exponential", "sample_by_weight", "selection_indices", "utility_guarantee"]
+
+POSITIVE = Real(low=0.0, low_open=True)
+
+
+def utility_guarantee(
+    *,
+    epsilon: float,
+    sensitivity: float,
+    candidates: int,
+    t: float,
+    optimal: int = 1,
+    monotone: bool = False,
+) -> float:
+    """The utility loss the exponential mechanism exceeds with probability at most e^(−t).
+
+    Dwork & Roth 2014, Theorem 3.11: with |R| = ``candidates`` outputs of which |R_OPT| =
+    ``optimal`` reach the optimum OPT = max_r u(x, r),
+
+        Pr[u(M_E(x)) ≤ OPT − (2Δu/ε)(ln(|R|/|R_OPT|) + t)] ≤ e^(−t),
+
+    and the function returns the gap (2Δu/ε)(ln(|R|/|R_OPT|) + t). For the monotone variant,
+    which samples ∝ exp(ε·u/Δu), the same proof gives (Δu/ε)(ln(|R|/|R_OPT|) + t).
+    Corollary 3.12 is ``optimal=1``.
+    """
+    owner = "utility_guarantee"
+    for name, value in (("epsilon", epsilon), ("sensitivity", sensitivity)):
+        if not (isinstance(value, (int, float)) and math.isfinite(value) and value > 0):
+            raise InvalidParameter(name, value, "a finite real > 0", owner=owner)
+    if not (isinstance(candidates, int) and candidates >= 1):
+        raise InvalidParameter("candidates", candidates, "an integer >= 1", owner=owner)
+    if not (isinstance(optimal, int) and 1 <= optimal <= candidates):
+        raise InvalidParameter(
+            "optimal", optimal, f"an integer in [1, candidates={candidates}]", owner=owner
+        )
+    if not (isinstance(t, (int, float)) and math.isfinite(t) and t >= 0):
+        raise InvalidParameter("t", t, "a finite real >= 0", owner=owner)
+    factor = (1.0 if monotone else 2.0) * sensitivity / epsilon
+    return factor * (math.log(candidates / optimal) + t)
+
+
+def sample_by_weight(
+    log_weights: NDArray[np.float64],
+    rng: np.random.Generator,
+    size: int | None = None,
+    *,
+    rate: float = 1.0,
+) -> NDArray[np.int64]:
+    """Draw index i with probability ∝ exp(rate · log_weights[..., i]) along the last axis.
+
+    Numerically stable for any finite log-weights: the row maximum is subtracted before
+    ``exp`` (so the largest weight is exactly 1 and the total is in [1, m]); −inf has weight 0
+    and is never drawn. Inverse-CDF sampling: a uniform U·total is located in the cumulative
+    weights, i.e. the first index whose cumulative weight exceeds it. With ``size`` (1-D input
+    only) that many independent draws are made from the same weights.
+
+    Floating point: weights below ~2⁻⁵³ of the total (and below the smallest double after
+    ``exp``) are never drawn; with a numpy Generator the uniforms are PCG64 doubles, not a
+    cryptographic source (dpkit's SecureRandom can be passed instead: only ``rng.random`` is
+    used).
+    """
+    z = log_weights - np.max(log_weights, axis=-1, keepdims=True)
+    if rate != 1.0:
+        z *= rate
+    np.exp(z, out=z)
+    np.cumsum(z, axis=-1, out=z)
+    total = z[..., -1]
+    if size is not None:
+        target = rng.random(size) * total
+        # U < 1, but U·total can round up to total; the last positive weight is then drawn.
+        np.minimum(target, np.nextafter(total, 0.0), out=target)
+        return np.asarray(np.searchsorted(z, target, side="right"), dtype=np.int64)
+    target = rng.random(total.shape) * total
+    target = np.minimum(target, np.nextafter(total, 0.0))
+    return np.asarray(np.count_nonzero(z <= np.asarray(target)[..., None], axis=-1), dtype=np.int64)
+
+
+def selection_indices(outputs: Any, m: int, shape: tuple[int, ...]) -> tuple[Any, Any]:
+    """Broadcast candidate indices against a batch shape: (clipped int indices, in-range mask)."""
+    raw = np.asarray(outputs)
+    if raw.dtype == np.bool_ or not (
+        np.issubdtype(raw.dtype, np.integer) or np.issubdtype(raw.dtype, np.floating)
+    ):
+        raise InvalidData(
+            f"outputs must be candidate indices, got dtype {raw.dtype}", field="outputs"
+        )
+    with np.errstate(invalid="ignore"):
+        valid = (raw >= 0) & (raw < m) & (raw == np.floor(raw))
+    idx = np.where(valid, raw, 0).astype(np.int64)
+    common = np.broadcast_shapes(idx.shape, shape)
+    return np.broadcast_to(idx, common), np.broadcast_to(valid, common)
+
+
+@attrs.frozen
+class Exponential(Mechanism):
+    """The exponential mechanism: choose candidate r with probability ∝ exp(ε·u(r)/(2Δu)).
+
+    McSherry & Talwar 2007 ("Mechanism Design via Differential Privacy", FOCS);
+    Dwork & Roth 2014, Definition 3.4 and Theorem 3.10 (ε-DP): neighbouring datasets change each
+    utility by at most Δu (``sensitivity``), which moves the numerator by a factor e^(ε/2) and the
+    normaliser by another. With ``monotone=True`` — every utility moves in the same direction
+    between neighbours, e.g. counts or the revenue of a fixed price — the normaliser moves
+    against the numerator, and Pr[r] ∝ exp(ε·u(r)/Δu) is ε-DP (McSherry & Talwar 2007,
+    Section 2; Dwork & Roth 2014, remark after Theorem 3.10).
+
+    The input of ``randomize`` is the utility array itself: shape (m,) for one selection among
+    m candidates, or (..., m) for a batch of independent selections (each row its own dataset's
+    utilities; each selection is one ε-DP release). The output is the chosen candidate index,
+    of shape ``utilities.shape[:-1]``. Utilities may be −inf (never chosen); NaN, +inf and an
+    empty candidate set are errors. The sampler subtracts the row maximum before ``exp``, so
+    utilities such as 0, 1000, 2000 at ε = 1 are fine (see :func:`sample_by_weight`).
+
+    Equivalently the output is argmax_r (ε·u(r)/(2Δu) + G_r) with G_r iid standard Gumbel
+    (the Gumbel-max trick; Yellott 1977, J. Math. Psych. 15(2)); adding one-sided exponential
+    noise instead does NOT give this mechanism — it gives permute-and-flip (see
+    :mod:`dpkit_central.noisy_max`).
+    """
+
+    name: ClassVar[str] = "exponential"
+    kind: ClassVar[Literal["local", "central"]] = "central"
+    output_type: ClassVar[Literal["discrete", "continuous"]] = "discrete"
+
+    epsilon: float = parameter(POSITIVE, doc="privacy loss ε", typical=(0.05, 6.0))
+    sensitivity: float = parameter(
+        POSITIVE, doc="sensitivity Δu of every utility", default=1.0, typical=(0.1, 10.0)
+    )
+    monotone: bool = parameter(
+        Boolean(), doc="utilities move in the same direction between neighbours", default=False
+    )
+
+    @property
+    def rate(self) -> float:
+        """The factor λ in Pr[r] ∝ exp(λ·u(r)): ε/(2Δu), or ε/Δu when monotone."""
+        return self.epsilon / ((1.0 if self.monotone else 2.0) * self.sensitivity)
+
+    @property
+    def domain(self) -> VectorDomain:
+        return VectorDomain(self.sensitivity, norm=math.inf, monotone=self.monotone)
+
+    @property
+    def privacy(self) -> PureDP:
+        return PureDP(epsilon=self.epsilon)
+
+    def randomize(
+        self, values: Any, /, *, rng: Any = None, size: int | None = None
+    ) -> NDArray[np.int64]:
+        """Chosen candidate indices, shape ``utilities.shape[:-1]``.
+
+        With ``size=N`` (one utility row only) the result is N independent selections from the
+        same utilities; they are N releases and cost N·ε together.
+        """
+        rng = dpkit.resolve_rng(rng, owner=self.name)[0]
+        utilities = as_utilities(values, owner=self.name)
+        if size is not None:
+            if utilities.ndim != 1:
+                raise InvalidParameter(
+                    "size", size, "None when utilities is a batch (2-D or more)", owner=self.name
+                )
+            if isinstance(size, bool) or not isinstance(size, (int, np.integer)) or size < 0:
+                raise InvalidParameter("size", size, "an integer >= 0", owner=self.name)
+        return sample_by_weight(utilities, rng, None if size is None else int(size), rate=self.rate)
+
+    def log_probability(self, outputs: Any, inputs: Any, /) -> NDArray[np.float64]:
+        """log Pr[r | u] = λu(r) − ln Σ_r′ exp(λu(r′)), computed as a stable log-sum-exp.
+
+        ``inputs`` are utilities of shape (..., m), ``outputs`` candidate indices broadcasting
+        against ``inputs.shape[:-1]``; an index outside 0..m−1 has log-probability −inf.
+        """
+        utilities = as_utilities(inputs, owner=self.name, field="inputs")
+        z = self.rate * utilities
+        top = np.max(z, axis=-1, keepdims=True)
+        log_norm = np.log(np.sum(np.exp(z - top), axis=-1)) + top[..., 0]
+        idx, valid = selection_indices(outputs, z.shape[-1], z.shape[:-1])
+        zb = np.broadcast_to(z, (*idx.shape, z.shape[-1]))
+        chosen = np.take_along_axis(zb, idx[..., None], axis=-1)[..., 0]
+        return np.asarray(np.where(valid, chosen - log_norm, -np.inf), dtype=np.float64)
+
+    def output_space(self, candidates: int | None = None) -> NDArray[np.int64]:
+        """The candidate indices 0 .. m−1; m is the length of the utility vector."""
+        if candidates is None or isinstance(candidates, bool) or candidates < 1:
+            raise InvalidParameter(
+                "candidates",
+                candidates,
+                "the number m >= 1 of candidates (the output space is 0 .. m-1)",
+                owner=self.name,
+            )
+        return np.arange(int(candidates), dtype=np.int64)
+
+    def utility_guarantee(self, candidates: int, t: float, *, optimal: int = 1) -> float:
+        """:func:`utility_guarantee` at this mechanism's ε, Δu and monotonicity."""
+        return utility_guarantee(
+            epsilon=self.epsilon,
+            sensitivity=self.sensitivity,
+            candidates=candidates,
+            t=t,
+            optimal=optimal,
+            monotone=self.monotone,
+        )

@@ -1,0 +1,182 @@
+"""Many processes and threads spending against one SQLite ledger; processes killed mid-release.
+
+Each worker is a separate Python process (``python -c``) with several threads sharing one
+Session; the checks are exact: the number of entries, the exact total, and that every release
+a worker saw returned is in the ledger.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from fractions import Fraction
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+import dpkit
+
+WORKER = r"""
+import json, sys, threading
+import numpy as np
+import dpkit
+
+path, threads, releases, epsilon = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), float(sys.argv[4])
+session = dpkit.Session(ledger=path)
+rr = dpkit.mechanism("rr", epsilon=epsilon)
+results = {"ok": [], "refused": 0}
+lock = threading.Lock()
+
+def work(seed):
+    rng = np.random.default_rng(seed)
+    for _ in range(releases):
+        try:
+            release = session.release(rr, np.array([0, 1, 1]), rng=rng)
+        except dpkit.BudgetExceeded:
+            with lock:
+                results["refused"] += 1
+        else:
+            with lock:
+                results["ok"].append(release.release_id)
+
+pool = [threading.Thread(target=work, args=(i,)) for i in range(threads)]
+for t in pool: t.start()
+for t in pool: t.join()
+print(json.dumps(results))
+"""
+
+CRASHER = r"""
+import os, sys
+import numpy as np
+import dpkit
+
+path, out = sys.argv[1], sys.argv[2]
+session = dpkit.Session(ledger=path)
+rr = dpkit.mechanism("rr", epsilon=0.001)
+rng = np.random.default_rng(int(sys.argv[3]))
+fd = os.open(out, os.O_WRONLY | os.O_CREAT | os.O_APPEND)
+os.write(fd, b"started\n")
+while True:
+    release = session.release(rr, np.array([0, 1, 1, 0]), rng=rng)
+    os.write(fd, (release.release_id + "\n").encode())  # only after release() returned
+"""
+
+
+def _spawn(code: str, *args: str) -> subprocess.Popen[str]:
+    return subprocess.Popen(
+        [sys.executable, "-c", code, *args],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+
+
+def _spawn_quiet(code: str, log: Path, *args: str) -> subprocess.Popen[bytes]:
+    with open(log, "wb") as errors:
+        return subprocess.Popen(
+            [sys.executable, "-c", code, *args], stdout=subprocess.DEVNULL, stderr=errors
+        )
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("budget,expected", [(10, 1000), (5, 500)])
+def test_eight_processes_four_threads_never_overspend(
+    tmp_path: Path, budget: int, expected: int
+) -> None:
+    path = tmp_path / "ledger.db"
+    dpkit.Session(budget=(budget, 0), ledger=path, dataset="concurrency")
+    workers = [_spawn(WORKER, str(path), "4", "50", "0.01") for _ in range(8)]
+    outputs = []
+    for worker in workers:
+        stdout, stderr = worker.communicate(timeout=120)
+        assert worker.returncode == 0, stderr
+        outputs.append(json.loads(stdout))
+    returned = [rid for out in outputs for rid in out["ok"]]
+    refused = sum(out["refused"] for out in outputs)
+    assert len(returned) == expected
+    assert refused == 8 * 4 * 50 - expected
+    ledger = dpkit.Ledger(path)
+    totals = ledger.verify()
+    assert totals.epsilon == Fraction(budget)  # exactly, with no float drift
+    entries = ledger.entries()
+    assert len(entries) == expected
+    assert {e.release_id for e in entries} == set(returned)
+    assert ledger.remaining().epsilon == 0
+
+
+def _read_ids(path: Path) -> tuple[bool, list[str]]:
+    if not path.exists():
+        return False, []
+    lines = path.read_text().split("\n")
+    complete = lines[:-1]  # the last piece may be a line cut by the kill
+    return "started" in complete, [line for line in complete if line and line != "started"]
+
+
+@pytest.mark.slow
+def test_killed_processes_leave_a_consistent_ledger(tmp_path: Path) -> None:
+    path = tmp_path / "ledger.db"
+    dpkit.Session(budget=(10**6, 0), ledger=path, dataset="crash")
+    rng = np.random.default_rng(20261122)
+    outs = [tmp_path / f"ids-{i}.txt" for i in range(12)]
+    for round_ in range(3):  # 3 rounds of 4 workers, each killed at a random moment
+        batch = range(4 * round_, 4 * round_ + 4)
+        workers = {
+            i: _spawn_quiet(CRASHER, tmp_path / f"err-{i}.txt", str(path), str(outs[i]), str(i))
+            for i in batch
+        }
+        deadline = time.monotonic() + 30
+        while not all(_read_ids(outs[i])[0] for i in batch):  # wait until each is releasing
+            assert time.monotonic() < deadline, "workers did not start"
+            for worker in workers.values():
+                assert worker.poll() is None, next(iter(tmp_path.glob("err-*.txt"))).read_text()
+            time.sleep(0.05)
+        for i in batch:
+            time.sleep(float(rng.uniform(0.05, 0.4)))
+            os.kill(workers[i].pid, signal.SIGKILL)
+            workers[i].wait(timeout=30)
+            assert workers[i].returncode == -signal.SIGKILL
+    ledger = dpkit.Ledger(path)
+    totals = ledger.verify()  # integrity check, totals equal the sum of the entries
+    entries = {e.release_id: e for e in ledger.entries()}
+    returned = [rid for out in outs for rid in _read_ids(out)[1]]
+    assert len(returned) >= 12, "too few releases completed before the kills"
+    missing = [rid for rid in returned if rid not in entries or entries[rid].status != "spent"]
+    assert missing == []
+    assert totals.epsilon == Fraction(len(entries), 1000)
+    # entries may exceed the returned results (killed after commit, before returning): that is
+    # the safe direction; and the ledger still accepts spends
+    session = dpkit.Session(ledger=path)
+    session.release(
+        dpkit.mechanism("rr", epsilon=0.001), np.array([1]), rng=np.random.default_rng(0)
+    )
+    assert len(session.history()) == len(entries) + 1
+
+
+CREATOR = r"""
+import sys
+import numpy as np
+import dpkit
+
+session = dpkit.Session(budget=(1.0, 0.0), ledger=sys.argv[1], dataset="race")
+release = session.release(dpkit.mechanism("rr", epsilon=0.1), np.array([1]), rng=np.random.default_rng(0))
+print(release.release_id)
+"""
+
+
+@pytest.mark.slow
+def test_processes_creating_the_same_ledger_at_once(tmp_path: Path) -> None:
+    path = tmp_path / "new.db"
+    workers = [_spawn(CREATOR, str(path)) for _ in range(6)]
+    ids = []
+    for worker in workers:
+        stdout, stderr = worker.communicate(timeout=120)
+        assert worker.returncode == 0, stderr
+        ids.append(stdout.strip())
+    ledger = dpkit.Ledger(path)
+    assert ledger.verify().epsilon == Fraction(6, 10)
+    assert sorted(e.release_id for e in ledger.entries()) == sorted(ids)

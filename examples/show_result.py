@@ -18,7 +18,9 @@ def main() -> None:
         print(f"  {result['query_id']:<15} {result['statistic']:<9} ε={epsilon:<5g} → {estimate}")
     session = document["session"]
     spent, budget = session["spent"]["epsilon_exact"], session["budget"]["epsilon_exact"]
-    print(f"  spent ε = {spent} of {budget} (exactly); remaining {session['remaining']['epsilon_exact']}")
+    print(
+        f"  spent ε = {spent} of {budget} (exactly); remaining {session['remaining']['epsilon_exact']}"
+    )
 
 
 if __name__ == "__main__":

@@ -95,12 +95,13 @@ def _check_total(session: Session, plan: Plan) -> None:
             )
 
 
-def _confidence_interval(value: Any, level: float) -> dict[str, Any] | None:
+def _confidence_interval(value: Any, level: float, method: str) -> dict[str, Any] | None:
     interval = getattr(value, "confidence_interval", None)
-    if interval is None:
+    bounds = interval(level) if interval is not None else None
+    if bounds is None:
         return None
-    low, high = interval(level)
-    return {"level": level, "lower": _listify(low), "upper": _listify(high)}
+    low, high = bounds
+    return {"level": level, "lower": _listify(low), "upper": _listify(high), "method": method}
 
 
 def _result(query: PlannedQuery, release: Any, registry: Registry) -> dict[str, Any]:
@@ -126,17 +127,21 @@ def _result(query: PlannedQuery, release: Any, registry: Registry) -> dict[str, 
             ),
             estimate=estimate.estimates.tolist(),
             variance=estimate.variance.tolist(),
-            confidence_interval=_confidence_interval(estimate, query.confidence),
+            confidence_interval=_confidence_interval(
+                estimate, query.confidence, "normal approximation with plug-in variance"
+            ),
         )
-        out["confidence_interval"]["method"] = "normal approximation, plug-in variance"
         return out
     value = release.values
+    out["mechanism"]["noise"] = getattr(value, "mechanism", None)  # e.g. laplace under a sum
     out.update(
         n=None,
         categories=list(value.categories) if getattr(value, "categories", None) else None,
         estimate=_listify(getattr(value, "value", value)),
         variance=_listify(getattr(value, "variance", None)),
-        confidence_interval=_confidence_interval(value, query.confidence),
+        confidence_interval=_confidence_interval(
+            value, query.confidence, "exact quantiles of the privacy noise (data taken as given)"
+        ),
     )
     return out
 

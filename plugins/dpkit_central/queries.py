@@ -37,6 +37,7 @@ The noise samplers are numpy's floating-point ones (see the mechanisms).
 from __future__ import annotations
 
 import math
+from statistics import NormalDist
 from typing import Any, ClassVar
 
 import attrs
@@ -93,6 +94,41 @@ class QueryResult:
     variance: float | None = None
     categories: tuple[Any, ...] | None = None
     parts: tuple[QueryResult, ...] = ()
+
+    def noise_half_width(self, level: float = 0.95) -> float | None:
+        """h with P[|noise| ≤ h] ≥ ``level`` for additive noise; None for mean and quantile.
+
+        Exact noise quantiles: Laplace(b) has P[|Z| > h] = e^{−h/b}, so h = b·ln(1/(1 − level));
+        N(0, σ²) gives h = σ·Φ⁻¹((1 + level)/2); the two-sided geometric with α = e^{−1/b} has
+        P[|Z| > m] = 2α^{m+1}/(1 + α), and h is the smallest integer m making that ≤ 1 − level.
+        """
+        if not isinstance(level, (int, float)) or not 0.0 < level < 1.0:
+            raise InvalidParameter("level", level, "a real number in (0, 1)", owner=self.query)
+        scale = self.noise_scale
+        if scale is None:
+            return None
+        if self.mechanism == "laplace":
+            return scale * math.log(1.0 / (1.0 - level))
+        if self.mechanism == "gaussian":
+            return scale * NormalDist().inv_cdf(0.5 + level / 2.0)
+        if self.mechanism == "geometric":
+            alpha = math.exp(-1.0 / scale)
+            m = math.log((1.0 - level) * (1.0 + alpha) / 2.0) / math.log(alpha) - 1.0
+            return float(max(0, math.ceil(m)))
+        return None
+
+    def confidence_interval(self, level: float = 0.95) -> tuple[Any, Any] | None:
+        """An interval that covers the exact (clamped) statistic with probability ≥ ``level``.
+
+        It accounts for the privacy noise only (the data are taken as given); None where the
+        release is not answer + noise (mean, quantile).
+        """
+        half = self.noise_half_width(level)
+        if half is None:
+            return None
+        value = np.asarray(self.value, dtype=np.float64)
+        low, high = value - half, value + half
+        return (low.item(), high.item()) if low.ndim == 0 else (low, high)
 
 
 def _missing(array: NDArray[Any]) -> NDArray[np.bool_]:

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import inspect
 import math
+from typing import Any
 
 import attrs
 import numpy as np
@@ -292,3 +293,32 @@ def test_queries_are_registered_by_name(registry: dpkit.Registry) -> None:
     queries = getattr(registry, "queries", None)
     if queries is not None:  # the query hook (another issue) is present
         assert {"count", "sum", "mean", "histogram", "quantile"} <= set(queries)
+
+
+@pytest.mark.parametrize(
+    ("query", "level"),
+    [
+        (Count(epsilon=0.7, noise="laplace"), 0.9),
+        (Count(epsilon=0.7), 0.9),
+        (Count(epsilon=0.7, noise="gaussian", delta=1e-5), 0.8),
+    ],
+)
+def test_noise_intervals_cover_at_their_level(query: Any, level: float) -> None:
+    """Coverage of the exact count over 4000 releases: binomial test at 1e-6, and at least the
+    nominal level (geometric intervals are conservative by construction)."""
+    data = np.arange(50)
+    rng = np.random.default_rng(8)
+    hits = 0
+    for _ in range(4000):
+        low, high = query.run(data, rng=rng).confidence_interval(level)
+        hits += low <= 50 <= high
+    assert stats.binomtest(hits, 4000, level, alternative="less").pvalue > 1e-6
+    if query.noise != "geometric":
+        assert stats.binomtest(hits, 4000, level).pvalue > 1e-6
+
+
+def test_mean_has_no_noise_interval() -> None:
+    result = Mean(lower=0.0, upper=1.0, epsilon=1.0).run(
+        np.array([0.5]), rng=np.random.default_rng(1)
+    )
+    assert result.confidence_interval(0.95) is None

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+from fractions import Fraction
 from typing import Any, ClassVar, Literal
 
 import attrs
@@ -10,12 +11,14 @@ import numpy as np
 from numpy.typing import NDArray
 
 import dpkit
-from dpkit import LaplaceDP, Mechanism, Real, VectorDomain, parameter
+from dpkit import InvalidData, LaplaceDP, Mechanism, Real, VectorDomain, parameter
 from dpkit_central._validation import as_finite, require_generator
 
 __all__ = ["Laplace"]
 
 POSITIVE = Real(low=0.0, low_open=True)
+#: Secure-mode outputs lie on multiples of 2^(⌈log₂ b⌉ − LATTICE_BITS).
+LATTICE_BITS = 30
 
 
 @attrs.frozen
@@ -32,8 +35,19 @@ class Laplace(Mechanism):
     one coordinate of that vector (noise is independent per element), so Δ₁ must bound the L1
     change of *all* the answers released together, not of one of them.
 
-    The sampler is numpy's floating-point Laplace draw: fast, seedable, and not hardened against
-    floating-point attacks (Mironov 2012); see issue 8 for the secure samplers.
+    **Fast mode** (a numpy Generator) adds numpy's floating-point Laplace draw: seedable, and
+    *not* safe against floating-point attacks (Mironov 2012: the low bits of x + noise reveal x).
+
+    **Secure mode** (``rng=None`` or a SecureRandom) releases on a lattice instead, the pattern
+    of Google's and OpenDP's libraries: with g = 2^(⌈log₂ b⌉ − 30), each answer is rounded to
+    k = round(x/g) and the release is g·(k + Z), Z exact discrete Laplace with
+    P[Z = z] ∝ exp(−|z|/t) (Canonne, Kamath & Steinke 2020, Algorithm 2). Rounding moves each
+    coordinate by less than one lattice step, so ‖k − k′‖₁ ≤ Δ₁/g + d for d released
+    coordinates, and t = (Δ₁/g + d)/ε, rounded up to a multiple of 2⁻¹⁶, keeps ε exactly
+    (ratio ≤ exp(‖k − k′‖₁/t)). The noise is larger than b by the factor 1 + d·g/Δ₁ ≈ 1 + d·2⁻³⁰.
+    The integer k + Z is exact (int64, answers up to about 2³²·b); converting it to a float is
+    post-processing of that integer, so it cannot leak.
+    Every output is a multiple of g whatever the input, so no low bit depends on the data.
     """
 
     name: ClassVar[str] = "laplace"
@@ -66,11 +80,34 @@ class Laplace(Mechanism):
     def randomize(self, values: Any, /, *, rng: Any = None) -> NDArray[np.float64]:
         """``values`` (finite reals, any shape) plus iid Lap(Δ₁/ε) noise, as float64."""
         rng = dpkit.resolve_rng(rng, owner=self.name)[0]
-        require_generator(rng, owner=self.name)
         answers = as_finite(values, owner=self.name)
+        if isinstance(rng, dpkit.SecureRandom):
+            return self._lattice_release(answers, rng)
+        require_generator(rng, owner=self.name)
         noise = np.asarray(rng.laplace(0.0, self.scale, size=answers.shape), dtype=np.float64)
         noise += answers
         return noise
+
+    def lattice_step(self) -> float:
+        """g = 2^(⌈log₂ b⌉ − 30): the spacing of secure-mode outputs."""
+        return math.ldexp(1.0, math.ceil(math.log2(self.scale)) - LATTICE_BITS)
+
+    def _lattice_release(self, answers: NDArray[np.float64], rng: Any) -> NDArray[np.float64]:
+        g = self.lattice_step()
+        steps = np.rint(answers / g)  # dividing by a power of two is exact
+        if steps.size and np.abs(steps).max() >= 2.0**61:
+            raise InvalidData(
+                f"{self.name}: an answer of magnitude {np.abs(answers).max():.3g} is too large for "
+                f"the secure lattice at noise scale {self.scale:.3g} (at most 2^61 steps of {g:.3g})",
+                field="values",
+            )
+        exact = (Fraction(self.sensitivity) / Fraction(g) + max(answers.size, 1)) / Fraction(
+            self.epsilon
+        )
+        t = Fraction(math.ceil(exact * 2**16), 2**16)  # rounding the scale up only adds privacy
+        noise = np.asarray(dpkit.discrete_laplace(t, size=answers.shape, rng=rng), dtype=np.int64)
+        lattice_points = steps.astype(np.int64) + noise
+        return np.asarray(lattice_points.astype(np.float64) * g, dtype=np.float64)
 
     def log_probability(self, outputs: Any, inputs: Any, /) -> NDArray[np.float64]:
         """Elementwise log-density −|y − x|/b − ln(2b) (broadcasting).

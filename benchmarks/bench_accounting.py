@@ -22,23 +22,13 @@ import math
 import platform
 import subprocess
 import sys
-import time
-from collections.abc import Callable
 
 import numpy as np
+from _timing import best_time
 
 import dpkit
 from dpkit.accounting import ORDERS, account
 from dpkit.privacy import GaussianDP, LaplaceDP, SubsampledDP, gaussian_delta
-
-
-def best_time(fn: Callable[[], object], repeat: int) -> float:
-    times = []
-    for _ in range(repeat):
-        start = time.perf_counter()
-        fn()
-        times.append(time.perf_counter() - start)
-    return min(times)
 
 
 def main() -> None:

@@ -19,30 +19,11 @@ from __future__ import annotations
 import argparse
 import math
 import platform
-import time
-from collections.abc import Callable
 
 import numpy as np
+from _timing import best_time, side_by_side
 
 import dpkit
-
-
-def best_time(fn: Callable[[], object], repeat: int) -> float:
-    times = []
-    for _ in range(repeat):
-        start = time.perf_counter()
-        fn()
-        times.append(time.perf_counter() - start)
-    return min(times)
-
-
-def side_by_side(fns: dict[str, Callable[[], object]], repeat: int) -> dict[str, float]:
-    """Best-of-``repeat`` times, the candidates interleaved so that load affects all alike."""
-    best = dict.fromkeys(fns, math.inf)
-    for _ in range(repeat):
-        for label, fn in fns.items():
-            best[label] = min(best[label], best_time(fn, 1))
-    return best
 
 
 def peer_rows(

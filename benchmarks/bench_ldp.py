@@ -38,27 +38,16 @@ import math
 import platform
 import time
 import tracemalloc
-from collections.abc import Callable
 from functools import partial
 
 import dpkit_ldp
 import numpy as np
+from _timing import side_by_side
 from dpkit_ldp.datasets import distribution_probabilities
 
 import dpkit
 
 EPSILON = 1.0
-
-
-def side_by_side(fns: dict[str, Callable[[], object]], repeat: int) -> dict[str, float]:
-    """Best-of-``repeat`` wall times, candidates interleaved so that load affects all alike."""
-    best = dict.fromkeys(fns, math.inf)
-    for _ in range(repeat):
-        for label, fn in fns.items():
-            start = time.perf_counter()
-            fn()
-            best[label] = min(best[label], time.perf_counter() - start)
-    return best
 
 
 def simulate_and_estimate(

@@ -20,13 +20,12 @@ affects them alike.
 from __future__ import annotations
 
 import argparse
-import math
 import os
 import platform
-import time
 from collections.abc import Callable
 
 import numpy as np
+from _timing import side_by_side
 
 import dpkit
 from dpkit.randomness import (
@@ -35,17 +34,6 @@ from dpkit.randomness import (
     discrete_laplace,
     discrete_laplace_constant_time,
 )
-
-
-def side_by_side(fns: dict[str, Callable[[], object]], repeat: int) -> dict[str, float]:
-    """Best-of-``repeat`` seconds per candidate, interleaved."""
-    best = dict.fromkeys(fns, math.inf)
-    for _ in range(repeat):
-        for label, fn in fns.items():
-            start = time.perf_counter()
-            fn()
-            best[label] = min(best[label], time.perf_counter() - start)
-    return best
 
 
 def table(title: str, rows: list[tuple[str, float, str]], unit: str) -> None:

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import math
-from typing import Any, ClassVar, Literal
+from typing import Any, ClassVar
 
 import attrs
 import numpy as np
@@ -11,15 +11,11 @@ from numpy.typing import NDArray
 
 import dpkit
 from dpkit import (
-    Boolean,
     InvalidData,
     InvalidParameter,
-    Mechanism,
-    PureDP,
     Real,
-    VectorDomain,
-    parameter,
 )
+from dpkit_central._selection import Selection
 from dpkit_central._validation import as_utilities
 
 __all__ = ["Exponential", "sample_by_weight", "selection_indices", "utility_guarantee"]
@@ -116,7 +112,7 @@ def selection_indices(outputs: Any, m: int, shape: tuple[int, ...]) -> tuple[Any
 
 
 @attrs.frozen
-class Exponential(Mechanism):
+class Exponential(Selection):
     """The exponential mechanism: choose candidate r with probability ∝ exp(ε·u(r)/(2Δu)).
 
     McSherry & Talwar 2007 ("Mechanism Design via Differential Privacy", FOCS);
@@ -141,29 +137,11 @@ class Exponential(Mechanism):
     """
 
     name: ClassVar[str] = "exponential"
-    kind: ClassVar[Literal["local", "central"]] = "central"
-    output_type: ClassVar[Literal["discrete", "continuous"]] = "discrete"
-
-    epsilon: float = parameter(POSITIVE, doc="privacy loss ε", typical=(0.05, 6.0))
-    sensitivity: float = parameter(
-        POSITIVE, doc="sensitivity Δu of every utility", default=1.0, typical=(0.1, 10.0)
-    )
-    monotone: bool = parameter(
-        Boolean(), doc="utilities move in the same direction between neighbours", default=False
-    )
 
     @property
     def rate(self) -> float:
         """The factor λ in Pr[r] ∝ exp(λ·u(r)): ε/(2Δu), or ε/Δu when monotone."""
         return self.epsilon / ((1.0 if self.monotone else 2.0) * self.sensitivity)
-
-    @property
-    def domain(self) -> VectorDomain:
-        return VectorDomain(self.sensitivity, norm=math.inf, monotone=self.monotone)
-
-    @property
-    def privacy(self) -> PureDP:
-        return PureDP(epsilon=self.epsilon)
 
     def randomize(
         self, values: Any, /, *, rng: Any = None, size: int | None = None

@@ -24,7 +24,7 @@ from __future__ import annotations
 
 import functools
 import math
-from typing import Any, ClassVar, Literal
+from typing import Any, ClassVar
 
 import attrs
 import numpy as np
@@ -32,15 +32,11 @@ from numpy.typing import NDArray
 
 import dpkit
 from dpkit import (
-    Boolean,
     InvalidData,
     InvalidParameter,
-    Mechanism,
-    PureDP,
     Real,
-    VectorDomain,
-    parameter,
 )
+from dpkit_central._selection import Selection
 from dpkit_central._validation import as_utilities, require_generator
 from dpkit_central.exponential import selection_indices
 
@@ -218,29 +214,7 @@ def _log_pmf_at(log_pmf: NDArray[np.float64], outputs: Any) -> NDArray[np.float6
 
 
 @attrs.frozen
-class _Selection(Mechanism):
-    kind: ClassVar[Literal["local", "central"]] = "central"
-    output_type: ClassVar[Literal["discrete", "continuous"]] = "discrete"
-
-    epsilon: float = parameter(POSITIVE, doc="privacy loss ε", typical=(0.05, 6.0))
-    sensitivity: float = parameter(
-        POSITIVE, doc="sensitivity Δu of every utility", default=1.0, typical=(0.1, 10.0)
-    )
-    monotone: bool = parameter(
-        Boolean(), doc="utilities move in the same direction between neighbours", default=False
-    )
-
-    @property
-    def domain(self) -> VectorDomain:
-        return VectorDomain(self.sensitivity, norm=math.inf, monotone=self.monotone)
-
-    @property
-    def privacy(self) -> PureDP:
-        return PureDP(epsilon=self.epsilon)
-
-
-@attrs.frozen
-class ReportNoisyMax(_Selection):
+class ReportNoisyMax(Selection):
     """Report the index of the largest utility after adding iid Laplace noise; not the value.
 
     Dwork & Roth 2014, Claim 3.9: for counting queries (monotone, Δ = 1), Lap(1/ε) noise is
@@ -283,7 +257,7 @@ class ReportNoisyMax(_Selection):
 
 
 @attrs.frozen
-class PermuteAndFlip(_Selection):
+class PermuteAndFlip(Selection):
     """Permute-and-flip selection (McKenna & Sheldon 2020, Algorithm 1).
 
     Visit the candidates in a uniformly random order; at candidate r flip a coin with

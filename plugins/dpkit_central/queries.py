@@ -216,8 +216,29 @@ def _clamped_sum(records: NDArray[Any], lower: float, upper: float) -> float:
     return float(np.clip(records.astype(np.float64, copy=False), lower, upper).sum())
 
 
+class _AdditiveNoise:
+    """Shared by the queries released as answer + noise of their derived sensitivity."""
+
+    noise: str
+    epsilon: float
+    delta: float | None
+
+    @property
+    def sensitivity(self) -> float:
+        raise NotImplementedError
+
+    @property
+    def mechanism(self) -> Laplace | Geometric | Gaussian:
+        """The noise mechanism, calibrated to the derived sensitivity."""
+        return _additive(self.noise, self.epsilon, self.delta, self.sensitivity)
+
+    @property
+    def privacy(self) -> PrivacyEvent:
+        return self.mechanism.privacy
+
+
 @attrs.frozen
-class Count:
+class Count(_AdditiveNoise):
     """The number of records, plus noise of sensitivity 1 (add/remove one record).
 
     ``noise="geometric"`` (default) releases an integer (Ghosh et al. 2009), ``"laplace"`` a
@@ -242,14 +263,6 @@ class Count:
     def sensitivity(self) -> float:
         return 1.0
 
-    @property
-    def mechanism(self) -> Laplace | Geometric | Gaussian:
-        return _additive(self.noise, self.epsilon, self.delta, self.sensitivity)
-
-    @property
-    def privacy(self) -> PrivacyEvent:
-        return self.mechanism.privacy
-
     def run(self, data: Any, /, *, rng: Any = None) -> QueryResult:
         rng = dpkit.resolve_rng(rng, owner=self.name)[0]
         records = _records(data, self.nan, self.name, numeric=False)
@@ -257,7 +270,7 @@ class Count:
 
 
 @attrs.frozen
-class Sum:
+class Sum(_AdditiveNoise):
     """Σ clamp(x, lower, upper) plus noise; Δ = max(|lower|, |upper|) under add/remove.
 
     ``noise="laplace"`` (default) or ``"gaussian"`` (with ``delta``).
@@ -281,14 +294,6 @@ class Sum:
     def sensitivity(self) -> float:
         """max(|L|, |U|): adding or removing one record moves the sum by its clamped value."""
         return max(abs(self.lower), abs(self.upper))
-
-    @property
-    def mechanism(self) -> Laplace | Geometric | Gaussian:
-        return _additive(self.noise, self.epsilon, self.delta, self.sensitivity)
-
-    @property
-    def privacy(self) -> PrivacyEvent:
-        return self.mechanism.privacy
 
     def run(self, data: Any, /, *, rng: Any = None) -> QueryResult:
         rng = dpkit.resolve_rng(rng, owner=self.name)[0]
@@ -412,7 +417,7 @@ class _FixedGaussian:
 
 
 @attrs.frozen
-class Histogram:
+class Histogram(_AdditiveNoise):
     """Noisy counts of the records in each declared category (Δ₁ = Δ₂ = 1 under add/remove).
 
     The categories are declared up front, never read from the data (reading them would leak
@@ -438,14 +443,6 @@ class Histogram:
     @property
     def sensitivity(self) -> float:
         return 1.0
-
-    @property
-    def mechanism(self) -> Laplace | Geometric | Gaussian:
-        return _additive(self.noise, self.epsilon, self.delta, self.sensitivity)
-
-    @property
-    def privacy(self) -> PrivacyEvent:
-        return self.mechanism.privacy
 
     def counts(self, data: Any, /) -> NDArray[np.int64]:
         """The exact counts (not private: for tests and for building on)."""

@@ -66,6 +66,23 @@ class Plan:
     spec_sha256: str
 
 
+def query_stream(seed: int, index: int, query: dict[str, Any]) -> np.random.SeedSequence:
+    """The fast-mode random stream of one query: the seed, spawned by the query's place and content.
+
+    Two queries must never share noise, or subtracting their releases cancels it (a count of
+    all rows minus a count of the non-missing rows, both with the same noise, is the exact number
+    of missing values). A spec-level seed is inherited by every query, and the same seed may be
+    reused by another spec over the same data, so the stream is keyed by the query's index *and*
+    its canonical JSON: the same query with the same seed reproduces its release (which reveals
+    nothing new), any other query draws an unrelated stream.
+    """
+    digest = hashlib.sha256(
+        json.dumps(query, sort_keys=True, separators=(",", ":"), default=str).encode()
+    ).digest()
+    words = tuple(int.from_bytes(digest[i : i + 4], "little") for i in range(0, 16, 4))
+    return np.random.SeedSequence(seed, spawn_key=(index, *words))
+
+
 def spec_hash(spec: dict[str, Any]) -> str:
     """SHA-256 of the spec's canonical JSON (sorted keys, no whitespace)."""
     canonical = json.dumps(spec, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
@@ -181,7 +198,6 @@ def plan_spec(
     known_frequency = set(frequency_mechanisms(registry))
     planned: list[PlannedQuery] = []
     items = _query_items(spec)
-    children = np.random.SeedSequence(seed).spawn(len(items)) if seed is not None else None
     for index, (at, query) in enumerate(items):
         if query["statistic"] == FREQUENCY and query["mechanism"]["name"] not in known_frequency:
             issues.append(
@@ -227,10 +243,10 @@ def plan_spec(
             issues.append(SpecIssue(at or "/", "plugin_error", f"{type(error).__name__}: {error}"))
             continue
         mode, user_seed, stream = rng_spec["mode"], rng_spec.get("seed"), None
-        if children is not None:  # --seed: one independent child stream per query
-            mode, user_seed, stream = "fast", seed, children[index]
-        elif user_seed is not None:
-            stream = np.random.SeedSequence(user_seed)
+        if seed is not None:  # --seed overrides the spec: fast mode for every query
+            mode, user_seed = "fast", seed
+        if user_seed is not None:
+            stream = query_stream(user_seed, index, query)
         planned.append(
             PlannedQuery(
                 at=at,

@@ -7,6 +7,9 @@ Run: ``.venv/bin/python benchmarks/bench_secure.py [--n 1000000] [--bits 1000000
 * the word source: ChaCha20 keystream words against PCG64 ``random_raw``;
 * exact samplers (CKS20) on 10^6 draws, in samples per second and as a ratio to numpy's
   float ``laplace``/``normal`` (not attack-resistant; the floor any sampler is compared to);
+* exact secure selection (exponential, permute_and_flip) against their float fast mode, with
+  m = 10 and 1000 candidates;
+* the central ``gaussian`` mechanism, fast against secure (lattice release), per answer;
 * OpenDP's vectorised integer discrete Laplace, when ``opendp`` is importable (it is not a
   dpkit dependency; to include it: ``python -m venv /tmp/odp && /tmp/odp/bin/pip install -e .
   opendp && /tmp/odp/bin/python benchmarks/bench_secure.py``). It is timed on fewer values
@@ -170,6 +173,76 @@ def bench_samplers(n: int, opendp_n: int, repeat: int) -> None:
     )
 
 
+def bench_selection(repeat: int, entries: int = 20_000) -> None:
+    """Secure (exact) selection against fast (float) selection, m = 10 and 1000 candidates.
+
+    A batch of ``entries // m`` independent selections per call. "counts" are integer
+    utilities (the exact gaps stay in uint64); "scores" are normal floats (Python-int gaps).
+    """
+    secure = SecureRandom()
+    fast = np.random.default_rng(7)
+    mechanisms = {
+        name: dpkit.mechanism(name, epsilon=1.0) for name in ("exponential", "permute_and_flip")
+    }
+    rows = []
+    for m in (10, 1000):
+        batch = entries // m
+        data = np.random.default_rng(8)
+        utilities = {
+            "counts": data.integers(0, 100, (batch, m)).astype(np.float64),
+            "scores": data.normal(0.0, 10.0, (batch, m)),
+        }
+        for kind, u in utilities.items():
+            for name, mech in mechanisms.items():
+                times = side_by_side(
+                    {
+                        "fast": lambda me=mech, x=u: me.randomize(x, rng=fast),
+                        "secure": lambda me=mech, x=u: me.randomize(x, rng=secure),
+                    },
+                    repeat,
+                )
+                for mode in ("fast", "secure"):
+                    label = f"{name} {mode}, m={m}, {kind}"
+                    ratio = f"{times[mode] / times['fast']:.1f}x fast"
+                    rows.append((label, batch / times[mode] / 1e3, ratio))
+    table(f"Selection, batches of {entries:.0e} utilities", rows, "k selections/s")
+
+
+def bench_central_gaussian(n: int, repeat: int) -> None:
+    """The ``gaussian`` mechanism: fast (numpy normal) against secure (lattice release with exact
+    discrete Gaussian noise, σ_L ≈ 2³⁰ lattice steps), on n answers and on one answer."""
+    gaussian = dpkit.mechanism("gaussian", epsilon=1.0, delta=1e-6, sensitivity=1.0)
+    values = np.random.default_rng(8).uniform(0.0, 100.0, n)
+    fast, floor, secure = np.random.default_rng(9), np.random.default_rng(10), SecureRandom()
+    one = np.array([42.0])
+    times = side_by_side(
+        {
+            "numpy floor: x + rng.normal(0, sigma, n)": lambda: (
+                values + floor.normal(0.0, gaussian.sigma, n)
+            ),
+            "gaussian fast (numpy Generator)": lambda: gaussian.randomize(values, rng=fast),
+            "gaussian secure (lattice, discrete Gaussian)": lambda: gaussian.randomize(
+                values, rng=secure
+            ),
+        },
+        repeat,
+    )
+    base = times["gaussian fast (numpy Generator)"]
+    rows = [(label, n / t / 1e6, f"{t / base:.1f}x gaussian fast") for label, t in times.items()]
+    table(f"Central gaussian mechanism, {n:.0e} answers", rows, "M answers/s")
+    single = side_by_side(
+        {
+            "fast": lambda: gaussian.randomize(one, rng=fast),
+            "secure": lambda: gaussian.randomize(one, rng=secure),
+        },
+        repeat,
+    )
+    print(
+        f"  one answer: fast {single['fast'] * 1e6:.0f} us, secure {single['secure'] * 1e6:.0f} us "
+        f"({single['secure'] / single['fast']:.1f}x)"
+    )
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--n", type=int, default=1_000_000)
@@ -184,6 +257,8 @@ def main() -> None:
     bench_rr(args.bits, args.repeat)
     bench_words(args.bits, args.repeat)
     bench_samplers(args.n, args.opendp_n, args.repeat)
+    bench_central_gaussian(args.n, args.repeat)
+    bench_selection(args.repeat)
 
 
 if __name__ == "__main__":

@@ -37,7 +37,8 @@ Composition rules (fully adaptive: each release's parameters may depend on earli
 Randomness: ``rng=None`` (the default) is secure mode, dpkit's ChaCha20 source
 (:class:`dpkit.SecureRandom`); a ``numpy.random.Generator`` is fast mode, seedable and not
 attack-resistant. The ledger records the mode of every release (``"secure"`` or ``"fast"``).
-Mechanisms that have no secure sampler yet refuse secure mode with a typed error.
+A mechanism without a secure sampler (report-noisy-max with Laplace noise) refuses secure mode
+with a typed error.
 """
 
 from __future__ import annotations

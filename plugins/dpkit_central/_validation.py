@@ -24,8 +24,8 @@ def require_generator(rng: Any, *, owner: str) -> np.random.Generator:
             "rng",
             rng,
             "a numpy.random.Generator (fast mode): this mechanism draws floating-point noise, "
-            "which has no secure sampler yet; for secure releases use 'laplace' (on a lattice) "
-            "or 'geometric'",
+            "which has no secure sampler yet; for secure releases use 'laplace' or 'gaussian' "
+            "(on a lattice) or 'geometric'",
             owner=owner,
         )
     return rng

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+from fractions import Fraction
 from typing import Any, ClassVar
 
 import attrs
@@ -15,7 +16,7 @@ from dpkit import (
     InvalidParameter,
     Real,
 )
-from dpkit_central._selection import Selection
+from dpkit_central._selection import Selection, exact_rate, exponential_secure
 from dpkit_central._validation import as_utilities
 
 __all__ = ["Exponential", "sample_by_weight", "selection_indices", "utility_guarantee"]
@@ -143,6 +144,11 @@ class Exponential(Selection):
         """The factor λ in Pr[r] ∝ exp(λ·u(r)): ε/(2Δu), or ε/Δu when monotone."""
         return self.epsilon / ((1.0 if self.monotone else 2.0) * self.sensitivity)
 
+    @property
+    def exact_rate(self) -> Fraction:
+        """λ as an exact rational of the binary values of ε and Δu (used in secure mode)."""
+        return exact_rate(self.epsilon, self.sensitivity, self.monotone)
+
     def randomize(
         self, values: Any, /, *, rng: Any = None, size: int | None = None
     ) -> NDArray[np.int64]:
@@ -150,6 +156,13 @@ class Exponential(Selection):
 
         With ``size=N`` (one utility row only) the result is N independent selections from the
         same utilities; they are N releases and cost N·ε together.
+
+        Fast mode (a numpy Generator): inverse-CDF sampling on float weights
+        (:func:`sample_by_weight`). Secure mode (``rng=None`` or a SecureRandom): exact
+        rejection sampling — a uniform proposal accepted with the exact Bernoulli(exp(−γ_r)),
+        γ_r = λ(u* − u_r) an exact rational of the float utilities, ε and Δu (see
+        :func:`dpkit_central._selection.exponential_secure`); the output law is then exactly
+        :meth:`log_probability`'s, with no rounding and the declared ε.
         """
         rng = dpkit.resolve_rng(rng, owner=self.name)[0]
         utilities = as_utilities(values, owner=self.name)
@@ -160,7 +173,10 @@ class Exponential(Selection):
                 )
             if isinstance(size, bool) or not isinstance(size, (int, np.integer)) or size < 0:
                 raise InvalidParameter("size", size, "an integer >= 0", owner=self.name)
-        return sample_by_weight(utilities, rng, None if size is None else int(size), rate=self.rate)
+        copies = None if size is None else int(size)
+        if isinstance(rng, np.random.Generator):
+            return sample_by_weight(utilities, rng, copies, rate=self.rate)
+        return exponential_secure(utilities, self.exact_rate, rng, copies)
 
     def log_probability(self, outputs: Any, inputs: Any, /) -> NDArray[np.float64]:
         """log Pr[r | u] = λu(r) − ln Σ_r′ exp(λu(r′)), computed as a stable log-sum-exp.

@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import functools
 import math
+from fractions import Fraction
 from typing import Any, ClassVar
 
 import attrs
@@ -36,7 +37,7 @@ from dpkit import (
     InvalidParameter,
     Real,
 )
-from dpkit_central._selection import Selection
+from dpkit_central._selection import Selection, exact_rate, permute_and_flip_secure
 from dpkit_central._validation import as_utilities, require_generator
 from dpkit_central.exponential import selection_indices
 
@@ -226,7 +227,15 @@ class ReportNoisyMax(Selection):
     So the scale is b = 2Δu/ε by default and Δu/ε with ``monotone=True``.
 
     Input and output as for ``exponential``: utilities (..., m) → indices (...). A −inf
-    utility is never chosen. ``log_probability`` integrates the Laplace densities in closed
+    utility is never chosen.
+
+    Secure mode is refused with a typed error naming ``rng``. An exact version would need
+    either exact comparisons of continuous Laplace variables or discrete (geometric) noise
+    with a tie-breaking rule, and we know of no published proof for the latter; OpenDP,
+    whose noise is all exact, offers report-noisy-max only with exponential noise
+    (permute-and-flip) and Gumbel noise (the exponential mechanism), and its Laplace-max
+    issue is open (opendp/opendp#950; #939 notes that Laplace max has worse utility than
+    exponential max). Both alternatives run exactly in secure mode here. ``log_probability`` integrates the Laplace densities in closed
     form segment by segment (:func:`report_noisy_max_log_pmf`); it is exact up to rounding
     and offered for up to ``RNM_EXACT_MAX_CANDIDATES`` finite candidates.
     """
@@ -241,7 +250,16 @@ class ReportNoisyMax(Selection):
     def randomize(self, values: Any, /, *, rng: Any = None) -> NDArray[np.int64]:
         """arg-max_r (u_r + Lap(b)) along the last axis."""
         rng = dpkit.resolve_rng(rng, owner=self.name)[0]
-        require_generator(rng, owner=self.name)
+        if not isinstance(rng, np.random.Generator):
+            raise InvalidParameter(
+                "rng",
+                rng,
+                "a numpy.random.Generator (fast mode): report_noisy_max adds continuous Laplace "
+                "noise and has no exact secure sampler; for a secure selection use "
+                "'permute_and_flip' (report-noisy-max with exponential noise) or 'exponential' "
+                "(report-noisy-max with Gumbel noise), which sample exactly on the secure source",
+                owner=self.name,
+            )
         u = as_utilities(values, owner=self.name)
         noisy = rng.laplace(0.0, self.scale, size=u.shape)
         noisy += u
@@ -268,7 +286,7 @@ class PermuteAndFlip(Selection):
     utilities that shifts every winning threshold by at most Δu in one direction (the argument
     of Dwork & Roth 2014, Claim 3.9; Pr[E ≥ s + Δu] ≥ e^(−λΔu) Pr[E ≥ s]).
 
-    Vectorised form of the loop: iid arrival times T_r ~ U(0, 1) give the uniform order and
+    Fast mode, vectorised form of the loop: iid arrival times T_r ~ U(0, 1) give the uniform order and
     iid coins V_r ~ U(0, 1) < p_r the flips; the output is the accepted candidate with the
     smallest T. ``log_probability`` is exact (:func:`permute_and_flip_log_pmf`).
     """
@@ -280,10 +298,24 @@ class PermuteAndFlip(Selection):
         """λ: ε/(2Δu), or ε/Δu when monotone."""
         return self.epsilon / ((1.0 if self.monotone else 2.0) * self.sensitivity)
 
+    @property
+    def exact_rate(self) -> Fraction:
+        """λ as an exact rational of the binary values of ε and Δu (used in secure mode)."""
+        return exact_rate(self.epsilon, self.sensitivity, self.monotone)
+
     def randomize(self, values: Any, /, *, rng: Any = None) -> NDArray[np.int64]:
-        """The chosen candidate indices, shape ``utilities.shape[:-1]``."""
+        """The chosen candidate indices, shape ``utilities.shape[:-1]``.
+
+        Secure mode (``rng=None`` or a SecureRandom) runs Algorithm 1 exactly: every coin is
+        the exact Bernoulli(exp(−γ_r)) of CKS20 with γ_r = λ(u* − u_r) an exact rational of the
+        float utilities, ε and Δu, and the winner is uniform among the heads (the first heads
+        in a uniform order); see :func:`dpkit_central._selection.permute_and_flip_secure`.
+        Its output law is exactly :meth:`log_probability`'s, at the declared ε.
+        """
         rng = dpkit.resolve_rng(rng, owner=self.name)[0]
         u = as_utilities(values, owner=self.name)
+        if not isinstance(rng, np.random.Generator):
+            return permute_and_flip_secure(u, self.exact_rate, rng)
         p = np.exp(self.rate * (u - np.max(u, axis=-1, keepdims=True)))
         arrival = rng.random(u.shape)
         accepted = rng.random(u.shape) < p  # the maximiser has p = 1 > V

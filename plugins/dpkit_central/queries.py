@@ -31,12 +31,16 @@ summed; dropping is a per-record transformation, so the privacy guarantee is unc
 Values outside [L, U], including ±inf, are clamped (Dwork & Roth 2014, Section 3.3's bounded
 data; clamping is per record).
 
-The noise samplers are numpy's floating-point ones (see the mechanisms).
+**Randomness.** With a numpy Generator (fast mode) the noise samplers are numpy's floating-point
+ones. In secure mode (``rng=None`` or a SecureRandom) Laplace and Gaussian noise is added on a
+power-of-two lattice with exact discrete noise, geometric noise is exact, and the quantile is a
+lattice point (see the mechanisms and :class:`Quantile`).
 """
 
 from __future__ import annotations
 
 import math
+from fractions import Fraction
 from statistics import NormalDist
 from typing import Any, ClassVar
 
@@ -57,7 +61,7 @@ from dpkit import (
     parameter,
 )
 from dpkit_central.exponential import sample_by_weight
-from dpkit_central.gaussian import Gaussian, analytic_gaussian_sigma
+from dpkit_central.gaussian import Gaussian, analytic_gaussian_sigma, lattice_gaussian_release
 from dpkit_central.geometric import Geometric
 from dpkit_central.laplace import Laplace
 
@@ -67,6 +71,12 @@ POSITIVE = Real(low=0.0, low_open=True)
 FINITE = Real()
 OPEN_UNIT = Real(low=0.0, high=1.0, low_open=True, high_open=True)
 NAN_POLICY = Choice(("error", "drop"))
+#: Secure-mode quantiles lie on multiples of 2^(⌈log₂(upper − lower)⌉ − QUANTILE_LATTICE_BITS).
+QUANTILE_LATTICE_BITS = 30
+
+
+def _power_of_two(exponent: int) -> Fraction:
+    return Fraction(2) ** exponent
 
 
 @attrs.frozen
@@ -413,6 +423,16 @@ class _FixedGaussian:
         return GaussianDP(noise_multiplier=self.sigma / self.sensitivity, delta=self.delta)
 
     def randomize(self, value: float, /, *, rng: Any = None) -> NDArray[np.float64]:
+        """value + N(0, σ²); in secure mode on the lattice of :func:`lattice_gaussian_release`
+        (with the same declared noise multiplier σ/Δ, so the joint event is unchanged)."""
+        if isinstance(rng, dpkit.SecureRandom):
+            return lattice_gaussian_release(
+                np.asarray(value, dtype=np.float64),
+                sigma=self.sigma,
+                sensitivity=self.sensitivity,
+                rng=rng,
+                owner="mean",
+            )
         return np.asarray(value + rng.normal(0.0, self.sigma), dtype=np.float64)
 
 
@@ -489,6 +509,25 @@ class Quantile:
     density ∝ exp(ε·u(v)/2) on [L, U] (the exponential mechanism with the Lebesgue base measure,
     McSherry & Talwar 2007), sampled exactly: choose interval i with probability
     ∝ (z_{i+1} − z_i)·exp(ε·u_i/2) (empty intervals never), then a uniform point inside it.
+    That is **fast mode** (a numpy Generator): the float point inside the interval is computed
+    from the two data values around it, so its low bits depend on the data.
+
+    **Secure mode** (``rng=None`` or a SecureRandom) runs the exponential mechanism on a finite
+    output set instead, the lattice Ω = {m·h : m ∈ ℤ, L ≤ m·h ≤ U} with
+    h = 2^(⌈log₂(U − L)⌉ − 30) (so Ω has 2²⁹ to 2³⁰ + 1 points, fixed by the bounds alone),
+    with the counting measure as base measure: output v ∈ Ω with probability
+    ∝ exp(ε·u(v)/2), u(v) = −|#{j : x_j < v} − q·n| as above (McSherry & Talwar 2007, Theorem 6;
+    Dwork & Roth 2014, Theorem 3.10: ε-DP over any finite range, since Δu ≤ 1 holds pointwise
+    for every v). The data are never rounded: every v ∈ Ω has a well-defined rank. The lattice
+    points of rank i are those in (z_i, z_{i+1}] (z₀ = −∞, z_{n+1} = +∞), c_i of them, with
+    c_i = ⌊z_{i+1}/h⌋ − ⌊z_i/h⌋ counted exactly in integers (and ⌈L/h⌉ − 1, ⌊U/h⌋ at the ends),
+    so the sampler picks rank i with probability ∝ c_i·exp(ε·u_i/2) (an interval holding no
+    lattice point has c_i = 0 and is never chosen) and then a uniform lattice point among those
+    c_i (an exactly uniform integer). This is Smith 2011's sampler with the interval *length*
+    replaced by its number of lattice points. Every output is a multiple of h whatever the data.
+    The rank is drawn, as in fast mode, from floating-point weights (relative error about 1e-16
+    in the probabilities, on the secure source); the output is a lattice point chosen by
+    integers, so no low bit depends on the data.
     """
 
     name: ClassVar[str] = "quantile"
@@ -516,8 +555,57 @@ class Quantile:
             log_width = np.log(np.diff(edges))
         return edges, log_width - 0.5 * self.epsilon * np.abs(rank - self.q * n)
 
+    def lattice_step(self) -> float:
+        """h = 2^(⌈log₂(U − L)⌉ − 30): the spacing of secure-mode outputs (from the bounds only).
+
+        U − L is taken exactly (as a rational: it may not be a double, or may overflow one).
+        """
+        span = Fraction(self.upper) - Fraction(self.lower)
+        exponent = span.numerator.bit_length() - span.denominator.bit_length()
+        while _power_of_two(exponent) < span:  # at most two steps either way
+            exponent += 1
+        while _power_of_two(exponent - 1) >= span:
+            exponent -= 1
+        return math.ldexp(1.0, max(exponent - QUANTILE_LATTICE_BITS, -1074))
+
+    def lattice_log_weights(
+        self, data: Any, /
+    ) -> tuple[int, NDArray[np.float64], NDArray[np.float64]]:
+        """(base, bounds, log weights) of the secure-mode exponential mechanism.
+
+        Rank i holds the lattice indices m with base + bounds[i] < m ≤ base + bounds[i + 1]
+        (m·h is the output), and its log weight is ln c_i − ε·|i − q·n|/2 with
+        c_i = bounds[i + 1] − bounds[i] (−inf when c_i = 0). ``base`` = ⌊L/h⌋ is a Python int;
+        the bounds are exact small integers held in float64: ⌊z/h⌋ and ⌊L/h⌋ are exact (h is a
+        power of two) and their difference is an integer below 2³², so it is exact too.
+        """
+        records = _records(data, self.nan, self.name, numeric=True)
+        h = self.lattice_step()
+        low = self.lower / h
+        base_f = math.floor(low)
+        z = np.sort(np.clip(records.astype(np.float64), self.lower, self.upper))
+        inner = np.floor(z / h) - float(base_f)
+        first = -1.0 if low == base_f else 0.0  # ⌈L/h⌉ − 1 − ⌊L/h⌋
+        last = float(math.floor(self.upper / h)) - float(base_f)
+        bounds = np.concatenate(([first], inner, [last]))
+        n = records.shape[0]
+        rank = np.arange(n + 1, dtype=np.float64)
+        with np.errstate(divide="ignore"):
+            log_count = np.log(np.diff(bounds))
+        return int(base_f), bounds, log_count - 0.5 * self.epsilon * np.abs(rank - self.q * n)
+
+    def _lattice_run(self, data: Any, rng: Any) -> QueryResult:
+        base, bounds, log_w = self.lattice_log_weights(data)
+        i = int(sample_by_weight(log_w, rng))
+        below, count = int(bounds[i]), int(bounds[i + 1] - bounds[i])
+        m = base + below + 1 + int(rng.integers(0, count))
+        value = float(m) * self.lattice_step()  # rounding m·h to a double is post-processing
+        return QueryResult(self.name, value, "exponential", self.privacy)
+
     def run(self, data: Any, /, *, rng: Any = None) -> QueryResult:
         rng = dpkit.resolve_rng(rng, owner=self.name)[0]
+        if isinstance(rng, dpkit.SecureRandom):
+            return self._lattice_run(data, rng)
         edges, log_w = self.log_weights(data)
         i = int(sample_by_weight(log_w, rng))
         left, right = edges[i], edges[i + 1]

@@ -24,8 +24,9 @@ and the estimator of Wang et al. 2017, Theorem 2 applies with the exact variance
 Var[ĉ_v] = n (e^ε + 1)²/(e^ε − 1)² − n_v (the f_v coefficient (1 − p* − q*)/(p* − q*) is −1).
 Var*[f̂_v] = (e^ε + 1)²/(n (e^ε − 1)²), that of binary local hashing.
 
-Sampling: inside or outside C_x with probabilities p*, 1 − p* (the "outside" probability rounded
-up on the 2⁻⁵³ grid, so the realised ε never exceeds ε), then y uniform on that half: a uniform
+Sampling: inside or outside C_x with probabilities p*, 1 − p* (in secure mode the "outside"
+probability is an integer threshold rounded up from its exact value, so the realised ε never
+exceeds ε), then y uniform on that half: a uniform
 y ∈ [K] whose parity popcount((x+1) & y) mod 2 is wrong is moved across by flipping the lowest
 set bit of x + 1, a bijection between the halves. Aggregation: C_v = (n + (H·h)[v + 1])/2 where
 h is the histogram of the reports, by a fast Walsh–Hadamard transform in O(n + K log K).
@@ -140,7 +141,11 @@ class HadamardResponse(Mechanism):
         generator, _ = dpkit.resolve_rng(rng, owner=self.name)
         x = as_category_indices(values, self.k, owner=self.name)
         rows = x.astype(np.uint64) + np.uint64(1)
-        outside = generator.random(x.shape) < self.outside_probability
+        if isinstance(generator, dpkit.SecureRandom):  # 1/(e^ε + 1) rounded up: realised ε ≤ ε
+            threshold = dpkit.lie_threshold(self.epsilon, 2)
+            outside = generator.bernoulli_threshold(threshold, x.size).reshape(x.shape)
+        else:
+            outside = generator.random(x.shape) < self.outside_probability
         y = generator.integers(0, self.output_size, size=x.shape, dtype=np.uint64)
         wrong = (parity(rows & y) == 0) == outside  # y's half is not the one drawn
         lowest = rows & (~rows + np.uint64(1))  # lowest set bit of x + 1

@@ -203,9 +203,13 @@ class OptimalLocalHashing(Mechanism):
         n = indices.size
         a, b = random_words(generator, n), random_words(generator, n)
         y = multiply_add_shift(a, b, indices.reshape(-1), g)
-        # g-ary randomized response on H(x): lie with probability (g − 1)q, rounded up on the 2⁻⁵³
-        # grid so that the realised ε never exceeds ε; the lie is uniform over the other g − 1.
-        lie = generator.random(n) < self.lie_probability
+        # g-ary randomized response on H(x): lie with probability (g − 1)/(e^ε + g − 1); the lie is
+        # uniform over the other g − 1. Secure mode uses an integer threshold rounded up from the
+        # exact lie probability, so the realised ε never exceeds ε.
+        if isinstance(generator, dpkit.SecureRandom):
+            lie = generator.bernoulli_threshold(dpkit.lie_threshold(self.epsilon, g), n)
+        else:
+            lie = generator.random(n) < self.lie_probability
         other = generator.integers(0, g - 1, size=n, dtype=np.uint32).astype(np.uint64)
         other += other >= y
         np.copyto(y, other, where=lie)

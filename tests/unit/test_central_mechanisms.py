@@ -272,8 +272,10 @@ def test_geometric_secure_mode_uses_the_exact_sampler_and_matches_pmf() -> None:
     assert p > ALPHA
 
 
-def test_gaussian_refuses_the_secure_generator_with_a_typed_error() -> None:
+def test_gaussian_secure_generator_releases_on_the_lattice() -> None:
+    """Secure mode no longer refuses: it releases multiples of g (details and the privacy
+    check in test_central_secure_gaussian.py)."""
     mech = Gaussian(epsilon=1.0, delta=1e-5)
-    with pytest.raises(dpkit.InvalidParameter, match="geometric") as info:
-        mech.randomize([1.0], rng=secure_rng(b"central-float"))
-    assert info.value.parameter == "rng"
+    out = mech.randomize([1.0, 1 / 3], rng=secure_rng(b"central-float"))
+    steps = out / mech.lattice_step()
+    assert np.array_equal(steps, np.round(steps))

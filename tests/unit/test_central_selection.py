@@ -365,7 +365,8 @@ def test_report_noisy_max_exact_pmf_limits() -> None:
 
 
 def test_selection_runs_on_the_secure_generator() -> None:
-    """exponential and permute_and_flip need only uniforms, so they run in secure mode too."""
+    """exponential and permute_and_flip run exactly in secure mode (exact Bernoulli(exp(−γ)),
+    see test_central_secure_selection.py); report_noisy_max refuses it."""
     from dpkit.randomness import SecureRandom
 
     rng = SecureRandom.from_key(b"central-selection".ljust(32, b"\0"))  # tests only

@@ -1,0 +1,368 @@
+"""Secure (exact) selection: permute-and-flip and the exponential mechanism on a SecureRandom.
+
+Every statistical test is a χ² goodness-of-fit test at α = 1e-6 (false-positive rate ≤ 1e-6
+per test) with a fixed test key, against a pmf computed independently of the code under test:
+exact rationals (``fractions``) for the gaps, 60-digit ``decimal`` for the exponentials, and
+for permute-and-flip the subset formula below rather than the quadrature of
+``permute_and_flip_log_pmf``. Privacy checks compute the realised ε exactly (to 60 digits) over
+brute-force sets of neighbouring utility vectors.
+"""
+
+from __future__ import annotations
+
+import decimal
+import functools
+import itertools
+import math
+from collections.abc import Callable
+from fractions import Fraction
+from typing import Any, ParamSpec, TypeVar
+
+import numpy as np
+import pytest
+from dpkit_central._selection import exact_gaps, exact_rate, uniform_among
+from dpkit_central.exponential import Exponential, sample_by_weight
+from dpkit_central.noisy_max import PermuteAndFlip, ReportNoisyMax
+from scipy import stats
+
+import dpkit
+from dpkit.randomness import SecureRandom
+
+ALPHA = 1e-6
+N = 30_000
+CTX = decimal.Context(prec=60)
+P = ParamSpec("P")
+T = TypeVar("T")
+Pmf = Callable[[list[Fraction | None]], list[decimal.Decimal]]
+
+
+def at_60_digits(function: Callable[P, T]) -> Callable[P, T]:
+    """Run a reference computation with every Decimal operation at 60 digits."""
+
+    @functools.wraps(function)
+    def wrapped(*args: P.args, **kwargs: P.kwargs) -> T:
+        with decimal.localcontext(CTX):
+            return function(*args, **kwargs)
+
+    return wrapped
+
+
+def secure(tag: bytes) -> SecureRandom:
+    return SecureRandom.from_key(tag.ljust(32, b"\0"))  # fixed key: reproducible, tests only
+
+
+def chi2_pvalue(samples: np.ndarray, probabilities: list[float]) -> float:
+    p = np.asarray(probabilities, dtype=np.float64)
+    observed = np.bincount(samples.ravel(), minlength=p.size)
+    expected = p * samples.size
+    keep = expected > 0
+    assert observed[~keep].sum() == 0, "a zero-probability candidate was drawn"
+    if keep.sum() == 1:
+        return 1.0 if observed[keep].sum() == samples.size else 0.0
+    return float(stats.chisquare(observed[keep], expected[keep]).pvalue)
+
+
+# --- independent exact references ------------------------------------------------------------
+
+
+def gaps_reference(
+    u: list[float], eps: float, delta: float, monotone: bool
+) -> list[Fraction | None]:
+    """γ_r = ε(u* − u_r)/(cΔu) with every float taken at its exact binary value."""
+    rate = Fraction(eps) / ((1 if monotone else 2) * Fraction(delta))
+    top = max(Fraction(x) for x in u if math.isfinite(x))
+    return [rate * (top - Fraction(x)) if math.isfinite(x) else None for x in u]
+
+
+def dexp(gamma: Fraction | None) -> decimal.Decimal:
+    if gamma is None:
+        return decimal.Decimal(0)
+    if gamma > 10**6:  # e^(−10⁶) is far below anything these tests resolve
+        return decimal.Decimal(0)
+    return CTX.exp(-CTX.divide(decimal.Decimal(gamma.numerator), gamma.denominator))
+
+
+@at_60_digits
+def em_pmf(gammas: list[Fraction | None]) -> list[decimal.Decimal]:
+    w = [dexp(g) for g in gammas]
+    total = sum(w, decimal.Decimal(0))
+    return [CTX.divide(x, total) for x in w]
+
+
+@at_60_digits
+def pf_pmf(gammas: list[Fraction | None]) -> list[decimal.Decimal]:
+    """Pr[r] = p_r Σ_{S ⊆ others} ∏_{S} p_j ∏_{others∖S} (1 − p_j) / (|S| + 1).
+
+    The first heads in a uniform order is uniform over the set of heads; sum over which other
+    coins came up heads (McKenna & Sheldon 2020, Algorithm 1). Exponential in m: m ≤ 6.
+    """
+    p = [dexp(g) for g in gammas]
+    out = []
+    for r, pr in enumerate(p):
+        others = [x for j, x in enumerate(p) if j != r]
+        total = decimal.Decimal(0)
+        for heads in itertools.product((0, 1), repeat=len(others)):
+            term = decimal.Decimal(1)
+            for h, pj in zip(heads, others, strict=True):
+                term = CTX.multiply(term, pj if h else 1 - pj)
+            total += CTX.divide(term, sum(heads) + 1)
+        out.append(CTX.multiply(pr, total))
+    return out
+
+
+# --- exact gaps ---------------------------------------------------------------------------------
+
+
+GAP_ROWS = [
+    [0.0, 1.0, 2.0, -np.inf],
+    [0.1, 0.2, 0.30000000000000004, -0.7],
+    [1e300, -1e300, 1e-300, 0.0],
+    [5e-324, 1e-310, -2.5e-320, 0.0],  # subnormals
+    [3.0, 3.0, 3.0, 3.0],
+    [-7.25, -np.inf, -1e6, 2.0**60],
+    [1e15, 1e15 + 2.0, -1e15, 123456.789],
+]
+
+
+@pytest.mark.parametrize("eps", [1.0, 0.1, 6.0, 1e-3])
+@pytest.mark.parametrize("delta", [1.0, 0.3, 1e-9])
+@pytest.mark.parametrize("monotone", [False, True])
+def test_exact_gaps_equal_rational_arithmetic(eps: float, delta: float, monotone: bool) -> None:
+    """num/den is exactly ε(u* − u_r)/(cΔu) of the binary values (fractions reference)."""
+    rows = GAP_ROWS + np.random.default_rng(3).normal(0, 50, (5, 4)).tolist()
+    num, den, finite = exact_gaps(np.array(rows), exact_rate(eps, delta, monotone))
+    for i, row in enumerate(rows):
+        want = gaps_reference(row, eps, delta, monotone)
+        for r, g in enumerate(want):
+            assert bool(finite[i, r]) == (g is not None)
+            if g is not None:
+                assert Fraction(int(num[i, r]), int(den[i, 0])) == g
+
+
+def test_exact_gaps_stay_in_uint64_for_counts() -> None:
+    """Integer utilities at ε = 1, Δu = 1 need no Python ints: γ = (u* − u)/2."""
+    num, den, _ = exact_gaps(np.array([[0.0, 1000.0, 3.0, 2.0**40]]), exact_rate(1.0, 1.0, False))
+    assert num.dtype == np.uint64 and den.dtype == np.uint64
+    assert int(den[0, 0]) == 2 and int(num[0, 0]) == 2**40
+
+
+# --- distributions ------------------------------------------------------------------------------
+
+
+CASES = [
+    ("counts", [0.0, 1.0, 2.0, -np.inf], 1.0, 1.0, False),
+    ("fractional", [0.1, 0.35, -0.2, 0.3, 0.05], 2.0, 0.3, False),
+    ("monotone", [4.0, 1.0, 3.5], 0.7, 1.0, True),
+    ("ties", [1.0, 1.0, 0.0, 1.0], 1.5, 1.0, False),
+    ("tiny gaps", [1e-300, 2e-300, -1e-300], 1.0, 1.0, False),
+    ("wide", [-1e6, 0.5, 1e6, 1e6 - 1.0, -np.inf], 1.0, 2.0, False),
+]
+
+
+@pytest.mark.parametrize(("label", "u", "eps", "delta", "monotone"), CASES)
+def test_secure_permute_and_flip_matches_exact_pmf(
+    label: str, u: list[float], eps: float, delta: float, monotone: bool
+) -> None:
+    """χ² at α = 1e-6 of N secure draws (a batch of identical rows) against the subset pmf;
+    the reference also agrees with ``log_probability`` (what fast mode documents)."""
+    mech = PermuteAndFlip(epsilon=eps, sensitivity=delta, monotone=monotone)
+    pmf = pf_pmf(gaps_reference(u, eps, delta, monotone))
+    logp = mech.log_probability(np.arange(len(u)), np.array(u))
+    np.testing.assert_allclose(np.exp(logp), [float(x) for x in pmf], rtol=1e-9, atol=1e-300)
+    draws = mech.randomize(np.tile(u, (N, 1)), rng=secure(b"pf-" + label.encode()))
+    assert draws.shape == (N,) and draws.dtype == np.int64
+    assert chi2_pvalue(draws, [float(x) for x in pmf]) > ALPHA
+
+
+@pytest.mark.parametrize(("label", "u", "eps", "delta", "monotone"), CASES)
+def test_secure_exponential_matches_exact_pmf(
+    label: str, u: list[float], eps: float, delta: float, monotone: bool
+) -> None:
+    """χ² at α = 1e-6, for a batch of rows and for ``size=N`` draws from one row."""
+    mech = Exponential(epsilon=eps, sensitivity=delta, monotone=monotone)
+    pmf = [float(x) for x in em_pmf(gaps_reference(u, eps, delta, monotone))]
+    logp = mech.log_probability(np.arange(len(u)), np.array(u))
+    np.testing.assert_allclose(np.exp(logp), pmf, rtol=1e-9, atol=1e-300)
+    rng = secure(b"em-" + label.encode())
+    batch = mech.randomize(np.tile(u, (N, 1)), rng=rng)
+    assert batch.shape == (N,) and chi2_pvalue(batch, pmf) > ALPHA
+    copies = mech.randomize(np.array(u), rng=rng, size=N)
+    assert copies.shape == (N,) and chi2_pvalue(copies, pmf) > ALPHA
+
+
+def test_secure_selection_on_many_candidates() -> None:
+    """m = 200 candidates in 8 utility levels: the law of the chosen *level* (χ² at 1e-6),
+    exactly computable from the level sizes: EM ∝ n_k e^{λu_k}."""
+    levels = np.repeat(np.arange(8.0), 25)
+    mech = Exponential(epsilon=1.0)
+    pmf = np.array([25 * math.exp(0.5 * k) for k in range(8)])
+    draws = mech.randomize(levels, rng=secure(b"em-many"), size=20_000)
+    assert chi2_pvalue(levels[draws].astype(np.int64), list(pmf / pmf.sum())) > ALPHA
+
+
+def test_uniform_among_is_uniform_over_the_marked_entries() -> None:
+    """χ² at 1e-6: the winner is uniform over each row's True entries, never a False one."""
+    mask = np.array([[True, False, True, True, False, True]] * 24_000)
+    chosen = uniform_among(mask, secure(b"uniform-among"))
+    assert chi2_pvalue(chosen, [0.25, 0, 0.25, 0.25, 0, 0.25]) > ALPHA
+
+
+# --- realised ε -----------------------------------------------------------------------------------
+
+
+@at_60_digits
+def realised_epsilon(
+    pmf: Pmf,
+    rows: list[list[float]],
+    neighbours: list[tuple[float, ...]],
+    eps: float,
+    delta: float,
+    monotone: bool,
+) -> decimal.Decimal:
+    """max over rows u, neighbours u′ and outputs r of |ln P(r | u) − ln P(r | u′)|, with the
+    gaps the *sampler* uses (exact_gaps), evaluated to 60 digits."""
+    rate = exact_rate(eps, delta, monotone)
+    worst = decimal.Decimal(0)
+    for u in rows:
+        for d in neighbours:
+            pair = np.array([u, [a + b for a, b in zip(u, d, strict=True)]])
+            num, den, _ = exact_gaps(pair, rate)
+            laws = [
+                pmf([Fraction(int(num[i, r]), int(den[i, 0])) for r in range(len(u))])
+                for i in range(2)
+            ]
+            for p, q in zip(*laws, strict=True):
+                worst = max(worst, abs(CTX.ln(p) - CTX.ln(q)))
+    return worst
+
+
+@pytest.mark.parametrize("monotone", [False, True])
+@pytest.mark.parametrize(("name", "pmf"), [("permute_and_flip", pf_pmf), ("exponential", em_pmf)])
+def test_realised_epsilon_never_exceeds_the_declared_one(
+    name: str, pmf: Pmf, monotone: bool
+) -> None:
+    """Brute force over utility rows on a grid and every neighbour u′ = u + d with
+    d ∈ {−Δu, −Δu/2, 0, Δu/2, Δu}^m (one sign throughout when monotone): realised ε ≤ ε.
+
+    ε = 0.1 and Δu = 0.3 have long binary expansions, so a gap rounded the wrong way would
+    show. The negative control (the same sampler gaps at twice the rate) exceeds ε, so the
+    check can fail."""
+    eps, delta = 0.1, 0.3
+    rows = [list(r) for r in itertools.product([0.0, 0.45], repeat=3)] + [[0.0, 0.3, 0.45]]
+    steps = [-delta, -delta / 2, 0.0, delta / 2, delta]
+    if monotone:
+        neighbours = [d for d in itertools.product(steps, repeat=3) if min(d) >= 0 or max(d) <= 0]
+    else:
+        neighbours = list(itertools.product(steps, repeat=3))
+    got = realised_epsilon(pmf, rows, neighbours, eps, delta, monotone)
+    declared = CTX.divide(decimal.Decimal(Fraction(eps).numerator), Fraction(eps).denominator)
+    assert got <= CTX.add(declared, decimal.Decimal("1e-50"))
+    assert got > declared / 4  # the search does reach a non-trivial privacy loss
+    loose = realised_epsilon(pmf, rows[:4], neighbours, 2 * eps, delta, monotone)
+    assert loose > declared
+
+
+# --- edge cases -----------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("cls", [Exponential, PermuteAndFlip])
+def test_edge_cases(cls: Any) -> None:
+    mech = cls(epsilon=1.0)
+    rng = secure(b"edges-" + cls.name.encode())
+    assert np.all(mech.randomize(np.array([[5.0]] * 100), rng=rng) == 0)  # one candidate
+    only = mech.randomize(np.tile([-np.inf, 3.0, -np.inf], (2_000, 1)), rng=rng)
+    assert np.all(only == 1)  # −inf is never chosen
+    huge = mech.randomize(np.tile([-1e308, 1e308, 0.0, 1e300], (2_000, 1)), rng=rng)
+    assert np.all(huge == 1)  # every other gap is astronomically large
+    shaped = mech.randomize(np.zeros((2, 3, 5)), rng=rng)
+    assert shaped.shape == (2, 3) and shaped.min() >= 0 and shaped.max() <= 4
+    scalar_row = mech.randomize(np.array([0.0, 9.0]), rng=rng)
+    assert np.asarray(scalar_row).shape == ()
+    default = mech.randomize(np.array([0.0, 1.0]))  # rng=None: the process-wide secure source
+    assert int(default) in (0, 1)
+
+
+def test_exponential_size_zero_and_default_secure_mode() -> None:
+    mech = Exponential(epsilon=1.0)
+    assert mech.randomize(np.array([0.0, 1.0]), rng=secure(b"size0"), size=0).shape == (0,)
+
+
+@pytest.mark.parametrize("cls", [Exponential, PermuteAndFlip, ReportNoisyMax])
+@pytest.mark.parametrize(
+    "bad",
+    [[0.0, np.nan], [0.0, np.inf], [-np.inf, -np.inf], [], [True, False], ["a", "b"]],
+)
+def test_invalid_utilities_are_typed_errors(cls: Any, bad: list[Any]) -> None:
+    rng = np.random.default_rng(0) if cls is ReportNoisyMax else secure(b"bad")
+    with pytest.raises(dpkit.InvalidData):
+        cls(epsilon=1.0).randomize(np.array(bad), rng=rng)
+
+
+@pytest.mark.parametrize("cls", [Exponential, PermuteAndFlip])
+def test_invalid_rng_is_a_typed_error(cls: Any) -> None:
+    with pytest.raises(dpkit.InvalidParameter, match="rng"):
+        cls(epsilon=1.0).randomize(np.zeros(3), rng=np.random.RandomState(0))
+
+
+@pytest.mark.parametrize("rng", [None, "key"])
+def test_report_noisy_max_refuses_secure_mode_and_names_the_alternatives(rng: Any) -> None:
+    source = secure(b"rnm") if rng == "key" else None
+    with pytest.raises(dpkit.InvalidParameter, match="rng") as info:
+        ReportNoisyMax(epsilon=1.0).randomize(np.zeros(3), rng=source)
+    message = str(info.value)
+    assert "permute_and_flip" in message and "exponential" in message
+
+
+def test_fast_mode_is_unchanged() -> None:
+    """With a numpy Generator the samplers are the float ones, draw for draw."""
+    u = np.array([0.0, 1.5, 3.0, -np.inf, 2.0])
+    em = Exponential(epsilon=2.0, sensitivity=1.5)
+    got = em.randomize(u, rng=np.random.default_rng(11), size=500)
+    want = sample_by_weight(u, np.random.default_rng(11), 500, rate=em.rate)
+    np.testing.assert_array_equal(got, want)
+    pf = PermuteAndFlip(epsilon=2.0)
+    rng = np.random.default_rng(12)
+    p = np.exp(pf.rate * (u - u.max()))
+    arrival, coins = rng.random((300, 5)), rng.random((300, 5))
+    arrival[~(coins < p)] = np.inf
+    got_pf = pf.randomize(np.tile(u, (300, 1)), rng=np.random.default_rng(12))
+    np.testing.assert_array_equal(got_pf, np.argmin(arrival, axis=-1))
+
+
+# --- the array form of the exact Bernoulli(exp(−γ)) ---------------------------------------------
+
+
+def test_bernoulli_exp_array_matches_exp_minus_gamma() -> None:
+    """χ² at α = 1e-6 per γ (two-cell test of heads/tails), uint64 and Python-int paths:
+    γ = 3/2 (small ints), γ = (2⁷⁰ + 2⁶⁹)/2⁷⁰ = 3/2 with big ints, γ = 1/3 · 2⁶⁶/2⁶⁶."""
+    from dpkit.randomness.discrete import bernoulli_exp_array
+
+    rng = secure(b"bernoulli-exp-array")
+    n = 40_000
+    cases = [
+        (np.full(n, 3, dtype=np.uint64), np.array([2], dtype=np.uint64), 1.5),
+        (np.array([2**70 + 2**69] * n, dtype=object), np.array([2**70], dtype=object), 1.5),
+        (np.array([2**66] * n, dtype=object), np.array([3 * 2**66], dtype=object), 1 / 3),
+    ]
+    for num, den, gamma in cases:
+        heads = bernoulli_exp_array(num, den, rng=rng)
+        assert heads.shape == (n,) and heads.dtype == np.bool_
+        p = math.exp(-gamma)
+        assert chi2_pvalue(heads.astype(np.int64), [1 - p, p]) > ALPHA
+
+
+@pytest.mark.parametrize(
+    ("num", "den"),
+    [
+        (np.array([-1]), np.array([1])),
+        (np.array([1]), np.array([0])),
+        (np.array([1.5]), np.array([1])),
+        (np.array([1, "a"], dtype=object), np.array([1])),
+        (np.array([2**70, -(2**70)], dtype=object), np.array([1])),
+    ],
+)
+def test_bernoulli_exp_array_rejects_bad_input(num: Any, den: Any) -> None:
+    from dpkit.randomness.discrete import bernoulli_exp_array
+
+    with pytest.raises(dpkit.InvalidParameter):
+        bernoulli_exp_array(num, den, rng=secure(b"bad-bern"))

@@ -29,6 +29,7 @@ COMMANDS = (
     "dpkit.commands.budget",
     "dpkit.commands.run",
     "dpkit.commands.schema",
+    "dpkit.commands.plot",
 )
 
 EXIT_OK = 0

@@ -1,8 +1,10 @@
-"""``dpkit audit NAME [--param key=value ...] [--samples N] [--seed S] [--alpha A] [--json]``.
+"""``dpkit audit NAME [--param key=value ...] [--samples N] [--seed S] [--alpha A] [--json]
+[--plot FILE]``.
 
 Runs the exact and the statistical tier of :mod:`dpkit.testing` on one registered mechanism,
 shows progress on stderr and prints a report. Exit code 0: no violation found; 1: a violation
 was found; 2: bad usage (unknown mechanism, bad parameter) or nothing the auditor can check.
+``--plot FILE`` also draws the report with :func:`dpkit.plot.audit_figure` (needs dpkit[plot]).
 """
 
 from __future__ import annotations
@@ -58,6 +60,12 @@ def add_parser(subparsers: Any) -> None:
         help="false-violation probability of the ε certificate (default 0.001)",
     )
     parser.add_argument("--json", action="store_true", help="print the report as JSON")
+    parser.add_argument(
+        "--plot",
+        metavar="FILE",
+        default=None,
+        help="also draw the report as a figure (.png, .svg or .pdf; needs dpkit[plot])",
+    )
     parser.set_defaults(handler=run)
 
 
@@ -111,6 +119,11 @@ def run(args: argparse.Namespace) -> int:
     registry = get_registry()
     warn_plugin_failures(registry)
     mechanism = registry.mechanism(args.name, **parse_params(args.param))
+    if args.plot is not None:  # fail before the audit runs: matplotlib present, FILE writable
+        from dpkit.plot._mpl import check_output, require
+
+        require()
+        check_output(args.plot, name="--plot")
 
     from dpkit.testing import audit
 
@@ -123,6 +136,10 @@ def run(args: argparse.Namespace) -> int:
         print(json.dumps(report.to_dict(), indent=2, default=_json_default))
     else:
         print(report.format_text())
+    if args.plot is not None:
+        from dpkit.plot import audit_figure, save
+
+        save(audit_figure(report), args.plot)
     if not report.checked:
         print(f"dpkit: error: {args.name} could not be audited by either tier", file=sys.stderr)
         return EXIT_USAGE

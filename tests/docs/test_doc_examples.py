@@ -1,0 +1,234 @@
+"""Every code example of the documentation site runs (docs/**/*.md).
+
+The conventions (also in docs/contributing.md):
+
+* a block with ``title="PATH"`` on its fence is a file: it is written to PATH, not run;
+* ``python`` blocks run in order in one namespace per page, in a fresh working directory;
+* ``console`` blocks: every line starting with ``$ `` runs in bash in that directory and must
+  exit 0, or the code written after it as ``# exits N``; the other lines are shown output.
+  ``$ pip install X`` installs X (without dependencies) into the page's own directory, which is
+  on the PYTHONPATH of the page's commands: a page can install a plugin without changing the
+  environment of the tests;
+* ``bash`` blocks are not run, so they may only hold setup lines (install, clone, cd, the
+  repository's own scripts, which CI runs anyway) benchmark commands (minutes each) and the site build (a test of its own);
+* a ``text`` block right after a python block that prints is that block's output, and must be
+  exactly what it prints (write ``text abridged`` on the fence to show a part of it);
+* ``json``, ``toml`` and the rest are data.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import io
+import os
+import re
+import subprocess
+import sys
+import textwrap
+from collections.abc import Iterator
+from pathlib import Path
+
+import attrs
+import pytest
+
+PAGE_SITE = "page-site-packages"
+REPOSITORY = Path(__file__).resolve().parents[2]
+DOCS = REPOSITORY / "docs"
+#: A third-party package kept under docs/ as a real plugin; its README is not a site page.
+NOT_PAGES = (DOCS / "plugins" / "example",)
+
+SETUP_LINE = re.compile(
+    r"^(\S*pip install |python -m pip install |python -m venv |git clone |cd |\./scripts/"
+    r"|(\S*/)?python benchmarks/|python -m mkdocs |#|$)"
+)
+TITLE = re.compile(r'title="(?P<path>[^"]+)"')
+EXPECTED_EXIT = re.compile(r"\s+#\s*exits\s+(\d+)\s*$")
+FENCE = re.compile(
+    r"^(?P<indent>[ \t]*)```(?P<lang>[\w-]*)(?P<info>[^\n]*)\n(?P<body>.*?)^(?P=indent)```[ \t]*$",
+    re.M | re.S,
+)
+
+
+@attrs.frozen
+class Block:
+    page: Path
+    line: int
+    language: str
+    source: str
+    info: str = ""
+    #: Only blank lines separate this block from the previous one.
+    follows_previous: bool = False
+
+    @property
+    def where(self) -> str:
+        page = (
+            self.page.relative_to(REPOSITORY) if self.page.is_relative_to(REPOSITORY) else self.page
+        )
+        return f"{page}:{self.line}"
+
+
+@attrs.frozen
+class Command:
+    text: str
+    expected_exit: int
+
+
+def pages() -> list[Path]:
+    return sorted(
+        page
+        for page in DOCS.rglob("*.md")
+        if not any(page.is_relative_to(excluded) for excluded in NOT_PAGES)
+    )
+
+
+def blocks(page: Path) -> Iterator[Block]:
+    text = page.read_text(encoding="utf-8")
+    previous_end = None
+    for match in FENCE.finditer(text):
+        line = text.count("\n", 0, match.start()) + 1
+        body = textwrap.dedent(match["body"]) if match["indent"] else match["body"]
+        adjacent = previous_end is not None and not text[previous_end : match.start()].strip()
+        yield Block(page, line, match["lang"].lower(), body, match["info"].strip(), adjacent)
+        previous_end = match.end()
+
+
+def commands(block: Block) -> list[Command]:
+    """The ``$ `` lines of a console block (a trailing backslash continues a command)."""
+    found: list[Command] = []
+    pending: str | None = None
+    for line in block.source.splitlines():
+        if pending is not None:
+            pending += "\n" + line
+        elif line.startswith("$ "):
+            pending = line[2:]
+        else:
+            continue
+        if pending.endswith("\\"):
+            continue
+        expected = EXPECTED_EXIT.search(pending)
+        text = EXPECTED_EXIT.sub("", pending) if expected else pending
+        found.append(Command(text, int(expected[1]) if expected else 0))
+        pending = None
+    return found
+
+
+def _page_id(page: Path) -> str:
+    return str(page.relative_to(DOCS))
+
+
+def _run_console(block: Block, cwd: Path, env: dict[str, str]) -> None:
+    site = cwd / PAGE_SITE
+    env = dict(env, PYTHONPATH=os.pathsep.join(filter(None, [str(site), env.get("PYTHONPATH")])))
+    for command in commands(block):
+        text = command.text
+        if text.startswith("pip install "):
+            text = (
+                f"python -m pip install --quiet --no-deps --target {site} "
+                + text[len("pip install ") :]
+            )
+        done = subprocess.run(
+            ["bash", "-c", text], cwd=cwd, env=env, capture_output=True, text=True, timeout=300
+        )
+        assert done.returncode == command.expected_exit, (
+            f"{block.where}: `{command.text}` exited {done.returncode}, "
+            f"expected {command.expected_exit}\n{done.stdout}\n{done.stderr}"
+        )
+
+
+def _environment() -> dict[str, str]:
+    env = dict(os.environ)
+    env["PATH"] = os.pathsep.join([str(Path(sys.executable).parent), env.get("PATH", "")])
+    env["DPKIT_REPO"] = str(REPOSITORY)
+    env["MPLBACKEND"] = "Agg"
+    return env
+
+
+def _lines(text: str) -> list[str]:
+    return [line.rstrip() for line in text.strip("\n").splitlines()]
+
+
+def test_the_site_has_pages() -> None:
+    assert len(pages()) >= 10
+
+
+def run_page(page: Path, cwd: Path) -> None:
+    """Runs the page's python and console blocks in order in ``cwd``, checking shown outputs."""
+    namespace: dict[str, object] = {"__name__": f"docs.{page.stem}"}
+    env = _environment()
+    printed: str | None = None
+    for block in blocks(page):
+        shown = block.language == "text" and block.follows_previous and block.info != "abridged"
+        if shown and printed:
+            assert _lines(block.source) == _lines(printed), (
+                f"{block.where}: the shown output is not what the example prints:\n{printed}"
+            )
+        printed = None
+        title = TITLE.search(block.info)
+        if title:
+            path = cwd / title["path"]
+            path.parent.mkdir(parents=True, exist_ok=True)
+            path.write_text(block.source, encoding="utf-8")
+        elif block.language == "python":
+            output = io.StringIO()
+            with contextlib.redirect_stdout(output):
+                exec(compile(block.source, block.where, "exec"), namespace)
+            printed = output.getvalue()
+        elif block.language == "console":
+            assert commands(block), f"{block.where}: a console block without a `$ ` command"
+            _run_console(block, cwd, env)
+
+
+@pytest.mark.parametrize("page", pages(), ids=_page_id)
+def test_page_examples_run(page: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv("MPLBACKEND", "Agg")
+    run_page(page, tmp_path)
+
+
+@pytest.mark.parametrize("page", pages(), ids=_page_id)
+def test_unexecuted_blocks_are_setup_only(page: Path) -> None:
+    for block in blocks(page):
+        if block.language in {"bash", "sh", "shell", ""}:
+            assert block.language == "bash", f"{block.where}: say the block's language"
+            for line in block.source.splitlines():
+                assert SETUP_LINE.match(line.strip()), (
+                    f"{block.where}: `{line}` is not run by any test; use a console block"
+                )
+
+
+def test_blocks_are_found_inside_admonitions(tmp_path: Path) -> None:
+    page = tmp_path / "page.md"
+    page.write_text(
+        "!!! note\n    ```python\n    x = 1\n    ```\n\n```console\n$ a \\\n  b  # exits 3\nout\n```\n"
+        "text\n```text abridged\n...\n```\n"
+    )
+    found = list(blocks(page))
+    assert [(b.language, b.source, b.follows_previous) for b in found] == [
+        ("python", "x = 1\n", False),
+        ("console", "$ a \\\n  b  # exits 3\nout\n", True),
+        ("text", "...\n", False),
+    ]
+    assert found[2].info == "abridged"
+    assert commands(found[1]) == [Command("a \\\n  b", 3)]
+
+
+def test_a_wrong_output_or_exit_code_is_caught(tmp_path: Path) -> None:
+    page = tmp_path / "page.md"
+    page.write_text("```python\nprint(6 * 7)\n```\n\n```text\n42\n```\n")
+    run_page(page, tmp_path)
+    page.write_text("```python\nprint(6 * 7)\n```\n\n```text\n41\n```\n")
+    with pytest.raises(AssertionError, match="not what the example prints"):
+        run_page(page, tmp_path)
+    page.write_text("```console\n$ exit 3\n```\n")
+    with pytest.raises(AssertionError, match="exited 3, expected 0"):
+        run_page(page, tmp_path)
+    page.write_text("```console\n$ exit 3  # exits 3\n```\n")
+    run_page(page, tmp_path)
+
+
+def test_a_titled_block_is_a_file(tmp_path: Path) -> None:
+    page = tmp_path / "page.md"
+    page.write_text(
+        '```python title="pkg/mod.py"\nraise SystemExit(1)\n```\n\n```console\n$ grep -q SystemExit pkg/mod.py\n```\n'
+    )
+    run_page(page, tmp_path)

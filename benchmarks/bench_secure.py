@@ -7,8 +7,8 @@ Run: ``.venv/bin/python benchmarks/bench_secure.py [--n 1000000] [--bits 1000000
 * the word source: ChaCha20 keystream words against PCG64 ``random_raw``;
 * exact samplers (CKS20) on 10^6 draws, in samples per second and as a ratio to numpy's
   float ``laplace``/``normal`` (not attack-resistant; the floor any sampler is compared to);
-* exact secure selection (exponential, permute_and_flip) against their float fast mode, with
-  m = 10 and 1000 candidates;
+* exact secure selection (exponential, permute_and_flip, report_noisy_max: discrete Laplace
+  on lattice scores) against their float fast mode, with m = 10 and 1000 candidates;
 * the central ``gaussian`` mechanism, fast against secure (lattice release), per answer;
 * OpenDP's vectorised integer discrete Laplace, when ``opendp`` is importable (it is not a
   dpkit dependency; to include it: ``python -m venv /tmp/odp && /tmp/odp/bin/pip install -e .
@@ -177,12 +177,14 @@ def bench_selection(repeat: int, entries: int = 20_000) -> None:
     """Secure (exact) selection against fast (float) selection, m = 10 and 1000 candidates.
 
     A batch of ``entries // m`` independent selections per call. "counts" are integer
-    utilities (the exact gaps stay in uint64); "scores" are normal floats (Python-int gaps).
+    utilities (the exact gaps stay in uint64); "scores" are normal floats (Python-int gaps;
+    report_noisy_max's lattice scores stay int64 for both).
     """
     secure = SecureRandom()
     fast = np.random.default_rng(7)
     mechanisms = {
-        name: dpkit.mechanism(name, epsilon=1.0) for name in ("exponential", "permute_and_flip")
+        name: dpkit.mechanism(name, epsilon=1.0)
+        for name in ("exponential", "permute_and_flip", "report_noisy_max")
     }
     rows = []
     for m in (10, 1000):

@@ -37,8 +37,9 @@ Composition rules (fully adaptive: each release's parameters may depend on earli
 Randomness: ``rng=None`` (the default) is secure mode, dpkit's ChaCha20 source
 (:class:`dpkit.SecureRandom`); a ``numpy.random.Generator`` is fast mode, seedable and not
 attack-resistant. The ledger records the mode of every release (``"secure"`` or ``"fast"``).
-A mechanism without a secure sampler (report-noisy-max with Laplace noise) refuses secure mode
-with a typed error.
+A mechanism without a secure sampler would refuse secure mode with a typed error; every
+built-in mechanism has one (report-noisy-max with Laplace noise runs with exact discrete
+Laplace noise on a lattice).
 """
 
 from __future__ import annotations

@@ -24,6 +24,7 @@ from dpkit_central.noisy_max import (
     permute_and_flip_log_pmf,
     report_noisy_max_log_pmf,
     report_one_sided_noisy_argmax,
+    secure_report_noisy_max_log_pmf,
 )
 from dpkit_central.queries import Count, Histogram, Mean, Quantile, QueryResult, Sum
 
@@ -49,6 +50,7 @@ __all__ = [
     "permute_and_flip_log_pmf",
     "report_noisy_max_log_pmf",
     "report_one_sided_noisy_argmax",
+    "secure_report_noisy_max_log_pmf",
     "utility_guarantee",
 ]
 

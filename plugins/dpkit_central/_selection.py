@@ -72,7 +72,7 @@ def exact_rate(epsilon: float, sensitivity: float, monotone: bool) -> Fraction:
     return Fraction(epsilon) / ((1 if monotone else 2) * Fraction(sensitivity))
 
 
-def _odd_mantissas(
+def odd_mantissas(
     values: NDArray[np.float64],
 ) -> tuple[NDArray[np.int64], NDArray[np.int64]]:
     """(M, E) with ``values == M·2^E`` exactly, M an odd integer (|M| < 2⁵³) or 0.
@@ -103,7 +103,7 @@ def exact_gaps(
     utility is an integer V_r = u_r·2^(−E₀) and γ_r = (V* − V_r)·2^(E₀)·P/Q with λ = P/Q.
     """
     finite = np.isfinite(utilities)
-    mant, exp = _odd_mantissas(np.where(finite, utilities, 0.0))
+    mant, exp = odd_mantissas(np.where(finite, utilities, 0.0))
     present = mant != 0
     huge = np.iinfo(np.int64).max
     e0 = np.min(np.where(present, exp, huge), axis=-1, keepdims=True)

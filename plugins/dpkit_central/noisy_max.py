@@ -22,6 +22,7 @@ statements, both implemented and tested here, are:
 
 from __future__ import annotations
 
+import decimal
 import functools
 import math
 from fractions import Fraction
@@ -37,16 +38,24 @@ from dpkit import (
     InvalidParameter,
     Real,
 )
-from dpkit_central._selection import Selection, exact_rate, permute_and_flip_secure
+from dpkit_central._selection import (
+    Selection,
+    exact_rate,
+    odd_mantissas,
+    permute_and_flip_secure,
+)
 from dpkit_central._validation import as_utilities, require_generator
 from dpkit_central.exponential import selection_indices
 
 __all__ = [
+    "NoisyMaxLattice",
     "PermuteAndFlip",
     "ReportNoisyMax",
+    "noisy_max_lattice",
     "permute_and_flip_log_pmf",
     "report_noisy_max_log_pmf",
     "report_one_sided_noisy_argmax",
+    "secure_report_noisy_max_log_pmf",
 ]
 
 POSITIVE = Real(low=0.0, low_open=True)
@@ -179,6 +188,283 @@ def report_noisy_max_log_pmf(utilities: Any, scale: float) -> NDArray[np.float64
     return out[inverse.ravel()].reshape(u.shape)
 
 
+# --------------------------------------------------------------------------------------------
+# Secure mode: report-noisy-max with discrete Laplace noise on a power-of-two lattice
+# --------------------------------------------------------------------------------------------
+
+#: Resolution of the secure-mode lattice: g = 2^(⌈log₂ Δu⌉ − RNM_LATTICE_BITS).
+RNM_LATTICE_BITS = 20
+#: The secure noise scale t is rounded up to a multiple of 2⁻¹⁶ (more noise, never less).
+_SCALE_DENOMINATOR = 1 << 16
+#: Largest numerator of t the exact discrete Laplace sampler takes.
+_MAX_SCALE_NUMERATOR = 1 << 62
+#: Relative scores below −2⁶² are clipped there; such a candidate cannot win (see below).
+_CLIP = 1 << 62
+_INT64_MIN = np.iinfo(np.int64).min
+
+
+@attrs.frozen
+class NoisyMaxLattice:
+    """Secure report-noisy-max's lattice: step g = 2^``exponent``, score sensitivity D, scale t.
+
+    Scores are k_r = round(u_r / g); neighbouring score vectors differ by at most
+    D = ``steps`` per candidate; the noise is discrete Laplace with P[Z = z] ∝ exp(−|z|/t),
+    t = ``scale`` an exact rational. The mechanism is (2D/t)-DP (D/t when monotone), and
+    2D/t ≤ ε (D/t ≤ ε) by construction.
+    """
+
+    exponent: int
+    steps: int
+    scale: Fraction
+    monotone: bool
+
+    @property
+    def step(self) -> float:
+        """g as a float (0.0 only if g is below the smallest subnormal)."""
+        return math.ldexp(1.0, self.exponent)
+
+    @property
+    def epsilon(self) -> Fraction:
+        """The ε actually realised, exactly: 2D/t, or D/t when monotone (≤ the declared ε)."""
+        return (1 if self.monotone else 2) * self.steps / self.scale
+
+
+def noisy_max_lattice(
+    epsilon: float,
+    sensitivity: float,
+    monotone: bool,
+    *,
+    bits: int = RNM_LATTICE_BITS,
+    owner: str = "report_noisy_max",
+) -> NoisyMaxLattice:
+    """The secure-mode lattice for report-noisy-max at ε, Δu (see :class:`ReportNoisyMax`).
+
+    g = 2^(⌈log₂ Δu⌉ − ``bits``), a power of two, so u/g is exact. Rounding moves each
+    coordinate by at most ½, so |round(x) − round(x′)| ≤ |x − x′| + 1 and, being an integer,
+    ≤ ⌊Δu/g⌋ + 1 = D (Δu/g is exact). t = c·D/ε (c = 2, or 1 when monotone) at the exact binary
+    value of ε, rounded up to a multiple of 2⁻¹⁶ so that the exact sampler can take it
+    (numerator ≤ 2⁶²); rounding t up only lowers the realised ε = c·D/t.
+    """
+    frac, exp = math.frexp(sensitivity)
+    exponent = (exp - 1 if frac == 0.5 else exp) - bits  # ⌈log₂ Δu⌉ − bits, exactly
+    ratio = Fraction(sensitivity) * (
+        Fraction(1, 1 << exponent) if exponent >= 0 else 1 << -exponent
+    )
+    steps = math.floor(ratio) + 1
+    exact = Fraction((1 if monotone else 2) * steps) / Fraction(epsilon)
+    scale = Fraction(math.ceil(exact * _SCALE_DENOMINATOR), _SCALE_DENOMINATOR)
+    if scale.numerator > _MAX_SCALE_NUMERATOR:
+        smallest = float((1 if monotone else 2) * steps * _SCALE_DENOMINATOR / _MAX_SCALE_NUMERATOR)
+        raise InvalidParameter(
+            "epsilon",
+            epsilon,
+            f"at least about {smallest:.3g} in secure mode (the exact discrete Laplace scale "
+            f"{float(exact):.3g} in lattice steps is too large); use fast mode for smaller ε",
+            owner=owner,
+        )
+    return NoisyMaxLattice(exponent=exponent, steps=steps, scale=scale, monotone=monotone)
+
+
+def lattice_scores(
+    utilities: NDArray[np.float64], exponent: int
+) -> tuple[NDArray[Any], NDArray[np.bool_]]:
+    """(k, finite): k = round(u / 2^exponent) exactly (ties to even), and the finite mask.
+
+    Each double is M·2^E exactly (:func:`dpkit_central._selection.odd_mantissas`); with
+    s = E − exponent, k = M·2^s when s ≥ 0 (int64 when every |k| < 2⁶², Python ints in an
+    object array otherwise, e.g. 1e300 on a fine lattice), and M / 2^(−s) rounded to the
+    nearest integer, ties to even, when s < 0 (integer shifts; |M| < 2⁵³, so k = 0 once
+    −s ≥ 55). −inf utilities get k = 0 and ``finite`` False.
+    """
+    finite = np.isfinite(utilities)
+    mant, exp = odd_mantissas(np.where(finite, utilities, 0.0))
+    shift = np.where(mant == 0, 0, exp - exponent)
+    down = shift < 0
+    r = np.where(down, np.minimum(-shift, 55), 1)
+    quotient = mant >> r  # floor division by 2^r
+    remainder = mant - (quotient << r)  # in [0, 2^r)
+    half = np.left_shift(1, r - 1)
+    round_up = (remainder > half) | ((remainder == half) & ((quotient & 1) == 1))
+    rounded = quotient + round_up
+    up_shift = np.where(down, 0, shift)
+    bits = np.frexp(np.abs(mant).astype(np.float64))[1] + up_shift
+    if not bits.size or int(bits.max()) <= 62:
+        return np.where(down, rounded, mant << up_shift), finite
+    wide = np.left_shift(mant.astype(object), up_shift.astype(object))
+    wide[down] = rounded[down].astype(object)
+    return wide, finite
+
+
+def _relative_scores(scores: NDArray[Any], finite: NDArray[np.bool_]) -> NDArray[np.int64]:
+    """max(k_r − max_j k_j, −2⁶²) per row (int64); the maximum is over finite candidates."""
+    if scores.dtype == object:
+        low = min(scores[finite].min(initial=0), 0) - 1
+        top = np.max(np.where(finite, scores, low), axis=-1, keepdims=True)
+        rel = np.where(finite, scores - top, 0)
+        return np.maximum(rel, -_CLIP).astype(np.int64)
+    top = np.max(np.where(finite, scores, _INT64_MIN), axis=-1, keepdims=True)
+    rel = np.where(finite, scores - top, 0)  # in (−2⁶³, 0]: |k| < 2⁶²
+    return np.asarray(np.maximum(rel, -_CLIP), dtype=np.int64)
+
+
+def report_noisy_max_secure(
+    utilities: NDArray[np.float64], lattice: NoisyMaxLattice, rng: Any
+) -> NDArray[np.int64]:
+    """argmax_r (k_r + Z_r), lowest index on ties, Z_r iid exact discrete Laplace(t).
+
+    k = :func:`lattice_scores`, Z from :func:`dpkit.discrete_laplace` (Canonne, Kamath &
+    Steinke 2020, Algorithm 2) at the exact rational t of ``lattice``. Subtracting each row's
+    maximum score changes no comparison. A relative score below −2⁶² is clipped to −2⁶²: when
+    every |Z| < 2⁶¹ such a candidate's noisy score, clipped or not, is below −2⁶¹, while the
+    maximiser's is Z > −2⁶¹, so it loses either way and the arg-max is unchanged; otherwise
+    (probability below e^(−2⁶¹/t)) the row is recomputed with Python integers. Every step is
+    exact integer arithmetic; ``numpy.argmax`` returns the first maximum (lowest index).
+    """
+    m = utilities.shape[-1]
+    flat = utilities.reshape(-1, m)
+    scores, finite = lattice_scores(flat, lattice.exponent)
+    noise = np.asarray(
+        dpkit.discrete_laplace(lattice.scale, size=flat.shape, rng=rng), dtype=np.int64
+    )
+    if noise.size and int(np.abs(noise).max()) >= 1 << 61:  # probability below e^(−2⁶¹/t)
+        exact = scores.astype(object) + noise.astype(object)
+        exact[~finite] = -math.inf
+        return np.asarray(np.argmax(exact, axis=-1), dtype=np.int64).reshape(utilities.shape[:-1])
+    noisy = _relative_scores(scores, finite) + noise
+    noisy[~finite] = _INT64_MIN
+    return np.asarray(np.argmax(noisy, axis=-1), dtype=np.int64).reshape(utilities.shape[:-1])
+
+
+#: The exact pmf takes scores spanning at most this many lattice steps.
+_PMF_MAX_SPREAD = 1 << 62
+
+
+def _lattice_rnm_row(scores: list[int], t: Fraction, ctx: decimal.Context) -> list[decimal.Decimal]:
+    """Pr[r] for argmax_r (k_r + Z_r), lowest index on ties, Z iid discrete Laplace(t).
+
+    With q = e^(−1/t), P[Z = z] = A q^|z|, A = (1 − q)/(1 + q), and the CDF
+    F(x) = q^(−x)/(1 + q) for x ≤ −1, 1 − q^(x+1)/(1 + q) for x ≥ 0. Candidate i wins iff
+    Z_j ≤ Z_i + c_j for every j ≠ i, c_j = k_i − k_j − [j < i] (strict against lower
+    indices), so Pr[i] = Σ_z A q^|z| ∏_j F(z + c_j). Split ℤ at 0 and at every −c_j: on a
+    segment [lo, hi] the set L of j with z + c_j ≤ −1 is fixed and, with z = lo + w,
+
+        summand = A(1 + q)^(−|L|) q^(E₀ + (σ − |L|)w) ∏_{j∉L} (1 − β_j q^w),
+
+    E₀ = |lo| + Σ_L |lo + c_j|, σ = sign(z) (±1), β_j = q^(lo + c_j + 1)/(1 + q) < ½. The
+    product is expanded into Σ_s a_s q^(sw) and each Σ_w q^((σ − |L| + s)w) summed in closed form
+    (the dominant end factored out, so every power of q taken is ≤ 1). No truncation: the
+    only error is rounding at ``ctx``'s precision, amplified at most 3^m times by cancellation
+    (for each z the expanded terms sum in absolute value to ≤ (3/2)^|H| against a product
+    ≥ 2^(−|H|)) and by ≈ t in 1 − q^e.
+    """
+    m = len(scores)
+    if m == 1:
+        return [decimal.Decimal(1)]
+    num, den = t.numerator, t.denominator
+
+    def qpow(e: int) -> decimal.Decimal:
+        return ctx.exp(ctx.divide(decimal.Decimal(-e * den), decimal.Decimal(num)))
+
+    def one_minus_qpow(e: int) -> decimal.Decimal:
+        return ctx.subtract(1, qpow(e))
+
+    q = qpow(1)
+    one_plus_q = ctx.add(1, q)
+    a_const = ctx.divide(one_minus_qpow(1), one_plus_q)
+    out = []
+    for i in range(m):
+        c = [scores[i] - scores[j] - (1 if j < i else 0) for j in range(m) if j != i]
+        breaks = sorted({-cj for cj in c} | {0})
+        hi = breaks[0] - 1  # first segment (−∞, hi]: z < 0 and every j in L
+        e0 = -hi + sum(-(hi + cj) for cj in c)
+        total = ctx.divide(
+            ctx.multiply(a_const, qpow(e0)),
+            ctx.multiply(ctx.power(one_plus_q, m - 1), one_minus_qpow(m)),
+        )
+        for index, lo in enumerate(breaks):
+            n = None if index + 1 == len(breaks) else breaks[index + 1] - lo
+            low = [cj for cj in c if lo + cj < 0]
+            sigma = 1 if lo >= 0 else -1
+            e0 = abs(lo) + sum(-(lo + cj) for cj in low)
+            coef = [decimal.Decimal(1)]
+            for cj in c:
+                if lo + cj >= 0:
+                    beta = ctx.divide(qpow(lo + cj + 1), one_plus_q)
+                    coef = [
+                        ctx.subtract(
+                            coef[s] if s < len(coef) else 0,
+                            ctx.multiply(beta, coef[s - 1]) if s else 0,
+                        )
+                        for s in range(len(coef) + 1)
+                    ]
+            pre = ctx.divide(a_const, ctx.power(one_plus_q, len(low)))
+            for s, a in enumerate(coef):
+                e = sigma - len(low) + s
+                extra = 0
+                if n is None:  # last segment: lo ≥ 0, L empty, e ≥ 1
+                    geometric = ctx.divide(1, one_minus_qpow(e))
+                elif e == 0:
+                    geometric = decimal.Decimal(n)
+                elif e > 0:
+                    geometric = ctx.divide(one_minus_qpow(e * n), one_minus_qpow(e))
+                else:  # factor out the largest term, q^(e(n−1)); E₀ + e(n − 1) ≥ 0
+                    extra = e * (n - 1)
+                    geometric = ctx.divide(one_minus_qpow(-e * n), one_minus_qpow(-e))
+                term = ctx.multiply(ctx.multiply(pre, a), qpow(e0 + extra))
+                total = ctx.add(total, ctx.multiply(term, geometric))
+        out.append(total)
+    return out
+
+
+def secure_report_noisy_max_log_pmf(
+    utilities: Any,
+    *,
+    epsilon: float,
+    sensitivity: float = 1.0,
+    monotone: bool = False,
+    lattice_bits: int = RNM_LATTICE_BITS,
+) -> NDArray[np.float64]:
+    """Exact log Pr[r] of *secure* report-noisy-max for every candidate r, shape (..., m).
+
+    The output law of ``ReportNoisyMax(epsilon, sensitivity, monotone).randomize(u, rng=None)``:
+    scores k = round(u/g) on the lattice of :func:`noisy_max_lattice`, discrete Laplace noise
+    of scale t, arg-max with the lowest index on ties. Computed in closed form segment by
+    segment at 90 significant digits (see :func:`_lattice_rnm_row`; no truncation of the
+    noise's support), then rounded to float64. ``lattice_bits`` gives a coarser lattice for
+    audits and tests (the mechanism itself always uses ``RNM_LATTICE_BITS``). Offered for at
+    most ``RNM_EXACT_MAX_CANDIDATES`` finite candidates whose scores span at most 2⁶² lattice
+    steps (utilities within about 4·10¹² Δu of each other). −inf utilities have
+    probability 0.
+    """
+    owner = "report_noisy_max"
+    u = as_utilities(utilities, owner=owner, field="utilities")
+    lattice = noisy_max_lattice(epsilon, sensitivity, monotone, bits=lattice_bits, owner=owner)
+    counts = np.isfinite(u).sum(axis=-1)
+    if counts.max() > RNM_EXACT_MAX_CANDIDATES:
+        raise InvalidData(
+            f"{owner}: the exact secure pmf is computed for at most "
+            f"{RNM_EXACT_MAX_CANDIDATES} finite candidates, got {int(counts.max())}",
+            field="utilities",
+        )
+    flat = u.reshape(-1, u.shape[-1])
+    rows, inverse = np.unique(flat, axis=0, return_inverse=True)
+    scores, finite = lattice_scores(rows, lattice.exponent)
+    ctx = decimal.Context(prec=90, Emax=decimal.MAX_EMAX, Emin=decimal.MIN_EMIN)
+    out = np.full(rows.shape, -np.inf)
+    for index in range(rows.shape[0]):
+        keep = np.flatnonzero(finite[index])
+        row = [int(k) for k in scores[index, keep]]
+        if max(row) - min(row) > _PMF_MAX_SPREAD:
+            raise InvalidData(
+                f"{owner}: the exact secure pmf is computed for scores within 2^62 lattice "
+                f"steps of each other (utilities within about 4e12 sensitivities)",
+                field="utilities",
+            )
+        for r, p in zip(keep, _lattice_rnm_row(row, lattice.scale, ctx), strict=True):
+            out[index, r] = float(ctx.ln(p)) if p > 0 else -math.inf
+    return out[inverse.ravel()].reshape(u.shape)
+
+
 def report_one_sided_noisy_argmax(
     utilities: Any, /, *, rate: float, rng: np.random.Generator
 ) -> NDArray[np.int64]:
@@ -229,15 +515,38 @@ class ReportNoisyMax(Selection):
     Input and output as for ``exponential``: utilities (..., m) → indices (...). A −inf
     utility is never chosen.
 
-    Secure mode is refused with a typed error naming ``rng``. An exact version would need
-    either exact comparisons of continuous Laplace variables or discrete (geometric) noise
-    with a tie-breaking rule, and we know of no published proof for the latter; OpenDP,
-    whose noise is all exact, offers report-noisy-max only with exponential noise
-    (permute-and-flip) and Gumbel noise (the exponential mechanism), and its Laplace-max
-    issue is open (opendp/opendp#950; #939 notes that Laplace max has worse utility than
-    exponential max). Both alternatives run exactly in secure mode here. ``log_probability`` integrates the Laplace densities in closed
-    form segment by segment (:func:`report_noisy_max_log_pmf`); it is exact up to rounding
-    and offered for up to ``RNM_EXACT_MAX_CANDIDATES`` finite candidates.
+    ``log_probability`` describes fast mode: it integrates the Laplace densities in closed form
+    segment by segment (:func:`report_noisy_max_log_pmf`); it is exact up to rounding and
+    offered for up to ``RNM_EXACT_MAX_CANDIDATES`` finite candidates.
+
+    **Secure mode** (``rng=None`` or a SecureRandom) runs report-noisy-max exactly with
+    discrete Laplace noise on a power-of-two lattice (:func:`report_noisy_max_secure`):
+
+    1. g = 2^(⌈log₂ Δu⌉ − 20) (``lattice``); integer scores k_r = round(u_r/g), computed
+       exactly (:func:`lattice_scores`). Rounding moves each coordinate by at most ½, so
+       neighbouring score vectors differ by at most D = ⌊Δu/g⌋ + 1 per candidate (Δu/g is
+       exact), and rounding is monotone, so monotone utilities give monotone scores.
+    2. Z_r iid discrete Laplace, P[Z = z] ∝ exp(−|z|/t) (Ghosh, Roughgarden & Sundararajan
+       2009; sampled exactly by Canonne, Kamath & Steinke 2020, Algorithm 2), with
+       t = 2D/ε (D/ε when monotone) at the binary value of ε, rounded up to a multiple of 2⁻¹⁶.
+    3. Output argmax_r (k_r + Z_r), ties broken by the lowest index.
+
+    Privacy (the argument of Dwork & Roth 2014, Claim 3.9, with discrete noise). Fix i and
+    Z_{−i}. With lowest-index tie-breaking, i wins iff Z_i ≥ ρ(k) :=
+    max(max_{j<i}(k_j + Z_j) + 1, max_{j>i}(k_j + Z_j)) − k_i, an integer threshold. For a
+    neighbour k′ (|k_j − k′_j| ≤ D) ρ(k′) ≤ ρ(k) + 2D, and ρ(k′) ≤ ρ(k) + D when every score
+    moves in the same direction. The discrete Laplace tail satisfies
+    P[Z ≥ ρ + 1] ≥ e^(−1/t) P[Z ≥ ρ] for every integer ρ: the ratio is exactly e^(−1/t) for
+    ρ ≥ 1, and for ρ ≤ 0 it is 1 − P[Z = ρ]/P[Z ≥ ρ] ≥ 1 − P[Z = 0]/P[Z ≥ 0] = e^(−1/t)
+    (P[Z = ρ] falls and P[Z ≥ ρ] grows as ρ decreases). Hence, averaging over Z_{−i},
+    Pr[i | k′] ≥ e^(−2D/t) Pr[i | k] ≥ e^(−ε) Pr[i | k] (e^(−D/t) when monotone), and the
+    neighbour relation is symmetric. The realised ε is ``lattice.epsilon`` = 2D/t ≤ ε.
+    The noise is larger than fast mode's by the factor D·g/Δu ≤ 1 + 2⁻¹⁹ in utility units.
+    The secure output law is computed exactly by :meth:`secure_log_probability`
+    (:func:`secure_report_noisy_max_log_pmf`); it differs from ``log_probability`` by about
+    2⁻²⁰ (lattice rounding) and is what the tests check the secure sampler against.
+    Secure mode needs ε ≥ about 2⁻²⁵ (t's numerator must fit the exact sampler); below
+    that it raises :class:`~dpkit.InvalidParameter` naming ``epsilon``.
     """
 
     name: ClassVar[str] = "report_noisy_max"
@@ -247,23 +556,34 @@ class ReportNoisyMax(Selection):
         """The Laplace scale b: 2Δu/ε, or Δu/ε when monotone."""
         return (1.0 if self.monotone else 2.0) * self.sensitivity / self.epsilon
 
+    @property
+    def lattice(self) -> NoisyMaxLattice:
+        """Secure mode's lattice g, score sensitivity D and discrete Laplace scale t."""
+        return noisy_max_lattice(self.epsilon, self.sensitivity, self.monotone, owner=self.name)
+
     def randomize(self, values: Any, /, *, rng: Any = None) -> NDArray[np.int64]:
-        """arg-max_r (u_r + Lap(b)) along the last axis."""
+        """arg-max_r (u_r + noise) along the last axis.
+
+        Fast mode (a numpy Generator): continuous Lap(b) noise in floating point. Secure mode
+        (``rng=None`` or a SecureRandom): exact discrete Laplace noise on integer lattice
+        scores, lowest index on ties (see the class docstring and
+        :func:`report_noisy_max_secure`); its law is :meth:`secure_log_probability`.
+        """
         rng = dpkit.resolve_rng(rng, owner=self.name)[0]
         if not isinstance(rng, np.random.Generator):
-            raise InvalidParameter(
-                "rng",
-                rng,
-                "a numpy.random.Generator (fast mode): report_noisy_max adds continuous Laplace "
-                "noise and has no exact secure sampler; for a secure selection use "
-                "'permute_and_flip' (report-noisy-max with exponential noise) or 'exponential' "
-                "(report-noisy-max with Gumbel noise), which sample exactly on the secure source",
-                owner=self.name,
-            )
+            lattice = self.lattice
+            return report_noisy_max_secure(as_utilities(values, owner=self.name), lattice, rng)
         u = as_utilities(values, owner=self.name)
         noisy = rng.laplace(0.0, self.scale, size=u.shape)
         noisy += u
         return np.asarray(np.argmax(noisy, axis=-1), dtype=np.int64)
+
+    def secure_log_probability(self, outputs: Any, inputs: Any, /) -> NDArray[np.float64]:
+        """Exact log Pr[r | u] of secure mode (:func:`secure_report_noisy_max_log_pmf`)."""
+        pmf = secure_report_noisy_max_log_pmf(
+            inputs, epsilon=self.epsilon, sensitivity=self.sensitivity, monotone=self.monotone
+        )
+        return _log_pmf_at(pmf, outputs)
 
     def log_probability(self, outputs: Any, inputs: Any, /) -> NDArray[np.float64]:
         """Exact log Pr[r | u] (see :func:`report_noisy_max_log_pmf`), broadcasting."""

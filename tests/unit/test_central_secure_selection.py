@@ -293,9 +293,9 @@ def test_exponential_size_zero_and_default_secure_mode() -> None:
     [[0.0, np.nan], [0.0, np.inf], [-np.inf, -np.inf], [], [True, False], ["a", "b"]],
 )
 def test_invalid_utilities_are_typed_errors(cls: Any, bad: list[Any]) -> None:
-    rng = np.random.default_rng(0) if cls is ReportNoisyMax else secure(b"bad")
-    with pytest.raises(dpkit.InvalidData):
-        cls(epsilon=1.0).randomize(np.array(bad), rng=rng)
+    for rng in (np.random.default_rng(0), secure(b"bad")):
+        with pytest.raises(dpkit.InvalidData):
+            cls(epsilon=1.0).randomize(np.array(bad), rng=rng)
 
 
 @pytest.mark.parametrize("cls", [Exponential, PermuteAndFlip])
@@ -305,12 +305,13 @@ def test_invalid_rng_is_a_typed_error(cls: Any) -> None:
 
 
 @pytest.mark.parametrize("rng", [None, "key"])
-def test_report_noisy_max_refuses_secure_mode_and_names_the_alternatives(rng: Any) -> None:
+def test_report_noisy_max_runs_in_secure_mode(rng: Any) -> None:
+    """report_noisy_max no longer refuses secure mode: it releases an index drawn exactly from
+    its secure law (details and the privacy checks in test_central_secure_noisy_max.py)."""
     source = secure(b"rnm") if rng == "key" else None
-    with pytest.raises(dpkit.InvalidParameter, match="rng") as info:
-        ReportNoisyMax(epsilon=1.0).randomize(np.zeros(3), rng=source)
-    message = str(info.value)
-    assert "permute_and_flip" in message and "exponential" in message
+    mech = ReportNoisyMax(epsilon=1.0)
+    out = mech.randomize(np.array([[0.0, 5.0, -np.inf], [3.0, 0.0, 1.0]]), rng=source)
+    assert out.dtype == np.int64 and out.shape == (2,) and out[0] in (0, 1)
 
 
 def test_fast_mode_is_unchanged() -> None:

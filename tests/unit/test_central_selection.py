@@ -366,7 +366,8 @@ def test_report_noisy_max_exact_pmf_limits() -> None:
 
 def test_selection_runs_on_the_secure_generator() -> None:
     """exponential and permute_and_flip run exactly in secure mode (exact Bernoulli(exp(−γ)),
-    see test_central_secure_selection.py); report_noisy_max refuses it."""
+    see test_central_secure_selection.py); report_noisy_max runs on an integer lattice with
+    exact discrete Laplace noise (test_central_secure_noisy_max.py)."""
     from dpkit.randomness import SecureRandom
 
     rng = SecureRandom.from_key(b"central-selection".ljust(32, b"\0"))  # tests only
@@ -377,5 +378,6 @@ def test_selection_runs_on_the_secure_generator() -> None:
     pf = PermuteAndFlip(epsilon=1.0)
     draws = pf.randomize(np.tile(u, (40_000, 1)), rng=rng)  # type: ignore[arg-type]
     assert chi2_pvalue(draws, np.exp(pf.log_probability(np.arange(4), u))) > ALPHA
-    with pytest.raises(dpkit.InvalidParameter, match="rng"):
-        ReportNoisyMax(epsilon=1.0).randomize(u, rng=rng)  # type: ignore[arg-type]
+    rnm = ReportNoisyMax(epsilon=1.0)
+    draws = rnm.randomize(np.tile(u, (40_000, 1)), rng=rng)  # type: ignore[arg-type]
+    assert chi2_pvalue(draws, np.exp(rnm.secure_log_probability(np.arange(4), u))) > ALPHA

@@ -9,7 +9,7 @@ from numpy.typing import NDArray
 
 from dpkit import InvalidData, InvalidParameter
 
-__all__ = ["as_finite", "as_integers", "as_utilities", "require_generator"]
+__all__ = ["as_finite", "as_integers", "as_utilities", "lattice_steps", "require_generator"]
 
 
 def require_generator(rng: Any, *, owner: str) -> np.random.Generator:
@@ -29,6 +29,25 @@ def require_generator(rng: Any, *, owner: str) -> np.random.Generator:
             owner=owner,
         )
     return rng
+
+
+def lattice_steps(
+    answers: NDArray[np.float64], step: float, *, owner: str, noise: str
+) -> NDArray[np.float64]:
+    """round(x/g) for the secure lattice releases: exact, since g is a power of two.
+
+    Refuses answers beyond 2⁶¹ steps (the integer noise is added in int64); ``noise`` names the
+    noise level in the message, e.g. ``"noise scale 0.5"``.
+    """
+    with np.errstate(over="ignore"):
+        steps: NDArray[np.float64] = np.rint(answers / step)
+    if steps.size and np.abs(steps).max() >= 2.0**61:
+        raise InvalidData(
+            f"{owner}: an answer of magnitude {np.abs(answers).max():.3g} is too large for "
+            f"the secure lattice at {noise} (at most 2^61 steps of {step:.3g})",
+            field="values",
+        )
+    return steps
 
 
 def _numeric(values: Any, *, owner: str, field: str) -> NDArray[Any]:

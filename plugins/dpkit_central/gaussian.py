@@ -14,7 +14,6 @@ import dpkit
 from dpkit import (
     Choice,
     GaussianDP,
-    InvalidData,
     InvalidParameter,
     Mechanism,
     Real,
@@ -22,7 +21,7 @@ from dpkit import (
     parameter,
 )
 from dpkit.privacy import gaussian_delta
-from dpkit_central._validation import as_finite, require_generator
+from dpkit_central._validation import as_finite, lattice_steps, require_generator
 
 __all__ = [
     "LATTICE_BITS",
@@ -219,14 +218,7 @@ def lattice_gaussian_release(
     """
     plan = LatticeGaussian.plan(sigma, sensitivity, answers.size, bits=bits, smoothing=smoothing)
     g = plan.step
-    with np.errstate(over="ignore"):
-        steps = np.rint(answers / g)  # dividing by a power of two is exact
-    if steps.size and np.abs(steps).max() >= 2.0**61:
-        raise InvalidData(
-            f"{owner}: an answer of magnitude {np.abs(answers).max():.3g} is too large for "
-            f"the secure lattice at noise σ = {sigma:.3g} (at most 2^61 steps of {g:.3g})",
-            field="values",
-        )
+    steps = lattice_steps(answers, g, owner=owner, noise=f"noise σ = {sigma:.3g}")
     noise = np.asarray(
         dpkit.discrete_gaussian(plan.sigma2_steps, size=answers.shape, rng=rng), dtype=np.int64
     )

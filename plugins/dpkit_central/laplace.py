@@ -11,8 +11,8 @@ import numpy as np
 from numpy.typing import NDArray
 
 import dpkit
-from dpkit import InvalidData, LaplaceDP, Mechanism, Real, VectorDomain, parameter
-from dpkit_central._validation import as_finite, require_generator
+from dpkit import LaplaceDP, Mechanism, Real, VectorDomain, parameter
+from dpkit_central._validation import as_finite, lattice_steps, require_generator
 
 __all__ = ["Laplace"]
 
@@ -94,13 +94,7 @@ class Laplace(Mechanism):
 
     def _lattice_release(self, answers: NDArray[np.float64], rng: Any) -> NDArray[np.float64]:
         g = self.lattice_step()
-        steps = np.rint(answers / g)  # dividing by a power of two is exact
-        if steps.size and np.abs(steps).max() >= 2.0**61:
-            raise InvalidData(
-                f"{self.name}: an answer of magnitude {np.abs(answers).max():.3g} is too large for "
-                f"the secure lattice at noise scale {self.scale:.3g} (at most 2^61 steps of {g:.3g})",
-                field="values",
-            )
+        steps = lattice_steps(answers, g, owner=self.name, noise=f"noise scale {self.scale:.3g}")
         exact = (Fraction(self.sensitivity) / Fraction(g) + max(answers.size, 1)) / Fraction(
             self.epsilon
         )

@@ -23,6 +23,7 @@ from dpkit.accounting import (
     gaussian_noise_multiplier,
 )
 from dpkit.advisor import Advice, advise
+from dpkit.arrays import as_array
 from dpkit.domains import CategoricalDomain, Domain, VectorDomain
 from dpkit.errors import (
     BudgetExceeded,
@@ -31,12 +32,22 @@ from dpkit.errors import (
     InvalidParameter,
     PluginConflict,
     PluginError,
+    ReleaseFailed,
     SpecError,
     UnknownMechanism,
 )
 from dpkit.estimator import Estimate, Estimator, FrequencyCounts
 from dpkit.hookspecs import hookimpl
-from dpkit.ledger import Budget, Cost, Ledger, LedgerEntry, LedgerError, LedgerMismatch, NotALedger
+from dpkit.ledger import (
+    Budget,
+    Cost,
+    Ledger,
+    LedgerCorrupt,
+    LedgerEntry,
+    LedgerError,
+    LedgerMismatch,
+    NotALedger,
+)
 from dpkit.mechanism import Mechanism
 from dpkit.params import Boolean, Choice, Integer, ParameterSpec, Real, Sequence_, parameter
 from dpkit.privacy import (
@@ -49,7 +60,7 @@ from dpkit.privacy import (
     SubsampledDP,
 )
 from dpkit.registry import MechanismInfo, Registry, get_registry, load_registry
-from dpkit.session import Query, Release, Session
+from dpkit.session import Deferred, Query, Release, Session
 
 __version__ = "0.1.0"
 
@@ -64,6 +75,7 @@ __all__ = [
     "Choice",
     "Cost",
     "DPKitError",
+    "Deferred",
     "Domain",
     "Estimate",
     "Estimator",
@@ -74,6 +86,7 @@ __all__ = [
     "InvalidParameter",
     "LaplaceDP",
     "Ledger",
+    "LedgerCorrupt",
     "LedgerEntry",
     "LedgerError",
     "LedgerMismatch",
@@ -90,6 +103,7 @@ __all__ = [
     "Real",
     "Registry",
     "Release",
+    "ReleaseFailed",
     "SecureRandom",
     "SecureWordSource",
     "Sequence_",
@@ -101,6 +115,7 @@ __all__ = [
     "__version__",
     "account",
     "advise",
+    "as_array",
     "bernoulli_exp",
     "check_rng",
     "compose_advanced",

@@ -34,6 +34,7 @@ COMMANDS = (
 
 EXIT_OK = 0
 EXIT_USAGE = 2
+EXIT_INTERRUPTED = 130
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -58,8 +59,12 @@ def report_error(error: DPKitError, *, as_json: bool) -> None:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    parser = build_parser()
-    args = parser.parse_args(argv)
+    try:
+        parser = build_parser()
+        args = parser.parse_args(argv)
+    except KeyboardInterrupt:
+        print("dpkit: interrupted", file=sys.stderr)
+        return EXIT_INTERRUPTED
     if args.command is None:
         parser.print_help()
         return EXIT_USAGE
@@ -70,6 +75,11 @@ def main(argv: Sequence[str] | None = None) -> int:
         return getattr(error, "exit_code", EXIT_USAGE)
     except BrokenPipeError:  # e.g. `dpkit mechanisms | head`
         return EXIT_OK
+    except KeyboardInterrupt:
+        # A spend is one SQLite transaction: interrupted, it is either committed (and the
+        # result, if released, stored with it) or rolled back; the ledger stays consistent.
+        print("dpkit: interrupted", file=sys.stderr)
+        return EXIT_INTERRUPTED
     return code
 
 

@@ -17,6 +17,7 @@ __all__ = [
     "InvalidParameter",
     "PluginConflict",
     "PluginError",
+    "ReleaseFailed",
     "SpecError",
     "UnknownMechanism",
 ]
@@ -133,4 +134,26 @@ class PluginConflict(PluginError):
             f"{kind} {name!r} is registered by both plugin {first!r} and plugin {second!r}; "
             f"disable one with DPKIT_DISABLE_PLUGINS={second}",
             plugin=second,
+        )
+
+
+class ReleaseFailed(DPKitError):
+    """A release failed in its private phase, after its budget was durably spent.
+
+    The spend is kept (a spend is never given back once private data were read), and the
+    message never contains the failing code's own message or exception type, which may depend
+    on the data. Built-in mechanisms and queries are total over their declared domains and never
+    cause this; a third-party plugin that raises on some data does.
+    """
+
+    code = "release_failed"
+    exit_code = 1
+
+    def __init__(self, target: str, release_id: str):
+        self.target = target
+        self.release_id = release_id
+        super().__init__(
+            f"{target} failed after its budget was spent (release {release_id}); the spend is "
+            "kept, and the failure's details are withheld because they may depend on the "
+            "private data. Built-in mechanisms never fail here: report it to the plugin's author"
         )

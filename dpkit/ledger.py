@@ -2,32 +2,44 @@
 
 One ledger file belongs to one dataset and holds its budget, its composition rule, and one
 entry per release (time, mechanism, parameters as JSON, accounting event, exact cost, session
-and dataset ids, release id, randomness mode). It uses only the standard library's ``sqlite3``:
+and dataset ids, release id, randomness mode, an optional label, and the released result once it
+is stored). It uses only the standard library's ``sqlite3``:
 
 * ``journal_mode=WAL`` and ``synchronous=FULL``: a committed spend survives a crash or power
   loss, and readers never block the writer;
-* every spend is one ``BEGIN IMMEDIATE`` transaction that reads the running totals, checks the
-  budget and inserts the entry, so any number of processes and threads can share a ledger
-  without ever overspending (SQLite serialises the write transactions);
+* every spend is one ``BEGIN IMMEDIATE`` transaction that recomputes the totals from the
+  entries, checks them against the cached totals and the budget, and inserts the entry, so any
+  number of processes, threads and ledger handles can share a ledger without ever overspending
+  (SQLite serialises the write transactions);
+* the file is only ever opened by SQLite: on POSIX, closing *any* descriptor of a file drops
+  every lock the process holds on it, so reading its header with ``open()`` (or closing a
+  connection inherited across ``fork``) would silently unlock the process's other connections;
 * the totals are exact rationals stored as text (``"1/10"``), kept next to the entries in the
-  same transaction, so :meth:`Ledger.verify` can check that they agree.
+  same transaction, so :meth:`Ledger.verify` can check that they agree;
+* a spend is never given back once private data may have been read: :meth:`Ledger.abort` is
+  only for a reservation released before any data were read, and the released result is kept
+  with its entry (:meth:`Ledger.record_result`), so nothing released is lost.
 
-A file that is not a dpkit ledger, or the ledger of another dataset, is refused with
-:class:`NotALedger` or :class:`LedgerMismatch` before anything is written to it.
+A path that cannot hold a ledger (missing directory, a directory, a FIFO or device, a file that
+is not a dpkit ledger) is refused with :class:`LedgerError` or :class:`NotALedger` before
+anything is written; damaged metadata or totals raise :class:`LedgerCorrupt`; the ledger of
+another dataset raises :class:`LedgerMismatch`.
 """
 
 from __future__ import annotations
 
 import datetime as _dt
+import itertools
 import json
 import os
 import sqlite3
+import stat
 import threading
+import urllib.parse
 import uuid
 from collections.abc import Iterator
-from contextlib import contextmanager, nullcontext
+from contextlib import contextmanager, nullcontext, suppress
 from fractions import Fraction
-from pathlib import Path
 from typing import Any, Literal
 
 import attrs
@@ -40,21 +52,25 @@ __all__ = [
     "Budget",
     "Cost",
     "Ledger",
+    "LedgerCorrupt",
     "LedgerEntry",
     "LedgerError",
     "LedgerMismatch",
     "NotALedger",
+    "require_persistent",
 ]
 
 FORMAT = "dpkit-ledger"
-SCHEMA_VERSION = 1
-_SQLITE_MAGIC = b"SQLite format 3\x00"
+#: 2 added the ``label`` and ``result`` columns; version-1 ledgers are migrated when opened.
+SCHEMA_VERSION = 2
 
 Composition = Literal["basic", "zcdp"]
 
+_VERIFY_HINT = "run `dpkit budget verify --ledger {path}`"
+
 
 class LedgerError(DPKitError):
-    """The ledger cannot be used (corrupt, from a newer dpkit, or inconsistent)."""
+    """The ledger cannot be used (cannot be opened, from a newer dpkit, or inconsistent)."""
 
     code = "ledger_error"
 
@@ -64,9 +80,15 @@ class LedgerError(DPKitError):
 
 
 class NotALedger(LedgerError):
-    """The file exists but is not a dpkit ledger; it was left untouched."""
+    """The path is not a dpkit ledger (a directory, a device, another file); left untouched."""
 
     code = "not_a_ledger"
+
+
+class LedgerCorrupt(LedgerError):
+    """The ledger's metadata, entries or totals are damaged or disagree; nothing was spent."""
+
+    code = "ledger_corrupt"
 
 
 class LedgerMismatch(LedgerError):
@@ -136,8 +158,14 @@ class Cost:
 
 @attrs.frozen
 class LedgerEntry:
-    """One recorded release. ``status`` is ``"spent"``, or ``"aborted"`` if the mechanism raised
-    (nothing was released, and the cost was given back)."""
+    """One recorded release.
+
+    ``status`` is ``"spent"`` (the cost is committed; the release may have happened), or
+    ``"aborted"`` (a reservation released before any private data were read: nothing was
+    released and the cost was given back). ``label`` names the release (e.g. the spec's query
+    name); ``result`` is the released result as stored by :meth:`Ledger.record_result`, or
+    ``None`` if it was never stored (e.g. a crash between the spend and the store).
+    """
 
     seq: int
     release_id: str
@@ -150,6 +178,8 @@ class LedgerEntry:
     cost: Cost
     randomness: str
     status: str
+    label: str | None = None
+    result: Any = None
 
     def as_dict(self) -> dict[str, Any]:
         return {
@@ -168,6 +198,8 @@ class LedgerEntry:
             **({"rho": float(self.cost.rho)} if self.cost.rho is not None else {}),
             "randomness": self.randomness,
             "status": self.status,
+            "label": self.label,
+            "result": self.result,
         }
 
 
@@ -186,34 +218,153 @@ CREATE TABLE IF NOT EXISTS dpkit_entries (
     delta TEXT NOT NULL,
     rho TEXT,
     randomness TEXT NOT NULL,
-    status TEXT NOT NULL CHECK (status IN ('spent', 'aborted'))
+    status TEXT NOT NULL CHECK (status IN ('spent', 'aborted')),
+    label TEXT,
+    result TEXT
 );
 """
 
+_ADDED_COLUMNS = ("label", "result")  # schema version 2
+_ENTRY_COLUMNS = (
+    "seq, release_id, time, session_id, dataset_id, mechanism, parameters, event, epsilon,"
+    " delta, rho, randomness, status, label, result"
+)
+_MEMORY_ALLOWED = (
+    "a file path or sqlite:///PATH URL of a persistent ledger "
+    "(':memory:' starts with a full budget every run)"
+)
+
+
+def _strip_url(text: str) -> str:
+    """``sqlite:///PATH`` → ``PATH`` (``sqlite:////abs`` keeps its leading slashes)."""
+    rest = text[len("sqlite://") :]
+    return rest[1:] if rest.startswith("/") and not rest.startswith("//") else rest
+
 
 def _location(ledger: str | os.PathLike[str]) -> str:
-    text = os.fspath(ledger)
+    try:
+        text = os.fspath(ledger)
+    except TypeError:
+        raise InvalidParameter("ledger", ledger, "a file path or a sqlite:///PATH URL") from None
     if "://" in text:
-        scheme, _, rest = text.partition("://")
-        if scheme != "sqlite":
+        if not text.startswith("sqlite://"):
             raise InvalidParameter(
                 "ledger",
                 text,
                 "a file path or a sqlite:///PATH URL (other stores are not built in)",
             )
-        text = rest[1:] if rest.startswith("/") and not rest.startswith("//") else rest
-        text = text or ""
+        text = _strip_url(text)
     if not text:
         raise InvalidParameter("ledger", ledger, "a file path or a sqlite:///PATH URL")
     return text
 
 
+def _in_memory(target: str) -> bool:
+    if target in ("", ":memory:"):
+        return True
+    if not target.startswith("file:"):
+        return False
+    body, _, query = target[len("file:") :].partition("?")
+    if body.partition("#")[0] == ":memory:":
+        return True
+    modes = urllib.parse.parse_qs(query.partition("#")[0]).get("mode", [])
+    return any(mode.lower() == "memory" for mode in modes)
+
+
+def require_persistent(location: str | os.PathLike[str]) -> None:
+    """Refuse a ledger location that does not persist (an in-memory database).
+
+    A command-line run with an in-memory ledger would start with a full budget every time, so
+    ``dpkit run`` and ``dpkit budget`` require a file. Raises
+    :class:`~dpkit.errors.InvalidParameter` for ``":memory:"``, ``""``, ``"sqlite:///:memory:"``,
+    ``"file::memory:"`` and SQLite URIs with ``mode=memory``.
+    """
+    try:
+        text = os.fspath(location)
+    except TypeError:
+        raise InvalidParameter("ledger", location, _MEMORY_ALLOWED) from None
+    target = _strip_url(text) if text.startswith("sqlite://") else text
+    if _in_memory(target):
+        raise InvalidParameter("ledger", location, _MEMORY_ALLOWED)
+
+
+# Fork safety. SQLite keeps per-process lock bookkeeping per file (inode), and a forked child
+# inherits a copy that says the parent's locks are held, so a fresh connection in the child would
+# take no real (kernel) locks on the file at all, and another process could then checkpoint and
+# delete the WAL under it. So, in the child, every inherited connection is closed *before* the
+# child opens its first connection: the child holds no kernel lock yet, nothing is dropped, and
+# SQLite's bookkeeping unwinds to zero. An inherited connection that was inside a transaction
+# (another thread of the parent, at the fork) is never closed: its rollback would write to the
+# parent's shared WAL index; it is kept alive in _INHERITED and its file is refused in the child.
+_OPEN: dict[int, tuple[int, str, sqlite3.Connection]] = {}  # key -> (pid, real path, connection)
+_INHERITED: list[sqlite3.Connection] = []
+_UNSAFE_IN_CHILD: set[str] = set()
+_KEYS = itertools.count()
+_released_pid = os.getpid()
+
+
+def _release_inherited() -> None:
+    """In a forked child: close (or keep, if mid-transaction) the parent's connections."""
+    global _released_pid
+    pid = os.getpid()
+    if _released_pid == pid:
+        return
+    _released_pid = pid
+    _UNSAFE_IN_CHILD.clear()
+    for key, (owner, real, connection) in list(_OPEN.items()):
+        if owner == pid:
+            continue
+        del _OPEN[key]
+        if connection.in_transaction:
+            _INHERITED.append(connection)
+            _UNSAFE_IN_CHILD.add(real)
+        else:
+            with suppress(sqlite3.Error):
+                connection.close()
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_release_inherited)
+
+
+class _Handle:
+    """One thread's connection, closed when its thread ends (in the process that opened it)."""
+
+    __slots__ = ("closed", "connection", "key", "pid")
+
+    def __init__(self, connection: sqlite3.Connection, real: str):
+        self.connection = connection
+        self.pid = os.getpid()
+        self.closed = False
+        self.key = next(_KEYS)
+        _OPEN[self.key] = (self.pid, real, connection)
+
+    def close(self) -> None:
+        if self.closed:
+            return
+        self.closed = True
+        if os.getpid() == self.pid:
+            _OPEN.pop(self.key, None)
+            self.connection.close()  # SQLite defers the fd close while this process holds locks
+        # in a forked child, _release_inherited has dealt with it (before any fresh connection)
+
+    def __del__(self) -> None:
+        with suppress(Exception):  # at interpreter exit the os module may be gone
+            self.close()
+
+
+_Totals = tuple[Fraction, Fraction, Fraction]  # spent epsilon, delta, rho
+
+
 class Ledger:
-    """A budget ledger in an SQLite file, shared safely by processes and threads.
+    """A budget ledger in an SQLite file, shared safely by processes, threads and handles.
 
     Open an existing ledger with ``Ledger(path)``; create one by also giving ``budget`` (and
     ``dataset``/``composition``). Given values that disagree with an existing ledger raise
-    :class:`LedgerMismatch`; a file that is not a ledger raises :class:`NotALedger`.
+    :class:`LedgerMismatch`; a path that is not a ledger raises :class:`NotALedger`; damaged
+    metadata raises :class:`LedgerCorrupt`; any other reason the ledger cannot be used raises
+    :class:`LedgerError`. Each thread (and each process, after ``fork``) uses its own
+    connection; any number of ``Ledger`` objects may be open on one file.
     """
 
     def __init__(
@@ -226,36 +377,29 @@ class Ledger:
         timeout: float = 60.0,
     ):
         self.path = _location(path)
+        self._real = os.path.realpath(self.path) if self.path != ":memory:" else ""
         self.timeout = timeout
         self._local = threading.local()
         self._memory: sqlite3.Connection | None = None
         self._lock = threading.RLock()
-        if self.path == ":memory:":
-            # one private in-memory ledger: a single connection, its transactions serialised
-            # by a lock (shared-cache connections would fail with SQLITE_LOCKED, not wait)
-            self._memory = sqlite3.connect(
-                ":memory:", isolation_level=None, check_same_thread=False
-            )
-            exists = False
-        else:
-            self._check_file()
-            exists = Path(self.path).exists() and Path(self.path).stat().st_size > 0
-            if exists and self._is_empty_database():
-                exists = False  # another process is creating it (or an empty database): create
-        if not exists and budget is None:
-            raise LedgerError(
-                f"no ledger at {self.path}: give a budget to create one", path=self.path
-            )
-        if not exists:
-            self._create(dataset or "default", budget, composition or "basic")  # type: ignore[arg-type]
-        meta = self._read_meta()
-        self.dataset: str = meta["dataset_id"]
-        self.composition: Composition = meta["composition"]  # type: ignore[assignment]
-        self.budget = Budget(
-            Fraction(meta["budget_epsilon"]),
-            Fraction(meta["budget_delta"]),
-            Fraction(meta["budget_rho"]) if meta.get("budget_rho") else None,
-        )
+        self._lock_pid = os.getpid()
+        with self._guarded("opening"):
+            if self.path == ":memory:":
+                # one private in-memory ledger: a single connection, its transactions serialised
+                # by a lock (shared-cache connections would fail with SQLITE_LOCKED, not wait)
+                self._memory = sqlite3.connect(
+                    ":memory:", isolation_level=None, check_same_thread=False
+                )
+                exists = False
+            else:
+                exists = self._open_file(creating=budget is not None)
+            if not exists:
+                if budget is None:
+                    raise LedgerError(
+                        f"no ledger at {self.path}: give a budget to create one", path=self.path
+                    )
+                self._create(dataset or "default", budget, composition or "basic")
+            self.dataset, self.composition, self.budget = self._read_meta()
         if dataset is not None and dataset != self.dataset:
             raise LedgerMismatch("dataset", self.dataset, dataset, path=self.path)
         if composition is not None and composition != self.composition:
@@ -267,46 +411,138 @@ class Ledger:
             raise LedgerMismatch("budget", self.budget, budget, path=self.path)
 
     # -- opening -----------------------------------------------------------------------------
-    def _check_file(self) -> None:
-        path = Path(self.path)
-        if path.is_dir():
-            raise NotALedger(f"{self.path} is a directory, not a dpkit ledger", path=self.path)
-        if path.exists() and path.stat().st_size > 0:
-            with open(path, "rb") as handle:
-                header = handle.read(len(_SQLITE_MAGIC))
-            if header != _SQLITE_MAGIC:
-                raise NotALedger(
-                    f"{self.path} is not a dpkit ledger (not an SQLite database); it was not modified",
+    def _open_file(self, *, creating: bool) -> bool:
+        """Check the path without opening it outside SQLite; True if it holds a database."""
+        try:
+            info = os.stat(self.path)
+        except FileNotFoundError:
+            info = None
+        except OSError as error:  # e.g. a path component that is a file, or no permission
+            raise LedgerError(
+                f"cannot use ledger {self.path}: {error.strerror or error}", path=self.path
+            ) from None
+        if info is None:
+            if not creating:
+                return False  # __init__ says: give a budget to create one
+            directory = os.path.dirname(os.path.abspath(self.path))
+            if not os.path.isdir(directory):
+                raise LedgerError(
+                    f"cannot create ledger {self.path}: directory {directory} does not exist",
                     path=self.path,
                 )
-
-    def _is_empty_database(self) -> bool:
+            if not os.access(directory, os.W_OK | os.X_OK):
+                raise LedgerError(
+                    f"cannot create ledger {self.path}: directory {directory} is not writable",
+                    path=self.path,
+                )
+            return False
+        if stat.S_ISDIR(info.st_mode):
+            raise NotALedger(f"{self.path} is a directory, not a dpkit ledger", path=self.path)
+        if not stat.S_ISREG(info.st_mode):
+            # never opened: opening a FIFO could block, and a device is not a ledger
+            raise NotALedger(
+                f"{self.path} is not a regular file (a FIFO, socket or device), "
+                "not a dpkit ledger; it was not opened",
+                path=self.path,
+            )
+        if not os.access(self.path, os.R_OK | os.W_OK):
+            raise LedgerError(
+                f"ledger {self.path} is not readable and writable by this user "
+                "(a ledger must be writable to record spends)",
+                path=self.path,
+            )
+        if info.st_size == 0:
+            return False  # an empty file (or another process is creating it): create in it
+        # SQLite reads the header itself: "file is not a database" means not a ledger
         try:
             count = self._connection().execute("SELECT count(*) FROM sqlite_master").fetchone()[0]
-        except sqlite3.DatabaseError:
-            return False  # _read_meta reports it as not a ledger
-        return int(count) == 0
+        except sqlite3.DatabaseError as error:
+            raise self._unreadable(error) from None
+        return int(count) > 0  # an empty database: another process is creating it, or create
+
+    def _unreadable(self, error: sqlite3.Error) -> LedgerError:
+        """Not a database (or not a ledger database), versus a damaged or locked ledger."""
+        text = str(error)
+        if "not a database" in text or "no such table" in text:
+            return NotALedger(
+                f"{self.path} is not a dpkit ledger ({text}); it was not modified",
+                path=self.path,
+            )
+        return self._sqlite_error("opening", error)
 
     def _connection(self) -> sqlite3.Connection:
         if self._memory is not None:
             return self._memory
-        connection: sqlite3.Connection | None = getattr(self._local, "connection", None)
-        if connection is None or getattr(self._local, "pid", None) != os.getpid():
+        handle: _Handle | None = getattr(self._local, "handle", None)
+        if handle is None or handle.closed or handle.pid != os.getpid():
+            _release_inherited()  # before this process's first connection (see above)
+            if self._real in _UNSAFE_IN_CHILD:
+                raise LedgerError(
+                    f"ledger {self.path} cannot be used in this process: it was forked while "
+                    "another thread was inside a ledger transaction (use the 'spawn' or "
+                    "'forkserver' multiprocessing start method)",
+                    path=self.path,
+                )
             connection = sqlite3.connect(self.path, timeout=self.timeout, isolation_level=None)
+            handle = _Handle(connection, self._real)
+            self._local.handle = handle
             connection.execute("PRAGMA synchronous=FULL")
-            self._local.connection = connection
-            self._local.pid = os.getpid()
-        return connection
+        return handle.connection
+
+    def _guard(self) -> Any:
+        """The lock that serialises the in-memory ledger's single connection (none for files)."""
+        if self._memory is None:
+            return _NO_LOCK
+        if self._lock_pid != os.getpid():  # held by a thread that did not survive a fork
+            self._lock, self._lock_pid = threading.RLock(), os.getpid()
+        return self._lock
 
     @contextmanager
-    def _transaction(self) -> Iterator[sqlite3.Connection]:
-        with self._lock if self._memory is not None else _NO_LOCK:
+    def _guarded(self, doing: str) -> Iterator[None]:
+        """Turn SQLite's errors into typed ledger errors that name the path."""
+        try:
+            yield
+        except sqlite3.Error as error:
+            raise self._sqlite_error(doing, error) from None
+
+    def _sqlite_error(self, doing: str, error: sqlite3.Error) -> LedgerError:
+        text = str(error)
+        if _is_locked(error):
+            return LedgerError(
+                f"ledger {self.path} stayed locked by another process for {self.timeout:g} s "
+                f"while {doing} ({text}); nothing was written, try again",
+                path=self.path,
+            )
+        if "readonly" in text or "read-only" in text:
+            return LedgerError(
+                f"ledger {self.path} is read-only ({text}) while {doing}: the file and its "
+                "directory (for the -wal and -shm files) must be writable",
+                path=self.path,
+            )
+        if "unable to open" in text:
+            return LedgerError(
+                f"cannot open ledger {self.path} ({text}): its directory must exist and be "
+                "writable",
+                path=self.path,
+            )
+        if "not a database" in text or "malformed" in text or "no such" in text:
+            return LedgerCorrupt(
+                f"ledger {self.path} is damaged ({text}) while {doing}; "
+                + _VERIFY_HINT.format(path=self.path),
+                path=self.path,
+            )
+        return LedgerError(f"ledger {self.path}: {doing} failed ({text})", path=self.path)
+
+    @contextmanager
+    def _transaction(self, begin: str = "BEGIN IMMEDIATE") -> Iterator[sqlite3.Connection]:
+        with self._guard():
             connection = self._connection()
-            connection.execute("BEGIN IMMEDIATE")
+            connection.execute(begin)
             try:
                 yield connection
             except BaseException:
-                connection.execute("ROLLBACK")
+                if connection.in_transaction:  # SQLite may have rolled back already
+                    connection.execute("ROLLBACK")
                 raise
             else:
                 connection.execute("COMMIT")
@@ -342,54 +578,144 @@ class Ledger:
                 "INSERT OR IGNORE INTO dpkit_meta (key, value) VALUES (?, ?)", meta.items()
             )
 
-    def _read_meta(self) -> dict[str, str]:
+    def _read_meta(self) -> tuple[str, Composition, Budget]:
         try:
             rows = self._connection().execute("SELECT key, value FROM dpkit_meta").fetchall()
         except sqlite3.DatabaseError as error:
-            raise NotALedger(
-                f"{self.path} is not a dpkit ledger ({error}); it was not modified", path=self.path
-            ) from None
-        meta = dict(rows)
+            raise self._unreadable(error) from None
+        meta: dict[str, str] = {str(k): str(v) for k, v in rows}
         if meta.get("format") != FORMAT:
             raise NotALedger(
                 f"{self.path} is not a dpkit ledger (no dpkit metadata); it was not modified",
                 path=self.path,
             )
-        version = int(meta.get("schema_version", "0"))
-        if version > SCHEMA_VERSION:
+        version = self._meta_value(meta, "schema_version", "a whole number such as '2'")
+        if not version.isdigit() or int(version) < 1:
+            raise self._damaged("schema_version", version, "a whole number >= 1")
+        if int(version) > SCHEMA_VERSION:
             raise LedgerError(
                 f"{self.path} has ledger schema version {version}; this dpkit reads up to "
                 f"{SCHEMA_VERSION} (upgrade dpkit)",
                 path=self.path,
             )
-        return meta
+        dataset = self._meta_value(meta, "dataset_id", "a dataset name")
+        composition = self._meta_value(meta, "composition", "'basic' or 'zcdp'")
+        if composition not in ("basic", "zcdp"):
+            raise self._damaged("composition", composition, "'basic' or 'zcdp'")
+        epsilon = self._meta_fraction(meta, "budget_epsilon")
+        delta = self._meta_fraction(meta, "budget_delta")
+        if delta >= 1:
+            raise self._damaged("budget_delta", meta["budget_delta"], "a fraction in [0, 1)")
+        rho: Fraction | None = None
+        if composition == "zcdp":
+            rho = self._meta_fraction(meta, "budget_rho")
+        for key in ("spent_epsilon", "spent_delta", "spent_rho"):
+            self._meta_fraction(meta, key)
+        if int(version) < SCHEMA_VERSION:
+            self._migrate()
+        return dataset, composition, Budget(epsilon, delta, rho)  # type: ignore[return-value]
+
+    def _migrate(self) -> None:
+        """Version 1 → 2: add the label and result columns (idempotent; concurrent openers
+        serialise on BEGIN IMMEDIATE and the second finds the columns already there)."""
+        with self._transaction() as db:
+            columns = {row[1] for row in db.execute("PRAGMA table_info(dpkit_entries)")}
+            if not columns:
+                raise self._damaged("dpkit_entries", "missing", "the table of entries")
+            for name in _ADDED_COLUMNS:
+                if name not in columns:
+                    db.execute(f"ALTER TABLE dpkit_entries ADD COLUMN {name} TEXT")
+            db.execute(
+                "UPDATE dpkit_meta SET value = ? WHERE key = 'schema_version'",
+                (str(SCHEMA_VERSION),),
+            )
+
+    def _damaged(self, key: str, value: Any, allowed: str) -> LedgerCorrupt:
+        return LedgerCorrupt(
+            f"ledger {self.path} has damaged metadata: {key}={value!r}, expected {allowed}; "
+            + _VERIFY_HINT.format(path=self.path),
+            path=self.path,
+        )
+
+    def _meta_value(self, meta: dict[str, str], key: str, allowed: str) -> str:
+        if key not in meta:
+            raise self._damaged(key, "missing", allowed)
+        return meta[key]
+
+    def _meta_fraction(self, meta: dict[str, str], key: str) -> Fraction:
+        value = _parse_fraction(self._meta_value(meta, key, "a fraction such as '1/10'"))
+        if value is None or value < 0:
+            raise self._damaged(key, meta[key], "an exact fraction >= 0 such as '1/10'")
+        return value
 
     # -- spending ----------------------------------------------------------------------------
-    def _totals(self, db: sqlite3.Connection) -> Budget:
-        rows = dict(
+    def _cached_totals(self, db: sqlite3.Connection) -> _Totals:
+        meta = dict(
             db.execute(
                 "SELECT key, value FROM dpkit_meta WHERE key IN "
                 "('spent_epsilon', 'spent_delta', 'spent_rho')"
             ).fetchall()
         )
-        return Budget(
-            Fraction(rows["spent_epsilon"]),
-            Fraction(rows["spent_delta"]),
-            Fraction(rows["spent_rho"]) if self.composition == "zcdp" else None,
+        return (
+            self._meta_fraction(meta, "spent_epsilon"),
+            self._meta_fraction(meta, "spent_delta"),
+            self._meta_fraction(meta, "spent_rho"),
         )
+
+    def _summed_totals(self, db: sqlite3.Connection) -> _Totals:
+        """The exact sum of the spent entries (grouped: costs repeat, so this stays fast)."""
+        epsilon = delta = rho = Fraction(0)
+        for row in db.execute(
+            "SELECT epsilon, delta, rho, count(*) FROM dpkit_entries WHERE status = 'spent'"
+            " GROUP BY epsilon, delta, rho"
+        ):
+            cost = self._row_cost(row[0], row[1], row[2], where="a spent entry")
+            epsilon += cost.epsilon * row[3]
+            delta += cost.delta * row[3]
+            rho += (cost.rho or 0) * row[3]
+        return epsilon, delta, rho
+
+    def _row_cost(self, epsilon: Any, delta: Any, rho: Any, *, where: str) -> Cost:
+        parsed = [_parse_fraction(epsilon), _parse_fraction(delta)]
+        parsed_rho = _parse_fraction(rho) if rho not in (None, "") else Fraction(0)
+        if any(v is None or v < 0 for v in (*parsed, parsed_rho)):
+            raise LedgerCorrupt(
+                f"ledger {self.path} has a damaged cost in {where}: "
+                f"epsilon={epsilon!r}, delta={delta!r}, rho={rho!r}, expected exact fractions "
+                ">= 0; " + _VERIFY_HINT.format(path=self.path),
+                path=self.path,
+            )
+        assert parsed[0] is not None and parsed[1] is not None
+        return Cost(parsed[0], parsed[1], parsed_rho if rho not in (None, "") else None)
+
+    def _checked_totals(self, db: sqlite3.Connection) -> _Totals:
+        """The cached totals, after checking that they equal the sum of the entries."""
+        cached, summed = self._cached_totals(db), self._summed_totals(db)
+        if cached != summed:
+            raise LedgerCorrupt(
+                f"ledger {self.path} is inconsistent: its cached totals "
+                f"{_totals_text(cached)} disagree with the sum of its spent entries "
+                f"{_totals_text(summed)}; nothing was spent. "
+                + _VERIFY_HINT.format(path=self.path),
+                path=self.path,
+            )
+        return cached
+
+    def _as_budget(self, totals: _Totals) -> Budget:
+        return Budget(totals[0], totals[1], totals[2] if self.composition == "zcdp" else None)
 
     def _remaining(self, spent: Budget) -> Budget:
         b = self.budget
         rho = None if b.rho is None else b.rho - (spent.rho or 0)
         return Budget(b.epsilon - spent.epsilon, b.delta - spent.delta, rho)
 
-    def _fits(self, spent: Budget, cost: Cost) -> bool:
+    def _fits(self, spent: _Totals, cost: Cost) -> bool:
         if self.composition == "zcdp":
             assert self.budget.rho is not None and cost.rho is not None
-            return (spent.rho or 0) + cost.rho <= self.budget.rho
+            return spent[2] + cost.rho <= self.budget.rho
         return (
-            spent.epsilon + cost.epsilon <= self.budget.epsilon
-            and spent.delta + cost.delta <= self.budget.delta
+            spent[0] + cost.epsilon <= self.budget.epsilon
+            and spent[1] + cost.delta <= self.budget.delta
         )
 
     def spend(
@@ -401,39 +727,100 @@ class Ledger:
         event: dict[str, Any],
         session_id: str,
         randomness: str,
+        label: str | None = None,
     ) -> LedgerEntry:
-        """Check and record one spend atomically; :class:`BudgetExceeded` if it does not fit."""
+        """Check and record one spend atomically; :class:`BudgetExceeded` if it does not fit.
+
+        In one ``BEGIN IMMEDIATE`` transaction: recompute the totals from the entries (exact
+        sum), refuse with :class:`LedgerCorrupt` if they disagree with the cached totals, check
+        the budget, insert the entry and update the totals. ``label`` names the release.
+        """
+        request = dict(
+            mechanism=mechanism,
+            parameters=parameters,
+            event=event,
+            session_id=session_id,
+            randomness=randomness,
+            label=label,
+        )
+        return self.spend_all([(cost, request)])[0]
+
+    def spend_all(self, requests: list[tuple[Cost, dict[str, Any]]]) -> list[LedgerEntry]:
+        """Check and record several spends in ONE transaction: all are committed, or none.
+
+        Each request is ``(cost, keywords)`` with the keywords of :meth:`spend`. The budget is
+        checked against their running sum, so a batch that does not fit as a whole raises
+        :class:`BudgetExceeded` and writes nothing (an interruption cannot leave half of it).
+        """
+        rows = [self._spend_row(cost, **keywords) for cost, keywords in requests]
+        entries: list[LedgerEntry] = []
+        with self._guarded("spending"), self._transaction() as db:
+            spent = self._checked_totals(db)
+            total = Cost(
+                Fraction(0), Fraction(0), Fraction(0) if self.composition == "zcdp" else None
+            )
+            for cost, _, _ in rows:
+                total = Cost(
+                    total.epsilon + cost.epsilon,
+                    total.delta + cost.delta,
+                    None if total.rho is None else total.rho + (cost.rho or 0),
+                )
+            if not self._fits(spent, total):
+                raise BudgetExceeded(total, self._remaining(self._as_budget(spent)))
+            for _, values, entry in rows:
+                cursor = db.execute(
+                    "INSERT INTO dpkit_entries (release_id, time, session_id, dataset_id,"
+                    " mechanism, parameters, event, epsilon, delta, rho, randomness, status,"
+                    " label) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, 'spent', ?)",
+                    values,
+                )
+                entries.append(attrs.evolve(entry, seq=int(cursor.lastrowid or 0)))
+            self._write_totals(db, spent, total, sign=1)
+        return entries
+
+    def _spend_row(
+        self,
+        cost: Cost,
+        *,
+        mechanism: str,
+        parameters: dict[str, Any],
+        event: dict[str, Any],
+        session_id: str,
+        randomness: str,
+        label: str | None = None,
+    ) -> tuple[Cost, tuple[Any, ...], LedgerEntry]:
+        """A spend request checked and serialised (before the transaction)."""
+        if not isinstance(cost, Cost):
+            raise InvalidParameter("cost", cost, "a dpkit.ledger.Cost", owner="Ledger.spend")
+        for name, value in (("epsilon", cost.epsilon), ("delta", cost.delta), ("rho", cost.rho)):
+            if value is not None and not value >= 0:  # a negative cost would be a refund
+                raise InvalidParameter(
+                    "cost", cost, f"a cost with {name} >= 0 (got {value})", owner="Ledger.spend"
+                )
         if self.composition == "zcdp" and cost.rho is None:
             raise InvalidParameter("cost", cost, "a cost with ρ (this ledger composes by zCDP)")
+        if label is not None and not isinstance(label, str):
+            raise InvalidParameter("label", label, "a string or None", owner="Ledger.spend")
         release_id = uuid.uuid4().hex
         now = _now()
         params_json = json.dumps(parameters, sort_keys=True, default=str)
         event_json = json.dumps(event, sort_keys=True, default=str)
-        with self._transaction() as db:
-            spent = self._totals(db)
-            if not self._fits(spent, cost):
-                raise BudgetExceeded(cost, self._remaining(spent))
-            cursor = db.execute(
-                "INSERT INTO dpkit_entries (release_id, time, session_id, dataset_id, mechanism,"
-                " parameters, event, epsilon, delta, rho, randomness, status)"
-                " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, 'spent')",
-                (
-                    release_id,
-                    now,
-                    session_id,
-                    self.dataset,
-                    mechanism,
-                    params_json,
-                    event_json,
-                    _fraction_text(cost.epsilon),
-                    _fraction_text(cost.delta),
-                    None if cost.rho is None else _fraction_text(cost.rho),
-                    randomness,
-                ),
-            )
-            self._write_totals(db, spent, cost, sign=1)
-        return LedgerEntry(
-            int(cursor.lastrowid or 0),
+        values = (
+            release_id,
+            now,
+            session_id,
+            self.dataset,
+            mechanism,
+            params_json,
+            event_json,
+            _fraction_text(cost.epsilon),
+            _fraction_text(cost.delta),
+            None if cost.rho is None else _fraction_text(cost.rho),
+            randomness,
+            label,
+        )
+        entry = LedgerEntry(
+            0,
             release_id,
             now,
             session_id,
@@ -444,41 +831,90 @@ class Ledger:
             cost,
             randomness,
             "spent",
+            label,
         )
+        return cost, values, entry
 
     def _write_totals(
-        self, db: sqlite3.Connection, spent: Budget, cost: Cost, *, sign: int
+        self, db: sqlite3.Connection, spent: _Totals, cost: Cost, *, sign: int
     ) -> None:
         new = {
-            "spent_epsilon": spent.epsilon + sign * cost.epsilon,
-            "spent_delta": spent.delta + sign * cost.delta,
-            "spent_rho": (spent.rho or 0) + sign * (cost.rho or 0),
+            "spent_epsilon": spent[0] + sign * cost.epsilon,
+            "spent_delta": spent[1] + sign * cost.delta,
+            "spent_rho": spent[2] + sign * (cost.rho or 0),
         }
         db.executemany(
             "UPDATE dpkit_meta SET value = ? WHERE key = ?",
             [(_fraction_text(Fraction(v)), k) for k, v in new.items()],
         )
 
-    def abort(self, release_id: str) -> None:
-        """Give back the cost of a release whose mechanism raised (nothing was released)."""
-        with self._transaction() as db:
+    def record_result(self, release_id: str, result: Any) -> None:
+        """Store the released result of a spent entry, as JSON (a second call overwrites).
+
+        Stored as ``json.dumps(result, default=str, allow_nan=True)``; :class:`LedgerError` if
+        the ledger has no such release, or if it was aborted (nothing was released).
+        """
+        try:
+            text = json.dumps(result, default=str, allow_nan=True)
+        except (TypeError, ValueError) as error:  # e.g. a circular structure
+            raise InvalidParameter(
+                "result", type(result).__name__, f"a JSON-serialisable value ({error})"
+            ) from None
+        with self._guarded("storing a result"), self._transaction() as db:
             row = db.execute(
-                "SELECT epsilon, delta, rho FROM dpkit_entries WHERE release_id = ? AND status = 'spent'",
+                "SELECT status FROM dpkit_entries WHERE release_id = ?", (release_id,)
+            ).fetchone()
+            if row is None:
+                raise LedgerError(
+                    f"ledger {self.path} has no release {release_id!r}: a result can only be "
+                    "stored for a release spent in this ledger",
+                    path=self.path,
+                )
+            if row[0] != "spent":
+                raise LedgerError(
+                    f"release {release_id!r} in ledger {self.path} has status {row[0]!r}: a "
+                    "result can only be stored for a spent release",
+                    path=self.path,
+                )
+            db.execute(
+                "UPDATE dpkit_entries SET result = ? WHERE release_id = ?", (text, release_id)
+            )
+
+    def abort(self, release_id: str) -> None:
+        """Give back a reservation made **before any private data were read**.
+
+        Only for a spend whose release never started (e.g. another cost of an all-or-nothing
+        batch did not fit): once data may have been read, the spend stands even if the
+        mechanism raised, because an error or a refund can depend on the data. Marks the entry
+        ``aborted``; a release whose result was stored cannot be aborted. Unknown or already
+        aborted ids are ignored.
+        """
+        with self._guarded("aborting a reservation"), self._transaction() as db:
+            row = db.execute(
+                "SELECT epsilon, delta, rho, result FROM dpkit_entries"
+                " WHERE release_id = ? AND status = 'spent'",
                 (release_id,),
             ).fetchone()
             if row is None:
                 return
-            cost = Cost(Fraction(row[0]), Fraction(row[1]), Fraction(row[2]) if row[2] else None)
+            if row[3] is not None:
+                raise LedgerError(
+                    f"release {release_id!r} in ledger {self.path} has a stored result: it was "
+                    "released, and its spend cannot be given back",
+                    path=self.path,
+                )
+            cost = self._row_cost(row[0], row[1], row[2], where=f"release {release_id!r}")
+            spent = self._checked_totals(db)
             db.execute(
                 "UPDATE dpkit_entries SET status = 'aborted' WHERE release_id = ?", (release_id,)
             )
-            self._write_totals(db, self._totals(db), cost, sign=-1)
+            self._write_totals(db, spent, cost, sign=-1)
 
     # -- reading -----------------------------------------------------------------------------
     def spent(self) -> Budget:
-        """What has been spent so far (entries with status ``spent``)."""
-        with self._lock:
-            return self._totals(self._connection())
+        """What has been spent so far (the cached totals; :meth:`verify` checks them)."""
+        with self._guarded("reading the totals"), self._guard():
+            return self._as_budget(self._cached_totals(self._connection()))
 
     def remaining(self) -> Budget:
         """What is left of the budget."""
@@ -486,84 +922,114 @@ class Ledger:
 
     def entries(self) -> list[LedgerEntry]:
         """Every entry, in commit order."""
-        with self._lock:
-            rows = (
-                self._connection()
-                .execute(
-                    "SELECT seq, release_id, time, session_id, dataset_id, mechanism, parameters,"
-                    " event, epsilon, delta, rho, randomness, status FROM dpkit_entries ORDER BY seq"
-                )
-                .fetchall()
-            )
-        return [
-            LedgerEntry(
-                r[0],
-                r[1],
-                r[2],
-                r[3],
-                r[4],
-                r[5],
-                json.loads(r[6]),
-                json.loads(r[7]),
-                Cost(Fraction(r[8]), Fraction(r[9]), Fraction(r[10]) if r[10] else None),
-                r[11],
-                r[12],
-            )
-            for r in rows
-        ]
+        with self._guarded("reading the entries"), self._guard():
+            return self._entries(self._connection())
+
+    def _entries(self, db: sqlite3.Connection) -> list[LedgerEntry]:
+        rows = db.execute(f"SELECT {_ENTRY_COLUMNS} FROM dpkit_entries ORDER BY seq").fetchall()
+        return [self._entry(r) for r in rows]
+
+    def _entry(self, r: Any) -> LedgerEntry:
+        def load(column: str, text: Any) -> Any:
+            if text is None:
+                return None
+            try:
+                return json.loads(text)
+            except (TypeError, ValueError):
+                raise LedgerCorrupt(
+                    f"ledger {self.path} has damaged {column} JSON in entry {r[0]}: {text!r:.80}; "
+                    + _VERIFY_HINT.format(path=self.path),
+                    path=self.path,
+                ) from None
+
+        return LedgerEntry(
+            r[0],
+            r[1],
+            r[2],
+            r[3],
+            r[4],
+            r[5],
+            load("parameters", r[6]),
+            load("event", r[7]),
+            self._row_cost(r[8], r[9], r[10], where=f"entry {r[0]}"),
+            r[11],
+            r[12],
+            r[13],
+            load("result", r[14]),
+        )
 
     def verify(self) -> Budget:
-        """Check that the stored totals equal the sum of the spent entries and fit the budget.
+        """Check the ledger: SQLite's integrity check, every entry readable, the cached totals
+        equal to the exact sum of the spent entries, and the totals within the budget.
 
-        Returns the totals; raises :class:`LedgerError` if the ledger is inconsistent.
+        Returns the totals; raises :class:`LedgerCorrupt` saying everything that is wrong.
         """
-        problem = self._connection().execute("PRAGMA integrity_check").fetchone()[0]
-        if problem != "ok":
-            raise LedgerError(
-                f"{self.path} failed SQLite's integrity check: {problem}", path=self.path
-            )
-        with self._lock:  # one read transaction: a consistent snapshot under WAL
-            connection = self._connection()
-            connection.execute("BEGIN")
-            try:
-                totals = self.spent()
-                spent = [e for e in self.entries() if e.status == "spent"]
-            finally:
-                connection.execute("COMMIT")
-        summed = Budget(
+        with self._guarded("verifying"), self._transaction("BEGIN") as db:
+            # one read transaction: a consistent snapshot under WAL
+            problem = db.execute("PRAGMA integrity_check").fetchone()[0]
+            if problem != "ok":
+                raise LedgerCorrupt(
+                    f"ledger {self.path} failed SQLite's integrity check: {problem}",
+                    path=self.path,
+                )
+            cached = self._cached_totals(db)
+            spent = [e for e in self._entries(db) if e.status == "spent"]
+        summed = (
             sum((e.cost.epsilon for e in spent), Fraction(0)),
             sum((e.cost.delta for e in spent), Fraction(0)),
-            sum((e.cost.rho or Fraction(0) for e in spent), Fraction(0))
-            if self.composition == "zcdp"
-            else None,
+            sum((e.cost.rho or Fraction(0) for e in spent), Fraction(0)),
         )
-        if (summed.epsilon, summed.delta, summed.rho or 0) != (
-            totals.epsilon,
-            totals.delta,
-            totals.rho or 0,
-        ):
-            raise LedgerError(
-                f"{self.path} is inconsistent: totals {totals} but entries sum to {summed}",
-                path=self.path,
+        problems = []
+        if cached != summed:
+            problems.append(
+                f"its cached totals {_totals_text(cached)} disagree with the sum of its "
+                f"{len(spent)} spent entries {_totals_text(summed)}"
             )
-        over = (
-            (totals.rho or 0) > (self.budget.rho or 0)
-            if self.composition == "zcdp"
-            else totals.epsilon > self.budget.epsilon or totals.delta > self.budget.delta
-        )
+        if self.composition == "zcdp":
+            over = summed[2] > (self.budget.rho or 0)
+        else:
+            over = summed[0] > self.budget.epsilon or summed[1] > self.budget.delta
         if over:
-            raise LedgerError(f"{self.path} is overspent: {totals} > {self.budget}", path=self.path)
-        return totals
+            problems.append(
+                f"its spent entries {_totals_text(summed)} exceed the budget {self.budget}"
+            )
+        if problems:
+            raise LedgerCorrupt(
+                f"ledger {self.path} is inconsistent: " + "; ".join(problems), path=self.path
+            )
+        return self._as_budget(cached)
 
     def close(self) -> None:
         """Close this thread's connection."""
-        connection = getattr(self._local, "connection", None)
-        if connection is not None:
-            connection.close()
-            self._local.connection = None
+        handle: _Handle | None = getattr(self._local, "handle", None)
+        if handle is not None:
+            handle.close()
+            self._local.handle = None
 
 
 _NO_LOCK = nullcontext()
+
+
+def _is_locked(error: sqlite3.Error) -> bool:
+    text = str(error)
+    return "database is locked" in text or "database is busy" in text
+
+
+def _parse_fraction(text: Any) -> Fraction | None:
+    """An exact fraction from its stored text (``"1/10"``), or None if it is not one."""
+    if not isinstance(text, str):
+        return None
+    try:
+        return Fraction(text)
+    except (ValueError, ZeroDivisionError):
+        return None
+
+
+def _totals_text(totals: _Totals) -> str:
+    return ", ".join(
+        f"{name}={_fraction_text(value)}"
+        for name, value in zip(("ε", "δ", "ρ"), totals, strict=True)
+    )
 
 
 def _now() -> str:

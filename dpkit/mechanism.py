@@ -18,6 +18,24 @@ A mechanism is a frozen ``attrs`` class whose fields are its parameters, declare
     where tractable, the exact log-pmf (``output_type == "discrete"``) or log-pdf
     (``"continuous"``) of an output given an input, broadcasting; ``output_space()`` lists
     every output of a finite discrete mechanism. The auditor uses these for exact checks.
+
+The privacy boundary (``docs/security.md``). A session releases a mechanism in two phases,
+and three hooks, all with safe defaults, let a mechanism take part:
+
+``check_input(values, /)``
+    *public phase*, before the spend: refuse an input whose **structure** cannot be used
+    (number of dimensions, dtype kind, the length of a trailing candidate axis) with
+    :class:`~dpkit.errors.InvalidData`. It must never look at the values themselves.
+``releases(values, /)``
+    *public phase*: how many releases one call makes, from the input's shape alone (a batch
+    of R selections is R releases and is charged R times). 1 by default.
+``coerce(values, /, *, rng)``
+    *private phase*, after the spend: the per-record transformation that maps every input into
+    the declared domain (clamping, replacing an out-of-domain value, NaN handling). It is
+    **total**: it never raises and never reports what it changed, so no exception, message or
+    exit code can depend on the data. Each record is transformed on its own, so the guarantee
+    of ``randomize`` on the domain carries over. ``randomize`` called directly (by the holder
+    of the data, outside a session) may still refuse bad values with a typed error.
 """
 
 from __future__ import annotations
@@ -51,6 +69,20 @@ class Mechanism:
 
     def randomize(self, values: Any, /, *, rng: np.random.Generator) -> NDArray[Any]:
         raise NotImplementedError
+
+    def check_input(self, values: NDArray[Any], /) -> None:
+        """Public, structural check of a session's input (never of its values); see the module
+        docstring. The default accepts any array."""
+        return None
+
+    def releases(self, values: NDArray[Any], /) -> int:
+        """How many releases one call on ``values`` makes, from their shape alone (default 1)."""
+        return 1
+
+    def coerce(self, values: NDArray[Any], /, *, rng: Any) -> NDArray[Any]:
+        """Map ``values`` into the declared domain, record by record, without ever raising
+        (the session's private phase). The default is the identity."""
+        return values
 
     @property
     def has_exact_distribution(self) -> bool:

@@ -28,6 +28,11 @@ import attrs
 from dpkit.errors import InvalidParameter
 
 __all__ = [
+    "BOUND",
+    "CENTRAL_EPSILON",
+    "DELTA",
+    "EPSILON",
+    "SENSITIVITY",
     "Boolean",
     "Choice",
     "Integer",
@@ -204,6 +209,29 @@ class Sequence_(ParameterDomain):  # noqa: N801 - avoids shadowing typing.Sequen
             "minItems": self.min_length,
             "uniqueItems": True,
         }
+
+
+#: ε of a mechanism. Above 700, e^ε (in every RR probability, exponential-mechanism weight and
+#: privacy-loss bound) is within e^{9.78} of float overflow (ln of the largest double is
+#: 709.78); below 1e-12 the privacy signal e^ε − 1 ≈ ε is lost in rounding next to 1 (2.2e-16)
+#: and scales Δ/ε, variances 1/ε² overflow for large Δ. Such ε give no meaningful release.
+EPSILON = Real(low=1e-12, high=700.0)
+
+#: ε of a central mechanism whose derived quantities are only Δ/ε and e^{−ε} (Laplace,
+#: Gaussian, geometric, selection): large ε is a legitimate "almost no noise" setting there, and
+#: ε ≤ 1e12 keeps ε/Δ and ε·score finite; below 1e-12 as for :data:`EPSILON`.
+CENTRAL_EPSILON = Real(low=1e-12, high=1e12)
+
+#: A sensitivity Δ: with ε in :data:`EPSILON`, the noise scale Δ/ε lies in [1e-103, 1e112] and
+#: its square (a variance) in [1e-206, 1e224], all finite, non-zero floats.
+SENSITIVITY = Real(low=1e-100, high=1e100)
+
+#: δ of a Gaussian: ln(1.25/δ) and the tail Φ(−x) at δ stay well inside the float range.
+DELTA = Real(low=1e-200, high=1.0, high_open=True)
+
+#: A clamping bound of a central query: |bound| ≤ 1e100, so ranges (upper − lower) and
+#: sensitivities derived from them stay finite (sums of 2^64 such values still fit).
+BOUND = Real(low=-1e100, high=1e100)
 
 
 @attrs.frozen

@@ -8,15 +8,27 @@
 >>> session.remaining.epsilon
 Fraction(0, 1)
 
-A release goes through three steps, in this order:
+A release goes through two phases (``docs/security.md``, "The privacy boundary"):
 
-1. **check** — the cost of the target (its ``privacy`` event) is computed exactly and checked
-   against the ledger's remaining budget inside one ``BEGIN IMMEDIATE`` transaction; if it does
-   not fit, :class:`~dpkit.errors.BudgetExceeded` is raised and no randomness has been drawn;
-2. **commit** — in the same transaction the entry is written and committed durably
-   (``synchronous=FULL``), so a crash after this point can only over-count, never under-count;
-3. **release** — only then is the mechanism run. If it raises, nothing was released and the
-   entry is marked ``aborted`` (its cost is given back).
+1. **public phase** — nothing here reads a private value. The target and the randomness are
+   checked, the input's *structure* (a ragged list, the number of dimensions, the dtype kind;
+   :meth:`Mechanism.check_input <dpkit.mechanism.Mechanism.check_input>`) is checked, the
+   number of releases one call makes is read from the input's shape
+   (:meth:`~dpkit.mechanism.Mechanism.releases`: R selections cost R times), and the exact cost
+   is checked against the ledger's remaining budget and committed durably in one
+   ``BEGIN IMMEDIATE`` transaction (``synchronous=FULL``). Any failure here is a typed error
+   and nothing is spent; :class:`~dpkit.errors.BudgetExceeded` comes before any randomness.
+2. **private phase** — only after the commit is the input mapped into the declared domain,
+   record by record (:meth:`~dpkit.mechanism.Mechanism.coerce`), and the mechanism or query
+   run. Built-in targets are total here: they never raise because of what the data contain.
+   If a (third-party) target raises anyway, the spend is **kept** and
+   :class:`~dpkit.errors.ReleaseFailed` is raised with a message that does not depend on the
+   data: a spend is never given back once private data were read, so a failing release cannot
+   be repeated for free to learn about the data. The released result is stored with its
+   ledger entry, so nothing released is lost.
+
+:class:`Deferred` data (a loader called only in the private phase) let a planned batch — the
+queries of a JSON spec — be charged all or nothing before any of its data are read.
 
 Composition rules (fully adaptive: each release's parameters may depend on earlier outputs):
 
@@ -44,8 +56,11 @@ Laplace noise on a lattice).
 
 from __future__ import annotations
 
+import contextlib
+import json
 import os
 import uuid
+from collections.abc import Callable, Sequence
 from fractions import Fraction
 from typing import Any, Literal, Protocol, runtime_checkable
 
@@ -53,13 +68,13 @@ import attrs
 import numpy as np
 
 from dpkit.accounting import event_cost, event_rho, exact, zcdp_rho_for
-from dpkit.errors import InvalidParameter
+from dpkit.errors import InvalidData, InvalidParameter, ReleaseFailed
 from dpkit.ledger import Budget, Cost, Ledger, LedgerEntry
 from dpkit.mechanism import Mechanism
 from dpkit.privacy import PrivacyEvent
 from dpkit.randomness import resolve_rng
 
-__all__ = ["Query", "Release", "Session"]
+__all__ = ["Deferred", "Query", "Release", "Session"]
 
 
 @runtime_checkable
@@ -124,6 +139,94 @@ def _as_budget(budget: Any) -> Budget:
     return Budget(eps, d)
 
 
+@attrs.frozen
+class Deferred:
+    """Input data read only in the private phase, after the spend.
+
+    ``load()`` is called once, after every cost of the batch is committed; it must be total
+    (never raise because of what the data contain). ``releases`` is the number of releases the
+    target makes on it, known without reading it (1 for a column of records).
+    """
+
+    load: Callable[[], Any]
+    releases: int = 1
+
+
+#: Results larger than this (as JSON) are stored in the ledger as a digest, not in full.
+MAX_STORED_RESULT = 1 << 20
+
+
+@attrs.frozen
+class _Prepared:
+    """A release after its public phase: everything needed to charge and run it."""
+
+    target: Any
+    data: Any
+    run: Any
+    generator: Any
+    mode: str
+    releases: int
+    label: str | None
+
+
+def _structure(data: Any, owner: str) -> Any:
+    """The input as an array, refusing only what its *structure* makes unusable.
+
+    A ragged nested list cannot be an array of records; that is decided by the container's
+    shape, never by a value, so it is a public-phase error. Objects that are not sequences
+    (a DataFrame, a query's own input type) are passed through unchanged.
+    """
+    if isinstance(data, np.ndarray) or not isinstance(data, (list, tuple)):
+        return data
+    try:
+        return np.asarray(data)
+    except ValueError:
+        raise InvalidData(
+            f"{owner}: the data are a ragged nested list (rows of different lengths); "
+            "give a flat list or an array of records",
+            field="data",
+        ) from None
+
+
+def _jsonable(value: Any) -> Any:
+    """A JSON-ready form of a released value (arrays as lists, attrs values as dicts)."""
+    if isinstance(value, PrivacyEvent):
+        return _event_record(value)
+    if attrs.has(type(value)):
+        return {
+            f.name: _jsonable(getattr(value, f.name))
+            for f in attrs.fields(type(value))
+            if not f.name.startswith("_")
+        }
+    if isinstance(value, np.ndarray):
+        return value.tolist()
+    if isinstance(value, np.generic):
+        return value.item()
+    if isinstance(value, (list, tuple)):
+        return [_jsonable(v) for v in value]
+    if isinstance(value, dict):
+        return {str(k): _jsonable(v) for k, v in value.items()}
+    if isinstance(value, Fraction):
+        return str(value)
+    return value
+
+
+def stored_result(value: Any) -> Any:
+    """What the ledger keeps of a released value: the value itself, or for one larger than
+    :data:`MAX_STORED_RESULT` as JSON (e.g. millions of local reports), its size and SHA-256."""
+    import hashlib
+
+    document = _jsonable(value)
+    text = json.dumps(document, default=str, allow_nan=True)
+    if len(text) <= MAX_STORED_RESULT:
+        return document
+    return {
+        "stored": "digest",
+        "bytes": len(text),
+        "sha256": hashlib.sha256(text.encode()).hexdigest(),
+    }
+
+
 class Session:
     """Releases against a privacy budget recorded in a durable :class:`~dpkit.ledger.Ledger`.
 
@@ -180,33 +283,119 @@ class Session:
         """What is left: (ε, δ) under basic composition; ρ (and the full ε, δ) under zCDP."""
         return self.ledger.remaining()
 
-    def cost(self, event: PrivacyEvent) -> Cost:
-        """The exact cost of ``event`` under this session's composition rule."""
+    def cost(self, event: PrivacyEvent, releases: int = 1) -> Cost:
+        """The exact cost of ``releases`` independent releases of ``event`` under this
+        session's composition rule: basic composition adds ε and δ (Dwork & Roth 2014,
+        Theorem 3.16), zCDP adds ρ (Bun & Steinke 2016, Lemma 2.3)."""
         if not isinstance(event, PrivacyEvent):
             raise InvalidParameter("privacy", event, "a dpkit.privacy event", owner="Session")
         if self.composition == "zcdp":
-            return Cost(Fraction(0), Fraction(0), event_rho(event))
+            return Cost(Fraction(0), Fraction(0), releases * event_rho(event))
         epsilon, delta = event_cost(event)
-        return Cost(epsilon, delta)
+        return Cost(releases * epsilon, releases * delta)
 
     def release(
-        self, target: Mechanism | Query, data: Any, /, *, rng: np.random.Generator | None = None
+        self,
+        target: Mechanism | Query,
+        data: Any,
+        /,
+        *,
+        rng: np.random.Generator | None = None,
+        label: str | None = None,
     ) -> Release:
-        """Check the budget, commit the spend, then run ``target`` on ``data``.
+        """Check and commit the cost of ``target`` on ``data``, then run it (see the module
+        docstring for the two phases).
 
         ``target`` is a :class:`~dpkit.mechanism.Mechanism` (released as
-        ``target.randomize(data, rng=rng)``) or a query with ``privacy`` and
-        ``run(data, /, *, rng)``. Raises :class:`~dpkit.errors.BudgetExceeded` (before any
-        randomness is drawn) if the cost does not fit what remains.
+        ``target.randomize(target.coerce(data), rng=rng)``) or a query with ``privacy`` and
+        ``run(data, /, *, rng)``. ``label`` names the release in the ledger. Raises, with
+        nothing spent, :class:`~dpkit.errors.BudgetExceeded` (before any randomness is drawn)
+        or a typed error for a structural problem of the input; raises
+        :class:`~dpkit.errors.ReleaseFailed`, with the spend kept, if the target fails after.
         """
+        prepared = self._prepare(target, data, rng, label)
+        entry = self._commit(prepared)
+        return self._execute(prepared, entry)
+
+    def release_all(self, items: Sequence[tuple[Any, ...]], /) -> list[Release]:
+        """Release several targets, charged all or nothing before any of them runs.
+
+        Each item is ``(target, data, rng)`` or ``(target, data, rng, label)``; ``data`` may be
+        :class:`Deferred`, read only after every cost is committed. If any cost does not fit,
+        nothing is written and :class:`~dpkit.errors.BudgetExceeded` is raised. Once the
+        batch is committed, a target that fails raises :class:`~dpkit.errors.ReleaseFailed`
+        with every spend of the batch kept.
+        """
+        prepared = [
+            self._prepare(item[0], item[1], item[2], item[3] if len(item) > 3 else None)
+            for item in items
+        ]
+        entries = self.ledger.spend_all([self._request(one) for one in prepared])
+        return [self._execute(one, entry) for one, entry in zip(prepared, entries, strict=True)]
+
+    def _prepare(self, target: Any, data: Any, rng: Any, label: str | None) -> _Prepared:
+        """The public phase of one release: nothing here reads a private value."""
         run = self._runner(target)
-        generator, mode = self._generator(rng)
-        entry = self._spend(target, mode)
+        if not isinstance(target.privacy, PrivacyEvent):
+            raise InvalidParameter(
+                "privacy", target.privacy, "a dpkit.privacy event", owner="Session"
+            )
+        if label is not None and not isinstance(label, str):
+            raise InvalidParameter("label", label, "a string or None", owner="Session.release")
+        generator, mode = resolve_rng(rng, owner="Session.release")
+        owner = str(getattr(target, "name", type(target).__name__))
+        if isinstance(data, Deferred):
+            releases = data.releases
+        else:
+            data = _structure(data, owner)
+            check = getattr(target, "check_input", None)
+            if check is not None:
+                check(data)
+            count = getattr(target, "releases", None)
+            releases = int(count(data)) if count is not None else 1
+        if releases < 1:
+            raise InvalidData(
+                f"{owner}: the input holds no release (shape without records)", field="data"
+            )
+        return _Prepared(target, data, run, generator, str(mode), releases, label)
+
+    def _commit(self, prepared: _Prepared) -> LedgerEntry:
+        """Check and durably commit the cost (BudgetExceeded if it does not fit)."""
+        return self.ledger.spend_all([self._request(prepared)])[0]
+
+    def _request(self, prepared: _Prepared) -> tuple[Cost, dict[str, Any]]:
+        """The ledger spend of one prepared release: its exact cost and what to record."""
+        target = prepared.target
+        event = _event_record(target.privacy)
+        if prepared.releases != 1:
+            event["releases"] = prepared.releases
+        return self.cost(target.privacy, prepared.releases), {
+            "mechanism": str(getattr(target, "name", type(target).__name__)),
+            "parameters": _parameters(target),
+            "event": event,
+            "session_id": self.session_id,
+            "randomness": prepared.mode,
+            "label": prepared.label,
+        }
+
+    def _execute(self, prepared: _Prepared, entry: LedgerEntry) -> Release:
+        """The private phase: load, coerce into the domain, run; the spend is never given back."""
+        target = prepared.target
+        name = str(getattr(target, "name", type(target).__name__))
         try:
-            values = run(data, rng=generator)
+            data = prepared.data.load() if isinstance(prepared.data, Deferred) else prepared.data
+            if isinstance(target, Mechanism):
+                data = target.coerce(np.asarray(data), rng=prepared.generator)
+            values = prepared.run(data, rng=prepared.generator)
+        except (KeyboardInterrupt, SystemExit):
+            raise  # the spend stays committed; the ledger is consistent
         except BaseException:
-            self.ledger.abort(entry.release_id)
-            raise
+            # The exception's type and message may depend on the data: withhold both.
+            raise ReleaseFailed(name, entry.release_id) from None
+        # A failed copy must not lose the release itself: the caller still gets it, and the
+        # ledger keeps the spend either way.
+        with contextlib.suppress(Exception):
+            self.ledger.record_result(entry.release_id, stored_result(values))
         return Release(values, entry)
 
     @staticmethod
@@ -221,57 +410,6 @@ class Session:
             "a Mechanism or an object with privacy and run(data, /, *, rng)",
             owner="Session.release",
         )
-
-    @staticmethod
-    def _generator(rng: Any) -> tuple[Any, str]:
-        """``None`` → the secure source ("secure"); a numpy Generator → "fast"."""
-        generator, mode = resolve_rng(rng, owner="Session.release")
-        return generator, str(mode)
-
-    def _spend(self, target: Any, mode: str) -> LedgerEntry:
-        """Check and durably commit the cost of ``target`` (BudgetExceeded if it does not fit)."""
-        return self.ledger.spend(
-            self.cost(target.privacy),
-            mechanism=str(getattr(target, "name", type(target).__name__)),
-            parameters=_parameters(target),
-            event=_event_record(target.privacy),
-            session_id=self.session_id,
-            randomness=mode,
-        )
-
-    def release_all(
-        self, items: list[tuple[Mechanism | Query, Any, np.random.Generator | None]], /
-    ) -> list[Release]:
-        """Release several targets all or nothing: every cost is committed before any runs.
-
-        Each item is ``(target, data, rng)``. If any cost does not fit, the costs already
-        reserved are given back (nothing has run, so nothing was released) and
-        :class:`~dpkit.errors.BudgetExceeded` is raised.
-        """
-        prepared = []
-        for target, data, rng in items:
-            run = self._runner(target)
-            generator, mode = self._generator(rng)
-            prepared.append((target, data, run, generator, mode))
-        entries: list[LedgerEntry] = []
-        try:
-            for target, _, _, _, mode in prepared:
-                entries.append(self._spend(target, mode))
-        except BaseException:
-            for entry in entries:
-                self.ledger.abort(entry.release_id)
-            raise
-        releases = []
-        for index, ((_, data, run, generator, _), entry) in enumerate(
-            zip(prepared, entries, strict=True)
-        ):
-            try:
-                releases.append(Release(run(data, rng=generator), entry))
-            except BaseException:
-                for unrun in entries[index:]:
-                    self.ledger.abort(unrun.release_id)
-                raise
-        return releases
 
     def history(self) -> list[LedgerEntry]:
         """Every entry of the ledger (all sessions), in commit order."""

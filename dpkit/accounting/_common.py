@@ -18,6 +18,7 @@ __all__ = [
     "NotApplicable",
     "check_delta",
     "exact",
+    "inverse_square",
     "normalise",
 ]
 
@@ -90,9 +91,16 @@ def exact(value: float | int | str | Fraction) -> Fraction:
 
 def normalise(events: Iterable[Any]) -> list[tuple[PrivacyEvent, int]]:
     """Accept ``[event, (event, count), ...]`` and return ``[(event, count), ...]``, validated."""
+    if isinstance(events, (str, bytes)) or not isinstance(events, Iterable):
+        raise InvalidParameter("events", events, "a list of events or (event, count) pairs")
     out: list[tuple[PrivacyEvent, int]] = []
     for item in events:
-        event, count = (item, 1) if isinstance(item, PrivacyEvent) else item
+        if isinstance(item, PrivacyEvent):
+            event, count = item, 1
+        elif isinstance(item, (tuple, list)) and len(item) == 2:
+            event, count = item
+        else:
+            raise InvalidParameter("event", item, "a dpkit.privacy event or an (event, count) pair")
         if not isinstance(event, PrivacyEvent):
             raise InvalidParameter(
                 "event", event, "a dpkit.privacy event (PureDP, GaussianDP, ...)"
@@ -102,6 +110,12 @@ def normalise(events: Iterable[Any]) -> list[tuple[PrivacyEvent, int]]:
         if count:
             out.append((event, count))
     return out
+
+
+def inverse_square(x: float) -> float:
+    """1/x² without OverflowError/ZeroDivisionError: +inf when it overflows (x tiny)."""
+    inverse = 1.0 / x
+    return inverse * inverse
 
 
 def check_delta(delta: Any, *, owner: str) -> float:

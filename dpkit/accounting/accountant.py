@@ -12,7 +12,14 @@ import math
 from collections.abc import Callable
 from typing import Any
 
-from dpkit.accounting._common import Bound, Events, NotApplicable, check_delta, normalise
+from dpkit.accounting._common import (
+    Bound,
+    Events,
+    NotApplicable,
+    check_delta,
+    inverse_square,
+    normalise,
+)
 from dpkit.accounting.advanced import compose_advanced
 from dpkit.accounting.basic import compose_basic
 from dpkit.accounting.pld import compose_pld
@@ -31,9 +38,11 @@ def compose_exact_gaussian(events: Events | Any, *, delta: float) -> Bound:
     for event, count in normalise(events):
         if not isinstance(event, GaussianDP):
             raise NotApplicable("exact-gaussian", event, "only Gaussian events compose exactly")
-        mu_squared += count / event.noise_multiplier**2
+        mu_squared += count * inverse_square(event.noise_multiplier)
     if mu_squared == 0:
         return Bound(epsilon=0.0, delta=target, method="exact-gaussian")
+    if not math.isfinite(mu_squared):  # σ/Δ below ~1e-154: no privacy at any δ < 1
+        return Bound(epsilon=math.inf, delta=target, method="exact-gaussian")
     mu = math.sqrt(mu_squared)
     return Bound(
         epsilon=gaussian_epsilon(target, 1 / mu),

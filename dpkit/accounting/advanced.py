@@ -136,9 +136,9 @@ def compose_advanced(events: Events | Any, *, delta: float) -> Bound:
         ((eps_f, d_f), k) = next(iter(groups.items()))
         eps, d0 = float(eps_f), float(d_f)
         delta_prime = target - k * d0
-        if delta_prime > 0:
+        if delta_prime > 0 and eps <= 700:  # e^ε must be a float (ln of the largest ≈ 709.78)
             candidates["drv"] = drv_epsilon(eps, k, delta_prime)
-        if eps > 0:
+        if 0 < eps <= 700:
             candidates["kov-optimal"] = kov_optimal_epsilon(eps, k, target, delta0=d0)
     best = min(candidates, key=lambda name: candidates[name])
     return Bound(

@@ -59,6 +59,11 @@ def event_cost(event: PrivacyEvent, *, delta: float | None = None) -> tuple[Frac
     raise NotApplicable("basic", event)
 
 
+def _as_float(value: Fraction) -> float:
+    """A non-negative rational as a float, +inf beyond the float range (not OverflowError)."""
+    return float(value) if value < Fraction(1e308) else math.inf
+
+
 def compose_basic(events: Events | Any, *, delta: float | None = None) -> Bound:
     """Σ ε_i and Σ δ_i, exactly (ten costs of ε = 0.1 sum to exactly 1).
 
@@ -88,8 +93,8 @@ def compose_basic(events: Events | Any, *, delta: float | None = None) -> Bound:
         total_eps += eps * count
         total_delta += d * count
     return Bound(
-        epsilon=float(total_eps),
-        delta=float(total_delta),
+        epsilon=_as_float(total_eps),
+        delta=_as_float(total_delta),
         method="basic",
         exact_epsilon=total_eps,
         exact_delta=total_delta,

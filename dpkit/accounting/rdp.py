@@ -32,7 +32,14 @@ from typing import Any
 import numpy as np
 from numpy.typing import NDArray
 
-from dpkit.accounting._common import Bound, Events, NotApplicable, check_delta, normalise
+from dpkit.accounting._common import (
+    Bound,
+    Events,
+    NotApplicable,
+    check_delta,
+    inverse_square,
+    normalise,
+)
 from dpkit.privacy import (
     GaussianDP,
     LaplaceDP,
@@ -91,7 +98,7 @@ def _subsampled_gaussian_curve(
 ) -> NDArray[np.float64]:
     out = np.full(orders.shape, np.inf)
     if q == 1:
-        return orders / (2 * sigma**2)
+        return orders * (0.5 * inverse_square(sigma))  # α/(2σ²)
     integer = (orders >= 2) & (np.abs(orders - np.round(orders)) < 1e-9)
     log_q, log_1mq = math.log(q), math.log1p(-q)
     for index in np.flatnonzero(integer):
@@ -113,7 +120,10 @@ def event_rdp(event: PrivacyEvent, orders: NDArray[np.float64] = ORDERS) -> NDAr
     """D_α of one use of ``event`` at each order (``inf`` where no bound is known)."""
     orders = np.asarray(orders, dtype=float)
     if isinstance(event, GaussianDP):
-        return orders / (2 * event.noise_multiplier**2)
+        return orders * (0.5 * inverse_square(event.noise_multiplier))  # α/(2σ²)
+    if isinstance(event, (PureDP, RandomizedResponseDP, LaplaceDP)) and event.epsilon > 700:
+        # e^ε overflows a float: use D_α ≤ ε, true of any ε-DP pair (Mironov 2017, Prop. 3)
+        return np.full(orders.shape, event.epsilon)
     if isinstance(event, PureDP):
         return _rr_curve(event.epsilon, orders)
     if isinstance(event, RandomizedResponseDP):
@@ -152,7 +162,8 @@ def compose_rdp(
     """Sum the events' RDP curves (times their counts) and convert at ``delta``."""
     target = check_delta(delta, owner="compose_rdp")
     total = np.zeros(len(orders))
-    for event, count in normalise(events):
-        total = total + count * event_rdp(event, orders)
+    with np.errstate(over="ignore"):  # a sum beyond the float range is +inf: ε = inf
+        for event, count in normalise(events):
+            total = total + count * event_rdp(event, orders)
     eps, order = rdp_epsilon(total, target, orders)
     return Bound(epsilon=eps, delta=target, method="rdp", detail={"order": order})

@@ -92,6 +92,8 @@ def compose_zcdp(events: Events | Any, *, delta: float) -> Bound:
     """Sum the ρ of the events exactly and convert to (ε, δ) at ``delta``."""
     target = check_delta(delta, owner="compose_zcdp")
     rho = sum((event_rho(e) * c for e, c in normalise(events)), Fraction(0))
+    if rho > Fraction(1e300):  # beyond a float: no privacy at any δ < 1
+        return Bound(epsilon=math.inf, delta=target, method="zcdp", detail={"rho": math.inf})
     return Bound(
         epsilon=zcdp_epsilon(float(rho), target),
         delta=target,

@@ -1,4 +1,5 @@
-"""``dpkit budget show|history --ledger PATH [--json]``: what a ledger has spent, and on what."""
+"""``dpkit budget show|history|verify --ledger PATH [--json]``: what a ledger has spent, on what,
+with which result, and whether it is consistent."""
 
 from __future__ import annotations
 
@@ -7,7 +8,10 @@ import json
 from typing import Any
 
 from dpkit.commands._output import table
-from dpkit.ledger import Ledger
+from dpkit.ledger import Ledger, LedgerEntry, require_persistent
+
+NOT_STORED = "result not stored (spent)"
+ABORTED = "none (reservation released before data were read)"
 
 
 def add_parser(subparsers: Any) -> None:
@@ -15,18 +19,59 @@ def add_parser(subparsers: Any) -> None:
     actions = parser.add_subparsers(dest="budget_command", metavar="ACTION", required=True)
     for name, handler, summary in (
         ("show", _show, "the budget, what is spent and what remains"),
-        ("history", _history, "every release recorded in the ledger"),
+        ("history", _history, "every release recorded in the ledger, with its label and result"),
+        ("verify", _verify, "check the ledger (exit 0 if consistent, 2 with the reason if not)"),
     ):
         sub = actions.add_parser(name, help=summary)
         sub.add_argument(
             "--ledger", required=True, metavar="PATH", help="ledger file (or sqlite:///PATH)"
         )
         sub.add_argument("--json", action="store_true", help="print JSON")
+        if name == "show":
+            sub.add_argument(
+                "--releases",
+                action="store_true",
+                help="also list each release with its label and stored result",
+            )
         sub.set_defaults(handler=handler)
 
 
 def _open(path: str) -> Ledger:
+    require_persistent(path)  # an in-memory ledger would be a new, empty one
     return Ledger(path)  # never creates: opening a missing file is an error
+
+
+def _result_text(entry: LedgerEntry) -> str:
+    if entry.status != "spent":
+        return ABORTED
+    if entry.result is None:
+        return NOT_STORED
+    return json.dumps(entry.result, allow_nan=True, default=str)
+
+
+def _release_record(entry: LedgerEntry) -> dict[str, Any]:
+    record = entry.as_dict()
+    record["result_stored"] = entry.status == "spent" and entry.result is not None
+    if not record["result_stored"]:
+        record["result_note"] = _result_text(entry)
+    return record
+
+
+def _release_table(entries: list[LedgerEntry], *, detail: bool) -> str:
+    headers = ["SEQ", "LABEL", "MECHANISM", "COST", "STATUS", "RESULT"]
+    if detail:
+        headers[1:1] = ["TIME"]
+        headers[-1:-1] = ["RANDOMNESS"]
+        headers.append("RELEASE")
+    rows = []
+    for e in entries:
+        row = [str(e.seq), e.label or "-", e.mechanism, str(e.cost), e.status, _result_text(e)]
+        if detail:
+            row[1:1] = [e.time]
+            row[-1:-1] = [e.randomness]
+            row.append(e.release_id)
+        rows.append(row)
+    return table(rows, headers)
 
 
 def _show(args: argparse.Namespace) -> int:
@@ -34,7 +79,7 @@ def _show(args: argparse.Namespace) -> int:
     spent = ledger.verify()
     remaining = ledger.remaining()
     entries = ledger.entries()
-    record = {
+    record: dict[str, Any] = {
         "ledger": ledger.path,
         "dataset": ledger.dataset,
         "composition": ledger.composition,
@@ -44,8 +89,10 @@ def _show(args: argparse.Namespace) -> int:
         "releases": sum(e.status == "spent" for e in entries),
         "aborted": sum(e.status == "aborted" for e in entries),
     }
+    if args.releases:
+        record["entries"] = [_release_record(e) for e in entries]
     if args.json:
-        print(json.dumps(record, indent=2))
+        print(json.dumps(record, indent=2, allow_nan=True, default=str))
         return 0
     print(f"ledger       {ledger.path}")
     print(f"dataset      {ledger.dataset}")
@@ -54,6 +101,9 @@ def _show(args: argparse.Namespace) -> int:
     print(f"spent        {_without_rho_text(spent, ledger.composition)}")
     print(f"remaining    {remaining}")
     print(f"releases     {record['releases']} ({record['aborted']} aborted)")
+    if args.releases and entries:
+        print()
+        print(_release_table(entries, detail=False))
     return 0
 
 
@@ -73,19 +123,30 @@ def _history(args: argparse.Namespace) -> int:
     ledger = _open(args.ledger)
     entries = ledger.entries()
     if args.json:
-        print(json.dumps([e.as_dict() for e in entries], indent=2, default=str))
+        print(json.dumps([_release_record(e) for e in entries], indent=2, default=str))
         return 0
-    rows = [
-        [
-            str(e.seq),
-            e.time,
-            e.mechanism,
-            str(e.cost),
-            e.randomness,
-            e.status,
-            e.release_id,
-        ]
-        for e in entries
-    ]
-    print(table(rows, ["SEQ", "TIME", "MECHANISM", "COST", "RANDOMNESS", "STATUS", "RELEASE"]))
+    print(_release_table(entries, detail=True))
+    return 0
+
+
+def _verify(args: argparse.Namespace) -> int:
+    """Exit 0 if consistent; a damaged or inconsistent ledger raises a LedgerError (exit 2)."""
+    ledger = _open(args.ledger)
+    spent = ledger.verify()
+    entries = ledger.entries()
+    record = {
+        "ledger": ledger.path,
+        "consistent": True,
+        "spent": spent.as_dict() if ledger.composition == "zcdp" else _without_rho(spent.as_dict()),
+        "releases": sum(e.status == "spent" for e in entries),
+        "results_not_stored": sum(e.status == "spent" and e.result is None for e in entries),
+    }
+    if args.json:
+        print(json.dumps(record, indent=2))
+        return 0
+    print(
+        f"ledger {ledger.path} is consistent: spent "
+        f"{_without_rho_text(spent, ledger.composition)} of {ledger.budget} in "
+        f"{record['releases']} releases ({record['results_not_stored']} without a stored result)"
+    )
     return 0

@@ -1,17 +1,32 @@
-"""``dpkit run SPEC.json``: validate a query or session spec, spend its budget, print the result."""
+"""``dpkit run SPEC.json``: validate a query or session spec, spend its budget, print the result.
+
+Exit codes: 0 released (result on stdout or in ``--out``); 2 refused as invalid and 3 refused
+by the budget, both before anything is read or spent; 1 spent, but the result could not be
+written (it is kept in the ledger: ``dpkit budget show --releases``) or a third-party plugin
+failed after the spend; 130 interrupted. Every check that can refuse a run — the spec, the
+input files and their headers, the output options, the ledger and the budget — happens before
+any private value is read, so the exit code of a refused run says nothing about the data.
+"""
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
+import os
 import sys
 from pathlib import Path
 from typing import Any
 
 from dpkit.commands._output import warn_plugin_failures
-from dpkit.errors import DPKitError
+from dpkit.errors import DPKitError, InvalidParameter
+from dpkit.ledger import require_persistent
 from dpkit.registry import get_registry
-from dpkit.spec import DEFAULT_LEDGER, SpecInvalid, load_spec, run_spec
+from dpkit.spec import DEFAULT_LEDGER, DataPolicy, SpecInvalid, load_spec, run_spec
+from dpkit.spec.data import DEFAULT_MAX_INPUT_BYTES
+from dpkit.spec.plan import MAX_SEED
+
+EXIT_WRITE_FAILED = 1
 
 
 def add_parser(subparsers: Any) -> None:
@@ -19,11 +34,32 @@ def add_parser(subparsers: Any) -> None:
         "run",
         help="run a JSON query or session spec against a budget ledger",
         description="Validate SPEC completely, check its total cost against the ledger, then spend "
-        "and release, all or nothing. Prints the result JSON. Exit codes: 0 success, 2 invalid "
-        "spec or data, 3 budget refused.",
+        "and release, all or nothing. Prints the result JSON. Exit codes: 0 released; 2 invalid "
+        "spec, input file or ledger and 3 budget refused (nothing spent, no data read); 1 spent "
+        "but the result could not be written (it is kept in the ledger: dpkit budget show "
+        "--releases); 130 interrupted.",
     )
     parser.add_argument("spec", type=Path, help="the spec file (JSON)")
-    parser.add_argument("--data", type=Path, help="CSV file for inputs with source 'csv'")
+    parser.add_argument(
+        "--data", type=Path, help="CSV file for inputs with source 'csv' (may be anywhere)"
+    )
+    parser.add_argument(
+        "--data-root",
+        type=Path,
+        help="directory that spec input paths must stay inside (default: the spec's directory)",
+    )
+    parser.add_argument(
+        "--allow-any-path",
+        action="store_true",
+        help="let spec input paths be absolute or leave the data root",
+    )
+    parser.add_argument(
+        "--max-input-bytes",
+        type=int,
+        default=DEFAULT_MAX_INPUT_BYTES,
+        metavar="N",
+        help=f"refuse input files larger than N bytes (default {DEFAULT_MAX_INPUT_BYTES})",
+    )
     parser.add_argument(
         "--ledger", default=DEFAULT_LEDGER, help=f"SQLite ledger (default {DEFAULT_LEDGER})"
     )
@@ -32,12 +68,69 @@ def add_parser(subparsers: Any) -> None:
     parser.set_defaults(handler=run)
 
 
+def _refuse(error: DPKitError) -> int:
+    """A refusal before the spend: the error document on stdout, one line on stderr."""
+    if isinstance(error, SpecInvalid):
+        payload = error.as_dict()
+    else:
+        payload = {
+            "errors": [{"pointer": "", "code": error.code, "message": str(error)}],
+            "spent": False,
+        }
+    _try_print(json.dumps(payload, indent=2, ensure_ascii=False))
+    print(f"dpkit: error: {error}", file=sys.stderr)
+    return int(getattr(error, "exit_code", 2))
+
+
+def _try_print(text: str) -> bool:
+    """Write ``text`` and a newline to stdout; False if that failed (closed, broken pipe)."""
+    stream = sys.stdout
+    if stream is None:
+        return False
+    try:
+        stream.write(text + "\n")
+        stream.flush()
+    except (OSError, ValueError):
+        return False
+    return True
+
+
+def _public_checks(args: argparse.Namespace) -> None:
+    """Options that can refuse the run, checked before anything is read or spent."""
+    if args.seed is not None and not 0 <= args.seed < MAX_SEED:
+        raise InvalidParameter("--seed", args.seed, "a whole number in [0, 2^128)")
+    if args.max_input_bytes < 0:
+        raise InvalidParameter("--max-input-bytes", args.max_input_bytes, "a whole number >= 0")
+    require_persistent(args.ledger)
+    if args.out is not None:
+        parent = args.out.resolve().parent
+        if args.out.is_dir():
+            raise InvalidParameter("--out", str(args.out), "a file path, not a directory")
+        if not parent.is_dir() or not os.access(parent, os.W_OK):
+            raise InvalidParameter(
+                "--out", str(args.out), "a file in an existing, writable directory"
+            )
+    elif sys.stdout is None or _stdout_closed():
+        raise InvalidParameter(
+            "stdout", "closed", "open to receive the result (or give --out FILE)"
+        )
+    if args.data_root is not None and not args.data_root.is_dir():
+        raise InvalidParameter("--data-root", str(args.data_root), "an existing directory")
+
+
+def _stdout_closed() -> bool:
+    try:
+        os.fstat(sys.stdout.fileno())
+    except (OSError, ValueError, AttributeError):
+        return True
+    return False
+
+
 def run(args: argparse.Namespace) -> int:
     registry = get_registry()
     warn_plugin_failures(registry)
-    if args.seed is not None and args.seed < 0:
-        return _fail(SpecInvalid([]), f"--seed must be >= 0, got {args.seed}")
     try:
+        _public_checks(args)
         spec = load_spec(args.spec)
         result = run_spec(
             spec,
@@ -46,35 +139,38 @@ def run(args: argparse.Namespace) -> int:
             data_file=args.data,
             seed=args.seed,
             registry=registry,
+            policy=DataPolicy(
+                root=args.data_root,
+                allow_any_path=args.allow_any_path,
+                max_bytes=args.max_input_bytes,
+            ),
         )
-    except SpecInvalid as error:
-        print(json.dumps(error.as_dict(), indent=2, ensure_ascii=False))
-        print(f"dpkit: error: {error}", file=sys.stderr)
-        return error.exit_code
-    except DPKitError as error:  # ledger problems and the like: same shape, no traceback
-        payload = {
-            "errors": [{"pointer": "", "code": error.code, "message": str(error)}],
-            "spent": False,
-        }
-        print(json.dumps(payload, indent=2))
-        print(f"dpkit: error: {error}", file=sys.stderr)
-        return int(getattr(error, "exit_code", 2))
+    except DPKitError as error:
+        return _refuse(error)
+    return _write(result, args.out)
+
+
+def _write(result: dict[str, Any], out: Path | None) -> int:
+    """Deliver a released result; it is spent and stored in the ledger whatever happens here."""
     text = json.dumps(result, indent=2, ensure_ascii=False)
-    if args.out:
+    where = "see: dpkit budget show --releases --ledger LEDGER"
+    if out is not None:
         try:
-            args.out.write_text(text + "\n", encoding="utf-8")
-        except OSError as error:  # the budget is spent: still show the result
-            print(text)
+            out.write_text(text + "\n", encoding="utf-8")
+            return 0
+        except OSError as error:
+            printed = _try_print(text)
+            shown = "printed instead" if printed else f"kept in the ledger ({where})"
             print(
-                f"dpkit: error: cannot write {args.out}: {error}; result printed instead",
+                f"dpkit: error: cannot write {out}: {error.strerror}; result {shown}",
                 file=sys.stderr,
             )
-            return 1
-    else:
-        print(text)
-    return 0
-
-
-def _fail(_: SpecInvalid, message: str) -> int:
-    print(f"dpkit: error: {message}", file=sys.stderr)
-    return 2
+            return EXIT_WRITE_FAILED
+    if _try_print(text):
+        return 0
+    with contextlib.suppress(OSError, ValueError):
+        print(
+            f"dpkit: error: cannot write the result to stdout; it is kept in the ledger ({where})",
+            file=sys.stderr,
+        )
+    return EXIT_WRITE_FAILED

@@ -3,6 +3,7 @@ the field, and all-or-nothing execution inside a budget-tracked session."""
 
 from __future__ import annotations
 
+from dpkit.spec.data import DataPolicy
 from dpkit.spec.issues import SpecInvalid, SpecIssue
 from dpkit.spec.plan import Plan, PlannedQuery, plan_spec, spec_hash
 from dpkit.spec.run import DEFAULT_LEDGER, load_spec, run_spec
@@ -10,6 +11,7 @@ from dpkit.spec.schema import compose_schema, params_schema
 
 __all__ = [
     "DEFAULT_LEDGER",
+    "DataPolicy",
     "Plan",
     "PlannedQuery",
     "SpecInvalid",

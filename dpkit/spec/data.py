@@ -1,99 +1,286 @@
-"""Reading a query's input: inline values or a CSV column, with errors that point at the field."""
+"""A query's input, in two phases: a public check of the file, then a total read of the column.
+
+**Public phase** (:func:`open_input`, before any spend). Only what is not private is looked at:
+where the file is, what kind of file it is, its size, and its CSV header (the column names).
+
+* ``input.path`` is resolved against the spec's directory and must stay inside the *data root*
+  (the spec's directory, or ``--data-root``): absolute paths, and relative ones that lead out of
+  the root (by ``..`` or through symbolic links), are refused unless the caller allows any path. A file named on the command
+  line (``--data``) was chosen by the person running the command and may be anywhere.
+* Only regular files are read: a directory, FIFO, socket or device (``/dev/zero``) is refused
+  from its ``stat``, without opening it; so is a file over the size limit.
+* The header is read (one line, at most :data:`MAX_HEADER_BYTES`); a missing column is named,
+  with the file's name, but the header's contents are never echoed (the "header" of a file that
+  is not a CSV is its first line of data).
+
+**Private phase** (:meth:`ColumnSource.read`, after the spend). Reading is *total*: nothing in
+it raises, and nothing it reports depends on the values. Every cell is converted on its own
+(per record, so removing one record changes one value): an empty or ``NA``/``NaN``/``null``
+cell is missing, a cell that is not a number in a numeric column is missing, a row shorter
+than the header has a missing value, bytes that are not UTF-8 are replaced. What the statistic
+does with missing values is its declared policy (``nan``).
+"""
 
 from __future__ import annotations
 
 import csv
+import io
 import math
+import os
+import stat
+import sys
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
+import attrs
 import numpy as np
 from numpy.typing import NDArray
 
 from dpkit.spec.issues import SpecIssue
 
-__all__ = ["load_values"]
+__all__ = [
+    "DEFAULT_MAX_INPUT_BYTES",
+    "MAX_HEADER_BYTES",
+    "ColumnSource",
+    "DataPolicy",
+    "encode_categories",
+    "open_input",
+    "open_regular",
+]
+
+#: Files larger than this are refused before reading, unless the caller raises the limit.
+DEFAULT_MAX_INPUT_BYTES = 4 << 30
+#: The CSV header must fit in this many bytes.
+MAX_HEADER_BYTES = 1 << 20
+
+Kind = Literal["number", "label"]
+_MISSING = ("", "na", "nan", "null", "none")
 
 
-def _as_array(values: list[Any]) -> NDArray[Any]:
-    """Integers if every value is one, floats (None → NaN) if all are numbers, else strings."""
-    present = [v for v in values if v is not None]
-    if present and all(isinstance(v, bool) for v in present):
-        return np.array(
-            [math.nan if v is None else int(v) for v in values],
-            dtype=float if len(present) < len(values) else np.int64,
-        )
-    numbers = all(isinstance(v, (int, float)) and not isinstance(v, bool) for v in present)
-    if numbers:
-        if len(present) == len(values) and all(isinstance(v, int) for v in present):
-            return np.array(values, dtype=np.int64)
-        return np.array([math.nan if v is None else float(v) for v in values], dtype=np.float64)
-    return np.array(["" if v is None else str(v) for v in values])
+@attrs.frozen
+class DataPolicy:
+    """Where input files may come from, decided by whoever runs the spec (not by the spec).
+
+    ``root``: the directory spec paths must stay inside (default: the spec's directory);
+    ``allow_any_path``: accept absolute paths and ``..`` escapes; ``max_bytes``: the largest
+    file read.
+    """
+
+    root: Path | None = None
+    allow_any_path: bool = False
+    max_bytes: int = DEFAULT_MAX_INPUT_BYTES
 
 
-def _parse_cell(text: str) -> Any:
-    text = text.strip()
-    if text == "" or text.lower() in ("na", "nan", "null"):
+@attrs.frozen
+class ColumnSource:
+    """One query's input: inline JSON values, or a column of a checked CSV file."""
+
+    name: str
+    path: Path | None = None
+    column: str | None = None
+    inline: tuple[Any, ...] = ()
+
+    def read(self, kind: Kind) -> NDArray[Any]:
+        """The column's values (private phase; total): floats with NaN for missing cells
+        (``kind="number"``), or Python values with None for missing ones (``"label"``)."""
+        cells = list(self.inline) if self.path is None else self._cells()
+        if kind == "number":
+            return np.fromiter((_number(c) for c in cells), dtype=np.float64, count=len(cells))
+        out = np.empty(len(cells), dtype=object)
+        out[:] = [_label(c) for c in cells]
+        return out
+
+    def _cells(self) -> list[Any]:
+        assert self.path is not None and self.column is not None
+        handle = open_regular(self.path)
+        if handle is None:
+            return []  # gone, or no longer a regular file, since its check: no records
+        with handle:
+            text = io.TextIOWrapper(handle, encoding="utf-8", errors="replace", newline="")
+            return _column_cells(text, self.column)
+
+
+def open_regular(path: Path) -> io.BufferedReader | None:
+    """``path`` opened for reading if it is (still) a regular file, else None.
+
+    Opened non-blocking and checked with ``fstat`` on the open descriptor, so a file swapped
+    for a FIFO or device after its ``stat`` can never block or flood the reader.
+    """
+    try:
+        fd = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0))
+    except OSError:
         return None
-    for convert in (int, float):
-        try:
-            return convert(text)
-        except ValueError:
-            pass
-    return text
+    if not stat.S_ISREG(os.fstat(fd).st_mode):
+        os.close(fd)
+        return None
+    return io.BufferedReader(io.FileIO(fd, "rb"))
 
 
-def load_values(
-    spec: dict[str, Any], *, at: str, base_dir: Path, data_file: Path | None
-) -> tuple[NDArray[Any] | None, list[SpecIssue]]:
-    """The input values of one query, or ``None`` with the issues found."""
+def _column_cells(text: io.TextIOWrapper, column: str) -> list[Any]:
+    """The cells of ``column``, one per data row (None where a row is too short)."""
+    csv.field_size_limit(sys.maxsize if sys.maxsize < 2**63 else 2**62)
+    reader = csv.reader((line.replace("\0", "") for line in text), strict=False)
+    try:
+        header = next(reader)
+    except (StopIteration, csv.Error):
+        return []
+    index = header.index(column) if column in header else -1
+    if index < 0:
+        return []
+    cells: list[Any] = []
+    try:
+        for row in reader:
+            cells.append(row[index] if index < len(row) else None)
+    except csv.Error:
+        # Not reachable with strict=False and no field limit; kept so a parser change can
+        # never turn into a data-dependent exception.
+        pass
+    return cells
+
+
+def _number(cell: Any) -> float:
+    if cell is None or isinstance(cell, bool):
+        return math.nan if cell is None else float(cell)
+    if isinstance(cell, (int, float)):
+        return float(cell)
+    text = str(cell).strip()
+    if text.lower() in _MISSING:
+        return math.nan
+    try:
+        return float(text)
+    except ValueError:
+        return math.nan  # not a number in a numeric column: missing
+
+
+def _label(cell: Any) -> Any:
+    """A CSV cell as the value a category list would hold: int if it reads as one, else text."""
+    if not isinstance(cell, str):
+        return cell
+    text = cell.strip()
+    if text.lower() in _MISSING:
+        return None
+    try:
+        return int(text)
+    except ValueError:
+        return text
+
+
+def _inside(path: Path, root: Path) -> bool:
+    try:
+        path.relative_to(root)
+    except ValueError:
+        return False
+    return True
+
+
+def _file_issue(path: Path, shown: str, policy: DataPolicy, at: str) -> SpecIssue | None:
+    """Public checks of a data file from its ``stat`` alone (it is never opened here)."""
+    try:
+        info = os.stat(path)
+    except FileNotFoundError:
+        return SpecIssue(at, "data_missing", f"no such file: {shown}")
+    except OSError as error:
+        return SpecIssue(at, "data_unreadable", f"cannot open {shown}: {error.strerror}")
+    if not stat.S_ISREG(info.st_mode):
+        what = "a directory" if stat.S_ISDIR(info.st_mode) else "not a regular file"
+        return SpecIssue(
+            at, "data_not_a_file", f"{shown} is {what}; only regular CSV files are read"
+        )
+    if info.st_size > policy.max_bytes:
+        return SpecIssue(
+            at,
+            "data_too_large",
+            f"{shown} is {info.st_size} bytes, over the limit of {policy.max_bytes} bytes "
+            "(raise it with --max-input-bytes)",
+        )
+    return None
+
+
+def _header(path: Path, shown: str, at: str) -> tuple[list[str] | None, SpecIssue | None]:
+    handle = open_regular(path)
+    if handle is None:
+        return None, SpecIssue(at, "data_unreadable", f"cannot open {shown} as a regular file")
+    with handle:
+        first = handle.readline(MAX_HEADER_BYTES + 1)
+    if len(first) > MAX_HEADER_BYTES:
+        return None, SpecIssue(
+            at, "bad_header", f"{shown}: the header line is longer than {MAX_HEADER_BYTES} bytes"
+        )
+    try:
+        line = first.decode("utf-8-sig")
+    except UnicodeDecodeError:
+        return None, SpecIssue(at, "bad_header", f"{shown}: the header line is not UTF-8 text")
+    try:
+        header = next(csv.reader([line.rstrip("\r\n")]), [])
+    except csv.Error:
+        return None, SpecIssue(at, "bad_header", f"{shown}: the header line is not CSV")
+    return header, None
+
+
+def open_input(
+    spec: dict[str, Any],
+    *,
+    at: str,
+    base_dir: Path,
+    data_file: Path | None,
+    policy: DataPolicy,
+) -> tuple[ColumnSource | None, list[SpecIssue]]:
+    """The public phase of one query's input: where it is, and that its column exists."""
     if spec["source"] == "inline":
-        return _as_array(list(spec["values"])), []
-    path = (
-        data_file
-        if data_file is not None
-        else (base_dir / spec["path"] if "path" in spec else None)
-    )
-    if path is None:
+        return ColumnSource("inline values", inline=tuple(spec["values"])), []
+    column = spec["column"]
+    if data_file is not None:  # named on the command line by whoever runs it: anywhere
+        path, where = Path(data_file), at
+    elif "path" in spec:
+        given, where = Path(spec["path"]), f"{at}/path"
+        root = (policy.root or base_dir).resolve()
+        path = base_dir / given
+        if not policy.allow_any_path and (given.is_absolute() or not _inside(path.resolve(), root)):
+            return None, [
+                SpecIssue(
+                    where,
+                    "path_not_allowed",
+                    f"input.path {spec['path']!r} leads outside the data root (the spec's "
+                    "directory, or --data-root): give a relative path that stays inside it, "
+                    "or pass --data-root DIR or --allow-any-path",
+                )
+            ]
+    else:
         return None, [
             SpecIssue(f"{at}/path", "data_missing", "no CSV file: give input.path or --data")
         ]
-    try:
-        with open(path, newline="", encoding="utf-8") as handle:
-            reader = csv.DictReader(handle)
-            columns = reader.fieldnames or []
-            column = spec["column"]
-            if column not in columns:
-                return None, [
-                    SpecIssue(
-                        f"{at}/column",
-                        "column_not_found",
-                        f"column {column!r} is not in {path.name} (columns: {', '.join(columns) or 'none'})",
-                    )
-                ]
-            cells = [_parse_cell(row[column] or "") for row in reader]
-    except (OSError, UnicodeDecodeError, csv.Error) as error:
-        where = f"{at}/path" if data_file is None else at
-        return None, [SpecIssue(where, "data_unreadable", f"cannot read {path}: {error}")]
-    return _as_array(cells), []
+    shown = path.name
+    problem = _file_issue(path, shown, policy, where)
+    if problem is not None:
+        return None, [problem]
+    header, problem = _header(path, shown, where)
+    if problem is not None or header is None:
+        return None, [problem] if problem else []
+    if column not in header:
+        return None, [
+            SpecIssue(
+                f"{at}/column",
+                "column_not_found",
+                f"column {column!r} is not in the header of {shown} "
+                f"({len(header)} column(s); the header is not shown)",
+            )
+        ]
+    return ColumnSource(shown, path=path, column=column), []
 
 
-def encode_categories(
-    values: NDArray[Any], categories: list[Any], *, at: str
-) -> tuple[NDArray[np.int64] | None, list[SpecIssue]]:
-    """Labels → indices 0..k−1 by position in ``categories``; unknown labels are an issue."""
-    table = {label: index for index, label in enumerate(categories)}
-    unique, inverse = np.unique(values, return_inverse=True)
-    lookup = []
-    for label in unique.tolist():
-        key = label if label in table else str(label) if str(label) in table else None
-        if key is None:
-            return None, [
-                SpecIssue(
-                    f"{at}/categories",
-                    "unknown_category",
-                    f"value {label!r} is not one of the categories {categories!r}",
-                )
-            ]
-        lookup.append(table[key])
-    return np.asarray(lookup, dtype=np.int64)[inverse.reshape(values.shape)], []
+def encode_categories(values: NDArray[Any], categories: list[Any]) -> NDArray[np.int64]:
+    """Labels → indices 0..k−1 by position in ``categories`` (private phase; total).
+
+    A value matches a category equal to it or to its text; any other value becomes −1, which is
+    outside the mechanism's domain, so the session's per-record ``coerce`` replaces it (local
+    mechanisms: a uniformly random category, keeping n and every report's ε-LDP guarantee).
+    """
+    table: dict[Any, int] = {}
+    for index, label in enumerate(categories):
+        table.setdefault(("text", str(label)), index)
+    codes = np.fromiter(
+        (table.get(("text", str(v)), -1) if v is not None else -1 for v in values.tolist()),
+        dtype=np.int64,
+        count=values.shape[0],
+    )
+    return codes

@@ -54,9 +54,12 @@ class SpecInvalid(DPKitError):
         self.exit_code = EXIT_BUDGET if budget_only else EXIT_INVALID
         if budget_only:
             self.code = "budget_exceeded"
-        lines = [f"{i.pointer or '/'}: {i.message} [{i.code}]" for i in self.issues]
-        noun = "problem" if len(lines) == 1 else "problems"
-        super().__init__(f"{len(lines)} {noun}; nothing was spent\n  " + "\n  ".join(lines))
+        # One line: the first problem, and how many more the JSON document lists.
+        first = self.issues[0] if self.issues else SpecIssue("", "invalid_spec", "refused")
+        more = len(self.issues) - 1
+        extra = f" (and {more} more problem{'s' if more > 1 else ''})" if more > 0 else ""
+        message = " ".join(f"{first.pointer or '/'}: {first.message} [{first.code}]".split())
+        super().__init__(f"{message}{extra}; nothing was spent")
 
     def as_dict(self) -> dict[str, Any]:
         return {"errors": [issue.as_dict() for issue in self.issues], "spent": False}

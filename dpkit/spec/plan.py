@@ -1,8 +1,12 @@
-"""Turning a spec into a checked plan: schema, parameters and data, all before any spend.
+"""Turning a spec into a checked plan: the public phase of every query, before any spend.
 
-Every problem is collected (not only the first) as a :class:`SpecIssue` with its JSON Pointer.
-A spec that plans without issues can still be refused by the budget check in
-:func:`dpkit.spec.run_spec`; either way nothing is spent unless everything is valid.
+Planning reads no private value: it validates the schema, binds each query to its mechanism
+or query object (parameter checks), checks the output options and the randomness, and checks
+each input's file and header (:func:`dpkit.spec.data.open_input`) — never the data. Every
+problem is collected (not only the first) as a :class:`SpecIssue` with its JSON Pointer. A spec
+that plans without issues can still be refused by the budget check in
+:func:`dpkit.spec.run_spec`; either way nothing is spent unless all of this is valid, and
+nothing here can depend on the data, which are read only after the spend.
 """
 
 from __future__ import annotations
@@ -11,6 +15,7 @@ import copy
 import difflib
 import hashlib
 import json
+import math
 from pathlib import Path
 from typing import Any
 
@@ -22,7 +27,7 @@ from numpy.typing import NDArray
 from dpkit.errors import DPKitError, InvalidParameter
 from dpkit.randomness import SecureRandom
 from dpkit.registry import Provenance, Registry
-from dpkit.spec.data import encode_categories, load_values
+from dpkit.spec.data import ColumnSource, DataPolicy, encode_categories, open_input
 from dpkit.spec.issues import SpecInvalid, SpecIssue, pointer
 from dpkit.spec.schema import FREQUENCY, compose_schema, frequency_mechanisms
 
@@ -40,12 +45,22 @@ class PlannedQuery:
     statistic: str
     target: Any
     provenance: Provenance
-    values: NDArray[Any]
+    source: ColumnSource
     categories: tuple[Any, ...] | None
     confidence: float
     rng_mode: str
     seed: int | None
     stream: np.random.SeedSequence | None = None
+
+    def load(self) -> NDArray[Any]:
+        """The query's input values (private phase, after the spend; total)."""
+        if self.statistic == FREQUENCY:
+            if self.categories is None:  # integer categories 0..k-1 given directly
+                values = np.nan_to_num(self.source.read("number"), nan=-1.0, posinf=-1.0)
+                codes = np.clip(values, -1.0, 2.0**62)  # out of domain → −1 (coerced later)
+                return np.where(codes == np.round(codes), codes, -1.0).astype(np.int64)
+            return encode_categories(self.source.read("label"), list(self.categories))
+        return self.source.read(_input_kind(self.target))
 
     def generator(self) -> Any:
         """The random source for this query: secure (None) or a seeded/unseeded numpy Generator."""
@@ -169,17 +184,85 @@ def _declared(cls: type[Any]) -> dict[str, Any]:
     return parameter_specs(cls)
 
 
-def _dry_run(
-    target: Any, values: NDArray[Any], statistic: str, registry: Registry, mode: str
-) -> None:
-    """Run the target once, releasing nothing (the output is discarded), to validate the data
-    and that the mechanism supports the randomness mode."""
+def _input_kind(target: Any) -> Any:
+    """How a query reads its column: ``"number"`` (floats, NaN missing) or ``"label"``."""
+    return getattr(target, "input_kind", "label")
+
+
+def _dry_run(target: Any, statistic: str, registry: Registry, mode: str) -> None:
+    """Run the target once on a public stand-in input (never the data), releasing nothing, to
+    check that it and its estimator accept the randomness mode."""
     rng = SecureRandom() if mode == "secure" else np.random.default_rng(0)
     if statistic == FREQUENCY:
-        reports = target.randomize(values, rng=rng)
+        reports = target.randomize(np.zeros(1, dtype=np.int64), rng=rng)
         registry.estimator(target).accumulate(reports)
+    elif _input_kind(target) == "number":
+        target.run(np.zeros(1, dtype=np.float64), rng=rng)
     else:
-        target.run(values, rng=rng)
+        target.run(np.array([], dtype=object), rng=rng)
+
+
+#: The largest confidence level: the interval's normal quantile must stay finite in float64.
+MAX_CONFIDENCE = 1.0 - 1e-9
+#: Seeds are integers in [0, 2^128) (numpy's SeedSequence entropy).
+MAX_SEED = 2**128
+
+
+def _output_issues(query: dict[str, Any], at: str) -> list[SpecIssue]:
+    """Output options are checked before the spend, so a bad one never costs budget."""
+    confidence = query.get("output", {}).get("confidence", 0.95)
+    if (
+        isinstance(confidence, bool)
+        or not isinstance(confidence, (int, float))
+        or not math.isfinite(confidence)
+        or not 0.0 < confidence <= MAX_CONFIDENCE
+    ):
+        return [
+            SpecIssue(
+                f"{at}/output/confidence",
+                "invalid_parameter",
+                f"output.confidence={confidence!r} is not allowed; it must be a finite number "
+                f"in (0, {MAX_CONFIDENCE!r}]",
+            )
+        ]
+    return []
+
+
+#: No spec needs deeper nesting; deeper documents would make validation recurse without end.
+MAX_SPEC_DEPTH = 64
+
+
+def nesting_depth(document: Any) -> int:
+    """How deeply lists and dicts nest in ``document`` (iterative: no recursion limit)."""
+    deepest, stack = 0, [(document, 1)]
+    while stack:
+        node, depth = stack.pop()
+        if isinstance(node, (dict, list)):
+            deepest = max(deepest, depth)
+            if depth > MAX_SPEC_DEPTH:
+                break
+            children = node.values() if isinstance(node, dict) else node
+            stack.extend((child, depth + 1) for child in children)
+    return deepest
+
+
+def _seed_issues(seed: Any, at: str) -> list[SpecIssue]:
+    if seed is None:
+        return []
+    if (
+        isinstance(seed, bool)
+        or not isinstance(seed, (int, float))
+        or (isinstance(seed, float) and not (math.isfinite(seed) and seed.is_integer()))
+        or not 0 <= seed < MAX_SEED
+    ):
+        return [
+            SpecIssue(
+                at,
+                "invalid_parameter",
+                f"seed={seed!r} is not allowed; a seed must be a whole number in [0, 2^128)",
+            )
+        ]
+    return []
 
 
 def plan_spec(
@@ -189,8 +272,18 @@ def plan_spec(
     base_dir: Path,
     data_file: Path | None = None,
     seed: int | None = None,
+    policy: DataPolicy | None = None,
 ) -> Plan:
-    """Validate ``spec`` completely and bind it to mechanisms and data; raise :class:`SpecInvalid`."""
+    """Validate ``spec`` completely and bind it to mechanisms and input files, reading no
+    private value; raise :class:`SpecInvalid` with every problem found."""
+    policy = policy or DataPolicy()
+    seed_problems = _seed_issues(seed, "/")
+    if seed_problems:
+        raise SpecInvalid(seed_problems)
+    if nesting_depth(spec) > MAX_SPEC_DEPTH:
+        raise SpecInvalid(
+            [SpecIssue("", "invalid_json", f"JSON nested deeper than {MAX_SPEC_DEPTH} levels")]
+        )
     kind = "session" if isinstance(spec, dict) and "queries" in spec else "query"
     issues = _schema_issues(spec, kind, registry)
     if issues:
@@ -216,28 +309,25 @@ def plan_spec(
             continue
         target, provenance, found = _bind(query, at, registry)
         issues += found
-        values, found = load_values(
-            query["input"], at=f"{at}/input", base_dir=base_dir, data_file=data_file
+        issues += _output_issues(query, at)
+        rng_spec = query.get("rng", {"mode": "secure"})
+        seed_found = _seed_issues(rng_spec.get("seed"), f"{at}/rng/seed")
+        issues += seed_found
+        source, found = open_input(
+            query["input"], at=f"{at}/input", base_dir=base_dir, data_file=data_file, policy=policy
         )
         issues += found
-        if target is None or values is None:
+        if target is None or source is None or seed_found:
             continue
         categories = query["input"].get("categories")
-        if categories is not None and query["statistic"] == FREQUENCY:
-            encoded, found = encode_categories(values, categories, at=f"{at}/input")
-            issues += found
-            if encoded is None:
-                continue
-            values = encoded
-        rng_spec = query.get("rng", {"mode": "secure"})
         try:
-            _dry_run(target, values, query["statistic"], registry, rng_spec["mode"])
+            _dry_run(target, query["statistic"], registry, rng_spec["mode"])
         except InvalidParameter as error:
-            where = f"{at}/rng/mode" if error.parameter == "rng" else f"{at}/input"
+            where = f"{at}/rng/mode" if error.parameter == "rng" else at or "/"
             issues.append(SpecIssue(where, error.code, str(error)))
             continue
         except DPKitError as error:
-            issues.append(SpecIssue(f"{at}/input", error.code, str(error)))
+            issues.append(SpecIssue(at or "/", error.code, str(error)))
             continue
         except Exception as error:  # a plugin bug must not become a traceback
             issues.append(SpecIssue(at or "/", "plugin_error", f"{type(error).__name__}: {error}"))
@@ -246,6 +336,7 @@ def plan_spec(
         if seed is not None:  # --seed overrides the spec: fast mode for every query
             mode, user_seed = "fast", seed
         if user_seed is not None:
+            user_seed = int(user_seed)
             stream = query_stream(user_seed, index, query)
         planned.append(
             PlannedQuery(
@@ -254,7 +345,7 @@ def plan_spec(
                 statistic=query["statistic"],
                 target=target,
                 provenance=provenance,  # type: ignore[arg-type]
-                values=values,
+                source=source,
                 categories=tuple(categories) if categories is not None else None,
                 confidence=float(query.get("output", {}).get("confidence", 0.95)),
                 rng_mode=mode,

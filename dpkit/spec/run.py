@@ -1,4 +1,11 @@
-"""Running a checked plan inside a budget-tracked session: all or nothing."""
+"""Running a checked plan inside a budget-tracked session: all or nothing.
+
+The order is the privacy boundary's (``docs/security.md``): plan (public: spec, parameters,
+files and headers), open the ledger, check the total cost, commit every spend — and only then
+read the data, one query at a time, with total readers and queries. A refusal before the commit
+costs nothing and cannot depend on the data; nothing after it can fail because of the data, and
+each release's result document is stored with its ledger entry.
+"""
 
 from __future__ import annotations
 
@@ -12,9 +19,10 @@ import numpy as np
 import dpkit
 from dpkit.errors import BudgetExceeded, InvalidParameter
 from dpkit.registry import Registry, get_registry
-from dpkit.session import Session
+from dpkit.session import Deferred, Session
+from dpkit.spec.data import DataPolicy, open_regular
 from dpkit.spec.issues import SpecInvalid, SpecIssue
-from dpkit.spec.plan import Plan, PlannedQuery, plan_spec
+from dpkit.spec.plan import MAX_SPEC_DEPTH, Plan, PlannedQuery, plan_spec
 from dpkit.spec.schema import FREQUENCY
 
 __all__ = ["load_spec", "run_spec"]
@@ -22,18 +30,61 @@ __all__ = ["load_spec", "run_spec"]
 DEFAULT_LEDGER = "dpkit-ledger.sqlite"
 
 
+#: A spec larger than this is refused unread: specs are small documents.
+MAX_SPEC_BYTES = 16 << 20
+
+
+def _depth(text: str) -> int:
+    """The deepest nesting of ``[``/``{`` outside strings, without recursion."""
+    depth = deepest = 0
+    in_string = escaped = False
+    for char in text:
+        if in_string:
+            if escaped:
+                escaped = False
+            elif char == "\\":
+                escaped = True
+            elif char == '"':
+                in_string = False
+        elif char == '"':
+            in_string = True
+        elif char in "[{":
+            depth += 1
+            deepest = max(deepest, depth)
+        elif char in "]}":
+            depth -= 1
+    return deepest
+
+
 def load_spec(path: str | Path) -> Any:
     """Parse a spec file; unreadable files and bad JSON are a :class:`SpecInvalid` at ``/``."""
-    try:
-        text = Path(path).read_text(encoding="utf-8")
-    except (OSError, UnicodeDecodeError) as error:
+    handle = open_regular(Path(path))
+    if handle is None:
+        reason = "no such file" if not Path(path).exists() else "not a regular file"
+        raise SpecInvalid([SpecIssue("", "spec_unreadable", f"cannot read {path}: {reason}")])
+    with handle:
+        raw = handle.read(MAX_SPEC_BYTES + 1)
+    if len(raw) > MAX_SPEC_BYTES:
         raise SpecInvalid(
-            [SpecIssue("", "spec_unreadable", f"cannot read {path}: {error}")]
+            [SpecIssue("", "spec_too_large", f"{path} is over {MAX_SPEC_BYTES} bytes")]
+        )
+    try:
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError:
+        raise SpecInvalid(
+            [SpecIssue("", "spec_unreadable", f"cannot read {path}: not UTF-8 text")]
         ) from None
+    if _depth(text) > MAX_SPEC_DEPTH:
+        raise SpecInvalid(
+            [SpecIssue("", "invalid_json", f"JSON nested deeper than {MAX_SPEC_DEPTH} levels")]
+        )
     try:
         return json.loads(text)
     except json.JSONDecodeError as error:
         message = f"not valid JSON: {error.msg} (line {error.lineno}, column {error.colno})"
+        raise SpecInvalid([SpecIssue("", "invalid_json", message)]) from None
+    except (RecursionError, ValueError) as error:
+        message = f"not valid JSON: {type(error).__name__}"
         raise SpecInvalid([SpecIssue("", "invalid_json", message)]) from None
 
 
@@ -154,14 +205,26 @@ def run_spec(
     data_file: Path | None = None,
     seed: int | None = None,
     registry: Registry | None = None,
+    policy: DataPolicy | None = None,
 ) -> dict[str, Any]:
-    """Validate, check the total cost, spend it atomically, release, and return the result document.
+    """Validate, check the total cost, spend it atomically, then read the data, release, and
+    return the result document.
 
-    Raises :class:`SpecInvalid` (nothing spent) for any invalid schema, parameter, data or
-    budget; ledger problems raise their own typed errors, also before anything is spent.
+    Raises :class:`SpecInvalid` (nothing spent) for any invalid schema, parameter, input file
+    or budget; ledger problems raise their own typed errors, also before anything is spent.
+    After the spend nothing depends on the data but the releases; a third-party plugin that
+    fails there raises :class:`~dpkit.errors.ReleaseFailed` with the spend kept.
+    ``policy`` says where input files may be read from (:class:`DataPolicy`).
     """
     registry = registry or get_registry()
-    plan = plan_spec(spec, registry=registry, base_dir=base_dir, data_file=data_file, seed=seed)
+    plan = plan_spec(
+        spec,
+        registry=registry,
+        base_dir=base_dir,
+        data_file=data_file,
+        seed=seed,
+        policy=policy,
+    )
     try:
         session = Session(
             budget=plan.budget,
@@ -176,13 +239,18 @@ def run_spec(
         _check_total(session, plan)
         try:
             releases = session.release_all(
-                [(query.target, query.values, query.generator()) for query in plan.queries]
+                [
+                    (query.target, Deferred(query.load), query.generator(), query.query_id)
+                    for query in plan.queries
+                ]
             )
         except BudgetExceeded as error:  # another process spent in between: nothing was spent here
             raise SpecInvalid(
                 [SpecIssue(plan.queries[0].at or "/", "budget_exceeded", str(error))]
             ) from None
         results = [_result(q, r, registry) for q, r in zip(plan.queries, releases, strict=True)]
+        for release, document in zip(releases, results, strict=True):
+            session.ledger.record_result(release.release_id, document)
         return {
             "dpkit": "1",
             "dpkit_version": dpkit.__version__,

@@ -2,6 +2,12 @@
 
 Each picks a candidate index from a vector of utilities whose neighbours differ by at most
 Δu per candidate (L∞), all in the same direction when ``monotone``; each is pure ε-DP.
+
+In a session (``docs/security.md``) the utilities (..., m) are checked for structure only
+(a numeric dtype, at least one dimension, m ≥ 1 candidates), a batch of R = ∏ leading
+dimensions selections is R releases, and ``coerce`` maps every utility into the domain
+(:func:`dpkit_central._validation.total_utilities`): NaN → −inf, +inf → the largest double, a
+row of −inf only → zeros.
 """
 
 from __future__ import annotations
@@ -14,8 +20,10 @@ import attrs
 import numpy as np
 from numpy.typing import NDArray
 
-from dpkit import Boolean, Mechanism, PureDP, Real, VectorDomain, parameter
+from dpkit import Boolean, InvalidData, Mechanism, PureDP, Real, VectorDomain, parameter
+from dpkit.params import CENTRAL_EPSILON, SENSITIVITY
 from dpkit.randomness.discrete import bernoulli_exp_array
+from dpkit_central._validation import as_array, check_kind, total_utilities
 
 U64 = 1 << 64
 
@@ -29,9 +37,9 @@ class Selection(Mechanism):
     kind: ClassVar[Literal["local", "central"]] = "central"
     output_type: ClassVar[Literal["discrete", "continuous"]] = "discrete"
 
-    epsilon: float = parameter(POSITIVE, doc="privacy loss ε", typical=(0.05, 6.0))
+    epsilon: float = parameter(CENTRAL_EPSILON, doc="privacy loss ε", typical=(0.05, 6.0))
     sensitivity: float = parameter(
-        POSITIVE, doc="sensitivity Δu of every utility", default=1.0, typical=(0.1, 10.0)
+        SENSITIVITY, doc="sensitivity Δu of every utility", default=1.0, typical=(0.1, 10.0)
     )
     monotone: bool = parameter(
         Boolean(), doc="utilities move in the same direction between neighbours", default=False
@@ -44,6 +52,27 @@ class Selection(Mechanism):
     @property
     def privacy(self) -> PureDP:
         return PureDP(epsilon=self.epsilon)
+
+    def check_input(self, values: Any, /) -> None:
+        """Public phase: utilities of shape (..., m), real numbers, m ≥ 1 (structure only)."""
+        array = as_array(values, owner=self.name, field="utilities")
+        check_kind(array, "iufO", owner=self.name, field="utilities", allowed="real numbers")
+        if array.ndim == 0 or array.shape[-1] == 0:
+            raise InvalidData(
+                f"{self.name}: utilities must hold at least one candidate along the last axis, "
+                f"got shape {array.shape}",
+                field="utilities",
+            )
+
+    def releases(self, values: Any, /) -> int:
+        """R = the product of the leading dimensions: utilities (R, m) are R selections, each
+        an ε-DP release of its own (charged R times; one row (m,) is one release)."""
+        return math.prod(np.shape(values)[:-1])
+
+    def coerce(self, values: Any, /, *, rng: Any = None) -> NDArray[np.float64]:
+        """Private phase: NaN → −inf, +inf → the largest double, a row of −inf only → zeros
+        (:func:`dpkit_central._validation.total_utilities`); never raises."""
+        return total_utilities(values)
 
 
 # --------------------------------------------------------------------------------------------
@@ -122,7 +151,8 @@ def exact_gaps(
     den_values = [rate.denominator << max(-int(e), 0) for e in e0[:, 0]]
     widest = max(num_factor) if num_factor else 1
     largest_gap = int(gap.max()) if gap.size else 0
-    if gap.dtype != object and largest_gap * widest < U64 and max(den_values, default=1) < U64:
+    fits = widest < U64 and largest_gap * widest < U64  # widest alone when every gap is 0
+    if gap.dtype != object and fits and max(den_values, default=1) < U64:
         num = gap * np.array(num_factor, dtype=np.uint64)[:, None]
         den: NDArray[Any] = np.array(den_values, dtype=np.uint64)[:, None]
     else:

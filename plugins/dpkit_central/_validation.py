@@ -1,15 +1,182 @@
-"""Vectorised checks of query answers and utilities: typed errors naming the problem."""
+"""Vectorised checks of query answers and utilities: typed errors naming the problem.
+
+Two kinds of helper live here, for the two phases of a session's release (``docs/security.md``):
+
+* *public, structural* checks (:func:`as_array`, :func:`check_kind`): they look at an input's
+  number of dimensions and dtype kind only, never at a value, and raise
+  :class:`~dpkit.InvalidData` before any budget is spent;
+* *total, per-record* maps into a mechanism's domain (:func:`total_floats`,
+  :func:`finite_answers`, :func:`integer_answers`, :func:`total_utilities`): they never raise,
+  warn or report what they changed, so nothing observable depends on the private values.
+
+The strict validators (:func:`as_finite`, :func:`as_integers`, :func:`as_utilities`) are for
+direct calls of ``randomize`` by the holder of the data, who may be told what is wrong.
+"""
 
 from __future__ import annotations
 
-from typing import Any
+import decimal
+import math
+import numbers
+from typing import Any, cast
 
 import numpy as np
 from numpy.typing import NDArray
 
 from dpkit import InvalidData, InvalidParameter
+from dpkit.arrays import as_array, readable
 
-__all__ = ["as_finite", "as_integers", "as_utilities", "lattice_steps", "require_generator"]
+__all__ = [
+    "LATTICE_LIMIT",
+    "MAX_FINITE",
+    "as_array",
+    "as_finite",
+    "as_integers",
+    "as_utilities",
+    "check_answers",
+    "check_kind",
+    "finite_answers",
+    "integer_answers",
+    "kind_words",
+    "lattice_steps",
+    "require_generator",
+    "total_floats",
+    "total_utilities",
+]
+
+#: The largest finite double: +inf answers and utilities are capped here (and −inf at its negative).
+MAX_FINITE = float(np.finfo(np.float64).max)
+#: Secure lattice indices are clamped to ±LATTICE_LIMIT steps (the integer noise is added in int64).
+LATTICE_LIMIT = (1 << 61) - 1
+#: Integer answers of the geometric mechanism are clamped to ±INTEGER_LIMIT (as ``as_integers``).
+INTEGER_LIMIT = 1 << 62
+
+_KIND_WORDS = {
+    "b": "booleans",
+    "i": "integers",
+    "u": "integers",
+    "f": "real numbers",
+    "c": "complex numbers",
+    "m": "time differences",
+    "M": "dates and times",
+    "O": "Python objects",
+    "S": "bytes",
+    "U": "text",
+    "V": "structured records",
+}
+
+
+def kind_words(array: NDArray[Any]) -> str:
+    """The dtype kind of ``array`` in words ("text", "complex numbers", ...), not a numpy repr."""
+    return _KIND_WORDS.get(array.dtype.kind, "values of an unsupported type")
+
+
+def check_kind(
+    array: NDArray[Any], kinds: str, *, owner: str, field: str = "values", allowed: str
+) -> None:
+    """Refuse an array whose dtype kind is not in ``kinds`` (structure only, never values)."""
+    if array.dtype.kind not in kinds:
+        raise InvalidData(
+            f"{owner}: {field} must be {allowed}, got an array of {kind_words(array)}",
+            field=field,
+        )
+
+
+def check_answers(values: Any, *, owner: str) -> None:
+    """The public check of laplace, gaussian and geometric: an array of real numbers (any shape;
+    booleans and object arrays are accepted, their elements are mapped by ``coerce``)."""
+    array = as_array(values, owner=owner)
+    check_kind(array, "biufO", owner=owner, allowed="real numbers")
+
+
+def _to_float(value: Any) -> float:
+    """One Python value as a float: a real number (bool as 0/1), ±inf past the float range,
+    NaN for anything that is not a real number (text, None, complex, ...)."""
+    if isinstance(value, (numbers.Real, decimal.Decimal, np.bool_)):
+        try:
+            return float(value)
+        except OverflowError:  # an int or Fraction beyond the float range
+            return math.inf if cast(Any, value) > 0 else -math.inf
+        except (ValueError, TypeError, ArithmeticError):  # e.g. Decimal('sNaN')
+            return math.nan
+    return math.nan
+
+
+_to_float_array = np.frompyfunc(_to_float, 1, 1)
+
+
+def total_floats(values: Any) -> NDArray[np.float64]:
+    """``values`` as float64, elementwise, without ever raising or warning.
+
+    Numbers convert as numpy does (booleans as 0/1, integers beyond the float range to ±inf);
+    in an object array each element that is not a real number (text, None, a complex number)
+    becomes NaN, so that it is handled as a missing value. Text, bytes and date arrays become
+    all NaN (the public phase refuses them first).
+    """
+    array = readable(values)
+    kind = array.dtype.kind
+    if kind in "biuf":
+        with np.errstate(over="ignore", invalid="ignore"):
+            return array.astype(np.float64)
+    if kind == "O":
+        if array.size == 0:
+            return np.zeros(array.shape, dtype=np.float64)
+        return np.asarray(_to_float_array(array), dtype=np.float64).reshape(array.shape)
+    return np.full(array.shape, np.nan)
+
+
+def finite_answers(values: Any) -> NDArray[np.float64]:
+    """The total map of real answers into the finite floats (``coerce`` of laplace, gaussian).
+
+    Elementwise: NaN (and anything that is not a real number) → 0, +inf → the largest finite
+    double, −inf → its negative, finite values unchanged. Each coordinate is mapped on its
+    own by a map that does not depend on the data, and a secure release then clamps the lattice
+    index (:func:`lattice_steps`), a 1-Lipschitz map, so the declared sensitivity still bounds
+    how far neighbouring answers can be apart.
+    """
+    floats = total_floats(values)
+    return np.nan_to_num(floats, copy=False, nan=0.0, posinf=MAX_FINITE, neginf=-MAX_FINITE)
+
+
+def integer_answers(values: Any) -> NDArray[np.int64]:
+    """The total map of answers into the integers |k| ≤ 2⁶² (``coerce`` of geometric).
+
+    Integers are clamped to ±2⁶² (exactly, without a float detour); anything else goes through
+    :func:`finite_answers` and is rounded to the nearest integer (ties to even) and clamped.
+    Rounding and clamping are 1-Lipschitz up to the rounding step, applied per coordinate.
+    """
+    array = readable(values)
+    if array.dtype.kind == "i":
+        clamped = np.clip(array.astype(np.int64), -INTEGER_LIMIT, INTEGER_LIMIT)
+        return np.asarray(clamped, dtype=np.int64)
+    if array.dtype.kind in "ub":
+        capped = np.minimum(array.astype(np.uint64), np.uint64(INTEGER_LIMIT))
+        return np.asarray(capped, dtype=np.int64)
+    rounded = np.rint(finite_answers(array))
+    return np.clip(rounded, -float(INTEGER_LIMIT), float(INTEGER_LIMIT)).astype(np.int64)
+
+
+def total_utilities(values: Any) -> NDArray[np.float64]:
+    """The total map of a utility array (..., m) into the selection mechanisms' domain.
+
+    Elementwise: NaN (or anything that is not a real number) → −inf (a candidate that is never
+    chosen), +inf → the largest finite double; then a row whose utilities are all −inf becomes
+    all zeros (a uniform choice). Finite values are unchanged. Capping at the largest double
+    clamps every coordinate by the same data-independent 1-Lipschitz map, so utilities that were
+    Δu-close stay Δu-close. Every ``randomize`` path takes the result: fast mode computes its
+    float weights under ``np.errstate`` (an overflow to ±inf there is the right limit), and
+    secure mode works with exact integers (Python ints when a row spans many binades).
+    A 0-d input is read as one candidate.
+    """
+    utilities = total_floats(values)
+    if utilities.ndim == 0:
+        utilities = utilities.reshape(1)
+    utilities[np.isnan(utilities)] = -np.inf
+    utilities[utilities == np.inf] = MAX_FINITE
+    if utilities.shape[-1]:
+        empty = np.all(utilities == -np.inf, axis=-1)
+        utilities[empty] = 0.0
+    return utilities
 
 
 def require_generator(rng: Any, *, owner: str) -> np.random.Generator:
@@ -33,25 +200,28 @@ def require_generator(rng: Any, *, owner: str) -> np.random.Generator:
 
 def lattice_steps(
     answers: NDArray[np.float64], step: float, *, owner: str, noise: str
-) -> NDArray[np.float64]:
-    """round(x/g) for the secure lattice releases: exact, since g is a power of two.
+) -> NDArray[np.int64]:
+    """The lattice indices clamp(round(x/g), ±(2⁶¹ − 1)) of the secure releases, as int64.
 
-    Refuses answers beyond 2⁶¹ steps (the integer noise is added in int64); ``noise`` names the
-    noise level in the message, e.g. ``"noise scale 0.5"``.
+    x/g is exact (g is a power of two; an overflow to ±inf is clamped like any large value).
+    The clamp keeps k + Z within int64 for the integer noise Z, and replaces the former error
+    for answers beyond 2⁶¹ steps, whose message would have carried the answer's magnitude into
+    the private phase. It is applied to each coordinate on its own and is 1-Lipschitz, so
+    neighbouring answers keep ‖k − k′‖ ≤ Δ/g + (rounding), the bound the lattice
+    mechanisms are calibrated to: the declared privacy is unchanged. Clamped answers are
+    released as ±(2⁶¹ − 1)·g plus noise (about 2³¹ noise scales). ``owner`` and ``noise`` are
+    kept for the callers' signature; no message depends on the answers.
     """
-    with np.errstate(over="ignore"):
-        steps: NDArray[np.float64] = np.rint(answers / step)
-    if steps.size and np.abs(steps).max() >= 2.0**61:
-        raise InvalidData(
-            f"{owner}: an answer of magnitude {np.abs(answers).max():.3g} is too large for "
-            f"the secure lattice at {noise} (at most 2^61 steps of {step:.3g})",
-            field="values",
-        )
-    return steps
+    del owner, noise
+    limit = float(1 << 61)  # exactly representable, so the int64 clamp below is exact
+    with np.errstate(over="ignore", invalid="ignore"):
+        steps = np.nan_to_num(np.rint(answers / step), nan=0.0, posinf=limit, neginf=-limit)
+    steps = np.clip(steps, -limit, limit).astype(np.int64)
+    return np.asarray(np.clip(steps, -LATTICE_LIMIT, LATTICE_LIMIT), dtype=np.int64)
 
 
 def _numeric(values: Any, *, owner: str, field: str) -> NDArray[Any]:
-    array = np.asarray(values)
+    array = as_array(values, owner=owner, field=field)
     if array.dtype == np.bool_ or not (
         np.issubdtype(array.dtype, np.integer) or np.issubdtype(array.dtype, np.floating)
     ):

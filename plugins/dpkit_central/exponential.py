@@ -80,9 +80,12 @@ def sample_by_weight(
     cryptographic source (dpkit's SecureRandom can be passed instead: only ``rng.random`` is
     used).
     """
-    z = log_weights - np.max(log_weights, axis=-1, keepdims=True)
-    if rate != 1.0:
-        z *= rate
+    # u − max(u) and λ(u − max u) may overflow to −inf for utilities near ∓1.8e308 (or a large
+    # λ): that is the right weight, 0, so the overflow is not reported.
+    with np.errstate(over="ignore"):
+        z = log_weights - np.max(log_weights, axis=-1, keepdims=True)
+        if rate != 1.0:
+            z *= rate
     np.exp(z, out=z)
     np.cumsum(z, axis=-1, out=z)
     total = z[..., -1]
@@ -128,7 +131,8 @@ class Exponential(Selection):
     m candidates, or (..., m) for a batch of independent selections (each row its own dataset's
     utilities; each selection is one ε-DP release). The output is the chosen candidate index,
     of shape ``utilities.shape[:-1]``. Utilities may be −inf (never chosen); NaN, +inf and an
-    empty candidate set are errors. The sampler subtracts the row maximum before ``exp``, so
+    empty candidate set are errors of ``randomize`` (in a session ``coerce`` maps them first:
+    see :mod:`dpkit_central._selection`; a batch of R rows is R releases). The sampler subtracts the row maximum before ``exp``, so
     utilities such as 0, 1000, 2000 at ε = 1 are fine (see :func:`sample_by_weight`).
 
     Equivalently the output is argmax_r (ε·u(r)/(2Δu) + G_r) with G_r iid standard Gumbel

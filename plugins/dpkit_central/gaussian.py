@@ -20,8 +20,16 @@ from dpkit import (
     VectorDomain,
     parameter,
 )
+from dpkit.params import CENTRAL_EPSILON, DELTA, SENSITIVITY
 from dpkit.privacy import gaussian_delta
-from dpkit_central._validation import as_finite, lattice_steps, require_generator
+from dpkit_central._validation import (
+    MAX_FINITE,
+    as_finite,
+    check_answers,
+    finite_answers,
+    lattice_steps,
+    require_generator,
+)
 
 __all__ = [
     "LATTICE_BITS",
@@ -214,7 +222,9 @@ def lattice_gaussian_release(
     """g·(round(x/g) + Z), Z iid N_ℤ(0, σ_L²): the secure Gaussian release (see :class:`LatticeGaussian`).
 
     The integer round(x/g) + Z is exact (int64); converting it to a float is post-processing of
-    that integer, so no low bit depends on the data.
+    that integer, so no low bit depends on the data. round(x/g) is clamped to ±(2⁶¹ − 1)
+    (:func:`~dpkit_central._validation.lattice_steps`), a 1-Lipschitz map per coordinate, so
+    the lattice sensitivity Δ_L still holds and no answer is too large.
     """
     plan = LatticeGaussian.plan(sigma, sensitivity, answers.size, bits=bits, smoothing=smoothing)
     g = plan.step
@@ -222,8 +232,11 @@ def lattice_gaussian_release(
     noise = np.asarray(
         dpkit.discrete_gaussian(plan.sigma2_steps, size=answers.shape, rng=rng), dtype=np.int64
     )
-    lattice_points = steps.astype(np.int64) + noise
-    return np.asarray(lattice_points.astype(np.float64) * g, dtype=np.float64)
+    lattice_points = steps + noise
+    # (k + Z)·g exceeds the doubles only for a huge g (noise scale near 1e300): clip back.
+    with np.errstate(over="ignore"):
+        released = lattice_points.astype(np.float64) * g
+    return np.asarray(np.clip(released, -MAX_FINITE, MAX_FINITE), dtype=np.float64)
 
 
 @attrs.frozen
@@ -249,16 +262,21 @@ class Gaussian(Mechanism):
     released together) so that the *same* GaussianDP event stays true; see
     :class:`LatticeGaussian` for the argument and the cost (noise larger by a factor
     1 + √d·(σ/Δ₂)·2⁻²⁷ at most).
+
+    **In a session** (``docs/security.md``): as for :class:`~dpkit_central.laplace.Laplace`,
+    ``check_input`` accepts any array of real numbers, ``coerce`` maps NaN → 0 and ±inf → ± the
+    largest double per answer, and a vector answer is one release (``releases`` = 1) of a vector
+    query whose L2 sensitivity is Δ₂.
     """
 
     name: ClassVar[str] = "gaussian"
     kind: ClassVar[Literal["local", "central"]] = "central"
     output_type: ClassVar[Literal["discrete", "continuous"]] = "continuous"
 
-    epsilon: float = parameter(POSITIVE, doc="privacy loss ε", typical=(0.05, 6.0))
-    delta: float = parameter(OPEN_UNIT, doc="failure probability δ in (0, 1)", typical=(1e-8, 1e-4))
+    epsilon: float = parameter(CENTRAL_EPSILON, doc="privacy loss ε", typical=(0.05, 6.0))
+    delta: float = parameter(DELTA, doc="failure probability δ in (0, 1)", typical=(1e-8, 1e-4))
     sensitivity: float = parameter(
-        POSITIVE, doc="L2 sensitivity Δ₂ of the answer vector", default=1.0, typical=(0.1, 10.0)
+        SENSITIVITY, doc="L2 sensitivity Δ₂ of the answer vector", default=1.0, typical=(0.1, 10.0)
     )
     calibration: str = parameter(
         Choice(("analytic", "classic")),
@@ -290,7 +308,7 @@ class Gaussian(Mechanism):
     @property
     def variance(self) -> float:
         """Variance σ² of the noise added to each answer."""
-        return self.sigma**2
+        return self.sigma * self.sigma  # inf, not OverflowError, for a huge σ
 
     @property
     def domain(self) -> VectorDomain:
@@ -312,6 +330,7 @@ class Gaussian(Mechanism):
         """``values`` (finite reals, any shape) plus iid N(0, σ²) noise, as float64.
 
         In secure mode the noise is g·N_ℤ(0, σ_L²) on the lattice (see :class:`LatticeGaussian`).
+        In fast mode a sum beyond the largest double is clipped back to it (post-processing).
         """
         rng = dpkit.resolve_rng(rng, owner=self.name)[0]
         answers = as_finite(values, owner=self.name)
@@ -321,8 +340,17 @@ class Gaussian(Mechanism):
             )
         require_generator(rng, owner=self.name)
         noise = np.asarray(rng.normal(0.0, self.sigma, size=answers.shape), dtype=np.float64)
-        noise += answers
-        return noise
+        with np.errstate(over="ignore"):
+            noise += answers
+        return np.asarray(np.clip(noise, -MAX_FINITE, MAX_FINITE), dtype=np.float64)
+
+    def check_input(self, values: Any, /) -> None:
+        """Public phase: an array of real numbers, any shape (dtype kind only, never values)."""
+        check_answers(values, owner=self.name)
+
+    def coerce(self, values: Any, /, *, rng: Any = None) -> NDArray[np.float64]:
+        """Private phase: NaN → 0, ±inf → ± the largest double, per answer; never raises."""
+        return finite_answers(values)
 
     def log_probability(self, outputs: Any, inputs: Any, /) -> NDArray[np.float64]:
         """Elementwise log-density −(y − x)²/(2σ²) − ln(σ√(2π)) (broadcasting)."""

@@ -11,7 +11,8 @@ from numpy.typing import NDArray
 
 import dpkit
 from dpkit import Mechanism, PureDP, Real, VectorDomain, parameter
-from dpkit_central._validation import as_integers
+from dpkit.params import CENTRAL_EPSILON, SENSITIVITY
+from dpkit_central._validation import as_integers, check_answers, integer_answers
 
 __all__ = ["Geometric"]
 
@@ -42,15 +43,21 @@ class Geometric(Mechanism):
     Given dpkit's secure generator, the noise comes from the exact discrete-Laplace sampler of
     :func:`dpkit.randomness.discrete_laplace` (Canonne, Kamath & Steinke 2020, Algorithm 2)
     at scale Δ₁/ε rounded up.
+
+    **In a session** (``docs/security.md``): ``check_input`` accepts any array of real numbers
+    (booleans and object arrays too); ``coerce`` maps each answer to an integer with
+    |k| ≤ 2⁶² — NaN → 0, ±inf → ±2⁶², others rounded to the nearest integer (ties to even) and
+    clamped (:func:`~dpkit_central._validation.integer_answers`), a data-independent map per
+    coordinate; a vector answer is one release (``releases`` = 1).
     """
 
     name: ClassVar[str] = "geometric"
     kind: ClassVar[Literal["local", "central"]] = "central"
     output_type: ClassVar[Literal["discrete", "continuous"]] = "discrete"
 
-    epsilon: float = parameter(POSITIVE, doc="privacy loss ε", typical=(0.05, 6.0))
+    epsilon: float = parameter(CENTRAL_EPSILON, doc="privacy loss ε", typical=(0.05, 6.0))
     sensitivity: float = parameter(
-        POSITIVE, doc="L1 sensitivity Δ₁ of the integer answers", default=1.0, typical=(1.0, 5.0)
+        SENSITIVITY, doc="L1 sensitivity Δ₁ of the integer answers", default=1.0, typical=(1.0, 5.0)
     )
 
     @property
@@ -71,6 +78,14 @@ class Geometric(Mechanism):
     @property
     def privacy(self) -> PureDP:
         return PureDP(epsilon=self.epsilon)
+
+    def check_input(self, values: Any, /) -> None:
+        """Public phase: an array of real numbers, any shape (dtype kind only, never values)."""
+        check_answers(values, owner=self.name)
+
+    def coerce(self, values: Any, /, *, rng: Any = None) -> NDArray[np.int64]:
+        """Private phase: each answer rounded to an integer in ±2⁶² (NaN → 0); never raises."""
+        return integer_answers(values)
 
     def randomize(self, values: Any, /, *, rng: Any = None) -> NDArray[np.int64]:
         """``values`` (integers, any shape) plus iid two-sided geometric noise, as int64."""

@@ -12,7 +12,15 @@ from numpy.typing import NDArray
 
 import dpkit
 from dpkit import LaplaceDP, Mechanism, Real, VectorDomain, parameter
-from dpkit_central._validation import as_finite, lattice_steps, require_generator
+from dpkit.params import CENTRAL_EPSILON, SENSITIVITY
+from dpkit_central._validation import (
+    MAX_FINITE,
+    as_finite,
+    check_answers,
+    finite_answers,
+    lattice_steps,
+    require_generator,
+)
 
 __all__ = ["Laplace"]
 
@@ -48,15 +56,23 @@ class Laplace(Mechanism):
     The integer k + Z is exact (int64, answers up to about 2³²·b); converting it to a float is
     post-processing of that integer, so it cannot leak.
     Every output is a multiple of g whatever the input, so no low bit depends on the data.
+    Lattice indices are clamped to ±(2⁶¹ − 1) (:func:`~dpkit_central._validation.lattice_steps`:
+    a 1-Lipschitz map per coordinate, so Δ₁ is kept), so no answer is too large.
+
+    **In a session** (``docs/security.md``): ``check_input`` accepts any array of real numbers
+    (booleans and object arrays too) and refuses text or dates before the spend; ``coerce``
+    maps every answer into the finite floats, NaN → 0 and ±inf → ± the largest double
+    (:func:`~dpkit_central._validation.finite_answers`); a vector answer is one release of a
+    vector query whose L1 sensitivity is Δ₁ (``releases`` = 1).
     """
 
     name: ClassVar[str] = "laplace"
     kind: ClassVar[Literal["local", "central"]] = "central"
     output_type: ClassVar[Literal["discrete", "continuous"]] = "continuous"
 
-    epsilon: float = parameter(POSITIVE, doc="privacy loss ε", typical=(0.05, 6.0))
+    epsilon: float = parameter(CENTRAL_EPSILON, doc="privacy loss ε", typical=(0.05, 6.0))
     sensitivity: float = parameter(
-        POSITIVE, doc="L1 sensitivity Δ₁ of the answer vector", default=1.0, typical=(0.1, 10.0)
+        SENSITIVITY, doc="L1 sensitivity Δ₁ of the answer vector", default=1.0, typical=(0.1, 10.0)
     )
 
     @property
@@ -67,7 +83,7 @@ class Laplace(Mechanism):
     @property
     def variance(self) -> float:
         """Variance 2b² of the noise added to each answer."""
-        return 2.0 * self.scale**2
+        return 2.0 * self.scale * self.scale  # inf, not OverflowError, for a huge b
 
     @property
     def domain(self) -> VectorDomain:
@@ -77,16 +93,29 @@ class Laplace(Mechanism):
     def privacy(self) -> LaplaceDP:
         return LaplaceDP(epsilon=self.epsilon)
 
+    def check_input(self, values: Any, /) -> None:
+        """Public phase: an array of real numbers, any shape (dtype kind only, never values)."""
+        check_answers(values, owner=self.name)
+
+    def coerce(self, values: Any, /, *, rng: Any = None) -> NDArray[np.float64]:
+        """Private phase: NaN → 0, ±inf → ± the largest double, per answer; never raises."""
+        return finite_answers(values)
+
     def randomize(self, values: Any, /, *, rng: Any = None) -> NDArray[np.float64]:
-        """``values`` (finite reals, any shape) plus iid Lap(Δ₁/ε) noise, as float64."""
+        """``values`` (finite reals, any shape) plus iid Lap(Δ₁/ε) noise, as float64.
+
+        In fast mode a sum beyond the largest double (answers near ±1.8e308) is clipped back to
+        it instead of overflowing to ±inf (post-processing of the release).
+        """
         rng = dpkit.resolve_rng(rng, owner=self.name)[0]
         answers = as_finite(values, owner=self.name)
         if isinstance(rng, dpkit.SecureRandom):
             return self._lattice_release(answers, rng)
         require_generator(rng, owner=self.name)
         noise = np.asarray(rng.laplace(0.0, self.scale, size=answers.shape), dtype=np.float64)
-        noise += answers
-        return noise
+        with np.errstate(over="ignore"):
+            noise += answers
+        return np.asarray(np.clip(noise, -MAX_FINITE, MAX_FINITE), dtype=np.float64)
 
     def lattice_step(self) -> float:
         """g = 2^(⌈log₂ b⌉ − 30): the spacing of secure-mode outputs."""
@@ -100,8 +129,11 @@ class Laplace(Mechanism):
         )
         t = Fraction(math.ceil(exact * 2**16), 2**16)  # rounding the scale up only adds privacy
         noise = np.asarray(dpkit.discrete_laplace(t, size=answers.shape, rng=rng), dtype=np.int64)
-        lattice_points = steps.astype(np.int64) + noise
-        return np.asarray(lattice_points.astype(np.float64) * g, dtype=np.float64)
+        lattice_points = steps + noise
+        # (k + Z)·g exceeds the doubles only for a huge g (noise scale near 1e300): clip back.
+        with np.errstate(over="ignore"):
+            released = lattice_points.astype(np.float64) * g
+        return np.asarray(np.clip(released, -MAX_FINITE, MAX_FINITE), dtype=np.float64)
 
     def log_probability(self, outputs: Any, inputs: Any, /) -> NDArray[np.float64]:
         """Elementwise log-density −|y − x|/b − ln(2b) (broadcasting).

@@ -575,7 +575,8 @@ class ReportNoisyMax(Selection):
             return report_noisy_max_secure(as_utilities(values, owner=self.name), lattice, rng)
         u = as_utilities(values, owner=self.name)
         noisy = rng.laplace(0.0, self.scale, size=u.shape)
-        noisy += u
+        with np.errstate(over="ignore"):  # near ±1.8e308 the sum may round to ±inf: same order
+            noisy += u
         return np.asarray(np.argmax(noisy, axis=-1), dtype=np.int64)
 
     def secure_log_probability(self, outputs: Any, inputs: Any, /) -> NDArray[np.float64]:
@@ -636,7 +637,8 @@ class PermuteAndFlip(Selection):
         u = as_utilities(values, owner=self.name)
         if not isinstance(rng, np.random.Generator):
             return permute_and_flip_secure(u, self.exact_rate, rng)
-        p = np.exp(self.rate * (u - np.max(u, axis=-1, keepdims=True)))
+        with np.errstate(over="ignore"):  # a gap beyond the float range → −inf → p = 0
+            p = np.exp(self.rate * (u - np.max(u, axis=-1, keepdims=True)))
         arrival = rng.random(u.shape)
         accepted = rng.random(u.shape) < p  # the maximiser has p = 1 > V
         arrival[~accepted] = np.inf

@@ -2,8 +2,12 @@
 
 Each query is a frozen value with a ``privacy`` property (its accounting event, known before
 any data is touched) and ``run(data, /, *, rng)``, which returns a frozen :class:`QueryResult`.
-That pair is how a budget-tracked session executes a query: check ``privacy`` against the
-budget, commit it, then ``run``.
+A budget-tracked session executes a query in two phases (``docs/security.md``, "The privacy
+boundary"): in the *public* phase ``check_input(data)`` refuses an input by its structure only
+(not a 1-D array of records; text given to a numeric query) and ``releases(data)`` is 1; then
+``privacy`` is checked against the budget and committed; in the *private* phase ``run`` is
+**total**: no exception, warning or message depends on what the data contain. Every per-value
+problem is handled by a documented per-record transformation (below).
 
 **Neighbouring relation.** Every query here protects one *record* under the add/remove-one
 relation (unbounded DP: D′ = D ∪ {x} or D \\ {x}; Dwork & Roth 2014, Section 2.3, databases as
@@ -25,11 +29,22 @@ Under the replace-one relation with a public n the mean would need only a noisy 
 Δ = (U − L)/n; that relation is not offered here, because a session cannot check that n is
 public.
 
-**Missing values.** NaN (or ``None`` in object arrays) is an error by default. With
-``nan="drop"`` those records are removed before anything else, so they are neither counted nor
-summed; dropping is a per-record transformation, so the privacy guarantee is unchanged.
+**Missing values** (``nan``). A record is missing when it is NaN or ``None``; in the numeric
+queries (sum, mean, quantile) an element of an object array that is not a real number (text,
+``None``, a complex number) is missing too. ``nan="drop"`` (the default and, except for
+:class:`Count`, the only policy) removes those records before anything else, so they are neither
+counted nor summed; ``Count(nan="keep")`` counts every record. Dropping a record is a per-record
+transformation (the neighbour of a dataset stays a neighbour, or becomes equal), so the
+privacy guarantee is unchanged. There is no ``nan="error"``: an error raised after the spend
+would reveal that some value is missing; ``nan="error"`` is refused at construction.
 Values outside [L, U], including ±inf, are clamped (Dwork & Roth 2014, Section 3.3's bounded
-data; clamping is per record).
+data; clamping is per record). A histogram drops the records outside its declared categories,
+or counts them in a trailing ``"<other>"`` cell with ``other=True``.
+
+**Answers beyond the float range.** A clamped sum can exceed the largest double when n·max(|L|,
+|U|) does; it is then clamped to ± the largest double, and a secure lattice release clamps its
+lattice index to ±(2⁶¹ − 1) steps. Both maps are 1-Lipschitz in the answer, so neighbouring
+answers stay within the derived sensitivity and the guarantee is unchanged.
 
 **Randomness.** With a numpy Generator (fast mode) the noise samplers are numpy's floating-point
 ones. In secure mode (``rng=None`` or a SecureRandom) Laplace and Gaussian noise is added on a
@@ -50,6 +65,7 @@ from numpy.typing import NDArray
 
 import dpkit
 from dpkit import (
+    Boolean,
     Choice,
     GaussianDP,
     InvalidData,
@@ -60,17 +76,31 @@ from dpkit import (
     Sequence_,
     parameter,
 )
+from dpkit.params import BOUND, CENTRAL_EPSILON, DELTA, SENSITIVITY
+from dpkit_central._validation import (
+    MAX_FINITE,
+    as_array,
+    check_kind,
+    finite_answers,
+    total_floats,
+)
 from dpkit_central.exponential import sample_by_weight
 from dpkit_central.gaussian import Gaussian, analytic_gaussian_sigma, lattice_gaussian_release
 from dpkit_central.geometric import Geometric
 from dpkit_central.laplace import Laplace
 
-__all__ = ["Count", "Histogram", "Mean", "Quantile", "QueryResult", "Sum"]
+__all__ = ["OTHER", "Count", "Histogram", "Mean", "Quantile", "QueryResult", "Sum"]
 
 POSITIVE = Real(low=0.0, low_open=True)
 FINITE = Real()
 OPEN_UNIT = Real(low=0.0, high=1.0, low_open=True, high_open=True)
-NAN_POLICY = Choice(("error", "drop"))
+#: Missing values (NaN, None) are dropped; Count may also keep them. There is no "error":
+#: it would be raised after the spend, because of what the data contain.
+NAN_POLICY = Choice(("drop",))
+COUNT_NAN_POLICY = Choice(("drop", "keep"))
+#: The label of a histogram's trailing cell for records outside the declared categories
+#: (``other=True``); a declared category may not equal it.
+OTHER = "<other>"
 #: Secure-mode quantiles lie on multiples of 2^(⌈log₂(upper − lower)⌉ − QUANTILE_LATTICE_BITS).
 QUANTILE_LATTICE_BITS = 30
 
@@ -141,39 +171,65 @@ class QueryResult:
         return (low.item(), high.item()) if low.ndim == 0 else (low, high)
 
 
+def _is_missing(value: Any) -> bool:
+    """None, or a value that is not equal to itself (NaN); a value that cannot even be compared
+    with itself (e.g. pandas' NA) is missing too. Never raises."""
+    if value is None:
+        return True
+    try:
+        return bool(value != value)
+    except Exception:  # an uncomparable value is treated as missing
+        return True
+
+
+_is_missing_array = np.frompyfunc(_is_missing, 1, 1)
+
+
 def _missing(array: NDArray[Any]) -> NDArray[np.bool_]:
-    if np.issubdtype(array.dtype, np.floating) or np.issubdtype(array.dtype, np.complexfloating):
+    """Which records are missing (NaN, None), elementwise; never raises."""
+    if array.dtype.kind in "fc":
         return np.asarray(np.isnan(array), dtype=np.bool_)
-    if array.dtype == object:
-        return np.asarray((array == None) | (array != array), dtype=np.bool_)  # noqa: E711
+    if array.dtype.kind == "O" and array.size:
+        return np.asarray(_is_missing_array(array), dtype=np.bool_)
     return np.zeros(array.shape, dtype=np.bool_)
 
 
-def _records(data: Any, nan: str, owner: str, *, numeric: bool) -> NDArray[Any]:
-    """The records of ``data`` (a 1-D array), with missing values refused or dropped."""
-    array = np.asarray(data)
+def _check_records(data: Any, owner: str, *, numeric: bool) -> NDArray[Any]:
+    """Public phase: ``data`` as a 1-D array of records, refused by its structure only.
+
+    Not an array (ragged rows), not 1-D, or — for a numeric query — a dtype kind that cannot
+    hold numbers (text, bytes, dates, complex) is an :class:`~dpkit.InvalidData` that names the
+    shape or the kind, never a value.
+    """
+    array = as_array(data, owner=owner, field="data")
     if array.ndim != 1:
         raise InvalidData(
             f"{owner}: data must be a 1-D array of records, got shape {array.shape}", field="data"
         )
-    if numeric and (
-        array.dtype == np.bool_
-        or not (np.issubdtype(array.dtype, np.integer) or np.issubdtype(array.dtype, np.floating))
-    ):
-        raise InvalidData(
-            f"{owner}: data must be real numbers, got an array of dtype {array.dtype}",
-            field="data",
-        )
-    missing = _missing(array)
-    if missing.any():
-        if nan == "error":
-            raise InvalidData(
-                f"{owner}: data contain {int(np.count_nonzero(missing))} missing value(s) (NaN); "
-                "clean them, or pass nan='drop' to leave those records out",
-                field="data",
-            )
-        array = array[~missing]
+    if numeric:
+        check_kind(array, "biufO", owner=owner, field="data", allowed="real numbers")
     return array
+
+
+def _records(data: Any, owner: str, *, drop_missing: bool = True) -> NDArray[Any]:
+    """The records of ``data`` with the missing ones dropped (total once the structure is ok)."""
+    array = _check_records(data, owner, numeric=False)
+    return array[~_missing(array)] if drop_missing else array
+
+
+def _numeric_records(data: Any, owner: str) -> NDArray[np.float64]:
+    """The records as float64 with the missing ones dropped; total once the structure is ok.
+
+    Booleans count as 0/1; in an object array an element that is not a real number (text,
+    None, ...) becomes NaN (:func:`~dpkit_central._validation.total_floats`) and is dropped
+    with the other missing values. ±inf stays, to be clamped to the bounds.
+    """
+    values = total_floats(_check_records(data, owner, numeric=True))
+    return values[~np.isnan(values)]
+
+
+def _clamped(records: NDArray[np.float64], lower: float, upper: float) -> NDArray[np.float64]:
+    return np.clip(records, lower, upper)
 
 
 def _bounds_check(query: Any) -> None:
@@ -182,6 +238,21 @@ def _bounds_check(query: Any) -> None:
             "upper",
             query.upper,
             f"> lower={query.lower!r} (bounds [lower, upper])",
+            owner=query.name,
+        )
+    if not math.isfinite(query.upper - query.lower):  # the sensitivities derive from U − L
+        raise InvalidParameter(
+            "upper",
+            query.upper,
+            f"within the float range of lower={query.lower!r} (upper − lower must be finite)",
+            owner=query.name,
+        )
+    if not query.upper - query.lower >= 2 * SENSITIVITY.low:  # half-widths are sensitivities
+        raise InvalidParameter(
+            "upper",
+            query.upper,
+            f">= lower + {2 * SENSITIVITY.low:g} (lower={query.lower!r}; the noise sensitivity "
+            "derives from upper − lower)",
             owner=query.name,
         )
 
@@ -211,7 +282,8 @@ def _additive(
 def _release(
     query: str, mech: Laplace | Geometric | Gaussian, answer: Any, rng: np.random.Generator
 ) -> QueryResult:
-    value = mech.randomize(answer, rng=rng)
+    # coerce: a sum beyond the float range is clamped (a 1-Lipschitz map of the answer).
+    value = mech.randomize(mech.coerce(answer, rng=rng), rng=rng)
     return QueryResult(
         query=query,
         value=value.item() if value.ndim == 0 else value,
@@ -222,11 +294,30 @@ def _release(
     )
 
 
-def _clamped_sum(records: NDArray[Any], lower: float, upper: float) -> float:
-    return float(np.clip(records.astype(np.float64, copy=False), lower, upper).sum())
+def _finite_sum(values: NDArray[np.float64]) -> float:
+    """Σ values, clamped to ± the largest double if it overflows (a 1-Lipschitz map)."""
+    with np.errstate(over="ignore", invalid="ignore"):
+        total = values.sum()
+    return float(finite_answers(np.asarray(total)))
 
 
-class _AdditiveNoise:
+class _PublicPhase:
+    """``check_input`` and ``releases`` of the queries (the public phase of a session)."""
+
+    name: ClassVar[str]
+    numeric: ClassVar[bool] = True
+
+    def check_input(self, data: Any, /) -> None:
+        """Refuse data by structure only: not a 1-D array of records, or (numeric queries) an
+        array of text, bytes, dates or complex numbers. Never looks at a value."""
+        _check_records(data, self.name, numeric=self.numeric)
+
+    def releases(self, data: Any, /) -> int:
+        """One release per call, whatever the number of records."""
+        return 1
+
+
+class _AdditiveNoise(_PublicPhase):
     """Shared by the queries released as answer + noise of their derived sensitivity."""
 
     noise: str
@@ -253,18 +344,24 @@ class Count(_AdditiveNoise):
 
     ``noise="geometric"`` (default) releases an integer (Ghosh et al. 2009), ``"laplace"`` a
     real (Dwork et al. 2006), ``"gaussian"`` a real with (ε, δ) (Balle & Wang 2018).
-    With ``nan="drop"`` only the non-missing records are counted.
+    With ``nan="drop"`` (default) only the non-missing records (not NaN, not None) are counted;
+    with ``nan="keep"`` every record is. Records of any type are counted.
     """
 
     name: ClassVar[str] = "count"
-    epsilon: float = parameter(POSITIVE, doc="privacy loss ε", typical=(0.05, 6.0))
+    numeric: ClassVar[bool] = False
+    epsilon: float = parameter(CENTRAL_EPSILON, doc="privacy loss ε", typical=(0.05, 6.0))
     noise: str = parameter(
         Choice(("geometric", "laplace", "gaussian")), doc="noise distribution", default="geometric"
     )
     delta: float | None = parameter(
-        OPEN_UNIT, doc="δ, only for noise='gaussian'", default=None, optional=True
+        DELTA, doc="δ, only for noise='gaussian'", default=None, optional=True
     )
-    nan: str = parameter(NAN_POLICY, doc="missing values: 'error' or 'drop'", default="error")
+    nan: str = parameter(
+        COUNT_NAN_POLICY,
+        doc="missing values (NaN, None): 'drop' (not counted) or 'keep' (counted)",
+        default="drop",
+    )
 
     def __attrs_post_init__(self) -> None:
         _noise_check(self)
@@ -275,7 +372,7 @@ class Count(_AdditiveNoise):
 
     def run(self, data: Any, /, *, rng: Any = None) -> QueryResult:
         rng = dpkit.resolve_rng(rng, owner=self.name)[0]
-        records = _records(data, self.nan, self.name, numeric=False)
+        records = _records(data, self.name, drop_missing=self.nan == "drop")
         return _release(self.name, self.mechanism, records.shape[0], rng)
 
 
@@ -287,14 +384,14 @@ class Sum(_AdditiveNoise):
     """
 
     name: ClassVar[str] = "sum"
-    lower: float = parameter(FINITE, doc="lower clamping bound")
-    upper: float = parameter(FINITE, doc="upper clamping bound (> lower)")
-    epsilon: float = parameter(POSITIVE, doc="privacy loss ε", typical=(0.05, 6.0))
+    lower: float = parameter(BOUND, doc="lower clamping bound")
+    upper: float = parameter(BOUND, doc="upper clamping bound (> lower)")
+    epsilon: float = parameter(CENTRAL_EPSILON, doc="privacy loss ε", typical=(0.05, 6.0))
     noise: str = parameter(Choice(("laplace", "gaussian")), doc="noise", default="laplace")
     delta: float | None = parameter(
-        OPEN_UNIT, doc="δ, only for noise='gaussian'", default=None, optional=True
+        DELTA, doc="δ, only for noise='gaussian'", default=None, optional=True
     )
-    nan: str = parameter(NAN_POLICY, doc="missing values: 'error' or 'drop'", default="error")
+    nan: str = parameter(NAN_POLICY, doc="missing values (NaN, None, text): 'drop'", default="drop")
 
     def __attrs_post_init__(self) -> None:
         _bounds_check(self)
@@ -307,14 +404,13 @@ class Sum(_AdditiveNoise):
 
     def run(self, data: Any, /, *, rng: Any = None) -> QueryResult:
         rng = dpkit.resolve_rng(rng, owner=self.name)[0]
-        records = _records(data, self.nan, self.name, numeric=True)
-        return _release(
-            self.name, self.mechanism, _clamped_sum(records, self.lower, self.upper), rng
-        )
+        records = _numeric_records(data, self.name)
+        total = _finite_sum(_clamped(records, self.lower, self.upper))
+        return _release(self.name, self.mechanism, total, rng)
 
 
 @attrs.frozen
-class Mean:
+class Mean(_PublicPhase):
     """The mean of values clamped to [lower, upper], as a noisy centred sum over a noisy count.
 
     With m = (L + U)/2: S = Σ(clamp(x) − m) has Δ = (U − L)/2 and C = n has Δ = 1 under
@@ -331,14 +427,14 @@ class Mean:
     """
 
     name: ClassVar[str] = "mean"
-    lower: float = parameter(FINITE, doc="lower clamping bound")
-    upper: float = parameter(FINITE, doc="upper clamping bound (> lower)")
-    epsilon: float = parameter(POSITIVE, doc="privacy loss ε", typical=(0.05, 6.0))
+    lower: float = parameter(BOUND, doc="lower clamping bound")
+    upper: float = parameter(BOUND, doc="upper clamping bound (> lower)")
+    epsilon: float = parameter(CENTRAL_EPSILON, doc="privacy loss ε", typical=(0.05, 6.0))
     noise: str = parameter(Choice(("laplace", "gaussian")), doc="noise", default="laplace")
     delta: float | None = parameter(
-        OPEN_UNIT, doc="δ, only for noise='gaussian'", default=None, optional=True
+        DELTA, doc="δ, only for noise='gaussian'", default=None, optional=True
     )
-    nan: str = parameter(NAN_POLICY, doc="missing values: 'error' or 'drop'", default="error")
+    nan: str = parameter(NAN_POLICY, doc="missing values (NaN, None, text): 'drop'", default="drop")
 
     def __attrs_post_init__(self) -> None:
         _bounds_check(self)
@@ -373,11 +469,12 @@ class Mean:
 
     def run(self, data: Any, /, *, rng: Any = None) -> QueryResult:
         rng = dpkit.resolve_rng(rng, owner=self.name)[0]
-        records = _records(data, self.nan, self.name, numeric=True)
-        centred = np.clip(records.astype(np.float64, copy=False), self.lower, self.upper)
-        centred -= self.midpoint
+        records = _numeric_records(data, self.name)
+        centred = _clamped(records, self.lower, self.upper)
+        with np.errstate(over="ignore"):  # only for bounds near ±1.8e308; clamped just below
+            centred -= self.midpoint
         sum_mech, count_mech = self._parts()
-        noisy_sum = sum_mech.randomize(float(centred.sum()), rng=rng).item()
+        noisy_sum = sum_mech.randomize(_finite_sum(centred), rng=rng).item()
         noisy_count = count_mech.randomize(float(records.shape[0]), rng=rng).item()
         mean = self.midpoint + noisy_sum / max(noisy_count, 1.0)
         value = min(max(mean, self.lower), self.upper)
@@ -415,7 +512,7 @@ class _FixedGaussian:
 
     @property
     def variance(self) -> float:
-        return self.sigma**2
+        return self.sigma * self.sigma  # inf, not OverflowError, for a huge σ
 
     @property
     def privacy(self) -> GaussianDP:
@@ -433,7 +530,11 @@ class _FixedGaussian:
                 rng=rng,
                 owner="mean",
             )
-        return np.asarray(value + rng.normal(0.0, self.sigma), dtype=np.float64)
+        # Python floats overflow silently to ±inf; clip back to the doubles (post-processing).
+        return np.asarray(
+            min(max(value + rng.normal(0.0, self.sigma), -MAX_FINITE), MAX_FINITE),
+            dtype=np.float64,
+        )
 
 
 @attrs.frozen
@@ -441,64 +542,103 @@ class Histogram(_AdditiveNoise):
     """Noisy counts of the records in each declared category (Δ₁ = Δ₂ = 1 under add/remove).
 
     The categories are declared up front, never read from the data (reading them would leak
-    which values occur). A record outside them is an error; missing values follow ``nan``.
-    ``noise`` as for :class:`Count`; the noise is independent per category (Dwork & Roth 2014,
-    Section 3.3, histogram queries).
+    which values occur). A record is matched to a category by a dictionary lookup on its Python
+    value (so 3, 3.0 and numpy's int64(3) match the category 3, and True matches 1; text never
+    matches an integer), which works for records of mixed types that cannot be sorted.
+    A record outside the categories is **dropped** (a per-record transformation; no message
+    ever names it), or with ``other=True`` counted in a trailing cell labelled
+    :data:`OTHER` (``"<other>"``, which a declared category may then not equal): one record
+    still moves one count by 1, so Δ₁ = Δ₂ = 1 either way. Missing values (NaN, None) are
+    dropped (``nan="drop"``). ``noise`` as for :class:`Count`; the noise is independent per
+    category (Dwork & Roth 2014, Section 3.3, histogram queries).
     """
 
     name: ClassVar[str] = "histogram"
+    numeric: ClassVar[bool] = False
     categories: tuple[Any, ...] = parameter(Sequence_(min_length=1), doc="the declared categories")
-    epsilon: float = parameter(POSITIVE, doc="privacy loss ε", typical=(0.05, 6.0))
+    epsilon: float = parameter(CENTRAL_EPSILON, doc="privacy loss ε", typical=(0.05, 6.0))
     noise: str = parameter(
         Choice(("geometric", "laplace", "gaussian")), doc="noise distribution", default="geometric"
     )
     delta: float | None = parameter(
-        OPEN_UNIT, doc="δ, only for noise='gaussian'", default=None, optional=True
+        DELTA, doc="δ, only for noise='gaussian'", default=None, optional=True
     )
-    nan: str = parameter(NAN_POLICY, doc="missing values: 'error' or 'drop'", default="error")
+    nan: str = parameter(NAN_POLICY, doc="missing values (NaN, None): 'drop'", default="drop")
+    other: bool = parameter(
+        Boolean(),
+        doc=f"count records outside the categories in a trailing {OTHER!r} cell (else drop them)",
+        default=False,
+    )
 
     def __attrs_post_init__(self) -> None:
         _noise_check(self)
+        if self.other and OTHER in self.categories:
+            raise InvalidParameter(
+                "categories",
+                self.categories,
+                f"labels other than {OTHER!r} when other=True (it names the trailing cell)",
+                owner=self.name,
+            )
 
     @property
     def sensitivity(self) -> float:
         return 1.0
 
+    @property
+    def cells(self) -> tuple[Any, ...]:
+        """The labels of the released counts: the categories, then :data:`OTHER` if ``other``."""
+        return (*self.categories, OTHER) if self.other else self.categories
+
     def counts(self, data: Any, /) -> NDArray[np.int64]:
-        """The exact counts (not private: for tests and for building on)."""
-        records = _records(data, self.nan, self.name, numeric=False)
+        """The exact counts per cell (not private: for tests and for building on); total."""
+        records = _records(data, self.name)
         k = len(self.categories)
+        cells = k + 1 if self.other else k
         if records.shape[0] == 0:
-            return np.zeros(k, dtype=np.int64)
-        try:
-            unique, inverse = np.unique(records, return_inverse=True)
-        except TypeError:
-            raise InvalidData(
-                f"{self.name}: data mix types that cannot be compared", field="data"
-            ) from None
+            return np.zeros(cells, dtype=np.int64)
         position = {c: i for i, c in enumerate(self.categories)}
-        # One dictionary lookup per distinct value, not per record.
-        mapped = np.array(
-            [position.get(u.item() if hasattr(u, "item") else u, -1) for u in unique],
-            dtype=np.int64,
-        )
-        if (mapped < 0).any():
-            unknown = unique[int(np.flatnonzero(mapped < 0)[0])]
-            raise InvalidData(
-                f"{self.name}: data contain {unknown!r}, which is not one of the declared "
-                f"categories {list(self.categories)!r}",
-                field="data",
-            )
-        return np.bincount(mapped[inverse.ravel()], minlength=k).astype(np.int64)
+        mapped = _category_positions(records, position)  # −1 outside the categories
+        if self.other:
+            mapped[mapped < 0] = k
+        else:
+            mapped = mapped[mapped >= 0]
+        return np.bincount(mapped, minlength=cells).astype(np.int64)
 
     def run(self, data: Any, /, *, rng: Any = None) -> QueryResult:
         rng = dpkit.resolve_rng(rng, owner=self.name)[0]
         result = _release(self.name, self.mechanism, self.counts(data), rng)
-        return attrs.evolve(result, categories=self.categories)
+        return attrs.evolve(result, categories=self.cells)
+
+
+def _lookup(position: dict[Any, int], value: Any) -> int:
+    """The category index of one record by its Python value, −1 if none (never raises)."""
+    key = value.item() if isinstance(value, np.generic) else value
+    try:
+        return position.get(key, -1)
+    except TypeError:  # unhashable (a list, an array): not a category
+        return -1
+
+
+def _category_positions(records: NDArray[Any], position: dict[Any, int]) -> NDArray[np.int64]:
+    """Each record's category index (−1 outside the categories), by :func:`_lookup`.
+
+    One lookup per distinct value when numpy can sort the records; records of mixed types that
+    cannot be compared are looked up one by one instead (same result, slower).
+    """
+    try:
+        unique, inverse = np.unique(records, return_inverse=True)
+    except Exception:  # mixed types numpy cannot order: the per-record path
+        return np.fromiter(
+            (_lookup(position, v) for v in records), dtype=np.int64, count=records.shape[0]
+        )
+    mapped = np.fromiter(
+        (_lookup(position, u) for u in unique), dtype=np.int64, count=unique.shape[0]
+    )
+    return np.asarray(mapped[inverse.ravel()], dtype=np.int64)
 
 
 @attrs.frozen
-class Quantile:
+class Quantile(_PublicPhase):
     """The q-quantile of values clamped to [lower, upper], by the exponential mechanism.
 
     Smith 2011 ("Privacy-preserving statistical estimation with optimal convergence rates",
@@ -528,14 +668,18 @@ class Quantile:
     The rank is drawn, as in fast mode, from floating-point weights (relative error about 1e-16
     in the probabilities, on the secure source); the output is a lattice point chosen by
     integers, so no low bit depends on the data.
+
+    Records are clamped to [L, U] (±inf included); missing ones (NaN, None, text in an object
+    array) are dropped (``nan="drop"``); with no record left the output is uniform on [L, U]
+    (on Ω in secure mode).
     """
 
     name: ClassVar[str] = "quantile"
     q: float = parameter(Real(low=0.0, high=1.0), doc="the quantile level in [0, 1]")
-    lower: float = parameter(FINITE, doc="lower clamping bound")
-    upper: float = parameter(FINITE, doc="upper clamping bound (> lower)")
-    epsilon: float = parameter(POSITIVE, doc="privacy loss ε", typical=(0.05, 6.0))
-    nan: str = parameter(NAN_POLICY, doc="missing values: 'error' or 'drop'", default="error")
+    lower: float = parameter(BOUND, doc="lower clamping bound")
+    upper: float = parameter(BOUND, doc="upper clamping bound (> lower)")
+    epsilon: float = parameter(CENTRAL_EPSILON, doc="privacy loss ε", typical=(0.05, 6.0))
+    nan: str = parameter(NAN_POLICY, doc="missing values (NaN, None, text): 'drop'", default="drop")
 
     def __attrs_post_init__(self) -> None:
         _bounds_check(self)
@@ -546,12 +690,12 @@ class Quantile:
 
     def log_weights(self, data: Any, /) -> tuple[NDArray[np.float64], NDArray[np.float64]]:
         """(interval end points z₀..z_{n+1}, log weight of each of the n + 1 intervals)."""
-        records = _records(data, self.nan, self.name, numeric=True)
-        z = np.sort(np.clip(records.astype(np.float64), self.lower, self.upper))
+        records = _numeric_records(data, self.name)
+        z = np.sort(_clamped(records, self.lower, self.upper))
         edges = np.concatenate(([self.lower], z, [self.upper]))
         n = records.shape[0]
         rank = np.arange(n + 1, dtype=np.float64)
-        with np.errstate(divide="ignore"):
+        with np.errstate(divide="ignore", over="ignore"):  # over: only for bounds near ±1.8e308
             log_width = np.log(np.diff(edges))
         return edges, log_width - 0.5 * self.epsilon * np.abs(rank - self.q * n)
 
@@ -579,11 +723,11 @@ class Quantile:
         the bounds are exact small integers held in float64: ⌊z/h⌋ and ⌊L/h⌋ are exact (h is a
         power of two) and their difference is an integer below 2³², so it is exact too.
         """
-        records = _records(data, self.nan, self.name, numeric=True)
+        records = _numeric_records(data, self.name)
         h = self.lattice_step()
         low = self.lower / h
         base_f = math.floor(low)
-        z = np.sort(np.clip(records.astype(np.float64), self.lower, self.upper))
+        z = np.sort(_clamped(records, self.lower, self.upper))
         inner = np.floor(z / h) - float(base_f)
         first = -1.0 if low == base_f else 0.0  # ⌈L/h⌉ − 1 − ⌊L/h⌋
         last = float(math.floor(self.upper / h)) - float(base_f)

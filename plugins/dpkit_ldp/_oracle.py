@@ -14,7 +14,8 @@ from typing import Any, ClassVar
 import numpy as np
 from numpy.typing import NDArray
 
-from dpkit import Estimate, Estimator, FrequencyCounts, Integer, InvalidParameter, Real
+from dpkit import Estimate, Estimator, FrequencyCounts, Integer, InvalidParameter
+from dpkit.params import EPSILON
 from dpkit_ldp import _frequency, postprocess
 
 
@@ -75,7 +76,7 @@ def check_variance_arguments(k: Any, epsilon: Any, n: Any, *, owner: str) -> tup
     values = []
     for name, value, domain in (
         ("k", k, Integer(low=2)),
-        ("epsilon", epsilon, Real(low=0.0, low_open=True)),
+        ("epsilon", epsilon, EPSILON),
         ("n", n, Integer(low=1)),
     ):
         try:

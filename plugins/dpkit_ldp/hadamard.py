@@ -42,9 +42,10 @@ import numpy as np
 from numpy.typing import NDArray
 
 import dpkit
-from dpkit import CategoricalDomain, Integer, InvalidData, Mechanism, PureDP, Real, parameter
+from dpkit import CategoricalDomain, Integer, InvalidData, Mechanism, PureDP, parameter
+from dpkit.params import EPSILON
 from dpkit_ldp import _oracle
-from dpkit_ldp._arrays import as_category_indices
+from dpkit_ldp._arrays import CategoricalInput, as_category_indices
 
 __all__ = ["HadamardResponse", "HadamardResponseEstimator", "parity", "walsh_hadamard"]
 
@@ -71,7 +72,7 @@ def walsh_hadamard(vector: NDArray[Any]) -> NDArray[np.int64]:
 
 
 @attrs.frozen
-class HadamardResponse(Mechanism):
+class HadamardResponse(CategoricalInput, Mechanism):
     """Hadamard response over k categories: report an index of [K], K = 2^⌈log₂(k+1)⌉.
 
     See the module docstring: P[y | x] = 2e^ε/(K(e^ε + 1)) on the K/2 indices where row x + 1 of
@@ -81,10 +82,10 @@ class HadamardResponse(Mechanism):
     name: ClassVar[str] = "hr"
     kind: ClassVar[Literal["local", "central"]] = "local"
 
-    epsilon: float = parameter(
-        Real(low=0.0, low_open=True), doc="privacy loss ε per report", typical=(0.05, 6.0)
+    epsilon: float = parameter(EPSILON, doc="privacy loss ε per report", typical=(0.05, 6.0))
+    k: int = parameter(  # the estimator holds K = 2^⌈log₂(k+1)⌉ counts
+        Integer(low=2, high=1 << 24), doc="number of categories", typical=(2, 64)
     )
-    k: int = parameter(Integer(low=2, high=1 << 40), doc="number of categories", typical=(2, 64))
 
     @property
     def size(self) -> int:

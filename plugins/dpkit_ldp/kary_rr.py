@@ -20,12 +20,12 @@ from dpkit import (
     InvalidParameter,
     Mechanism,
     RandomizedResponseDP,
-    Real,
     Sequence_,
     parameter,
 )
+from dpkit.params import EPSILON
 from dpkit_ldp import _frequency, _oracle, postprocess
-from dpkit_ldp._arrays import as_category_indices
+from dpkit_ldp._arrays import CategoricalInput, as_category_indices
 
 __all__ = ["KaryRandomizedResponse", "KaryRandomizedResponseEstimator"]
 
@@ -33,7 +33,7 @@ _CHUNK = 1 << 16  # values per chunk: keeps the temporaries in cache
 
 
 @attrs.frozen
-class KaryRandomizedResponse(Mechanism):
+class KaryRandomizedResponse(CategoricalInput, Mechanism):
     """k-ary randomized response over the categories 0 .. k−1.
 
     Kairouz, Bonawitz & Ramage 2016, "Discrete Distribution Estimation under Local Privacy"
@@ -59,11 +59,13 @@ class KaryRandomizedResponse(Mechanism):
     name: ClassVar[str] = "krr"
     kind: ClassVar[Literal["local", "central"]] = "local"
 
-    epsilon: float = parameter(
-        Real(low=0.0, low_open=True), doc="privacy loss ε per report", typical=(0.05, 6.0)
-    )
+    epsilon: float = parameter(EPSILON, doc="privacy loss ε per report", typical=(0.05, 6.0))
     k: int | None = parameter(
-        Integer(low=2), doc="number of categories", default=None, optional=True, typical=(2, 64)
+        Integer(low=2, high=1 << 24),  # the estimator holds k counts
+        doc="number of categories",
+        default=None,
+        optional=True,
+        typical=(2, 64),
     )
     categories: tuple[Any, ...] | None = parameter(
         Sequence_(min_length=2),

@@ -55,11 +55,12 @@ from dpkit import (
     InvalidData,
     Mechanism,
     PureDP,
-    Real,
     parameter,
 )
+from dpkit.arrays import as_array
+from dpkit.params import EPSILON
 from dpkit_ldp import _oracle
-from dpkit_ldp._arrays import as_category_indices
+from dpkit_ldp._arrays import CategoricalInput, as_category_indices
 from dpkit_ldp._bits import random_words
 
 __all__ = ["OptimalLocalHashing", "OptimalLocalHashingEstimator", "multiply_add_shift"]
@@ -106,7 +107,7 @@ def collision_sum(g: int, *, half_bits: int = 32) -> float:
 
 
 @attrs.frozen
-class OptimalLocalHashing(Mechanism):
+class OptimalLocalHashing(CategoricalInput, Mechanism):
     """Optimal local hashing: hash to g = round(e^ε) + 1 values, then g-ary randomized response.
 
     Wang et al. 2017, Section 4.5; see the module docstring for the hash family, the exact p* and
@@ -117,9 +118,7 @@ class OptimalLocalHashing(Mechanism):
     name: ClassVar[str] = "olh"
     kind: ClassVar[Literal["local", "central"]] = "local"
 
-    epsilon: float = parameter(
-        Real(low=0.0, low_open=True), doc="privacy loss ε per report", typical=(0.05, 6.0)
-    )
+    epsilon: float = parameter(EPSILON, doc="privacy loss ε per report", typical=(0.05, 6.0))
     k: int = parameter(Integer(low=2, high=_MAX_K), doc="number of categories", typical=(2, 1024))
     g: int | None = parameter(
         Integer(low=2, high=_MAX_G),
@@ -237,7 +236,7 @@ class OptimalLocalHashingEstimator(_oracle.PureProtocolEstimator):
 
     def check_reports(self, reports: Any, /) -> NDArray[np.uint64]:
         owner = f"{self.mechanism.name} estimator"
-        array = np.asarray(reports)
+        array = as_array(reports, owner=owner, field="reports")
         if array.ndim == 0 or array.shape[-1] != 3:
             raise InvalidData(
                 f"{owner}: reports must have shape (..., 3): the hash seeds a, b and the "

@@ -22,8 +22,9 @@ from dpkit import (
     Real,
     parameter,
 )
+from dpkit.params import EPSILON
 from dpkit_ldp import _frequency
-from dpkit_ldp._arrays import as_binary
+from dpkit_ldp._arrays import CategoricalInput, as_binary
 
 __all__ = ["RandomizedResponse", "RandomizedResponseEstimator"]
 
@@ -31,7 +32,7 @@ _CHUNK = 1 << 16  # values per chunk: keeps the temporaries in cache
 
 
 @attrs.frozen
-class RandomizedResponse(Mechanism):
+class RandomizedResponse(CategoricalInput, Mechanism):
     """Binary randomized response: keep each bit with probability p, flip it with 1 − p.
 
     Warner 1965, "Randomized Response: A Survey Technique for Eliminating Evasive Answer Bias"
@@ -62,7 +63,7 @@ class RandomizedResponse(Mechanism):
     kind: ClassVar[Literal["local", "central"]] = "local"
 
     epsilon: float | None = parameter(
-        Real(low=0.0, low_open=True),
+        EPSILON,
         doc="privacy loss ε of each bit (give this or keep)",
         default=None,
         optional=True,

@@ -46,11 +46,12 @@ from dpkit import (
     InvalidParameter,
     Mechanism,
     PureDP,
-    Real,
     parameter,
 )
+from dpkit.arrays import as_array
+from dpkit.params import EPSILON
 from dpkit_ldp import _oracle
-from dpkit_ldp._arrays import as_category_indices
+from dpkit_ldp._arrays import CategoricalInput, as_category_indices
 from dpkit_ldp._bits import random_words
 
 __all__ = [
@@ -106,7 +107,7 @@ def _grid_down(probability: float) -> int:
     return max(0, math.floor(probability * _SCALE))
 
 
-class UnaryEncoding(Mechanism):
+class UnaryEncoding(CategoricalInput, Mechanism):
     """Shared implementation of ``sue`` and ``oue``; see the module docstring.
 
     Subclasses define :meth:`_grid_probabilities` (the realised p and q, as multiples of 2⁻³²).
@@ -214,7 +215,7 @@ class UnaryEncoding(Mechanism):
 
     def _check_reports(self, reports: Any, *, owner: str | None = None) -> NDArray[np.uint8]:
         who = owner or self.name
-        array = np.asarray(reports)
+        array = as_array(reports, owner=who, field="reports")
         if array.dtype != np.uint8:
             hint = (
                 "; pack 0/1 vectors with numpy.packbits(bits, axis=-1)"
@@ -282,13 +283,12 @@ class UnaryEncoding(Mechanism):
 
 
 def _epsilon_field() -> Any:
-    return parameter(
-        Real(low=0.0, low_open=True), doc="privacy loss ε per report", typical=(0.05, 6.0)
-    )
+    return parameter(EPSILON, doc="privacy loss ε per report", typical=(0.05, 6.0))
 
 
 def _k_field() -> Any:
-    return parameter(Integer(low=2), doc="number of categories", typical=(2, 64))
+    # a report is k bits: k ≤ 2^24 keeps one report at 2 MiB
+    return parameter(Integer(low=2, high=1 << 24), doc="number of categories", typical=(2, 64))
 
 
 @attrs.frozen

@@ -64,15 +64,38 @@ def test_secure_mode_is_the_default_and_is_recorded(tmp_path: Path) -> None:
     assert release.entry.randomness == "secure"
 
 
-def test_a_failing_mechanism_gives_the_cost_back(tmp_path: Path) -> None:
+def test_an_out_of_domain_value_is_coerced_and_charged(tmp_path: Path) -> None:
+    """rr's domain is {0, 1}: a 7 is replaced in the private phase (never an error), and the
+    spend stands."""
     session = dpkit.Session(budget=(1.0, 0.0), ledger=tmp_path / "l.db")
-    with pytest.raises(dpkit.InvalidData):
-        session.release(
-            dpkit.mechanism("rr", epsilon=0.5), np.array([7]), rng=np.random.default_rng(1)
-        )
-    assert session.remaining.epsilon == 1
+    release = session.release(
+        dpkit.mechanism("rr", epsilon=0.5), np.array([7]), rng=np.random.default_rng(1)
+    )
+    assert release.values.shape == (1,) and int(release.values[0]) in (0, 1)
+    assert session.remaining.epsilon == Fraction(1, 2)
     (entry,) = session.history()
-    assert entry.status == "aborted"
+    assert entry.status == "spent"
+    session.ledger.verify()
+
+
+class _Failing:
+    """A third-party query whose run raises (a plugin bug): the spend must not be given back."""
+
+    name = "failing"
+    privacy = PureDP(epsilon=0.25)
+
+    def run(self, data: Any, /, *, rng: Any) -> float:
+        raise ValueError("secret 1234 in the data")
+
+
+def test_a_failing_query_keeps_its_spend(tmp_path: Path) -> None:
+    session = dpkit.Session(budget=(1.0, 0.0), ledger=tmp_path / "l.db")
+    for _ in range(2):
+        with pytest.raises(dpkit.ReleaseFailed) as info:
+            session.release(_Failing(), np.array([1.0]), rng=np.random.default_rng(1))
+        assert "1234" not in str(info.value)
+    assert session.remaining.epsilon == Fraction(1, 2)
+    assert [e.status for e in session.history()] == ["spent", "spent"]
     session.ledger.verify()
 
 

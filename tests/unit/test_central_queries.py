@@ -106,16 +106,17 @@ def test_noise_and_delta_must_agree() -> None:
 
 
 @pytest.mark.parametrize("query", QUERIES[:3] + QUERIES[4:], ids=lambda q: q.name)
-def test_nan_is_an_error_by_default(query: object) -> None:
-    with pytest.raises(dpkit.InvalidData, match="nan='drop'"):
-        query.run(np.array([1.0, np.nan]), rng=np.random.default_rng(0))  # type: ignore[attr-defined]
+def test_nan_is_dropped_by_default(query: object) -> None:
+    """No error after the spend: missing values are dropped (the documented default)."""
+    assert query.nan == "drop"  # type: ignore[attr-defined]
+    query.run(np.array([1.0, np.nan]), rng=np.random.default_rng(0))  # type: ignore[attr-defined]
 
 
-def test_non_numeric_and_non_1d_data_are_refused() -> None:
+def test_non_numeric_and_non_1d_data_are_refused_by_the_public_check() -> None:
     with pytest.raises(dpkit.InvalidData, match="real numbers"):
-        Sum(lower=0.0, upper=1.0, epsilon=1.0).run(np.array(["x"]), rng=np.random.default_rng(0))
+        Sum(lower=0.0, upper=1.0, epsilon=1.0).check_input(np.array(["x"]))
     with pytest.raises(dpkit.InvalidData, match="1-D"):
-        Mean(lower=0.0, upper=1.0, epsilon=1.0).run(np.zeros((2, 2)), rng=np.random.default_rng(0))
+        Mean(lower=0.0, upper=1.0, epsilon=1.0).check_input(np.zeros((2, 2)))
 
 
 # --- values --------------------------------------------------------------------------------------
@@ -193,14 +194,15 @@ def test_histogram_counts_in_declared_order() -> None:
     )
 
 
-def test_histogram_refuses_undeclared_categories_and_handles_missing() -> None:
-    with pytest.raises(dpkit.InvalidData, match="'w'"):
-        Histogram(categories=("x",), epsilon=1.0).counts(np.array(["x", "w"]))
-    data = np.array(["x", None, "y", float("nan")], dtype=object)
-    with pytest.raises(dpkit.InvalidData, match="missing"):
-        Histogram(categories=("x", "y"), epsilon=1.0).counts(data)
-    counts = Histogram(categories=("x", "y"), epsilon=1.0, nan="drop").counts(data)
+def test_histogram_drops_undeclared_categories_and_missing_values() -> None:
+    np.testing.assert_array_equal(
+        Histogram(categories=("x",), epsilon=1.0).counts(np.array(["x", "w"])), [1]
+    )
+    data = np.array(["x", None, "y", float("nan"), "w"], dtype=object)
+    counts = Histogram(categories=("x", "y"), epsilon=1.0).counts(data)
     np.testing.assert_array_equal(counts, [1, 1])
+    other = Histogram(categories=("x", "y"), epsilon=1.0, other=True)
+    np.testing.assert_array_equal(other.counts(data), [1, 1, 1])
 
 
 def test_histogram_gaussian_event() -> None:

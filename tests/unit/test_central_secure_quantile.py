@@ -64,7 +64,7 @@ def ranks_of(values: np.ndarray, data: np.ndarray, lower: float, upper: float) -
 
 
 @pytest.mark.parametrize(
-    "lower,upper", [(0.0, 10.0), (-3.7, 1e-3), (1e20, 1e20 + 1e6), (-1e300, 1e300), (0.0, 1e-310)]
+    "lower,upper", [(0.0, 10.0), (-3.7, 1e-3), (1e20, 1e20 + 1e6), (-1e100, 1e100), (0.0, 1e-99)]
 )
 def test_secure_outputs_lie_on_the_lattice_inside_the_bounds(lower: float, upper: float) -> None:
     query = Quantile(q=0.3, lower=lower, upper=upper, epsilon=2.0)

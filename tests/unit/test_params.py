@@ -62,5 +62,7 @@ def test_messages_name_owner_parameter_value_and_range() -> None:
     with pytest.raises(dpkit.InvalidParameter) as info:
         dpkit.mechanism("krr", epsilon=-0.5, k=3)
     message = str(info.value)
-    assert message == "krr: epsilon=-0.5 is not allowed; epsilon must be a finite real number > 0"
+    assert message == (
+        "krr: epsilon=-0.5 is not allowed; epsilon must be a finite real number >= 1e-12 and <= 700"
+    )
     assert (info.value.parameter, info.value.value, info.value.owner) == ("epsilon", -0.5, "krr")

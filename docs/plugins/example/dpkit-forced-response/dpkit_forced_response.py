@@ -69,9 +69,32 @@ class ForcedResponse(dpkit.Mechanism):
         )
         return dpkit.PureDP(epsilon=epsilon)
 
+    def check_input(self, values: NDArray[Any], /) -> None:
+        """Public phase (structure only): one answer per respondent."""
+        if values.ndim != 1:
+            raise dpkit.InvalidData(
+                f"{self.name}: values must be a 1-D array, one answer per respondent",
+                field="values",
+            )
+
+    def coerce(self, values: NDArray[Any], /, *, rng: Any) -> NDArray[np.int64]:
+        """Private phase, total: an answer that is not 0 or 1 becomes a uniformly random bit,
+        chosen for that respondent alone, so each report stays ε-LDP and none is dropped."""
+        array = np.asarray(values)
+        if array.dtype.kind in "biuf":
+            valid = (array == 0) | (array == 1)  # NaN compares unequal: invalid
+        else:  # text or objects: only the integers 0 and 1 are answers
+            answers = [isinstance(v, (int, np.integer)) and v in (0, 1) for v in array.flat]
+            valid = np.array(answers, dtype=bool).reshape(array.shape)
+        out = np.zeros(array.shape, dtype=np.int64)
+        out[valid] = array[valid].astype(np.int64)
+        invalid = ~valid
+        out[invalid] = rng.integers(0, 2, size=int(np.count_nonzero(invalid)))
+        return out
+
     def randomize(self, values: Any, /, *, rng: np.random.Generator) -> NDArray[np.int64]:
         dpkit.check_rng(rng, owner=self.name)
-        answers = np.asarray(values)
+        answers = dpkit.as_array(values, owner=self.name)
         if answers.size and (
             not np.issubdtype(answers.dtype, np.integer) or ((answers != 0) & (answers != 1)).any()
         ):
@@ -100,7 +123,7 @@ class ForcedResponseEstimator(dpkit.Estimator):
     mechanism: ForcedResponse
 
     def accumulate(self, reports: Any, /) -> dpkit.FrequencyCounts:
-        answers = np.asarray(reports)
+        answers = dpkit.as_array(reports, owner="forced_response estimator", field="reports")
         ones = int(np.count_nonzero(answers))
         return dpkit.FrequencyCounts(self.mechanism.name, [answers.size - ones, ones], answers.size)
 

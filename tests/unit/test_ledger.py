@@ -1,0 +1,505 @@
+"""The ledger on its own: typed errors for bad paths and damaged ledgers, totals checked before
+every spend, schema migration, labels and stored results, and the ``dpkit budget`` command."""
+
+from __future__ import annotations
+
+import json
+import os
+import sqlite3
+import stat
+import threading
+from fractions import Fraction
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+
+from dpkit.cli import main
+from dpkit.errors import BudgetExceeded, DPKitError, InvalidParameter
+from dpkit.ledger import (
+    SCHEMA_VERSION,
+    Budget,
+    Cost,
+    Ledger,
+    LedgerCorrupt,
+    LedgerEntry,
+    LedgerError,
+    NotALedger,
+    require_persistent,
+)
+
+TENTH = Cost(Fraction(1, 10), Fraction(0))
+ROOT = hasattr(os, "geteuid") and os.geteuid() == 0
+
+
+def _new(path: Path, epsilon: int = 1) -> Ledger:
+    return Ledger(path, dataset="d", budget=Budget(Fraction(epsilon), Fraction(0)))
+
+
+def _spend(ledger: Ledger, cost: Cost = TENTH, label: str | None = None) -> LedgerEntry:
+    return ledger.spend(
+        cost,
+        mechanism="m",
+        parameters={"p": 1},
+        event={"kind": "pure"},
+        session_id="s",
+        randomness="fast",
+        label=label,
+    )
+
+
+def _sql(path: Path, *statements: str) -> None:
+    connection = sqlite3.connect(path, isolation_level=None)
+    for statement in statements:
+        connection.execute(statement)
+    connection.close()
+
+
+# -- persistent locations -----------------------------------------------------------------------
+@pytest.mark.parametrize(
+    "location",
+    [
+        ":memory:",
+        "",
+        "sqlite:///:memory:",
+        "sqlite://",
+        "file::memory:",
+        "file::memory:?cache=shared",
+        "file:ledger?mode=memory",
+        "sqlite:///file:x?mode=memory&cache=shared",
+    ],
+)
+def test_require_persistent_refuses_memory(location: str) -> None:
+    with pytest.raises(InvalidParameter) as info:
+        require_persistent(location)
+    assert info.value.parameter == "ledger" and info.value.value == location
+    assert "persistent" in str(info.value) and "full budget every run" in str(info.value)
+
+
+@pytest.mark.parametrize("location", ["l.db", "sqlite:///l.db", "memory.db", "file:l.db?mode=rw"])
+def test_require_persistent_accepts_files(location: str, tmp_path: Path) -> None:
+    require_persistent(location)
+    require_persistent(tmp_path / location)
+
+
+# -- paths that cannot hold a ledger ------------------------------------------------------------
+def _open_in_thread(path: Path) -> BaseException | None:
+    """Open with a budget in a thread: a regression that opens a FIFO would block, not hang us."""
+    caught: list[BaseException] = []
+
+    def attempt() -> None:
+        try:
+            _new(path)
+        except BaseException as error:
+            caught.append(error)
+
+    thread = threading.Thread(target=attempt, daemon=True)
+    thread.start()
+    thread.join(timeout=20)
+    assert not thread.is_alive(), f"opening {path} blocked"
+    return caught[0] if caught else None
+
+
+def test_missing_directory(tmp_path: Path) -> None:
+    path = tmp_path / "nowhere" / "l.db"
+    error = _open_in_thread(path)
+    assert isinstance(error, LedgerError)
+    assert str(path) in str(error) and "does not exist" in str(error)
+    assert not path.parent.exists()
+
+
+def test_path_through_a_file(tmp_path: Path) -> None:
+    (tmp_path / "file").write_text("x")
+    error = _open_in_thread(tmp_path / "file" / "l.db")
+    assert isinstance(error, LedgerError) and "file/l.db" in str(error)
+
+
+def test_directory(tmp_path: Path) -> None:
+    error = _open_in_thread(tmp_path)
+    assert isinstance(error, NotALedger) and "is a directory" in str(error)
+
+
+@pytest.mark.skipif(not hasattr(os, "mkfifo"), reason="needs FIFOs")
+def test_fifo_is_never_opened(tmp_path: Path) -> None:
+    fifo = tmp_path / "fifo"
+    os.mkfifo(fifo)
+    error = _open_in_thread(fifo)
+    assert isinstance(error, NotALedger) and "not a regular file" in str(error)
+    assert stat.S_ISFIFO(os.stat(fifo).st_mode)
+
+
+@pytest.mark.skipif(not Path("/dev/null").exists(), reason="needs /dev/null")
+def test_device() -> None:
+    error = _open_in_thread(Path("/dev/null"))
+    assert isinstance(error, NotALedger) and "/dev/null" in str(error)
+
+
+def test_text_file_and_foreign_database_are_untouched(tmp_path: Path) -> None:
+    text = tmp_path / "notes.txt"
+    text.write_bytes(b"not a database at all, but longer than an SQLite header" * 4)
+    other = tmp_path / "other.db"
+    _sql(other, "CREATE TABLE t (x)", "INSERT INTO t VALUES (1)")
+    for path in (text, other):
+        before = path.read_bytes()
+        error = _open_in_thread(path)
+        assert isinstance(error, NotALedger) and str(path) in str(error)
+        assert path.read_bytes() == before
+        assert not Path(f"{path}-wal").exists()
+
+
+def test_unwritable_directory_and_file(tmp_path: Path) -> None:
+    if ROOT:  # root ignores file modes; nothing can be created in /proc
+        error = _open_in_thread(Path("/proc/self/l.db"))
+        assert isinstance(error, LedgerError) and "not writable" in str(error)
+        return
+    locked = tmp_path / "locked"
+    locked.mkdir()
+    locked.chmod(0o500)
+    try:
+        error = _open_in_thread(locked / "l.db")
+        assert isinstance(error, LedgerError) and "not writable" in str(error)
+    finally:
+        locked.chmod(0o700)
+    path = tmp_path / "l.db"
+    _new(path).close()
+    path.chmod(0o400)
+    with pytest.raises(LedgerError, match="not readable and writable"):
+        Ledger(path)
+
+
+def test_missing_ledger_is_not_created(tmp_path: Path) -> None:
+    with pytest.raises(LedgerError, match="give a budget to create one"):
+        Ledger(tmp_path / "missing.db")
+    assert not (tmp_path / "missing.db").exists()
+
+
+def test_a_locked_ledger_is_a_typed_error(tmp_path: Path) -> None:
+    path = tmp_path / "l.db"
+    _new(path).close()
+    holder = sqlite3.connect(path, isolation_level=None)
+    holder.execute("BEGIN IMMEDIATE")  # another writer that does not let go
+    try:
+        ledger = Ledger(path, timeout=0.05)
+        with pytest.raises(LedgerError, match="locked") as info:
+            _spend(ledger)
+        assert not isinstance(info.value, sqlite3.Error)
+    finally:
+        holder.execute("ROLLBACK")
+        holder.close()
+    assert _spend(ledger).status == "spent"  # and works once the lock is gone
+
+
+# -- damaged metadata ---------------------------------------------------------------------------
+@pytest.mark.parametrize(
+    "statement,key",
+    [
+        ("DELETE FROM dpkit_meta WHERE key = 'budget_epsilon'", "budget_epsilon"),
+        ("DELETE FROM dpkit_meta WHERE key = 'dataset_id'", "dataset_id"),
+        ("DELETE FROM dpkit_meta WHERE key = 'spent_delta'", "spent_delta"),
+        ("DELETE FROM dpkit_meta WHERE key = 'schema_version'", "schema_version"),
+        ("UPDATE dpkit_meta SET value = 'abc' WHERE key = 'budget_epsilon'", "budget_epsilon"),
+        ("UPDATE dpkit_meta SET value = '1/0' WHERE key = 'spent_epsilon'", "spent_epsilon"),
+        ("UPDATE dpkit_meta SET value = '-1/1' WHERE key = 'budget_epsilon'", "budget_epsilon"),
+        ("UPDATE dpkit_meta SET value = '3/2' WHERE key = 'budget_delta'", "budget_delta"),
+        ("UPDATE dpkit_meta SET value = 'rdp' WHERE key = 'composition'", "composition"),
+        ("UPDATE dpkit_meta SET value = 'zcdp' WHERE key = 'composition'", "budget_rho"),
+        ("UPDATE dpkit_meta SET value = 'two' WHERE key = 'schema_version'", "schema_version"),
+    ],
+)
+def test_damaged_metadata(tmp_path: Path, statement: str, key: str) -> None:
+    path = tmp_path / "l.db"
+    _new(path).close()
+    _sql(path, statement)
+    with pytest.raises(LedgerCorrupt) as info:
+        Ledger(path)
+    message = str(info.value)
+    assert str(path) in message and key in message and "dpkit budget verify" in message
+
+
+def test_newer_schema_is_refused(tmp_path: Path) -> None:
+    path = tmp_path / "l.db"
+    _new(path).close()
+    _sql(path, "UPDATE dpkit_meta SET value = '99' WHERE key = 'schema_version'")
+    with pytest.raises(LedgerError, match="schema version 99"):
+        Ledger(path)
+
+
+def test_missing_entries_table(tmp_path: Path) -> None:
+    path = tmp_path / "l.db"
+    _new(path).close()
+    _sql(path, "DROP TABLE dpkit_entries")
+    with pytest.raises(LedgerCorrupt, match="dpkit_entries"):
+        _spend(Ledger(path))
+
+
+# -- totals checked before spending -------------------------------------------------------------
+def test_lowered_cached_totals_are_refused_before_spending(tmp_path: Path) -> None:
+    path = tmp_path / "l.db"
+    ledger = _new(path)
+    for _ in range(10):
+        _spend(ledger)
+    with pytest.raises(BudgetExceeded):
+        _spend(ledger)
+    # someone rewrites the cached total to get the budget back: the entries still say 1
+    _sql(path, "UPDATE dpkit_meta SET value = '0/1' WHERE key = 'spent_epsilon'")
+    with pytest.raises(LedgerCorrupt) as info:
+        _spend(ledger)
+    assert "inconsistent" in str(info.value) and "nothing was spent" in str(info.value)
+    assert "dpkit budget verify" in str(info.value)
+    assert len(ledger.entries()) == 10
+    with pytest.raises(LedgerCorrupt, match="disagree"):
+        ledger.verify()
+
+
+def test_edited_entry_cost_is_refused(tmp_path: Path) -> None:
+    path = tmp_path / "l.db"
+    ledger = _new(path)
+    _spend(ledger)
+    _sql(path, "UPDATE dpkit_entries SET epsilon = '1/100'")
+    with pytest.raises(LedgerCorrupt):
+        _spend(ledger)
+    _sql(path, "UPDATE dpkit_entries SET epsilon = 'x'")
+    with pytest.raises(LedgerCorrupt, match="damaged cost"):
+        _spend(ledger)
+    assert len(Ledger(path).spent().as_dict()) > 0  # still opens: only spending is refused
+
+
+def test_verify_reports_an_overspent_ledger(tmp_path: Path) -> None:
+    path = tmp_path / "l.db"
+    ledger = _new(path)
+    _spend(ledger)
+    # consistent totals, but more than the budget
+    _sql(
+        path,
+        "UPDATE dpkit_entries SET epsilon = '2/1'",
+        "UPDATE dpkit_meta SET value = '2/1' WHERE key = 'spent_epsilon'",
+    )
+    with pytest.raises(LedgerCorrupt, match="exceed the budget"):
+        ledger.verify()
+    with pytest.raises(BudgetExceeded):
+        _spend(ledger)
+
+
+def test_damaged_entry_json(tmp_path: Path) -> None:
+    path = tmp_path / "l.db"
+    ledger = _new(path)
+    _spend(ledger)
+    _sql(path, "UPDATE dpkit_entries SET parameters = '{not json'")
+    with pytest.raises(LedgerCorrupt, match="parameters JSON in entry 1"):
+        ledger.entries()
+    with pytest.raises(LedgerCorrupt):
+        ledger.verify()
+
+
+def test_totals_check_is_exact_over_thousands_of_entries(tmp_path: Path) -> None:
+    path = tmp_path / "l.db"
+    ledger = _new(path, epsilon=1000)
+    costs = [Fraction(1, 10), Fraction(1, 3), Fraction(1, 7)]
+    rows = [(f"r{i}", _fraction(costs[i % 3])) for i in range(3000)]
+    total = sum((costs[i % 3] for i in range(3000)), Fraction(0))
+    connection = sqlite3.connect(path, isolation_level=None)
+    connection.executemany(
+        "INSERT INTO dpkit_entries (release_id, time, session_id, dataset_id, mechanism,"
+        " parameters, event, epsilon, delta, rho, randomness, status)"
+        " VALUES (?, 't', 's', 'd', 'm', '{}', '{}', ?, '0/1', NULL, 'fast', 'spent')",
+        rows,
+    )
+    connection.execute(
+        "UPDATE dpkit_meta SET value = ? WHERE key = 'spent_epsilon'", (_fraction(total),)
+    )
+    connection.close()
+    _spend(ledger)
+    assert ledger.verify().epsilon == total + Fraction(1, 10)
+
+
+def _fraction(value: Fraction) -> str:
+    return f"{value.numerator}/{value.denominator}"
+
+
+def test_negative_costs_are_refused(tmp_path: Path) -> None:
+    ledger = _new(tmp_path / "l.db")
+    with pytest.raises(InvalidParameter, match="epsilon >= 0"):
+        _spend(ledger, Cost(Fraction(-1, 10), Fraction(0)))
+    assert ledger.entries() == []
+
+
+# -- schema version 2: migration, labels, results ------------------------------------------------
+_V1_SCHEMA = """
+CREATE TABLE dpkit_meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
+CREATE TABLE dpkit_entries (
+    seq INTEGER PRIMARY KEY AUTOINCREMENT, release_id TEXT NOT NULL UNIQUE, time TEXT NOT NULL,
+    session_id TEXT NOT NULL, dataset_id TEXT NOT NULL, mechanism TEXT NOT NULL,
+    parameters TEXT NOT NULL, event TEXT NOT NULL, epsilon TEXT NOT NULL, delta TEXT NOT NULL,
+    rho TEXT, randomness TEXT NOT NULL,
+    status TEXT NOT NULL CHECK (status IN ('spent', 'aborted'))
+);
+INSERT INTO dpkit_meta VALUES ('format', 'dpkit-ledger'), ('schema_version', '1'),
+    ('dataset_id', 'old'), ('composition', 'basic'), ('budget_epsilon', '1/1'),
+    ('budget_delta', '0/1'), ('budget_rho', ''), ('spent_epsilon', '1/10'),
+    ('spent_delta', '0/1'), ('spent_rho', '0/1'), ('created', 't');
+INSERT INTO dpkit_entries (release_id, time, session_id, dataset_id, mechanism, parameters,
+    event, epsilon, delta, rho, randomness, status)
+    VALUES ('old1', 't', 's', 'old', 'rr', '{}', '{}', '1/10', '0/1', NULL, 'fast', 'spent');
+"""
+
+
+def _v1(path: Path) -> None:
+    connection = sqlite3.connect(path, isolation_level=None)
+    connection.execute("PRAGMA journal_mode=WAL")
+    connection.executescript(_V1_SCHEMA)
+    connection.close()
+
+
+def _columns(path: Path) -> list[str]:
+    connection = sqlite3.connect(path)
+    names = [row[1] for row in connection.execute("PRAGMA table_info(dpkit_entries)")]
+    connection.close()
+    return names
+
+
+def test_version_1_ledgers_are_migrated_by_concurrent_openers(tmp_path: Path) -> None:
+    path = tmp_path / "v1.db"
+    _v1(path)
+    assert "label" not in _columns(path)
+    barrier = threading.Barrier(8)
+    errors: list[BaseException] = []
+
+    def open_it() -> None:
+        barrier.wait()
+        try:
+            Ledger(path).close()
+        except BaseException as error:
+            errors.append(error)
+
+    threads = [threading.Thread(target=open_it) for _ in range(8)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert errors == []
+    columns = _columns(path)
+    assert columns.count("label") == 1 and columns.count("result") == 1
+    ledger = Ledger(path)
+    (old,) = ledger.entries()
+    assert (old.release_id, old.label, old.result) == ("old1", None, None)
+    ledger.record_result("old1", [1, 2])
+    assert ledger.entries()[0].result == [1, 2]
+    assert _spend(ledger, label="new").label == "new"
+    assert ledger.verify().epsilon == Fraction(1, 5)
+    connection = sqlite3.connect(path)
+    version = connection.execute(
+        "SELECT value FROM dpkit_meta WHERE key = 'schema_version'"
+    ).fetchone()[0]
+    connection.close()
+    assert version == str(SCHEMA_VERSION) == "2"
+
+
+@pytest.mark.parametrize("location", ["file", ":memory:"])
+def test_labels_and_results(tmp_path: Path, location: str) -> None:
+    ledger = _new(tmp_path / "l.db") if location == "file" else _new(Path(":memory:"))
+    first = _spend(ledger, label="mean age")
+    second = _spend(ledger)
+    assert (first.label, second.label) == ("mean age", None)
+    ledger.record_result(first.release_id, {"value": 41.5, "missing": float("nan")})
+    ledger.record_result(second.release_id, np.array([1, 2]))  # default=str
+    ledger.record_result(second.release_id, [3, 4])  # a second call overwrites
+    stored = {e.release_id: e for e in ledger.entries()}
+    assert stored[first.release_id].label == "mean age"
+    assert stored[first.release_id].result["value"] == 41.5
+    assert np.isnan(stored[first.release_id].result["missing"])
+    assert stored[second.release_id].result == [3, 4]
+    record = stored[first.release_id].as_dict()
+    assert record["label"] == "mean age" and record["result"]["value"] == 41.5
+    with pytest.raises(LedgerError, match="no release 'nope'"):
+        ledger.record_result("nope", 1)
+    with pytest.raises(LedgerError, match="has a stored result"):
+        ledger.abort(first.release_id)  # released: the spend stands
+    third = _spend(ledger)
+    ledger.abort(third.release_id)  # a reservation released before data were read
+    with pytest.raises(LedgerError, match="status 'aborted'"):
+        ledger.record_result(third.release_id, 1)
+    assert ledger.verify().epsilon == Fraction(1, 5)
+
+
+def test_entries_keep_positional_construction() -> None:
+    entry = LedgerEntry(1, "r", "t", "s", "d", "m", {}, {}, TENTH, "fast", "spent")
+    assert entry.label is None and entry.result is None
+    assert entry.as_dict()["label"] is None
+
+
+def test_label_must_be_text(tmp_path: Path) -> None:
+    with pytest.raises(InvalidParameter, match="label"):
+        _spend(_new(tmp_path / "l.db"), label=3)  # type: ignore[arg-type]
+
+
+# -- the command line ---------------------------------------------------------------------------
+def _ledger_with_releases(path: Path) -> Ledger:
+    ledger = _new(path)
+    stored = _spend(ledger, label="mean age")
+    ledger.record_result(stored.release_id, {"value": 41.5})
+    _spend(ledger, label="lost")  # a crash between the spend and the store
+    return ledger
+
+
+def test_budget_show_releases(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    path = tmp_path / "l.db"
+    _ledger_with_releases(path)
+    assert main(["budget", "show", "--ledger", str(path), "--releases"]) == 0
+    out = capsys.readouterr().out
+    assert "mean age" in out and '{"value": 41.5}' in out
+    assert "lost" in out and "result not stored (spent)" in out
+    assert main(["budget", "show", "--ledger", str(path), "--releases", "--json"]) == 0
+    shown = json.loads(capsys.readouterr().out)
+    by_label = {e["label"]: e for e in shown["entries"]}
+    assert by_label["mean age"]["result"] == {"value": 41.5}
+    assert by_label["mean age"]["result_stored"] is True
+    assert by_label["lost"]["result_stored"] is False
+    assert by_label["lost"]["result_note"] == "result not stored (spent)"
+    assert main(["budget", "history", "--ledger", str(path), "--json"]) == 0
+    history = json.loads(capsys.readouterr().out)
+    assert [h["label"] for h in history] == ["mean age", "lost"]
+    assert main(["budget", "history", "--ledger", str(path)]) == 0
+    assert "result not stored (spent)" in capsys.readouterr().out
+
+
+def test_budget_verify(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    path = tmp_path / "l.db"
+    _ledger_with_releases(path)
+    assert main(["budget", "verify", "--ledger", str(path)]) == 0
+    assert "is consistent" in capsys.readouterr().out
+    assert main(["budget", "verify", "--ledger", f"sqlite:///{path}", "--json"]) == 0
+    report = json.loads(capsys.readouterr().out)
+    assert report["consistent"] is True and report["results_not_stored"] == 1
+    _sql(path, "UPDATE dpkit_meta SET value = '0/1' WHERE key = 'spent_epsilon'")
+    assert main(["budget", "verify", "--ledger", str(path)]) == 2
+    err = capsys.readouterr().err
+    assert "inconsistent" in err and "disagree" in err and str(path) in err
+    assert main(["budget", "verify", "--ledger", str(path), "--json"]) == 2
+    error: dict[str, Any] = json.loads(capsys.readouterr().err)["error"]
+    assert error["code"] == "ledger_corrupt"
+
+
+@pytest.mark.parametrize("kind", ["memory", "directory", "missing", "text"])
+def test_budget_commands_refuse_bad_ledgers(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], kind: str
+) -> None:
+    text = tmp_path / "x.txt"
+    text.write_text("hello")
+    location = {
+        "memory": ":memory:",
+        "directory": str(tmp_path),
+        "missing": str(tmp_path / "missing.db"),
+        "text": str(text),
+    }[kind]
+    for action in ("show", "history", "verify"):
+        assert main(["budget", action, "--ledger", location]) == 2
+        err = capsys.readouterr().err
+        assert err.startswith("dpkit: error: ") and "Traceback" not in err
+    assert text.read_text() == "hello"
+    assert not (tmp_path / "missing.db").exists()
+
+
+def test_every_ledger_error_is_a_dpkit_error() -> None:
+    for kind in (LedgerError, NotALedger, LedgerCorrupt):
+        assert issubclass(kind, DPKitError)

@@ -57,6 +57,7 @@ Laplace noise on a lattice).
 from __future__ import annotations
 
 import contextlib
+import hashlib
 import json
 import os
 import uuid
@@ -66,6 +67,7 @@ from typing import Any, Literal, Protocol, runtime_checkable
 
 import attrs
 import numpy as np
+from numpy.typing import NDArray
 
 from dpkit.accounting import event_cost, event_rho, exact, zcdp_rho_for
 from dpkit.errors import InvalidData, InvalidParameter, ReleaseFailed
@@ -199,6 +201,8 @@ def _jsonable(value: Any) -> Any:
             if not f.name.startswith("_")
         }
     if isinstance(value, np.ndarray):
+        if value.nbytes > MAX_STORED_RESULT:  # e.g. millions of local reports: never list them
+            return _digest(value)
         return value.tolist()
     if isinstance(value, np.generic):
         return value.item()
@@ -211,11 +215,24 @@ def _jsonable(value: Any) -> Any:
     return value
 
 
-def stored_result(value: Any) -> Any:
-    """What the ledger keeps of a released value: the value itself, or for one larger than
-    :data:`MAX_STORED_RESULT` as JSON (e.g. millions of local reports), its size and SHA-256."""
-    import hashlib
+def _digest(array: NDArray[Any]) -> dict[str, Any]:
+    """A large array as its shape, dtype and the SHA-256 of its bytes (C order)."""
+    data = np.ascontiguousarray(array)
+    # Hash the buffer itself: no copy of millions of reports.
+    raw = data.data.cast("B") if data.dtype != object else repr(data.tolist()).encode()
+    digest = hashlib.sha256(raw)
+    return {
+        "stored": "digest",
+        "shape": list(array.shape),
+        "dtype": str(array.dtype),
+        "sha256": digest.hexdigest(),
+    }
 
+
+def stored_result(value: Any) -> Any:
+    """What the ledger keeps of a released value: the value itself, or, for an array over
+    :data:`MAX_STORED_RESULT` bytes (e.g. millions of local reports) or a document over that
+    size as JSON, its shape or size and SHA-256."""
     document = _jsonable(value)
     text = json.dumps(document, default=str, allow_nan=True)
     if len(text) <= MAX_STORED_RESULT:

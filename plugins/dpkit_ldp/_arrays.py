@@ -134,11 +134,11 @@ def category_codes(values: Any, k: int, labels: tuple[Any, ...] | None = None) -
     elif kind in "iu":
         # Compare as unsigned: negative numbers become huge, so one test covers both ends.
         inside = flat.view(np.dtype(f"u{flat.dtype.itemsize}")) < k
-        codes = np.where(inside, flat, -1).astype(np.int64)
+        codes = np.where(inside, flat, -1).astype(np.int64, copy=False)
     elif kind == "f":
         with np.errstate(invalid="ignore"):
             inside = (flat >= 0) & (flat < k) & (flat == np.floor(flat))  # False for NaN
-        codes = np.where(inside, flat, -1.0).astype(np.int64)
+        codes = np.where(inside, flat, -1.0).astype(np.int64, copy=False)
     elif kind == "O":
         codes = _per_value(flat, lambda v: _index_of(v, k))
     else:  # text, bytes, dates: never an index 0..k−1

@@ -6,11 +6,16 @@
   ``benchmarks/results.json``;
 * ``<!-- dpkit:schema KIND -->`` in a page is replaced by the reference tables of that spec
   schema (:func:`dpkit.spec.reference.schema_reference`), for the built-in plugins only, so the
-  page does not depend on which third-party plugins the builder has installed.
+  page does not depend on which third-party plugins the builder has installed;
+* math (``$...$``, ``$$...$$``, turned into ``\\(...\\)`` and ``\\[...\\]`` inside
+  ``arithmatex`` elements by ``pymdownx.arithmatex``) is rendered to MathML here, at build time,
+  with ``latex2mathml``: browsers display MathML natively, so the site loads no script and needs
+  no network to show its equations.
 """
 
 from __future__ import annotations
 
+import html
 import json
 import re
 import shutil
@@ -20,6 +25,8 @@ from typing import Any
 
 import dpkit_central
 import dpkit_ldp
+from latex2mathml.converter import convert as latex_to_mathml
+from mkdocs.exceptions import PluginError
 from mkdocs.structure.files import File, Files
 
 from dpkit.plot import docs_figures
@@ -30,6 +37,17 @@ PALETTE = ("#0072B2", "#E69F00", "#009E73", "#CC79A7", "#56B4E9")  # Okabe–Ito
 REPOSITORY = Path(__file__).resolve().parents[1]
 SCHEMA_MARKER = re.compile(r"<!--\s*dpkit:schema\s+(query|session|result)\s*-->")
 _figures: Path | None = None
+#: pymdownx.arithmatex's generic output: ``\\(...\\)`` in a span, ``\\[...\\]`` in a div.
+ARITHMATEX = re.compile(
+    r'<(?P<tag>span|div) class="arithmatex">\s*\\(?P<open>[(\[])(?P<tex>.*?)\\[)\]]\s*</(?P=tag)>',
+    re.S,
+)
+#: ``\\[2ex]``: extra space after a line break, which latex2mathml would print as text.
+LINE_BREAK_SPACING = re.compile(r"\\\\\[[^\]]*\]")
+#: ``\\text{...}``, ``\\texttt{...}`` (no nested braces): where ``\\_`` means an underscore.
+#: Operator names latex2mathml does not know (it would print the backslash): ``\\arg``.
+UNKNOWN_OPERATOR = re.compile(r"\\(arg)(?![A-Za-z])")
+TEXT_COMMAND = re.compile(r"(\\(?:text|texttt|textrm|textit|textbf|mathrm)\{)([^{}]*)(\})")
 
 
 def on_pre_build(config: Any) -> None:
@@ -76,6 +94,33 @@ def on_page_markdown(markdown: str, page: Any, config: Any, files: Files) -> str
         entry_points=False, plugins=[("ldp", dpkit_ldp), ("central", dpkit_central)]
     )
     return SCHEMA_MARKER.sub(lambda match: schema_reference(match[1], builtins), markdown)
+
+
+def tex_to_mathml(tex: str, *, display: bool) -> str:
+    """MathML for one formula (LaTeX math mode), with the few fixes latex2mathml needs."""
+    tex = LINE_BREAK_SPACING.sub(r"\\\\", tex)
+    tex = UNKNOWN_OPERATOR.sub(r"\\operatorname{\1}", tex)
+    tex = TEXT_COMMAND.sub(lambda m: m[1] + m[2].replace(r"\_", "_") + m[3], tex)
+    return str(latex_to_mathml(tex.strip(), display="block" if display else "inline"))
+
+
+def render_math(content: str, where: str = "") -> str:
+    """Replaces every arithmatex span/div of a page's HTML by its MathML."""
+
+    def replace(match: re.Match[str]) -> str:
+        tex = html.unescape(match["tex"])
+        display = match["open"] == "["
+        try:
+            mathml = tex_to_mathml(tex, display=display)
+        except Exception as error:  # latex2mathml raises many types; name the formula
+            raise PluginError(f"{where}: cannot render the formula {tex!r}: {error}") from error
+        return f'<{match["tag"]} class="arithmatex">{mathml}</{match["tag"]}>'
+
+    return ARITHMATEX.sub(replace, content)
+
+
+def on_page_content(content: str, page: Any, config: Any, files: Files) -> str:
+    return render_math(content, page.file.src_uri)
 
 
 def on_post_build(config: Any) -> None:

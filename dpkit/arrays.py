@@ -11,9 +11,43 @@ from typing import Any
 import numpy as np
 from numpy.typing import NDArray
 
-from dpkit.errors import InvalidData
+from dpkit.errors import InvalidData, plain_value
 
-__all__ = ["as_array", "readable"]
+__all__ = ["as_array", "describe_dtype", "plain", "readable"]
+
+
+_KIND_WORDS = {
+    "b": "booleans",
+    "i": "integers",
+    "u": "integers",
+    "f": "real numbers",
+    "c": "complex numbers",
+    "m": "time differences",
+    "M": "dates and times",
+    "O": "Python objects",
+    "S": "bytes",
+    "U": "text",
+    "V": "structured records",
+}
+
+
+def describe_dtype(dtype: Any) -> str:
+    """A dtype (or an array, or anything ``np.dtype`` accepts) in words for an error message:
+    "text", "integers", "real numbers", "booleans", ... — never a numpy repr such as ``<U3``."""
+    kind = getattr(getattr(dtype, "dtype", None), "kind", None)
+    if kind is None:
+        try:
+            kind = np.dtype(dtype).kind
+        except TypeError:
+            return "values of an unsupported type"
+    return _KIND_WORDS.get(kind, "values of an unsupported type")
+
+
+def plain(value: Any) -> Any:
+    """``value`` as a plain Python value for quoting in a message: a numpy scalar via ``.item()``
+    (``7`` rather than ``np.int64(7)``), an array via ``.tolist()`` (also inside lists, tuples
+    and dicts), anything else unchanged."""
+    return plain_value(value)
 
 
 def as_array(values: Any, *, owner: str, field: str = "values") -> NDArray[Any]:

@@ -15,12 +15,46 @@ __all__ = [
     "DPKitError",
     "InvalidData",
     "InvalidParameter",
+    "MissingDependency",
     "PluginConflict",
     "PluginError",
     "ReleaseFailed",
     "SpecError",
     "UnknownMechanism",
 ]
+
+
+_SHOWN_ITEMS = 10
+
+
+class _Abridged(str):
+    """The text of a long array, shown as is (its repr is the text itself)."""
+
+    def __repr__(self) -> str:
+        return str(self)
+
+
+def plain_value(value: Any) -> Any:
+    """``value`` with numpy scalars and arrays turned into plain Python values (``7``, not
+    ``np.int64(7)``; a list, not ``array([...])``), also inside lists, tuples and dicts, so that
+    a message quotes what the user would have typed. Anything else is returned unchanged."""
+    if isinstance(value, type) and value.__module__.split(".")[0] == "numpy":
+        return _Abridged(value.__name__)  # a scalar type such as numpy.int64: its name
+    module = type(value).__module__.split(".")[0]
+    if module == "numpy" and not hasattr(value, "tolist"):
+        return _Abridged(str(getattr(value, "name", value)))  # a dtype: "int64", not a repr
+    if module == "numpy":
+        size = getattr(value, "size", 1)
+        if getattr(value, "ndim", 0) and size > _SHOWN_ITEMS:
+            head = value.reshape(-1)[:_SHOWN_ITEMS].tolist()
+            return _Abridged(f"[{', '.join(map(repr, head))}, ...] ({size} values)")
+        return value.tolist()
+    if isinstance(value, (list, tuple)):
+        items = [plain_value(item) for item in value]
+        return items if isinstance(value, list) else tuple(items)
+    if isinstance(value, dict):
+        return {plain_value(k): plain_value(v) for k, v in value.items()}
+    return value
 
 
 class DPKitError(Exception):
@@ -49,7 +83,8 @@ class InvalidParameter(DPKitError, ValueError):
         self.owner = owner
         where = f"{owner}: " if owner else ""
         super().__init__(
-            f"{where}{parameter}={value!r} is not allowed; {parameter} must be {allowed}"
+            f"{where}{parameter}={plain_value(value)!r} is not allowed; "
+            f"{parameter} must be {allowed}"
         )
 
 
@@ -61,6 +96,25 @@ class InvalidData(DPKitError, ValueError):
     def __init__(self, message: str, *, field: str = "values"):
         self.field = field
         super().__init__(message)
+
+
+class MissingDependency(DPKitError, ImportError):
+    """An optional dependency is not installed; the message names the extra that installs it:
+    ``dpkit audit needs scipy: pip install 'dpkit[audit]'``.
+
+    Attributes:
+        package: the missing import (``"scipy"``).
+        extra: the dpkit extra that installs it (``"audit"``).
+        needed_by: what needs it (a command such as ``"dpkit audit"``, or a feature).
+    """
+
+    code = "missing_dependency"
+
+    def __init__(self, package: str, extra: str, *, needed_by: str = "this feature"):
+        self.package = package
+        self.extra = extra
+        self.needed_by = needed_by
+        super().__init__(f"{needed_by} needs {package}: pip install 'dpkit[{extra}]'")
 
 
 class UnknownMechanism(DPKitError, KeyError):

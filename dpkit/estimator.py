@@ -61,14 +61,39 @@ class FrequencyCounts:
         return FrequencyCounts(self.mechanism, self.counts + other.counts, self.n + other.n)
 
 
+def _optional_float_array(values: Any) -> NDArray[np.float64] | None:
+    return None if values is None else _float_array(values)
+
+
+def _variance_model(values: Any) -> tuple[float, float] | None:
+    return None if values is None else (float(values[0]), float(values[1]))
+
+
 @attrs.frozen(eq=False)
 class Estimate:
     """Estimated counts per category, with their variance and confidence intervals.
 
-    ``estimates[v]`` estimates how many of the ``n`` users hold category ``v``; ``variance[v]``
-    is its variance (the estimator's documented formula, with the estimate plugged in where the
-    formula depends on the truth). ``frequencies`` and ``frequency_variance`` are the same on the
-    scale of proportions. With ``n == 0`` the counts are exactly 0 and the frequencies are NaN.
+    ``estimates[v]`` estimates how many of the ``n`` users hold category v. ``frequencies`` and
+    ``frequency_variance`` are the same on the scale of proportions. With ``n == 0`` the counts
+    are exactly 0 and the frequencies are NaN.
+
+    **Variance.** ``variance[v]`` is an estimate of the variance of the *unbiased* estimate of
+    category v. When the estimator knows the exact variance as a function of the true count
+    x (``variance_model`` = (a, b): Var[ĉ_v] = a + b·x, as for the pure frequency oracles,
+    Wang et al. 2017, Theorem 2), ``variance`` is the unbiased estimate a + b·ĉ_v (the unbiased
+    ĉ_v plugged in, *not* clipped to [0, n], which would bias it upwards), floored at 0.
+
+    **Post-processed estimates** (``method`` other than ``"unbiased"``: clipping, projection,
+    ``"mle"``) are biased and their own variance is not known; ``variance`` and the interval
+    still describe the unbiased estimate ``unbiased_estimates`` they were computed from, and
+    :meth:`confidence_interval` returns the unbiased estimate's interval intersected with
+    [0, n]. That interval covers the true count exactly as often as the unbiased one (the true
+    count lies in [0, n]), but it is not centred on ``estimates`` and need not contain them.
+
+    Attributes:
+        variance_model: (a, b) with Var[ĉ_v] = a + b·(true count of v), or None.
+        unbiased_estimates: the unbiased estimates a post-processed estimate was derived from
+            (None when ``estimates`` are themselves the unbiased estimates).
     """
 
     mechanism: str
@@ -77,6 +102,12 @@ class Estimate:
     estimates: NDArray[np.float64] = attrs.field(converter=_float_array)
     variance: NDArray[np.float64] = attrs.field(converter=_float_array)
     categories: tuple[Any, ...] | None = None
+    variance_model: tuple[float, float] | None = attrs.field(
+        default=None, converter=_variance_model
+    )
+    unbiased_estimates: NDArray[np.float64] | None = attrs.field(
+        default=None, converter=_optional_float_array
+    )
 
     @property
     def frequencies(self) -> NDArray[np.float64]:
@@ -93,23 +124,45 @@ class Estimate:
     def confidence_interval(
         self, level: float = 0.95, *, scale: str = "count"
     ) -> tuple[NDArray[np.float64], NDArray[np.float64]]:
-        """Two-sided normal (Wald) interval ``estimate ± z·sqrt(variance)`` at ``level``.
+        """A two-sided interval for each true count (or frequency) at confidence ``level``.
 
-        The estimators are sums of n independent bounded terms, so the interval is asymptotically
-        exact (central limit theorem); it is not clipped to [0, n]. ``scale`` is ``"count"`` or
-        ``"frequency"``.
+        With z = Φ⁻¹((1 + level)/2) and ĉ the unbiased estimate:
+
+        * with a ``variance_model`` (a, b), the *score* interval (Wilson 1927's construction):
+          the set of x with (ĉ − x)² ≤ z²·(a + b·x), i.e.
+          ĉ + z²b/2 ± z·√(a + b·ĉ + z²b²/4). It uses the variance at the candidate x instead of
+          a plug-in, which keeps its coverage close to ``level`` for small counts, where the Wald
+          interval ĉ ± z·√(a + b·ĉ) under-covers and the plug-in clipped at 0 over-covers.
+          (For b = 0, e.g. binary randomized response, the two coincide.)
+        * otherwise the normal (Wald) interval ĉ ± z·√variance.
+
+        Both are asymptotic (central limit theorem: the estimators are sums of n independent
+        bounded terms). For a post-processed estimate the interval is that of the unbiased
+        estimate, intersected with [0, n] (see the class docstring); an unbiased estimate's
+        interval is not clipped. ``scale`` is ``"count"`` or ``"frequency"`` (the count
+        interval divided by n).
         """
         if not isinstance(level, (int, float)) or not (0.0 < level < 1.0) or math.isnan(level):
             raise InvalidParameter("level", level, "a real number in (0, 1)")
-        if scale == "count":
-            centre, var = self.estimates, self.variance
-        elif scale == "frequency":
-            centre, var = self.frequencies, self.frequency_variance
-        else:
+        if scale not in ("count", "frequency"):
             raise InvalidParameter("scale", scale, "'count' or 'frequency'")
         z = NormalDist().inv_cdf(0.5 + level / 2.0)
-        half = z * np.sqrt(var)
-        return centre - half, centre + half
+        post_processed = self.unbiased_estimates is not None
+        centre = self.unbiased_estimates if self.unbiased_estimates is not None else self.estimates
+        if self.variance_model is not None:
+            a, b = self.variance_model
+            mid = centre + z * z * b / 2.0
+            half = z * np.sqrt(np.maximum(a + b * centre + (z * b) ** 2 / 4.0, 0.0))
+        else:
+            mid, half = centre, z * np.sqrt(self.variance)
+        low, high = mid - half, mid + half
+        if post_processed:
+            low, high = np.clip(low, 0.0, float(self.n)), np.clip(high, 0.0, float(self.n))
+        if scale == "frequency":
+            if self.n == 0:
+                return np.full_like(low, np.nan), np.full_like(high, np.nan)
+            return low / self.n, high / self.n
+        return low, high
 
 
 class Estimator:

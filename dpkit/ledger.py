@@ -57,6 +57,7 @@ __all__ = [
     "LedgerError",
     "LedgerMismatch",
     "NotALedger",
+    "exact_text",
     "require_persistent",
 ]
 
@@ -108,7 +109,19 @@ class LedgerMismatch(LedgerError):
 
 
 def _fraction_text(value: Fraction) -> str:
+    """The stored text of an exact amount, always ``numerator/denominator`` (``"2/1"``).
+
+    Only the database holds this form; reading accepts it and the JSON form alike
+    (``Fraction("2/1") == Fraction("2")``). JSON output uses :func:`exact_text`.
+    """
     return f"{value.numerator}/{value.denominator}"
+
+
+def exact_text(value: Fraction) -> str:
+    """An exact amount as every ``*_exact`` JSON field writes it: ``str(Fraction)``, in lowest
+    terms with no ``/1`` for whole numbers (``"2"``, ``"1/10"``, ``"0"``). See docs/spec.md,
+    "Exact numbers"."""
+    return str(Fraction(value))
 
 
 def _decimal(value: Fraction, digits: int = 12) -> str:
@@ -133,12 +146,12 @@ class Budget:
         out: dict[str, Any] = {
             "epsilon": float(self.epsilon),
             "delta": float(self.delta),
-            "epsilon_exact": _fraction_text(self.epsilon),
-            "delta_exact": _fraction_text(self.delta),
+            "epsilon_exact": exact_text(self.epsilon),
+            "delta_exact": exact_text(self.delta),
         }
         if self.rho is not None:
             out["rho"] = float(self.rho)
-            out["rho_exact"] = _fraction_text(self.rho)
+            out["rho_exact"] = exact_text(self.rho)
         return out
 
 
@@ -193,9 +206,13 @@ class LedgerEntry:
             "event": self.event,
             "epsilon": float(self.cost.epsilon),
             "delta": float(self.cost.delta),
-            "epsilon_exact": _fraction_text(self.cost.epsilon),
-            "delta_exact": _fraction_text(self.cost.delta),
-            **({"rho": float(self.cost.rho)} if self.cost.rho is not None else {}),
+            "epsilon_exact": exact_text(self.cost.epsilon),
+            "delta_exact": exact_text(self.cost.delta),
+            **(
+                {"rho": float(self.cost.rho), "rho_exact": exact_text(self.cost.rho)}
+                if self.cost.rho is not None
+                else {}
+            ),
             "randomness": self.randomness,
             "status": self.status,
             "label": self.label,
@@ -1027,8 +1044,7 @@ def _parse_fraction(text: Any) -> Fraction | None:
 
 def _totals_text(totals: _Totals) -> str:
     return ", ".join(
-        f"{name}={_fraction_text(value)}"
-        for name, value in zip(("ε", "δ", "ρ"), totals, strict=True)
+        f"{name}={exact_text(value)}" for name, value in zip(("ε", "δ", "ρ"), totals, strict=True)
     )
 
 

@@ -180,14 +180,16 @@ def _structure(data: Any, owner: str) -> Any:
     """
     if isinstance(data, np.ndarray) or not isinstance(data, (list, tuple)):
         return data
+    # An object array: its dtype must not depend on the values (numpy would infer text for a
+    # list holding one string, and a session must not refuse that for free); each record is
+    # then converted on its own, in the private phase. Nested lists of equal lengths still
+    # make rows (e.g. utilities of shape (R, m)); a ragged one becomes a 1-D array of records.
     try:
-        return np.asarray(data)
+        return np.array(data, dtype=object)
     except ValueError:
-        raise InvalidData(
-            f"{owner}: the data are a ragged nested list (rows of different lengths); "
-            "give a flat list or an array of records",
-            field="data",
-        ) from None
+        records = np.empty(len(data), dtype=object)
+        records[:] = list(data)
+        return records
 
 
 def _jsonable(value: Any) -> Any:
@@ -363,6 +365,10 @@ class Session:
         owner = str(getattr(target, "name", type(target).__name__))
         if isinstance(data, Deferred):
             releases = data.releases
+            if isinstance(releases, bool) or not isinstance(releases, int):
+                raise InvalidParameter(
+                    "releases", releases, "a whole number >= 1", owner="Deferred"
+                )
         else:
             data = _structure(data, owner)
             check = getattr(target, "check_input", None)
@@ -400,7 +406,17 @@ class Session:
         target = prepared.target
         name = str(getattr(target, "name", type(target).__name__))
         try:
-            data = prepared.data.load() if isinstance(prepared.data, Deferred) else prepared.data
+            data = prepared.data
+            if isinstance(data, Deferred):
+                data = _structure(data.load(), name)
+                # What was charged must be what runs: a loader that returns more releases than
+                # it declared (a batch of selections) fails closed, with the spend kept.
+                check = getattr(target, "check_input", None)
+                if check is not None:
+                    check(data)
+                count = getattr(target, "releases", None)
+                if (int(count(data)) if count is not None else 1) != prepared.releases:
+                    raise ValueError("the loaded data hold another number of releases")
             if isinstance(target, Mechanism):
                 data = target.coerce(np.asarray(data), rng=prepared.generator)
             values = prepared.run(data, rng=prepared.generator)

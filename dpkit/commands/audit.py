@@ -5,6 +5,7 @@ Runs the exact and the statistical tier of :mod:`dpkit.testing` on one registere
 shows progress on stderr and prints a report. Exit code 0: no violation found; 1: a violation
 was found; 2: bad usage (unknown mechanism, bad parameter) or nothing the auditor can check.
 ``--plot FILE`` also draws the report with :func:`dpkit.plot.audit_figure` (needs dpkit[plot]).
+Needs scipy (``pip install 'dpkit[audit]'``), checked before anything runs.
 """
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ import sys
 from typing import Any
 
 from dpkit.commands._output import warn_plugin_failures
+from dpkit.commands._requires import AUDIT, PLOT, require
 from dpkit.errors import InvalidParameter
 from dpkit.registry import get_registry
 
@@ -115,14 +117,16 @@ class _ProgressBar:
 
 
 def run(args: argparse.Namespace) -> int:
+    require("dpkit audit", AUDIT)  # before any work: the statistical tier needs scipy
+    if args.plot is not None:
+        require("dpkit audit --plot", PLOT)
     _check_options(args)
     registry = get_registry()
     warn_plugin_failures(registry)
     mechanism = registry.mechanism(args.name, **parse_params(args.param))
-    if args.plot is not None:  # fail before the audit runs: matplotlib present, FILE writable
-        from dpkit.plot._mpl import check_output, require
+    if args.plot is not None:  # fail before the audit runs: FILE writable
+        from dpkit.plot._mpl import check_output
 
-        require()
         check_output(args.plot, name="--plot")
 
     from dpkit.testing import audit

@@ -12,6 +12,7 @@ import argparse
 from typing import Any
 
 from dpkit.commands._output import warn_plugin_failures
+from dpkit.commands._requires import AUDIT, PLOT, require
 from dpkit.errors import InvalidParameter
 from dpkit.registry import get_registry
 
@@ -140,11 +141,19 @@ def _out(parser: argparse.ArgumentParser) -> None:
     )
 
 
-def _prepare(args: argparse.Namespace) -> None:
-    """Fail fast, before any work: matplotlib is installed and --out can be written."""
-    from dpkit.plot._mpl import check_output, require
+def _requirements(args: argparse.Namespace) -> None:
+    """Fail fast, before any work: every figure needs matplotlib, and the audit figures (``audit``,
+    ``docs``) run the statistical auditor, which needs scipy."""
+    require("dpkit plot", PLOT)
+    if args.plot_command in ("audit", "docs"):
+        require(f"dpkit plot {args.plot_command}", AUDIT)
 
-    require()
+
+def _prepare(args: argparse.Namespace) -> None:
+    """Fail fast, before any work: the extras are installed and --out can be written."""
+    from dpkit.plot._mpl import check_output
+
+    _requirements(args)
     check_output(args.out, name="--out")
 
 
@@ -264,9 +273,8 @@ def _docs(args: argparse.Namespace) -> int:
     from pathlib import Path
 
     from dpkit.plot import docs_figures
-    from dpkit.plot._mpl import require
 
-    require()
+    _requirements(args)
     target = Path(args.out_dir)
     if target.exists() and not target.is_dir():
         raise InvalidParameter(

@@ -17,7 +17,7 @@ from pathlib import Path
 from types import ModuleType
 from typing import TYPE_CHECKING, Any
 
-from dpkit.errors import DPKitError, InvalidParameter
+from dpkit.errors import InvalidParameter, MissingDependency
 
 if TYPE_CHECKING:
     from matplotlib.axes import Axes
@@ -75,26 +75,13 @@ _STYLE: dict[str, Any] = {
 }
 
 
-class MissingDependency(DPKitError, ImportError):
-    """An optional dependency (an extra) is not installed."""
-
-    code = "missing_dependency"
-
-    def __init__(self, package: str, extra: str):
-        self.package = package
-        self.extra = extra
-        super().__init__(
-            f"{package} is not installed; dpkit's figures need it: pip install 'dpkit[{extra}]'"
-        )
-
-
 def require() -> ModuleType:
     """Import and return matplotlib, or raise :class:`MissingDependency`."""
     try:
         import matplotlib
         import matplotlib.figure  # the object API used by every figure
     except ImportError:
-        raise MissingDependency("matplotlib", "plot") from None
+        raise MissingDependency("matplotlib", "plot", needed_by="dpkit.plot") from None
     return matplotlib
 
 

@@ -28,8 +28,9 @@ def histogram_figure(
 ) -> Figure:
     """Bars of the true histogram (if given) and the estimate with its confidence intervals.
 
-    The error bars are exactly ``estimate.confidence_interval(level, scale=scale)`` (a normal
-    interval, not clipped to [0, n]: an unbiased estimate of a rare category can be negative).
+    The error bars are exactly ``estimate.confidence_interval(level, scale=scale)`` (a score
+    or normal interval, possibly asymmetric, not clipped to [0, n] for an unbiased estimate: an
+    unbiased estimate of a rare category can be negative).
     ``true_counts`` are counts per category (divided by ``estimate.n`` when
     ``scale="frequency"``). Returns a :class:`matplotlib.figure.Figure`.
     """

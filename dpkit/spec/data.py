@@ -29,6 +29,7 @@ import math
 import os
 import stat
 import sys
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any, Literal
 
@@ -44,6 +45,7 @@ __all__ = [
     "ColumnSource",
     "DataPolicy",
     "encode_categories",
+    "match_categories",
     "open_input",
     "open_regular",
 ]
@@ -53,7 +55,7 @@ DEFAULT_MAX_INPUT_BYTES = 4 << 30
 #: The CSV header must fit in this many bytes.
 MAX_HEADER_BYTES = 1 << 20
 
-Kind = Literal["number", "label"]
+Kind = Literal["number", "label", "text"]
 _MISSING = ("", "na", "nan", "null", "none")
 
 
@@ -79,15 +81,20 @@ class ColumnSource:
     path: Path | None = None
     column: str | None = None
     inline: tuple[Any, ...] = ()
+    #: (st_dev, st_ino) of the file that passed the public checks, and its size limit.
+    identity: tuple[int, int] | None = None
+    max_bytes: int = DEFAULT_MAX_INPUT_BYTES
 
     def read(self, kind: Kind) -> NDArray[Any]:
         """The column's values (private phase; total): floats with NaN for missing cells
-        (``kind="number"``), or Python values with None for missing ones (``"label"``)."""
+        (``kind="number"``); Python values with None for missing ones (``"label"``: a cell
+        that reads as an integer is one); or the cells' text as written (``"text"``: inline
+        values as given, None for a row too short to hold the column)."""
         cells = list(self.inline) if self.path is None else self._cells()
         if kind == "number":
             return np.fromiter((_number(c) for c in cells), dtype=np.float64, count=len(cells))
         out = np.empty(len(cells), dtype=object)
-        out[:] = [_label(c) for c in cells]
+        out[:] = [_label(c) for c in cells] if kind == "label" else cells
         return out
 
     def _cells(self) -> list[Any]:
@@ -96,7 +103,12 @@ class ColumnSource:
         if handle is None:
             return []  # gone, or no longer a regular file, since its check: no records
         with handle:
-            text = io.TextIOWrapper(handle, encoding="utf-8", errors="replace", newline="")
+            info = os.fstat(handle.fileno())
+            if (info.st_dev, info.st_ino) != self.identity or info.st_size > self.max_bytes:
+                # Not the file that was checked (swapped, e.g. through a symbolic link, after
+                # the public phase) or grown past the limit: read nothing, never another file.
+                return []
+            text = io.TextIOWrapper(handle, encoding="utf-8-sig", errors="replace", newline="")
             return _column_cells(text, self.column)
 
 
@@ -118,24 +130,12 @@ def open_regular(path: Path) -> io.BufferedReader | None:
 
 def _column_cells(text: io.TextIOWrapper, column: str) -> list[Any]:
     """The cells of ``column``, one per data row (None where a row is too short)."""
-    csv.field_size_limit(sys.maxsize if sys.maxsize < 2**63 else 2**62)
-    reader = csv.reader((line.replace("\0", "") for line in text), strict=False)
-    try:
-        header = next(reader)
-    except (StopIteration, csv.Error):
-        return []
+    reader = _records(text)
+    header = next(reader, [])
     index = header.index(column) if column in header else -1
     if index < 0:
         return []
-    cells: list[Any] = []
-    try:
-        for row in reader:
-            cells.append(row[index] if index < len(row) else None)
-    except csv.Error:
-        # Not reachable with strict=False and no field limit; kept so a parser change can
-        # never turn into a data-dependent exception.
-        pass
-    return cells
+    return [row[index] if index < len(row) else None for row in reader]
 
 
 def _number(cell: Any) -> float:
@@ -196,25 +196,49 @@ def _file_issue(path: Path, shown: str, policy: DataPolicy, at: str) -> SpecIssu
     return None
 
 
-def _header(path: Path, shown: str, at: str) -> tuple[list[str] | None, SpecIssue | None]:
+def _header(
+    path: Path, shown: str, at: str
+) -> tuple[list[str] | None, tuple[int, int] | None, SpecIssue | None]:
+    """The header record, parsed exactly as the private reader will parse it (so a file whose
+    lines end in CR alone, or whose body is not UTF-8, gives the same answer as any other),
+    and the identity of the file it was read from."""
     handle = open_regular(path)
     if handle is None:
-        return None, SpecIssue(at, "data_unreadable", f"cannot open {shown} as a regular file")
-    with handle:
-        first = handle.readline(MAX_HEADER_BYTES + 1)
-    if len(first) > MAX_HEADER_BYTES:
-        return None, SpecIssue(
-            at, "bad_header", f"{shown}: the header line is longer than {MAX_HEADER_BYTES} bytes"
+        return (
+            None,
+            None,
+            SpecIssue(at, "data_unreadable", f"cannot open {shown} as a regular file"),
         )
+    with handle:
+        info = os.fstat(handle.fileno())
+        raw = handle.read(MAX_HEADER_BYTES)
+    if (
+        len(raw) == MAX_HEADER_BYTES
+        and info.st_size > MAX_HEADER_BYTES
+        and not (b"\n" in raw or b"\r" in raw)
+    ):
+        return (
+            None,
+            None,
+            SpecIssue(
+                at,
+                "bad_header",
+                f"{shown}: the header line is longer than {MAX_HEADER_BYTES} bytes",
+            ),
+        )
+    text = raw.decode("utf-8-sig", errors="replace")
+    header = next(_records(io.StringIO(text, newline="")), [])
+    return header, (info.st_dev, info.st_ino), None
+
+
+def _records(text: Any) -> Iterator[list[str]]:
+    """CSV records of a text stream, never raising (NUL bytes dropped, no field size limit)."""
+    csv.field_size_limit(sys.maxsize if sys.maxsize < 2**63 else 2**62)
+    reader = csv.reader((line.replace("\0", "") for line in text), strict=False)
     try:
-        line = first.decode("utf-8-sig")
-    except UnicodeDecodeError:
-        return None, SpecIssue(at, "bad_header", f"{shown}: the header line is not UTF-8 text")
-    try:
-        header = next(csv.reader([line.rstrip("\r\n")]), [])
+        yield from reader
     except csv.Error:
-        return None, SpecIssue(at, "bad_header", f"{shown}: the header line is not CSV")
-    return header, None
+        return
 
 
 def open_input(
@@ -253,7 +277,7 @@ def open_input(
     problem = _file_issue(path, shown, policy, where)
     if problem is not None:
         return None, [problem]
-    header, problem = _header(path, shown, where)
+    header, identity, problem = _header(path, shown, where)
     if problem is not None or header is None:
         return None, [problem] if problem else []
     if column not in header:
@@ -265,22 +289,56 @@ def open_input(
                 f"({len(header)} column(s); the header is not shown)",
             )
         ]
-    return ColumnSource(shown, path=path, column=column), []
+    return (
+        ColumnSource(
+            shown, path=path, column=column, identity=identity, max_bytes=policy.max_bytes
+        ),
+        [],
+    )
+
+
+def _text_key(value: Any) -> str | None:
+    """How a cell (or an inline value) is compared with declared categories: its text."""
+    if value is None:
+        return None
+    return (value if isinstance(value, str) else str(value)).strip()
 
 
 def encode_categories(values: NDArray[Any], categories: list[Any]) -> NDArray[np.int64]:
-    """Labels → indices 0..k−1 by position in ``categories`` (private phase; total).
+    """Cells → indices 0..k−1 by position in ``categories`` (private phase; total).
 
-    A value matches a category equal to it or to its text; any other value becomes −1, which is
-    outside the mechanism's domain, so the session's per-record ``coerce`` replaces it (local
-    mechanisms: a uniformly random category, keeping n and every report's ε-LDP guarantee).
+    A cell matches the category whose text it is (``"02139"`` matches the category "02139",
+    ``"1"`` the category 1, ``"NA"`` a declared category "NA"), compared before any conversion
+    to numbers or to missing values. Any other cell becomes −1, outside the mechanism's domain,
+    so the session's per-record ``coerce`` replaces it (local mechanisms: a uniformly random
+    category, keeping n and every report's ε-LDP guarantee).
     """
-    table: dict[Any, int] = {}
+    table: dict[str, int] = {}
     for index, label in enumerate(categories):
-        table.setdefault(("text", str(label)), index)
-    codes = np.fromiter(
-        (table.get(("text", str(v)), -1) if v is not None else -1 for v in values.tolist()),
+        table.setdefault(str(label), index)
+    keys = (_text_key(v) for v in values.tolist())
+    return np.fromiter(
+        (table.get(k, -1) if k is not None else -1 for k in keys),
         dtype=np.int64,
         count=values.shape[0],
     )
-    return codes
+
+
+def match_categories(values: NDArray[Any], categories: tuple[Any, ...]) -> NDArray[Any]:
+    """Cells → the declared category they spell (private phase; total), for a query that
+    matches categories by value (a histogram): a cell is its category if its text is the
+    category's text; otherwise it is missing (None) if it reads as missing, else its text,
+    which matches no category (dropped, or counted as "other")."""
+    table: dict[str, Any] = {}
+    for label in categories:
+        table.setdefault(str(label), label)
+    out = np.empty(values.shape[0], dtype=object)
+    for i, value in enumerate(values.tolist()):
+        key = _text_key(value)
+        if key is None:
+            out[i] = None
+        elif key in table:
+            out[i] = table[key]
+        else:
+            out[i] = None if key.lower() in _MISSING else key
+    return out

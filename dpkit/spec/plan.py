@@ -27,7 +27,13 @@ from numpy.typing import NDArray
 from dpkit.errors import DPKitError, InvalidParameter
 from dpkit.randomness import SecureRandom
 from dpkit.registry import Provenance, Registry
-from dpkit.spec.data import ColumnSource, DataPolicy, encode_categories, open_input
+from dpkit.spec.data import (
+    ColumnSource,
+    DataPolicy,
+    encode_categories,
+    match_categories,
+    open_input,
+)
 from dpkit.spec.issues import SpecInvalid, SpecIssue, pointer
 from dpkit.spec.schema import FREQUENCY, compose_schema, frequency_mechanisms
 
@@ -59,7 +65,10 @@ class PlannedQuery:
                 values = np.nan_to_num(self.source.read("number"), nan=-1.0, posinf=-1.0)
                 codes = np.clip(values, -1.0, 2.0**62)  # out of domain → −1 (coerced later)
                 return np.where(codes == np.round(codes), codes, -1.0).astype(np.int64)
-            return encode_categories(self.source.read("label"), list(self.categories))
+            return encode_categories(self.source.read("text"), list(self.categories))
+        declared = getattr(self.target, "categories", None)
+        if isinstance(declared, tuple) and declared:  # e.g. a histogram: match by text
+            return match_categories(self.source.read("text"), declared)
         return self.source.read(_input_kind(self.target))
 
     def generator(self) -> Any:

@@ -18,6 +18,7 @@ import numpy as np
 
 import dpkit
 from dpkit.errors import BudgetExceeded, InvalidParameter
+from dpkit.ledger import exact_text
 from dpkit.registry import Registry, get_registry
 from dpkit.session import Deferred, Session
 from dpkit.spec.data import DataPolicy, open_regular
@@ -93,12 +94,13 @@ def _amount(budget: Any) -> dict[str, Any]:
     out: dict[str, Any] = {
         "epsilon": float(budget.epsilon),
         "delta": float(budget.delta),
-        "epsilon_exact": str(budget.epsilon),
-        "delta_exact": str(budget.delta),
+        "epsilon_exact": exact_text(budget.epsilon),
+        "delta_exact": exact_text(budget.delta),
     }
     rho = getattr(budget, "rho", None)
     if rho is not None:
         out["rho"] = float(rho)
+        out["rho_exact"] = exact_text(rho)
     return out
 
 
@@ -130,7 +132,7 @@ def _check_total(session: Session, plan: Plan) -> None:
             requested = {
                 "epsilon": float(epsilon),
                 "delta": float(delta),
-                "epsilon_exact": str(epsilon),
+                "epsilon_exact": exact_text(epsilon),
             }
             left = _amount(remaining)
             raise SpecInvalid(

@@ -12,7 +12,7 @@ from typing import Any
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
-from dpkit.errors import DPKitError
+from dpkit.errors import MissingDependency
 
 __all__ = [
     "chi_square_pvalue",
@@ -23,19 +23,11 @@ __all__ = [
 ]
 
 
-class MissingDependency(DPKitError):
-    """An optional dependency of the auditor is not installed."""
-
-    code = "missing_dependency"
-
-
 def _scipy_stats() -> Any:
     try:
         from scipy import stats  # type: ignore[import-untyped]
     except ImportError:  # pragma: no cover - depends on the environment
-        raise MissingDependency(
-            "the statistical auditor needs scipy: pip install 'dpkit[audit]'"
-        ) from None
+        raise MissingDependency("scipy", "audit", needed_by="the statistical auditor") from None
     return stats
 
 

@@ -24,7 +24,7 @@ import numpy as np
 from numpy.typing import NDArray
 
 from dpkit import InvalidData, InvalidParameter
-from dpkit.arrays import as_array, readable
+from dpkit.arrays import as_array, describe_dtype, plain, readable
 
 __all__ = [
     "LATTICE_LIMIT",
@@ -51,24 +51,10 @@ LATTICE_LIMIT = (1 << 61) - 1
 #: Integer answers of the geometric mechanism are clamped to ±INTEGER_LIMIT (as ``as_integers``).
 INTEGER_LIMIT = 1 << 62
 
-_KIND_WORDS = {
-    "b": "booleans",
-    "i": "integers",
-    "u": "integers",
-    "f": "real numbers",
-    "c": "complex numbers",
-    "m": "time differences",
-    "M": "dates and times",
-    "O": "Python objects",
-    "S": "bytes",
-    "U": "text",
-    "V": "structured records",
-}
-
 
 def kind_words(array: NDArray[Any]) -> str:
     """The dtype kind of ``array`` in words ("text", "complex numbers", ...), not a numpy repr."""
-    return _KIND_WORDS.get(array.dtype.kind, "values of an unsupported type")
+    return describe_dtype(array)
 
 
 def check_kind(
@@ -97,7 +83,7 @@ def _to_float(value: Any) -> float:
             return float(value)
         except OverflowError:  # an int or Fraction beyond the float range
             return math.inf if cast(Any, value) > 0 else -math.inf
-        except (ValueError, TypeError, ArithmeticError):  # e.g. Decimal('sNaN')
+        except Exception:  # e.g. Decimal('sNaN'), or a subclass whose __float__ raises
             return math.nan
     return math.nan
 
@@ -226,14 +212,15 @@ def _numeric(values: Any, *, owner: str, field: str) -> NDArray[Any]:
         np.issubdtype(array.dtype, np.integer) or np.issubdtype(array.dtype, np.floating)
     ):
         raise InvalidData(
-            f"{owner}: {field} must be real numbers, got an array of dtype {array.dtype}",
+            f"{owner}: {field} must be real numbers, got an array of {describe_dtype(array)}",
             field=field,
         )
     return array
 
 
 def _first_bad(array: NDArray[Any], bad: NDArray[np.bool_]) -> Any:
-    return array.flat[int(np.flatnonzero(bad.ravel())[0])]
+    """The first flagged value as a plain Python value (``nan``, not ``np.float64(nan)``)."""
+    return plain(array.flat[int(np.flatnonzero(bad.ravel())[0])])
 
 
 def as_finite(values: Any, *, owner: str, field: str = "values") -> NDArray[np.float64]:

@@ -16,6 +16,7 @@ from dpkit import (
     InvalidParameter,
     Real,
 )
+from dpkit.arrays import describe_dtype
 from dpkit_central._selection import Selection, exact_rate, exponential_secure
 from dpkit_central._validation import as_utilities
 
@@ -106,7 +107,8 @@ def selection_indices(outputs: Any, m: int, shape: tuple[int, ...]) -> tuple[Any
         np.issubdtype(raw.dtype, np.integer) or np.issubdtype(raw.dtype, np.floating)
     ):
         raise InvalidData(
-            f"outputs must be candidate indices, got dtype {raw.dtype}", field="outputs"
+            f"outputs must be candidate indices (integers), got an array of {describe_dtype(raw)}",
+            field="outputs",
         )
     with np.errstate(invalid="ignore"):
         valid = (raw >= 0) & (raw < m) & (raw == np.floor(raw))

@@ -22,6 +22,7 @@ from dpkit import (
 )
 from dpkit.params import CENTRAL_EPSILON, DELTA, SENSITIVITY
 from dpkit.privacy import gaussian_delta
+from dpkit_central._noise import AdditiveNoise
 from dpkit_central._validation import (
     MAX_FINITE,
     as_finite,
@@ -38,6 +39,7 @@ __all__ = [
     "LatticeGaussian",
     "analytic_gaussian_sigma",
     "classic_gaussian_sigma",
+    "gaussian_noise_for",
     "lattice_gaussian_release",
 ]
 
@@ -209,6 +211,17 @@ class LatticeGaussian:
         return self.step * math.sqrt(self.sigma2_steps)
 
 
+def gaussian_noise_for(
+    sigma: float, sensitivity: float, rng: Any, coordinates: int = 1
+) -> AdditiveNoise:
+    """The noise of a Gaussian release of σ = ``sigma`` in the mode of ``rng`` (see
+    :meth:`Gaussian.noise_for`)."""
+    if rng is None or isinstance(rng, dpkit.SecureRandom):
+        plan = LatticeGaussian.plan(sigma, sensitivity, coordinates)
+        return AdditiveNoise.discrete_gaussian(plan.sigma2_steps, plan.step)
+    return AdditiveNoise.gaussian(sigma)
+
+
 def lattice_gaussian_release(
     answers: NDArray[np.float64],
     *,
@@ -325,6 +338,14 @@ class Gaussian(Mechanism):
     def lattice_step(self) -> float:
         """g = 2^(⌈log₂ σ⌉ − 28): the spacing of secure-mode outputs."""
         return self.lattice().step
+
+    def noise_for(self, rng: Any, coordinates: int = 1) -> AdditiveNoise:
+        """The noise :meth:`randomize` adds with this ``rng`` to each of ``coordinates`` answers.
+
+        Fast mode (a numpy Generator): N(0, σ²). Secure mode (None or a SecureRandom): g·N_ℤ(0, σ_L²)
+        of :meth:`lattice` (``coordinates``), variance g²σ_L² (see :class:`AdditiveNoise`).
+        """
+        return gaussian_noise_for(self.sigma, self.sensitivity, rng, coordinates)
 
     def randomize(self, values: Any, /, *, rng: Any = None) -> NDArray[np.float64]:
         """``values`` (finite reals, any shape) plus iid N(0, σ²) noise, as float64.

@@ -13,6 +13,7 @@ from numpy.typing import NDArray
 import dpkit
 from dpkit import LaplaceDP, Mechanism, Real, VectorDomain, parameter
 from dpkit.params import CENTRAL_EPSILON, SENSITIVITY
+from dpkit_central._noise import AdditiveNoise
 from dpkit_central._validation import (
     MAX_FINITE,
     as_finite,
@@ -77,12 +78,13 @@ class Laplace(Mechanism):
 
     @property
     def scale(self) -> float:
-        """The noise scale b = Δ₁/ε (standard deviation √2·b)."""
+        """The noise scale b = Δ₁/ε (standard deviation √2·b) of fast mode; secure mode adds
+        slightly more (:meth:`noise_for`)."""
         return self.sensitivity / self.epsilon
 
     @property
     def variance(self) -> float:
-        """Variance 2b² of the noise added to each answer."""
+        """Variance 2b² of the noise added in fast mode (secure mode: :meth:`noise_for`)."""
         return 2.0 * self.scale * self.scale  # inf, not OverflowError, for a huge b
 
     @property
@@ -121,13 +123,33 @@ class Laplace(Mechanism):
         """g = 2^(⌈log₂ b⌉ − 30): the spacing of secure-mode outputs."""
         return math.ldexp(1.0, math.ceil(math.log2(self.scale)) - LATTICE_BITS)
 
+    def lattice_scale(self, coordinates: int = 1) -> Fraction:
+        """t = (Δ₁/g + d)/ε rounded up to a multiple of 2⁻¹⁶: the secure-mode discrete Laplace
+        scale, in lattice steps, for d = ``coordinates`` answers released together."""
+        g = self.lattice_step()
+        exact = (Fraction(self.sensitivity) / Fraction(g) + max(coordinates, 1)) / Fraction(
+            self.epsilon
+        )
+        return Fraction(math.ceil(exact * 2**16), 2**16)  # rounding up only adds privacy
+
+    def noise_for(self, rng: Any, coordinates: int = 1) -> AdditiveNoise:
+        """The noise :meth:`randomize` adds with this ``rng`` to each of ``coordinates`` answers.
+
+        Fast mode (a numpy Generator): Lap(b). Secure mode (None or a SecureRandom): g·Z with Z
+        discrete Laplace of scale t = :meth:`lattice_scale` steps, variance 2α/(1 − α)²·g²,
+        α = e^(−1/t), which exceeds 2b² by the factor (1 + d·g/Δ₁)² or so (see the class
+        docstring). Intervals built from it also cover the rounding to the lattice.
+        """
+        if rng is None or isinstance(rng, dpkit.SecureRandom):
+            return AdditiveNoise.discrete_laplace(
+                float(self.lattice_scale(coordinates)), self.lattice_step()
+            )
+        return AdditiveNoise.laplace(self.scale)
+
     def _lattice_release(self, answers: NDArray[np.float64], rng: Any) -> NDArray[np.float64]:
         g = self.lattice_step()
         steps = lattice_steps(answers, g, owner=self.name, noise=f"noise scale {self.scale:.3g}")
-        exact = (Fraction(self.sensitivity) / Fraction(g) + max(answers.size, 1)) / Fraction(
-            self.epsilon
-        )
-        t = Fraction(math.ceil(exact * 2**16), 2**16)  # rounding the scale up only adds privacy
+        t = self.lattice_scale(answers.size)
         noise = np.asarray(dpkit.discrete_laplace(t, size=answers.shape, rng=rng), dtype=np.int64)
         lattice_points = steps + noise
         # (k + Z)·g exceeds the doubles only for a huge g (noise scale near 1e300): clip back.

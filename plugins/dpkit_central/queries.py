@@ -77,6 +77,7 @@ from dpkit import (
     parameter,
 )
 from dpkit.params import BOUND, CENTRAL_EPSILON, DELTA, SENSITIVITY
+from dpkit_central._noise import AdditiveNoise
 from dpkit_central._validation import (
     MAX_FINITE,
     as_array,
@@ -85,7 +86,12 @@ from dpkit_central._validation import (
     total_floats,
 )
 from dpkit_central.exponential import sample_by_weight
-from dpkit_central.gaussian import Gaussian, analytic_gaussian_sigma, lattice_gaussian_release
+from dpkit_central.gaussian import (
+    Gaussian,
+    analytic_gaussian_sigma,
+    gaussian_noise_for,
+    lattice_gaussian_release,
+)
 from dpkit_central.geometric import Geometric
 from dpkit_central.laplace import Laplace
 
@@ -118,9 +124,15 @@ class QueryResult:
         value: the released value (a float, or an array for a histogram).
         mechanism: the mechanism that produced it (``"laplace"``, ``"geometric"``, ...).
         privacy: the accounting event spent.
-        noise_scale: the noise scale when the release is answer + noise (Laplace and geometric:
-            Δ/ε, Gaussian: σ); None when the release is not additive (mean, quantile).
-        variance: the variance of the noise in each released value, where it is known exactly.
+        noise_scale: the scale of the noise actually added when the release is answer + noise
+            (``noise.scale``: fast-mode Laplace and geometric Δ/ε, Gaussian σ; secure mode the
+            slightly larger lattice scale g·t or g·σ_L); None when the release is not additive
+            (mean, quantile).
+        variance: the variance of the noise actually added to each released value
+            (``noise.variance``; for the secure Gaussian an upper bound within float precision).
+        noise: the noise distribution of the mode (fast or secure) that produced the release
+            (:class:`~dpkit_central._noise.AdditiveNoise`), from the mechanism's ``noise_for``;
+            the half-widths and intervals come from it.
         categories: the histogram's categories, in the order of ``value``.
         parts: the releases a composite query is built from (the mean's centred sum and count);
             they were released anyway, so they cost nothing more.
@@ -134,16 +146,22 @@ class QueryResult:
     variance: float | None = None
     categories: tuple[Any, ...] | None = None
     parts: tuple[QueryResult, ...] = ()
+    noise: AdditiveNoise | None = None
 
     def noise_half_width(self, level: float = 0.95) -> float | None:
         """h with P[|noise| ≤ h] ≥ ``level`` for additive noise; None for mean and quantile.
 
-        Exact noise quantiles: Laplace(b) has P[|Z| > h] = e^{−h/b}, so h = b·ln(1/(1 − level));
+        From ``noise`` when set (:meth:`AdditiveNoise.half_width`: the exact quantiles of the
+        noise actually added, secure-mode discrete noise and lattice rounding included).
+        Otherwise (a result built by hand) from ``mechanism`` and ``noise_scale``, exact noise
+        quantiles: Laplace(b) has P[|Z| > h] = e^{−h/b}, so h = b·ln(1/(1 − level));
         N(0, σ²) gives h = σ·Φ⁻¹((1 + level)/2); the two-sided geometric with α = e^{−1/b} has
         P[|Z| > m] = 2α^{m+1}/(1 + α), and h is the smallest integer m making that ≤ 1 − level.
         """
         if not isinstance(level, (int, float)) or not 0.0 < level < 1.0:
             raise InvalidParameter("level", level, "a real number in (0, 1)", owner=self.query)
+        if self.noise is not None:
+            return self.noise.half_width(level)
         scale = self.noise_scale
         if scale is None:
             return None
@@ -284,14 +302,25 @@ def _release(
 ) -> QueryResult:
     # coerce: a sum beyond the float range is clamped (a 1-Lipschitz map of the answer).
     value = mech.randomize(mech.coerce(answer, rng=rng), rng=rng)
+    noise = _noise_for(mech, rng, value.size)
     return QueryResult(
         query=query,
         value=value.item() if value.ndim == 0 else value,
         mechanism=mech.name,
         privacy=mech.privacy,
-        noise_scale=mech.sigma if isinstance(mech, Gaussian) else mech.sensitivity / mech.epsilon,
-        variance=mech.variance,
+        noise_scale=noise.scale,
+        variance=noise.variance,
+        noise=noise,
     )
+
+
+def _noise_for(
+    mech: Laplace | Geometric | Gaussian | _FixedGaussian, rng: Any, coordinates: int
+) -> AdditiveNoise:
+    """The noise ``mech`` adds in the mode of ``rng`` (geometric: the same in both modes)."""
+    if isinstance(mech, Geometric):
+        return AdditiveNoise.geometric(mech.sensitivity / mech.epsilon)
+    return mech.noise_for(rng, coordinates)
 
 
 def _finite_sum(values: NDArray[np.float64]) -> float:
@@ -484,13 +513,15 @@ class Mean(_PublicPhase):
                 value=value,
                 mechanism=mech.name,
                 privacy=mech.privacy,
-                noise_scale=mech.scale,
-                variance=mech.variance,
+                noise_scale=noise.scale,
+                variance=noise.variance,
+                noise=noise,
             )
             for part, value, mech in (
                 ("centred_sum", noisy_sum, sum_mech),
                 ("count", noisy_count, count_mech),
             )
+            for noise in (_noise_for(mech, rng, 1),)
         )
         return QueryResult(
             self.name, value, f"{self.noise} (sum and count)", self.privacy, parts=parts
@@ -518,6 +549,10 @@ class _FixedGaussian:
     def privacy(self) -> GaussianDP:
         """This component alone; the mean's event is the joint one (see Mean.privacy)."""
         return GaussianDP(noise_multiplier=self.sigma / self.sensitivity, delta=self.delta)
+
+    def noise_for(self, rng: Any, coordinates: int = 1) -> AdditiveNoise:
+        """The noise :meth:`randomize` adds in the mode of ``rng`` (see ``Gaussian.noise_for``)."""
+        return gaussian_noise_for(self.sigma, self.sensitivity, rng, coordinates)
 
     def randomize(self, value: float, /, *, rng: Any = None) -> NDArray[np.float64]:
         """value + N(0, σ²); in secure mode on the lattice of :func:`lattice_gaussian_release`
@@ -612,10 +647,10 @@ class Histogram(_AdditiveNoise):
 
 def _lookup(position: dict[Any, int], value: Any) -> int:
     """The category index of one record by its Python value, −1 if none (never raises)."""
-    key = value.item() if isinstance(value, np.generic) else value
-    try:
+    try:  # __hash__/__eq__ of an arbitrary object may raise anything: then it is no label
+        key = value.item() if isinstance(value, np.generic) else value
         return position.get(key, -1)
-    except TypeError:  # unhashable (a list, an array): not a category
+    except Exception:  # unhashable (a list, an array): not a category
         return -1
 
 

@@ -15,7 +15,7 @@ from numpy.typing import NDArray
 
 import dpkit
 from dpkit import CategoricalDomain, InvalidData
-from dpkit.arrays import as_array, readable
+from dpkit.arrays import as_array, describe_dtype, plain, readable
 
 
 def as_category_indices(values: Any, k: int, *, owner: str, field: str = "values") -> NDArray[Any]:
@@ -38,7 +38,7 @@ def as_category_indices(values: Any, k: int, *, owner: str, field: str = "values
     if not np.issubdtype(array.dtype, np.integer):
         raise InvalidData(
             f"{owner}: {field} must be integer category indices 0..{k - 1}, got an array of "
-            f"dtype {array.dtype}" + ("; map labels through categories=[...]" if k > 2 else ""),
+            f"{describe_dtype(array)}" + ("; map labels through categories=[...]" if k > 2 else ""),
             field=field,
         )
     # One pass: negative numbers become huge when viewed as unsigned.
@@ -62,7 +62,7 @@ def as_binary(values: Any, *, owner: str, field: str = "values") -> NDArray[Any]
     if np.issubdtype(array.dtype, np.floating):
         bad = (array != 0.0) & (array != 1.0)
         if bad.any():
-            first = array.flat[int(np.flatnonzero(bad.ravel())[0])]
+            first = plain(array.flat[int(np.flatnonzero(bad.ravel())[0])])
             raise InvalidData(
                 f"{owner}: {field} must be 0 or 1, got {first!r} "
                 f"({int(np.count_nonzero(bad))} value(s) not 0/1)",
@@ -78,27 +78,27 @@ def _index_of(value: Any, k: int) -> int:
     Integers (and booleans, as 0/1) in range are themselves; a real number equal to such an
     integer (2.0) is that integer; anything else (1.5, NaN, ±inf, text, None) is −1.
     """
-    if isinstance(value, (numbers.Integral, np.bool_)):
-        index = int(value)
-    elif isinstance(value, numbers.Real):
-        try:
+    try:  # a user-defined number may raise anything from __int__/__float__: not an index
+        if isinstance(value, (numbers.Integral, np.bool_)):
+            index = int(value)
+        elif isinstance(value, numbers.Real):
             as_float = float(value)
-        except (OverflowError, ValueError, TypeError):
+            if not (math.isfinite(as_float) and as_float.is_integer()):
+                return -1
+            index = int(as_float)
+        else:
             return -1
-        if not (math.isfinite(as_float) and as_float.is_integer()):
-            return -1
-        index = int(as_float)
-    else:
+    except Exception:
         return -1
     return index if 0 <= index < k else -1
 
 
 def _lookup(position: dict[Any, int], value: Any) -> int:
     """The index of a label by a dictionary lookup on its Python value, −1 if none."""
-    key = value.item() if isinstance(value, np.generic) else value
-    try:
+    try:  # __hash__/__eq__ of an arbitrary object may raise anything: then it is no label
+        key = value.item() if isinstance(value, np.generic) else value
         return position.get(key, -1)
-    except TypeError:  # unhashable (a list, an array): not a label
+    except Exception:  # unhashable (a list, an array): not a label
         return -1
 
 

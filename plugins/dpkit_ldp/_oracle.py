@@ -23,9 +23,12 @@ class PureProtocolEstimator(Estimator):
     """Unbiased counts ĉ_v = (C_v − n q*)/(p* − q*) with their exact variance, plus post-processing.
 
     Var[ĉ_v] = n q*(1 − q*)/(p* − q*)² + n_v (1 − p* − q*)/(p* − q*) (Wang et al. 2017, Theorem 2),
-    exact because the supports of different users are independent; the reported variance plugs in
-    the estimate clipped to [0, n]. ``method`` is ``"unbiased"`` or one of the named
-    post-processings of :mod:`dpkit_ldp.postprocess`, which report the unbiased variance.
+    exact because the supports of different users are independent; the reported variance is its
+    unbiased estimate (the unclipped ĉ_v plugged in, floored at 0) and the intervals are score
+    intervals built on the exact a + b·n_v (:class:`dpkit.Estimate`). ``method`` is
+    ``"unbiased"`` or one of the named post-processings of :mod:`dpkit_ldp.postprocess`; for
+    those the variance and the interval stay the unbiased estimate's (the interval clipped to
+    [0, n]), see :class:`dpkit.Estimate`.
     """
 
     methods: ClassVar[tuple[str, ...]] = ("unbiased", *postprocess.METHODS)
@@ -50,15 +53,17 @@ def debiased_estimate(mechanism: Any, statistics: FrequencyCounts, method: str) 
     n = statistics.n
     p, q = mechanism.support_probabilities
     counts = _frequency.debiased_counts(statistics.counts, n, p, q)
-    variance = _frequency.plug_in_variance(counts, n, p, q)
-    counts = postprocess.apply(method, counts, n)
+    variance = _frequency.unbiased_variance(counts, n, p, q)
+    processed = postprocess.apply(method, counts, n)
     return Estimate(
         mechanism.name,
         method,
         n,
-        counts,
+        processed,
         variance,
         categories=getattr(mechanism, "categories", None),
+        variance_model=_frequency.variance_model(n, p, q),
+        unbiased_estimates=None if method == "unbiased" else counts,
     )
 
 

@@ -41,6 +41,7 @@ from numpy.typing import NDArray
 
 import dpkit
 from dpkit import FrequencyCounts, InvalidData, InvalidParameter
+from dpkit.arrays import describe_dtype, plain
 from dpkit_ldp._arrays import as_binary
 from dpkit_ldp.randomized_response import RandomizedResponse
 
@@ -54,7 +55,7 @@ def _check_bounds(lower: Any, upper: Any, owner: str) -> tuple[float, float]:
         if not math.isfinite(float(value)):
             raise InvalidParameter(name, value, "a finite real number", owner=owner)
     if not float(lower) < float(upper):
-        raise InvalidParameter("upper", upper, f"greater than lower={lower!r}", owner=owner)
+        raise InvalidParameter("upper", upper, f"greater than lower={plain(lower)!r}", owner=owner)
     return float(lower), float(upper)
 
 
@@ -80,12 +81,13 @@ def stochastic_discretize(
     numeric = np.issubdtype(array.dtype, np.integer) or np.issubdtype(array.dtype, np.floating)
     if array.size and (array.dtype == np.bool_ or not numeric):
         raise InvalidData(
-            f"{owner}: values must be real numbers, got dtype {array.dtype}", field="values"
+            f"{owner}: values must be real numbers, got an array of {describe_dtype(array)}",
+            field="values",
         )
     x = array.astype(np.float64)
     bad = ~((x >= lo) & (x <= hi))  # NaN fails both comparisons
     if bad.any():
-        first = x.flat[int(np.flatnonzero(bad.ravel())[0])]
+        first = plain(x.flat[int(np.flatnonzero(bad.ravel())[0])])
         raise InvalidData(
             f"{owner}: values contain {first!r}, outside [{lo:g}, {hi:g}] "
             f"({int(np.count_nonzero(bad))} value(s) NaN or out of range); clip or rescale them "

@@ -23,6 +23,7 @@ from dpkit import (
     Sequence_,
     parameter,
 )
+from dpkit.arrays import plain
 from dpkit.params import EPSILON
 from dpkit_ldp import _frequency, _oracle, postprocess
 from dpkit_ldp._arrays import CategoricalInput, as_category_indices
@@ -142,10 +143,10 @@ class KaryRandomizedResponse(CategoricalInput, Mechanism):
             found = np.zeros(array.shape, dtype=bool)
             position = np.zeros(array.shape, dtype=np.intp)
         if not np.all(found):
-            first = array.flat[int(np.flatnonzero(~np.asarray(found).ravel())[0])]
+            first = plain(array.flat[int(np.flatnonzero(~np.asarray(found).ravel())[0])])
             raise InvalidData(
                 f"{self.name}: {field} contain {first!r}, which is not one of the categories "
-                f"{list(self.categories)!r}",
+                f"{plain(list(self.categories))!r}",
                 field=field,
             )
         result: NDArray[np.int64] = order[position].astype(np.int64)
@@ -214,9 +215,11 @@ class KaryRandomizedResponseEstimator(Estimator):
 
     Wang et al. 2017, Section 4.1 / Theorem 2: ĉ_v = (C_v − n q) / (p − q) and
     Var[ĉ_v] = n q(1 − q)/(p − q)² + n_v (1 − p − q)/(p − q), where the second term is
-    n_v (k − 2)/(e^ε − 1); the reported variance plugs in the estimate clipped to [0, n].
-    ``method`` is ``"unbiased"`` or a named post-processing of :mod:`dpkit_ldp.postprocess`
-    (``"clip"``, ``"norm_sub"``, ``"simplex"``), which reports the unbiased variance.
+    n_v (k − 2)/(e^ε − 1); the reported variance is its unbiased estimate (the unclipped ĉ_v
+    plugged in, floored at 0), and the intervals are score intervals on that exact variance
+    (:class:`dpkit.Estimate`). ``method`` is ``"unbiased"`` or a named post-processing of
+    :mod:`dpkit_ldp.postprocess` (``"clip"``, ``"norm_sub"``, ``"simplex"``), for which the
+    variance and the interval stay those of the unbiased estimate (interval clipped to [0, n]).
     """
 
     methods: ClassVar[tuple[str, ...]] = ("unbiased", *postprocess.METHODS)
@@ -233,8 +236,15 @@ class KaryRandomizedResponseEstimator(Estimator):
         n = statistics.n
         p, q = self.mechanism.keep_probability, self.mechanism.other_probability
         counts = _frequency.debiased_counts(statistics.counts, n, p, q)
-        variance = _frequency.plug_in_variance(counts, n, p, q)
-        counts = postprocess.apply(method, counts, n)
+        variance = _frequency.unbiased_variance(counts, n, p, q)
+        processed = postprocess.apply(method, counts, n)
         return Estimate(
-            self.mechanism.name, method, n, counts, variance, categories=self.mechanism.categories
+            self.mechanism.name,
+            method,
+            n,
+            processed,
+            variance,
+            categories=self.mechanism.categories,
+            variance_model=_frequency.variance_model(n, p, q),
+            unbiased_estimates=None if method == "unbiased" else counts,
         )

@@ -57,7 +57,7 @@ from dpkit import (
     PureDP,
     parameter,
 )
-from dpkit.arrays import as_array
+from dpkit.arrays import as_array, describe_dtype
 from dpkit.params import EPSILON
 from dpkit_ldp import _oracle
 from dpkit_ldp._arrays import CategoricalInput, as_category_indices
@@ -246,8 +246,8 @@ class OptimalLocalHashingEstimator(_oracle.PureProtocolEstimator):
             )
         if not np.issubdtype(array.dtype, np.integer):
             raise InvalidData(
-                f"{owner}: reports must be integers (uint64 seeds and hash values), got dtype "
-                f"{array.dtype}",
+                f"{owner}: reports must be integers (uint64 seeds and hash values), got an "
+                f"array of {describe_dtype(array)}",
                 field="reports",
             )
         rows = array.reshape(-1, 3).astype(np.uint64, copy=False)  # int64 storage keeps the bits

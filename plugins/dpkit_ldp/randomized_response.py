@@ -192,8 +192,8 @@ class RandomizedResponseEstimator(Estimator):
     (s − N(1 − p)) / (2p − 1), with variance N p(1 − p) / (2p − 1)² whatever the truth
     (Warner 1965; the k = 2 case of Wang et al. 2017, Theorem 2). ``method="mle"`` is the
     maximum-likelihood estimate, which for binary RR is the unbiased one clipped to [0, N]
-    (biased near the boundary; its reported variance is the unbiased estimator's, an upper bound
-    on its mean squared error only away from the boundary).
+    (biased near the boundary; its reported variance and interval are the unbiased estimator's,
+    the interval clipped to [0, N]: see :class:`dpkit.Estimate`).
 
     ``estimates`` has two entries: the estimated counts of 0s and of 1s.
     """
@@ -212,7 +212,14 @@ class RandomizedResponseEstimator(Estimator):
         n = statistics.n
         p, q = self.mechanism.keep_probability, self.mechanism.flip_probability
         counts = _frequency.debiased_counts(statistics.counts, n, p, q)
-        if method == "mle":
-            counts = np.clip(counts, 0.0, float(n))
+        processed = np.clip(counts, 0.0, float(n)) if method == "mle" else counts
         variance = np.full(2, n * p * q / (p - q) ** 2)
-        return Estimate(self.mechanism.name, method, n, counts, variance, categories=(0, 1))
+        return Estimate(
+            self.mechanism.name,
+            method,
+            n,
+            processed,
+            variance,
+            categories=(0, 1),
+            unbiased_estimates=None if method == "unbiased" else counts,
+        )

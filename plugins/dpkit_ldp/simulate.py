@@ -42,6 +42,7 @@ import numpy as np
 from numpy.typing import NDArray
 
 from dpkit import FrequencyCounts, InvalidData, InvalidParameter, Mechanism
+from dpkit.arrays import describe_dtype
 from dpkit_ldp.hadamard import HadamardResponse, support_counts_from_histogram
 from dpkit_ldp.kary_rr import KaryRandomizedResponse
 from dpkit_ldp.local_hashing import OptimalLocalHashing
@@ -59,7 +60,7 @@ def _check_true_counts(true_counts: Any, k: int, owner: str) -> NDArray[np.int64
     ):
         raise InvalidData(
             f"{owner}: true_counts must be {k} non-negative integer counts (one per category), "
-            f"got shape {array.shape} and dtype {array.dtype}",
+            f"got shape {array.shape} and an array of {describe_dtype(array)}",
             field="true_counts",
         )
     counts = array.astype(np.int64)

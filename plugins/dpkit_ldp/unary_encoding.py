@@ -48,7 +48,7 @@ from dpkit import (
     PureDP,
     parameter,
 )
-from dpkit.arrays import as_array
+from dpkit.arrays import as_array, describe_dtype
 from dpkit.params import EPSILON
 from dpkit_ldp import _oracle
 from dpkit_ldp._arrays import CategoricalInput, as_category_indices
@@ -223,8 +223,8 @@ class UnaryEncoding(CategoricalInput, Mechanism):
                 else ""
             )
             raise InvalidData(
-                f"{who}: reports must be packed bits (dtype uint8, ⌈k/8⌉ = {self.width} bytes "
-                f"per report), got dtype {array.dtype}{hint}",
+                f"{who}: reports must be packed bits (unsigned bytes, numpy uint8, ⌈k/8⌉ = "
+                f"{self.width} bytes per report), got an array of {describe_dtype(array)}{hint}",
                 field="reports",
             )
         if array.ndim == 0 or array.shape[-1] != self.width:

@@ -1,7 +1,12 @@
-"""The documentation site builds with warnings as errors, with its generated parts in it."""
+"""The documentation site builds with warnings as errors, with its generated parts in it.
+
+The built site works offline: it loads nothing from the network (no CDN script, no web font),
+and its math is MathML rendered at build time, not TeX left for a script to typeset.
+"""
 
 from __future__ import annotations
 
+import importlib
 import os
 import re
 import subprocess
@@ -12,8 +17,23 @@ import pytest
 
 import dpkit
 
+sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "docs_build"))
+import hooks
+
 REPOSITORY = Path(__file__).resolve().parents[2]
 PNG = b"\x89PNG\r\n\x1a\n"
+#: A URL that leaves the site: with a scheme (http:, https:, ...) or protocol-relative (//host).
+EXTERNAL = r"(?:[a-zA-Z][a-zA-Z0-9+.-]*:|//)"
+LOADS_EXTERNAL = [
+    re.compile(rf"<script\b[^>]*\bsrc\s*=\s*[\"']?{EXTERNAL}", re.I),
+    re.compile(rf"<link\b[^>]*\bhref\s*=\s*[\"']?{EXTERNAL}", re.I),
+    re.compile(rf"<img\b[^>]*\bsrc\s*=\s*[\"']?{EXTERNAL}", re.I),
+    re.compile(rf"<(?:iframe|source|video|audio|embed)\b[^>]*\bsrc\s*=\s*[\"']?{EXTERNAL}", re.I),
+    re.compile(rf"@import\s+(?:url\()?\s*[\"']?{EXTERNAL}", re.I),
+    re.compile(r"url\(\s*[\"']?(?:https?:)?//", re.I),  # CSS url(): fonts, images
+]
+#: TeX left for a client-side script: MathJax/KaTeX delimiters in the visible text.
+UNRENDERED_TEX = re.compile(r"\\\(|\\\[|\$\$")
 
 
 @pytest.fixture(scope="module")
@@ -77,3 +97,99 @@ def test_every_builtin_mechanism_has_a_page() -> None:
         text = page.read_text(encoding="utf-8")
         for section in ("## Definition", "## Privacy", "## Parameters", "## Example", "## Source"):
             assert section in text, f"{name}: missing {section}"
+
+
+def _text(page: str) -> str:
+    """The visible text of a page: no tags, scripts, styles or code blocks."""
+    page = re.sub(r"<(script|style|pre|code)\b.*?</\1>", "", page, flags=re.S | re.I)
+    return re.sub(r"<[^>]+>", "", page)
+
+
+def test_an_external_reference_is_caught() -> None:
+    loads = [
+        '<script src="https://unpkg.com/mathjax@3/es5/tex-mml-chtml.js"></script>',
+        "<link rel=stylesheet href=//fonts.googleapis.com/css?family=Roboto>",
+        '<img alt="" src="http://example.com/a.png">',
+        '@import url("https://fonts.googleapis.com/css2");',
+    ]
+    for load in loads:
+        assert any(pattern.search(load) for pattern in LOADS_EXTERNAL), load
+    local = '<script src="../assets/javascripts/bundle.js"></script><a href="https://x.org">x</a>'
+    assert not any(pattern.search(local) for pattern in LOADS_EXTERNAL)
+
+
+def test_math_is_rendered_to_mathml() -> None:
+    page = (
+        '<p>so <span class="arithmatex">\\(p &lt; q\\)</span> and</p>\n'
+        '<div class="arithmatex">\\[\n\\texttt{frequency\\_variance} \\\\[2ex] \\arg\\max_r u\n\\]</div>'
+    )
+    rendered = hooks.render_math(page, "page.md")
+    assert rendered.count("<math ") == 2 and 'display="block"' in rendered
+    assert not UNRENDERED_TEX.search(_text(rendered))
+    assert "\\" not in rendered, "a TeX command was printed instead of rendered"
+    assert "frequency_variance" in rendered
+    assert re.search(r"<mo>(&lt;|&#x0003C;)</mo>", rendered), "the escaped < is an operator"
+
+
+@pytest.mark.integration
+def test_the_site_loads_nothing_from_the_network(site: Path) -> None:
+    offenders = []
+    for path in sorted(site.rglob("*")):
+        if path.suffix not in {".html", ".css", ".js"}:
+            continue
+        text = path.read_text(encoding="utf-8", errors="replace")
+        patterns = LOADS_EXTERNAL if path.suffix != ".js" else LOADS_EXTERNAL[-2:]
+        for pattern in patterns:
+            for match in pattern.finditer(text):
+                offenders.append(f"{path.relative_to(site)}: {match[0][:120]}")
+    assert offenders == []
+
+
+@pytest.mark.integration
+def test_no_tex_is_left_unrendered(site: Path) -> None:
+    math_pages = 0
+    for path in sorted(site.rglob("*.html")):
+        page = path.read_text(encoding="utf-8")
+        if "arithmatex" not in page:
+            continue
+        math_pages += 1
+        assert "<math " in page, path
+        leftover = UNRENDERED_TEX.search(_text(page))
+        assert leftover is None, f"{path.relative_to(site)}: unrendered TeX {leftover}"
+    assert math_pages >= 10
+
+
+@pytest.mark.integration
+def test_the_api_reference_has_every_public_name(site: Path) -> None:
+    top = (site / "api" / "dpkit" / "index.html").read_text(encoding="utf-8")
+    missing = [name for name in dpkit.__all__ if f'id="dpkit.{name}"' not in top]
+    assert missing == [], "missing from the API reference (docs/api/dpkit.md)"
+    for module_name, page in (
+        ("dpkit.spec", "spec"),
+        ("dpkit.testing", "testing"),
+        ("dpkit.ledger", "ledger"),
+        ("dpkit_central", "dpkit_central"),
+    ):
+        module = importlib.import_module(module_name)
+        html = (site / "api" / page / "index.html").read_text(encoding="utf-8")
+        missing = [name for name in module.__all__ if f'id="{module.__name__}.{name}"' not in html]
+        assert missing == [], f"missing from docs/api/{page}.md"
+    ldp = (site / "api" / "dpkit_ldp" / "index.html").read_text(encoding="utf-8")
+    for name in ("simulate_counts", "synthetic", "stochastic_discretize", "estimate_mean"):
+        assert re.search(rf'id="dpkit_ldp\.\w+\.{name}"', ldp), name
+    for name in ("RandomizedResponse", "KaryRandomizedResponse", "HadamardResponse"):
+        assert re.search(rf'id="dpkit_ldp\.\w+\.{name}"', ldp), name
+
+
+def test_the_site_uses_no_google_fonts() -> None:
+    config = (REPOSITORY / "mkdocs.yml").read_text(encoding="utf-8")
+    assert re.search(r"^  font: false$", config, re.M), "theme.font: false (no Google Fonts)"
+
+
+@pytest.mark.integration
+def test_code_blocks_wrap_instead_of_clipping(site: Path) -> None:
+    css = (site / "stylesheets" / "extra.css").read_text(encoding="utf-8")
+    rule = re.search(r"\.md-typeset pre > code \{(?P<body>[^}]*)\}", css)
+    assert rule and "white-space: pre-wrap" in rule["body"], "long code lines must wrap"
+    for page in ("index.html", "quickstart/index.html", "ldp-experiment/index.html"):
+        assert "stylesheets/extra.css" in (site / page).read_text(encoding="utf-8"), page

@@ -120,7 +120,9 @@ def test_data_override_and_output_file(tmp_path: Path) -> None:
 def test_not_a_ledger_is_refused_and_untouched(tmp_path: Path) -> None:
     ledger = tmp_path / "notes.txt"
     ledger.write_text("my notes")
-    result = dpkit("run", str(EXAMPLES / "valid" / "survey_rr.json"), *ROOTED, "--ledger", str(ledger))
+    result = dpkit(
+        "run", str(EXAMPLES / "valid" / "survey_rr.json"), *ROOTED, "--ledger", str(ledger)
+    )
     assert result.returncode == 2 and "Traceback" not in result.stderr
     assert ledger.read_text() == "my notes"
 

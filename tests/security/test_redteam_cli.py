@@ -914,9 +914,14 @@ def test_sigint(rt: Any, big_csv: Path, tmp_path: Path, extra_delay: float) -> N
     except subprocess.TimeoutExpired:
         process.kill()
         pytest.fail("dpkit did not stop within 60 s of SIGINT")
-    assert process.returncode == 130, (process.returncode, err[-2000:])
     assert "Traceback" not in err, err
-    assert len(err.strip().splitlines()) == 1, err
+    if process.returncode == 0:
+        # The run finished in the instant between the last poll and the signal: then it must
+        # have released everything, and the ledger must say so.
+        assert rt.ledger_spent(ledger) == Fraction(6, 10)
+    else:
+        assert process.returncode == 130, (process.returncode, err[-2000:])
+        assert len(err.strip().splitlines()) == 1, err
     verify = rt.run_cli("budget", "verify", "--ledger", str(ledger))
     if verify.returncode != 0:
         # Interrupted while the ledger was being created: its schema is one transaction, so the

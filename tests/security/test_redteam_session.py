@@ -1,7 +1,7 @@
 """Red-team tests of the Python API's privacy boundary (``dpkit.Session.release``).
 
-Public phase (before the spend): structure only — a ragged list, a 2-D array for a 1-D query,
-a text array for a sum — is refused with :class:`dpkit.InvalidData`, and a cost that does not
+Public phase (before the spend): structure only — a 2-D array for a 1-D query, a text array
+for a sum — is refused with :class:`dpkit.InvalidData`, and a cost that does not
 fit with :class:`dpkit.BudgetExceeded`; in both cases nothing is spent and no randomness is
 drawn. Private phase (after the spend is committed): nothing observable depends on the data
 except the released value — out-of-category labels, NaNs and huge answers release normally,
@@ -79,7 +79,6 @@ def _public(entry: Any) -> dict[str, Any]:
 # -- public phase: structural refusals and the budget, before any spend ----------------------------
 
 STRUCTURAL = [
-    ("sum_ragged", lambda c: c.Sum(lower=0, upper=10, epsilon=0.5), [[1, 2], [3]]),
     ("sum_2d", lambda c: c.Sum(lower=0, upper=10, epsilon=0.5), np.ones((3, 2))),
     ("sum_text", lambda c: c.Sum(lower=0, upper=10, epsilon=0.5), np.array(["1", "2", "x"])),
     ("mean_text", lambda c: c.Mean(lower=0, upper=10, epsilon=0.5), np.array(["a", "b"])),
@@ -95,7 +94,6 @@ STRUCTURAL = [
         lambda c: c.Histogram(categories=("a", "b"), epsilon=0.5),
         np.array([["a"], ["b"]]),
     ),
-    ("mean_ragged", lambda c: c.Mean(lower=0, upper=10, epsilon=0.5), [[1.0], [2.0, 3.0]]),
 ]
 
 
@@ -115,6 +113,15 @@ def test_structural_problems_refused_before_spend(
     assert _spent(ledger_path) == 0
     assert _entry_count(ledger_path) == 0
     assert _state(rng) == before
+
+
+@pytest.mark.parametrize("data", [[[1, 2], [3]], [[1.0], [2.0, 3.0]], [1, [2, 3]]])
+def test_ragged_python_lists_are_records(session: Any, ledger_path: str, data: Any) -> None:
+    """Whether a record of a Python list is itself a list is a value, not structure: a ragged
+    list is a 1-D array of records (the list-valued ones missing), released and charged like
+    any neighbour — refusing it would answer "is some record a list?" for free."""
+    session.release(_central().Mean(lower=0, upper=10, epsilon=0.5), data)
+    assert _spent(ledger_path) == Fraction(1, 2)
 
 
 def test_budget_exceeded_before_any_randomness(session: Any, ledger_path: str) -> None:

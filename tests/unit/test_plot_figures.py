@@ -80,13 +80,14 @@ def test_histogram_error_bars_are_the_estimates_interval(level: float) -> None:
     ends = np.array(segments.get_segments())  # one [[x, low], [x, high]] per category
     np.testing.assert_allclose(ends[:, 0, 1], low, rtol=1e-12)
     np.testing.assert_allclose(ends[:, 1, 1], high, rtol=1e-12)
-    # independent: estimate ± z·sqrt(variance), z the normal quantile
+    # independent: the score interval's width 2z·sqrt(a + b·ĉ + z²b²/4), z the normal quantile,
+    # Var[ĉ] = a + b·(true count) (issue 20: it replaced the Wald width 2z·sqrt(variance))
     from statistics import NormalDist
 
     z = NormalDist().inv_cdf(0.5 + level / 2)
-    np.testing.assert_allclose(
-        ends[:, 1, 1] - ends[:, 0, 1], 2 * z * np.sqrt(estimate.variance), rtol=1e-9
-    )
+    a, b = estimate.variance_model
+    width = 2 * z * np.sqrt(a + b * estimate.estimates + (z * b) ** 2 / 4)
+    np.testing.assert_allclose(ends[:, 1, 1] - ends[:, 0, 1], width, rtol=1e-9)
     assert f"{level:.0%}" in ax.get_legend_handles_labels()[1][1]
 
 
@@ -277,7 +278,10 @@ def _ledger(tmp_path: Path) -> Path:
         # a batch that does not fit: its first reservation is released before any data are read
         with pytest.raises(dpkit.BudgetExceeded):
             session.release_all(
-                [(krr, np.array([1]), rng), (dpkit.mechanism("rr", epsilon=5.0), np.array([1]), rng)]
+                [
+                    (krr, np.array([1]), rng),
+                    (dpkit.mechanism("rr", epsilon=5.0), np.array([1]), rng),
+                ]
             )
         session.release(gauss, np.array([3.0]), rng=rng)
         session.release(rr, np.array([1]), rng=rng)

@@ -13,7 +13,7 @@ from numpy.typing import NDArray
 
 from dpkit.errors import InvalidData, plain_value
 
-__all__ = ["as_array", "describe_dtype", "plain", "readable"]
+__all__ = ["as_array", "describe_dtype", "lookup_index", "plain", "readable"]
 
 
 _KIND_WORDS = {
@@ -74,3 +74,14 @@ def readable(values: Any) -> NDArray[Any]:
         for i, item in enumerate(items):
             out[i] = item
         return out
+
+
+def lookup_index(position: dict[Any, int], value: Any) -> int:
+    """The index of one record's Python value in ``position`` (a label → index table), or −1
+    if it is none of them; never raises (``__hash__``/``__eq__`` of an arbitrary object may
+    raise anything, and an unhashable record — a list, an array — is simply no label)."""
+    try:
+        key = value.item() if isinstance(value, np.generic) else value
+        return position.get(key, -1)
+    except Exception:
+        return -1

@@ -76,6 +76,7 @@ from dpkit import (
     Sequence_,
     parameter,
 )
+from dpkit.arrays import lookup_index
 from dpkit.params import BOUND, CENTRAL_EPSILON, DELTA, SENSITIVITY
 from dpkit_central._noise import AdditiveNoise
 from dpkit_central._validation import (
@@ -645,15 +646,6 @@ class Histogram(_AdditiveNoise):
         return attrs.evolve(result, categories=self.cells)
 
 
-def _lookup(position: dict[Any, int], value: Any) -> int:
-    """The category index of one record by its Python value, −1 if none (never raises)."""
-    try:  # __hash__/__eq__ of an arbitrary object may raise anything: then it is no label
-        key = value.item() if isinstance(value, np.generic) else value
-        return position.get(key, -1)
-    except Exception:  # unhashable (a list, an array): not a category
-        return -1
-
-
 def _category_positions(records: NDArray[Any], position: dict[Any, int]) -> NDArray[np.int64]:
     """Each record's category index (−1 outside the categories), by :func:`_lookup`.
 
@@ -664,10 +656,10 @@ def _category_positions(records: NDArray[Any], position: dict[Any, int]) -> NDAr
         unique, inverse = np.unique(records, return_inverse=True)
     except Exception:  # mixed types numpy cannot order: the per-record path
         return np.fromiter(
-            (_lookup(position, v) for v in records), dtype=np.int64, count=records.shape[0]
+            (lookup_index(position, v) for v in records), dtype=np.int64, count=records.shape[0]
         )
     mapped = np.fromiter(
-        (_lookup(position, u) for u in unique), dtype=np.int64, count=unique.shape[0]
+        (lookup_index(position, u) for u in unique), dtype=np.int64, count=unique.shape[0]
     )
     return np.asarray(mapped[inverse.ravel()], dtype=np.int64)
 

@@ -15,7 +15,7 @@ from numpy.typing import NDArray
 
 import dpkit
 from dpkit import CategoricalDomain, InvalidData
-from dpkit.arrays import as_array, describe_dtype, plain, readable
+from dpkit.arrays import as_array, describe_dtype, lookup_index, plain, readable
 
 
 def as_category_indices(values: Any, k: int, *, owner: str, field: str = "values") -> NDArray[Any]:
@@ -93,15 +93,6 @@ def _index_of(value: Any, k: int) -> int:
     return index if 0 <= index < k else -1
 
 
-def _lookup(position: dict[Any, int], value: Any) -> int:
-    """The index of a label by a dictionary lookup on its Python value, −1 if none."""
-    try:  # __hash__/__eq__ of an arbitrary object may raise anything: then it is no label
-        key = value.item() if isinstance(value, np.generic) else value
-        return position.get(key, -1)
-    except Exception:  # unhashable (a list, an array): not a label
-        return -1
-
-
 def _per_value(flat: NDArray[Any], index_of: Any) -> NDArray[np.int64]:
     """``index_of`` on each distinct value (one call per value when numpy can sort them)."""
     try:
@@ -127,7 +118,7 @@ def category_codes(values: Any, k: int, labels: tuple[Any, ...] | None = None) -
         return np.zeros(array.shape, dtype=np.int64)
     if labels is not None:
         position = {label: i for i, label in enumerate(labels)}
-        return _per_value(flat, lambda v: _lookup(position, v)).reshape(array.shape)
+        return _per_value(flat, lambda v: lookup_index(position, v)).reshape(array.shape)
     kind = array.dtype.kind
     if kind == "b":
         codes = flat.astype(np.int64)

@@ -903,12 +903,10 @@ def test_sigint(rt: Any, big_csv: Path, tmp_path: Path, extra_delay: float) -> N
     while not ledger.exists() and process.poll() is None and time.monotonic() < deadline:
         time.sleep(0.005)
     time.sleep(extra_delay)
-    if process.poll() is not None:
-        _, err = process.communicate()
-        pytest.skip(
-            f"the run ended (exit {process.returncode}) before SIGINT could be sent: {err[-500:]}"
-        )
-    process.send_signal(signal.SIGINT)
+    if process.poll() is None:
+        process.send_signal(signal.SIGINT)
+    # else: the run ended before the signal could be sent (a fast machine); it is then checked
+    # below as a completed run, never skipped.
     try:
         _, err = process.communicate(timeout=60)
     except subprocess.TimeoutExpired:

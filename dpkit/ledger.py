@@ -57,6 +57,7 @@ __all__ = [
     "LedgerError",
     "LedgerMismatch",
     "NotALedger",
+    "SpendRequest",
     "exact_text",
     "require_persistent",
 ]
@@ -371,6 +372,19 @@ class _Handle:
 
 
 _Totals = tuple[Fraction, Fraction, Fraction]  # spent epsilon, delta, rho
+
+
+@attrs.frozen
+class SpendRequest:
+    """One spend to record: its exact cost and what the entry says about the release."""
+
+    cost: Cost
+    mechanism: str
+    parameters: dict[str, Any]
+    event: dict[str, Any]
+    session_id: str
+    randomness: str
+    label: str | None = None
 
 
 class Ledger:
@@ -752,24 +766,17 @@ class Ledger:
         sum), refuse with :class:`LedgerCorrupt` if they disagree with the cached totals, check
         the budget, insert the entry and update the totals. ``label`` names the release.
         """
-        request = dict(
-            mechanism=mechanism,
-            parameters=parameters,
-            event=event,
-            session_id=session_id,
-            randomness=randomness,
-            label=label,
-        )
-        return self.spend_all([(cost, request)])[0]
+        request = SpendRequest(cost, mechanism, parameters, event, session_id, randomness, label)
+        return self.spend_all([request])[0]
 
-    def spend_all(self, requests: list[tuple[Cost, dict[str, Any]]]) -> list[LedgerEntry]:
+    def spend_all(self, requests: list[SpendRequest]) -> list[LedgerEntry]:
         """Check and record several spends in ONE transaction: all are committed, or none.
 
-        Each request is ``(cost, keywords)`` with the keywords of :meth:`spend`. The budget is
-        checked against their running sum, so a batch that does not fit as a whole raises
-        :class:`BudgetExceeded` and writes nothing (an interruption cannot leave half of it).
+        The budget is checked against their running sum, so a batch that does not fit as a
+        whole raises :class:`BudgetExceeded` and writes nothing (an interruption cannot leave
+        half of it).
         """
-        rows = [self._spend_row(cost, **keywords) for cost, keywords in requests]
+        rows = [self._spend_row(request) for request in requests]
         entries: list[LedgerEntry] = []
         with self._guarded("spending"), self._transaction() as db:
             spent = self._checked_totals(db)
@@ -795,18 +802,11 @@ class Ledger:
             self._write_totals(db, spent, total, sign=1)
         return entries
 
-    def _spend_row(
-        self,
-        cost: Cost,
-        *,
-        mechanism: str,
-        parameters: dict[str, Any],
-        event: dict[str, Any],
-        session_id: str,
-        randomness: str,
-        label: str | None = None,
-    ) -> tuple[Cost, tuple[Any, ...], LedgerEntry]:
+    def _spend_row(self, request: SpendRequest) -> tuple[Cost, tuple[Any, ...], LedgerEntry]:
         """A spend request checked and serialised (before the transaction)."""
+        cost, mechanism, parameters = request.cost, request.mechanism, request.parameters
+        event, session_id, randomness = request.event, request.session_id, request.randomness
+        label = request.label
         if not isinstance(cost, Cost):
             raise InvalidParameter("cost", cost, "a dpkit.ledger.Cost", owner="Ledger.spend")
         for name, value in (("epsilon", cost.epsilon), ("delta", cost.delta), ("rho", cost.rho)):

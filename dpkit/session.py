@@ -71,7 +71,7 @@ from numpy.typing import NDArray
 
 from dpkit.accounting import event_cost, event_rho, exact, zcdp_rho_for
 from dpkit.errors import InvalidData, InvalidParameter, ReleaseFailed
-from dpkit.ledger import Budget, Cost, Ledger, LedgerEntry
+from dpkit.ledger import Budget, Cost, Ledger, LedgerEntry, SpendRequest
 from dpkit.mechanism import Mechanism
 from dpkit.privacy import PrivacyEvent
 from dpkit.randomness import resolve_rng
@@ -386,20 +386,21 @@ class Session:
         """Check and durably commit the cost (BudgetExceeded if it does not fit)."""
         return self.ledger.spend_all([self._request(prepared)])[0]
 
-    def _request(self, prepared: _Prepared) -> tuple[Cost, dict[str, Any]]:
+    def _request(self, prepared: _Prepared) -> SpendRequest:
         """The ledger spend of one prepared release: its exact cost and what to record."""
         target = prepared.target
         event = _event_record(target.privacy)
         if prepared.releases != 1:
             event["releases"] = prepared.releases
-        return self.cost(target.privacy, prepared.releases), {
-            "mechanism": str(getattr(target, "name", type(target).__name__)),
-            "parameters": _parameters(target),
-            "event": event,
-            "session_id": self.session_id,
-            "randomness": prepared.mode,
-            "label": prepared.label,
-        }
+        return SpendRequest(
+            self.cost(target.privacy, prepared.releases),
+            mechanism=str(getattr(target, "name", type(target).__name__)),
+            parameters=_parameters(target),
+            event=event,
+            session_id=self.session_id,
+            randomness=prepared.mode,
+            label=prepared.label,
+        )
 
     def _execute(self, prepared: _Prepared, entry: LedgerEntry) -> Release:
         """The private phase: load, coerce into the domain, run; the spend is never given back."""

@@ -158,6 +158,13 @@ def _confidence_interval(value: Any, level: float, method: str) -> dict[str, Any
     return {"level": level, "lower": _listify(low), "upper": _listify(high), "method": method}
 
 
+def _frequency_interval_method(estimate: Any) -> str:
+    """Name the interval :meth:`dpkit.Estimate.confidence_interval` computed (its default)."""
+    if estimate.variance_model is not None:
+        return "score interval (Wilson 1927) on the exact variance a + b·(true count)"
+    return "normal (Wald) interval on the estimated variance"
+
+
 def _result(query: PlannedQuery, release: Any, registry: Registry) -> dict[str, Any]:
     out: dict[str, Any] = {
         "query_id": query.query_id,
@@ -193,6 +200,7 @@ def _result(query: PlannedQuery, release: Any, registry: Registry) -> dict[str, 
         return out
     if query.statistic == FREQUENCY:
         estimate = dpkit.estimate(query.target, release.values, registry=registry)
+        model = estimate.variance_model
         out.update(
             n=estimate.n,
             categories=list(
@@ -200,8 +208,9 @@ def _result(query: PlannedQuery, release: Any, registry: Registry) -> dict[str, 
             ),
             estimate=estimate.estimates.tolist(),
             variance=estimate.variance.tolist(),
+            variance_model=None if model is None else {"a": model[0], "b": model[1]},
             confidence_interval=_confidence_interval(
-                estimate, query.confidence, "normal approximation with plug-in variance"
+                estimate, query.confidence, _frequency_interval_method(estimate)
             ),
         )
         return out
@@ -209,7 +218,11 @@ def _result(query: PlannedQuery, release: Any, registry: Registry) -> dict[str, 
     out["mechanism"]["noise"] = getattr(value, "mechanism", None)  # e.g. laplace under a sum
     noise = getattr(value, "noise", None)
     if noise is not None:
-        out["noise"] = {"distribution": noise.kind, "scale": noise.scale}
+        out["noise"] = {
+            "distribution": noise.kind,
+            "scale": noise.scale,
+            "variance": noise.variance,
+        }
     by = getattr(value, "by", ())
     unit = getattr(value, "unit", None)
     if unit is not None:

@@ -20,9 +20,9 @@ Each query then converts the columns it needs (cached):
 * **labels** (:func:`labels`): the cell's text (invalid UTF-8 replaced), stripped; empty or
   ``NA``/``NaN``/``null``/``None`` (any case) is missing, unless it spells one of the declared
   categories or keys (so ``"NA"`` can be a category);
-* **ids** (:func:`ids`): the cell's exact bytes, as an integer code per distinct value (an
-  empty cell is missing); in a column of plain integers, the integer itself (so ``7`` and
-  ``007`` are one id: merging ids only tightens each person's bound).
+* **ids** (:func:`ids`): an integer code per distinct id (an empty cell is missing): a cell
+  that spells a plain integer is that integer (so ``7`` and ``007`` are one id: merging ids
+  only tightens each person's bound), any other cell its exact bytes — cell by cell.
 
 Every conversion is vectorised (PyArrow compute) and per cell: converting a cell never depends
 on another. The file read is the one checked in the public phase: it is opened once, its
@@ -67,6 +67,7 @@ BLOCK_BYTES = 16 << 20
 _SPACE = r"[ \t\r\n\v\f]*"
 _DECIMAL = rf"^{_SPACE}[+-]?([0-9]+(\.[0-9]*)?|\.[0-9]+)([eE][+-]?[0-9]+)?{_SPACE}$"
 _INFINITE = rf"(?i)^{_SPACE}([+-]?)inf(inity)?{_SPACE}$"
+_INTEGER = r"^[+-]?[0-9]+$"
 
 #: ``progress(file_name, bytes_read, total_bytes)``, called from a watcher thread.
 Progress = Callable[[str, int, int], None]
@@ -173,26 +174,35 @@ def labels(cells: Any, keep: Iterable[str] = ()) -> Any:
 def ids(cells: Any) -> Any:
     """Cells → an int64 code per distinct id (empty or null → null; total).
 
-    A column of plain integers is its own code (one cast; two texts that read as the same
-    integer, such as ``7`` and ``007``, are then one id — merging ids only tightens every
-    person's bound); any other column is dictionary-encoded on its exact bytes.
+    Each cell is read on its own: a plain integer (an optional sign and ASCII digits) is
+    the integer it spells, so ``7``, ``+7`` and ``007`` are one id (merging ids only tightens
+    each person's bound); any other cell is its exact bytes. Whether a cell is an integer
+    never depends on the other cells (a column read as integers only when *every* cell was
+    one let a single odd id split every other person in two).
     """
     pa = pyarrow()
     pc = pa.compute
     if pa.types.is_integer(cells.type):
         return pc.cast(cells, pa.int64())
+    if not (pa.types.is_binary(cells.type) or pa.types.is_string(cells.type)):
+        cells = pc.cast(cells, pa.string())
     if pa.types.is_string(cells.type):
         cells = cells.cast(pa.binary())
-    if pa.types.is_binary(cells.type):
-        cells = pc.if_else(
-            pc.equal(pc.binary_length(cells), 0), pa.scalar(None, pa.binary()), cells
-        )
-        try:
-            return pc.cast(pc.cast(cells, pa.string()), pa.int64())
-        except (pa.ArrowInvalid, pa.ArrowNotImplementedError):
-            pass
-    encoded = pc.dictionary_encode(cells)
-    return encoded.indices.cast(pa.int64())
+    cells = pc.if_else(pc.equal(pc.binary_length(cells), 0), pa.scalar(None, pa.binary()), cells)
+    integer = pc.fill_null(pc.match_substring_regex(cells, _INTEGER), False)
+    # The integer's canonical text: no sign or leading zeros, "-" only before a non-zero.
+    digits = pc.replace_substring_regex(cells, r"^[+-]?0*", "")
+    digits = pc.if_else(pc.equal(pc.binary_length(digits), 0), pa.scalar(b"0"), digits)
+    negative = pc.and_(
+        pc.fill_null(pc.match_substring_regex(cells, "^-"), False),
+        pc.not_equal(digits, pa.scalar(b"0")),
+    )
+    number = pc.binary_join_element_wise(
+        pc.if_else(negative, pa.scalar(b"i-"), pa.scalar(b"i")), digits, b""
+    )
+    text = pc.binary_join_element_wise(pa.scalar(b"b"), cells, b"")
+    key = pc.if_else(integer, number, text)
+    return pc.dictionary_encode(key).indices.cast(pa.int64())
 
 
 _CONVERT: dict[str, Callable[[Any, tuple[str, ...]], Any]] = {

@@ -108,6 +108,7 @@ from dpkit_central.aggregates import (
     plain_labels,
     run_starts,
     sorted_keys,
+    unsigned_zero,
 )
 from dpkit_central.geometric import Geometric
 from dpkit_central.keys import LABELS, PrivateKeys, PublicKeys, coerce_all
@@ -419,6 +420,8 @@ class TableQuery:
                 column in self.by or self._is_label(column) or self._is_id(column)
             ):
                 frame = plain_labels(nw, frame, column)
+            elif schema[column].is_float() and (column in self.by or self._is_id(column)):
+                frame = frame.with_columns(unsigned_zero(nw, column, schema[column]))
         value_kind = kinds[self.column] if self.column is not None else "other"
         numeric = isinstance(stat, (Sum, Mean, Quantile))
         if numeric:

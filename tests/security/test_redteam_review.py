@@ -1,0 +1,133 @@
+"""An independent red-team review of this session's new surface: private group keys, the
+columnar CSV reader's id column, and neighbours of them.
+
+Each test plays an attack through the public API or the CLI and measures what leaks between
+neighbouring datasets (one record or one person added), the DP release itself aside. A leak
+that DP accounts for is bounded by the declared sensitivity or by δ; the ones these tests
+measure were deterministic (probability 1) and are fixed, the tests then hold the line.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pandas as pd
+import polars as pl
+import pyarrow as pa
+import pytest
+from dpkit_central import Count, PrivateKeys
+
+import dpkit
+
+pytestmark = pytest.mark.integration
+
+
+def _table(kind: str, column: list[Any]) -> Any:
+    if kind == "pandas":
+        return pd.DataFrame({"k": column})
+    if kind == "polars":
+        return pl.DataFrame({"k": column})
+    return pa.table({"k": column})
+
+
+def _private_keys(table: Any) -> list[tuple[Any, ...]]:
+    """The keys a private-keys count releases (fast mode, a fixed seed: the selection's coins
+    are the same for both neighbours; every key below has 300 rows, kept with probability 1)."""
+    query = Count(epsilon=1.0).on(by="k", keys=PrivateKeys(epsilon=1.0, delta=1e-6))
+    session = dpkit.Session(budget=(10.0, 1e-3), ledger=":memory:")
+    released = session.release(query, table, rng=np.random.default_rng(0)).values
+    return list(released.keys)
+
+
+# -- private keys: what one record's cell does to the released key set ------------------------
+
+
+@pytest.mark.parametrize("kind", ["pandas", "polars", "pyarrow"])
+def test_the_sign_of_one_zero_key_is_not_released(kind: str) -> None:
+    """Attack: a float key column; the group 0.0 is large (kept with probability 1). One
+    person's row holds the key −0.0, which equals 0.0 and falls into the same group. The group
+    was released under the spelling of its first row, so the released key said whether that
+    person (placed first) is in the data: −0.0 with them, 0.0 without — with probability 1, not
+    δ. Now a group's key is one spelling per group (0.0), whatever rows it holds."""
+    others = [0.0] * 300 + [1.0] * 300
+    without = _private_keys(_table(kind, others))
+    with_person = _private_keys(_table(kind, [-0.0, *others]))
+    assert [repr(k) for k in with_person] == [repr(k) for k in without]
+
+
+@pytest.mark.parametrize("first", [True, 1.0, np.int64(1), np.float32(1.0)])
+def test_the_type_of_one_object_key_is_not_released(first: Any) -> None:
+    """Attack: a pandas object column where 1, 1.0 and True are one group (they compare equal).
+    The group was released under its first row's value, so ``True`` or ``1.0`` in the output
+    named that one row's type. Now equal keys are released as one canonical value."""
+    others = [1] * 300 + ["x"] * 300
+    without = _private_keys(pd.DataFrame({"k": pd.Series(others, dtype=object)}))
+    with_person = _private_keys(pd.DataFrame({"k": pd.Series([first, *others], dtype=object)}))
+    assert [repr(k) for k in with_person] == [repr(k) for k in without]
+    assert [type(k[0]) for k in with_person] == [type(k[0]) for k in without]
+
+
+def test_the_order_of_released_keys_does_not_depend_on_dropped_keys() -> None:
+    """Attack: an object column of text keys, two large groups ``a`` and ``b'``; one person's
+    row holds the number 7 — a key held by one id, dropped by partition selection except with
+    probability δ. Text and numbers do not compare, so the keys were sorted by another order
+    (by their ``repr``, where ``"b'"`` comes before ``'a'``) as soon as the number was among
+    the keys *found*: the order of the two released keys said whether the person is in the
+    data. Now the keys are sorted by one fixed total order, so the relative order of two keys
+    never depends on the others."""
+    others = ["a"] * 300 + ["b'"] * 300
+    without = _private_keys(pd.DataFrame({"k": pd.Series(others, dtype=object)}))
+    person = pd.DataFrame({"k": pd.Series([*others, 7], dtype=object)})
+    with_person = [k for k in _private_keys(person) if k != (7,)]
+    assert with_person == without == [("a",), ("b'",)]
+
+
+def test_released_keys_of_mixed_types_are_ordered_numbers_first() -> None:
+    """The fixed order: numbers (and booleans) by value, then text; so a kept number key and
+    kept text keys come out the same way whichever others were found."""
+    column = pd.Series([2.5] * 300 + ["b"] * 300 + [1] * 300 + ["a"] * 300, dtype=object)
+    assert _private_keys(pd.DataFrame({"k": column})) == [(1,), (2.5,), ("a",), ("b",)]
+
+
+# -- the CSV reader's id column -----------------------------------------------------------------
+
+
+def _id_world(rt: Any, world: Path, extra: list[str]) -> Any:
+    """Ten people, each written once as ``k`` and once as ``00k`` (one id: ``7`` and ``007``
+    are documented as one id), five rows each spelling; ``max_rows`` = 5. A count at ε = 1000
+    (geometric noise of scale 0.005: |noise| ≥ 1 with probability 2e^(−200), never)."""
+    rows = [f"{k},1\n" for k in range(1, 11) for _ in range(5)]
+    rows += [f"00{k},1\n" for k in range(1, 11) for _ in range(5)]
+    world.mkdir()
+    (world / "data.csv").write_text("user,v\n" + "".join(rows + extra), encoding="utf-8")
+    rt.write_json(
+        world / "spec.json",
+        rt.query_spec(
+            "count",
+            "v",
+            epsilon=1000.0,
+            session_epsilon=1e6,
+            privacy_unit={"kind": "id", "column": "user", "max_rows": 5},
+        ),
+    )
+    result = rt.fork_cli("run", "--json", "spec.json", "--ledger", "l.sqlite", cwd=world)
+    assert result.returncode == 0, result.explain()
+    return result.json()["results"][0]["estimate"]
+
+
+@pytest.mark.parametrize("cell", ["x", "+7", "99999999999999999999", "0x7", " 7"])
+def test_one_id_cell_does_not_change_how_other_ids_are_read(
+    rt: Any, tmp_path: Path, cell: str
+) -> None:
+    """Attack: whether the id column was read as integers (``7`` = ``007``) or by its bytes
+    depended on *every* cell: one person whose id is not a plain integer switched the whole
+    column to bytes, splitting every other person in two and doubling their rows past the
+    bound. Adding that one-row person moved the count from 50 to 101, where one id may move
+    it by at most ``max_rows`` = 5. Now each cell is read on its own."""
+    without = _id_world(rt, tmp_path / "without", [])
+    with_person = _id_world(rt, tmp_path / "with", [f"{cell},1\n"])
+    assert abs(with_person - without) <= 5, (without, with_person)
+    json.dumps([without, with_person])

@@ -55,6 +55,7 @@ __all__ = [
     "labels",
     "numbers",
     "parquet_columns",
+    "parquet_unreadable",
     "pyarrow",
     "texts",
 ]
@@ -232,11 +233,32 @@ class _Counting(io.RawIOBase):
 def parquet_columns(handle: io.BufferedReader) -> list[str] | None:
     """A Parquet file's column names, from its footer (public: the schema only; no statistic
     of the footer is ever read or shown). None if it is not a readable Parquet file."""
+    schema = _parquet_schema(handle)
+    return None if schema is None else [str(name) for name in schema.names]
+
+
+def parquet_unreadable(handle: io.BufferedReader) -> dict[str, str]:
+    """The columns of a Parquet file that no query can read, by name, with their type: those
+    whose type has no text form (lists, structs, maps, intervals), which every conversion
+    above falls back to. Decided from the footer's schema alone (a cast of an *empty* array of
+    the type), so a query on them is refused before the spend instead of failing after it."""
+    pa = pyarrow()
+    schema = _parquet_schema(handle)
+    out = {}
+    for field in [] if schema is None else schema:
+        try:
+            pa.compute.cast(pa.array([], field.type), pa.string())
+        except (pa.ArrowInvalid, pa.ArrowNotImplementedError):
+            out[str(field.name)] = str(field.type)
+    return out
+
+
+def _parquet_schema(handle: io.BufferedReader) -> Any:
     pa = pyarrow()
     import pyarrow.parquet as pq
 
     try:
-        return [str(name) for name in pq.ParquetFile(handle).schema_arrow.names]
+        return pq.ParquetFile(handle).schema_arrow
     except (pa.ArrowException, OSError, ValueError):
         return None
 

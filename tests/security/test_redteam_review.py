@@ -192,3 +192,46 @@ def test_a_failed_release_cannot_be_aborted(tmp_path: Path) -> None:
     with pytest.raises(dpkit.DPKitError):
         session.ledger.abort(release_id)
     assert Fraction(session.spent.epsilon) == Fraction(1, 2)
+
+
+# -- Parquet columns of types no query can read ----------------------------------------------------
+
+_NESTED = {
+    "list": pa.array([[1, 2], None, []], pa.list_(pa.int64())),
+    "struct": pa.array([{"a": 1}, None, {"a": 2}], pa.struct([("a", pa.int64())])),
+    "map": pa.array([[("k", 1)], None, []], pa.map_(pa.string(), pa.int64())),
+}
+
+
+@pytest.mark.parametrize("kind", sorted(_NESTED))
+@pytest.mark.parametrize("role", ["value", "group", "id"])
+def test_parquet_columns_of_nested_types_are_refused_before_the_spend(
+    rt: Any, tmp_path: Path, kind: str, role: str
+) -> None:
+    """Attack: name a Parquet column of a nested type (a list, a struct, a map) as the value,
+    a group or the id column. Its type is in the footer (public), but the query failed only
+    after the spend (exit 1, ``ReleaseFailed``): budget burnt by a failure that the public phase
+    could decide. Now it is a public-phase refusal (exit 2, ``column_type``), nothing spent."""
+    import pyarrow.parquet as pq
+
+    pq.write_table(
+        pa.table({"odd": _NESTED[kind], "user": ["a", "b", "c"], "v": [1.0, 2.0, 3.0]}),
+        tmp_path / "data.parquet",
+    )
+    column = {"value": "odd", "group": "v", "id": "v"}[role]
+    spec = rt.query_spec("count", column, path="data.parquet")
+    spec["input"]["source"] = "parquet"
+    if role == "group":
+        spec["group_by"] = {
+            "columns": ["odd"],
+            "keys": "private",
+            "selection": {"epsilon": 1.0, "delta": 1e-6},
+        }
+        spec["session_budget"]["delta"] = 0.01
+    if role == "id":
+        spec["privacy_unit"] = {"kind": "id", "column": "odd", "max_rows": 2}
+    rt.write_json(tmp_path / "spec.json", spec)
+    result = rt.fork_cli("run", "--json", "spec.json", "--ledger", "l.sqlite", cwd=tmp_path)
+    document = rt.assert_clean_refusal(result)
+    assert [e["code"] for e in document["errors"]] == ["column_type"], result.explain()
+    assert rt.ledger_spent(tmp_path / "l.sqlite") == 0

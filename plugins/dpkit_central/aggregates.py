@@ -150,11 +150,12 @@ def _exact(value: Any) -> Fraction:
     return Fraction(*value.as_integer_ratio())
 
 
-def unsigned_zero(nw: Any, column: str, dtype: Any) -> Any:
-    """A float column with −0.0 read as 0.0, record by record: the two compare equal and share
-    a group, which would otherwise be released under the sign of its first row."""
-    zero = nw.col(column) == 0
-    return nw.when(zero).then(nw.lit(0.0)).otherwise(nw.col(column)).cast(dtype).alias(column)
+def unsigned_zero(nw: Any, column: str) -> Any:
+    """A float column as float64 (exact) with −0.0 read as 0.0, record by record: the two
+    compare equal and share a group, which would otherwise be released under the sign of its
+    first row. (float64 also groups and compares in every engine; float16 does not.)"""
+    value = nw.col(column).cast(nw.Float64)
+    return nw.when(value == 0).then(nw.lit(0.0)).otherwise(value).alias(column)
 
 
 _plain_labels = np.frompyfunc(_plain_label, 1, 1)

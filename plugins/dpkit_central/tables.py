@@ -76,7 +76,7 @@ import numpy as np
 from numpy.typing import NDArray
 
 import dpkit
-from dpkit import ApproximateDP, InvalidData, InvalidParameter, PrivacyEvent
+from dpkit import ApproximateDP, DPKitError, InvalidData, InvalidParameter, PrivacyEvent
 from dpkit.accounting import exact
 from dpkit.tables import (
     ColumnKind,
@@ -378,6 +378,24 @@ class TableQuery:
         if isinstance(self.keys, PublicKeys):
             for i, column in enumerate(self.by):
                 coerce_all([k[i] for k in self.keys.values], kinds[column], column)
+        self._dry_run(frame)
+
+    def _dry_run(self, frame: Any) -> None:
+        """Steps 1–3 on no rows of ``frame``: what an engine cannot do with these column types
+        (an is_in of Float32 against integer keys, a float16 group-by, a 128-bit id) fails
+        here, from the schema alone, instead of after the spend."""
+        try:
+            self._aggregate(self._prepared(frame.head(0), np.random.default_rng(0)))
+        except DPKitError:
+            raise
+        except Exception:
+            schema = frame.collect_schema()
+            types = {c: str(schema[c]) for c in self._needs()}
+            raise InvalidData(
+                f"{self.name}: the table's column types {types} cannot be processed by this "
+                "query (give numbers, text or booleans of common types)",
+                field="data",
+            ) from None
 
     def releases(self, data: Any, /) -> int:
         return 1
@@ -420,8 +438,8 @@ class TableQuery:
                 column in self.by or self._is_label(column) or self._is_id(column)
             ):
                 frame = plain_labels(nw, frame, column)
-            elif schema[column].is_float() and (column in self.by or self._is_id(column)):
-                frame = frame.with_columns(unsigned_zero(nw, column, schema[column]))
+            elif _as_float(schema[column]) and (column in self.by or self._is_id(column)):
+                frame = frame.with_columns(unsigned_zero(nw, column))
         value_kind = kinds[self.column] if self.column is not None else "other"
         numeric = isinstance(stat, (Sum, Mean, Quantile))
         if numeric:
@@ -639,6 +657,12 @@ class TableQuery:
             selection=needed,
             cells=cells,
         )
+
+
+def _as_float(dtype: Any) -> bool:
+    """Key and id columns read as float64 (:func:`unsigned_zero`): floats, and decimals (whose
+    matching against number keys fails in some engines on non-integral values)."""
+    return bool(dtype.is_float() or dtype.is_decimal())
 
 
 def _randomized(mech: Any, answers: NDArray[Any], rng: Any, changed: int) -> NDArray[Any]:

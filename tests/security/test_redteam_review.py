@@ -19,7 +19,7 @@ import pandas as pd
 import polars as pl
 import pyarrow as pa
 import pytest
-from dpkit_central import Count, PrivateKeys
+from dpkit_central import Count, Histogram, PrivateKeys
 
 import dpkit
 
@@ -235,3 +235,76 @@ def test_parquet_columns_of_nested_types_are_refused_before_the_spend(
     document = rt.assert_clean_refusal(result)
     assert [e["code"] for e in document["errors"]] == ["column_type"], result.explain()
     assert rt.ledger_spent(tmp_path / "l.sqlite") == 0
+
+
+# -- DataFrames whose column types an engine cannot process ----------------------------------------
+
+
+def test_a_decimal_key_column_never_fails_on_one_value() -> None:
+    """Attack: public number keys on a PyArrow decimal column. Matching them cast the column
+    to the keys' integer type, which fails if *any* value has a fraction: the release raised
+    (``ReleaseFailed``, spend kept) exactly when one person's value was 1.5 — an exception
+    oracle on the data. Now decimal keys are read as float64, record by record."""
+    import decimal
+
+    query = Count(epsilon=1.0).on(by="k", keys=[1, 2])
+    outcomes = []
+    for last in ("1.0", "1.5"):
+        cells = [decimal.Decimal("1.0")] * 50 + [decimal.Decimal(last)]
+        table = pa.table({"k": pa.array(cells, pa.decimal128(5, 1))})
+        session = dpkit.Session(budget=(10.0, 0.0), ledger=":memory:")
+        released = session.release(query, table, rng=np.random.default_rng(0)).values
+        outcomes.append(released.keys)
+    assert outcomes[0] == outcomes[1] == ((1,), (2,))
+
+
+def _odd_typed(kind: str, values: list[Any]) -> Any:
+    """A table with one column ``k`` of an odd type, filled from ``values``."""
+    if kind == "polars_float32":
+        return pl.DataFrame({"k": pl.Series(values, dtype=pl.Float32)})
+    if kind == "polars_int128":
+        return pl.DataFrame({"k": pl.Series([int(v) for v in values], dtype=pl.Int128)})
+    if kind == "polars_enum":
+        return pl.DataFrame(
+            {"k": pl.Series(["a" if v else "b" for v in values], dtype=pl.Enum(["a", "b"]))}
+        )
+    if kind == "pandas_float16":
+        return pd.DataFrame({"k": np.array(values, dtype=np.float16)})
+    return pa.table({"k": pa.array(np.array(values, dtype=np.float16))})  # pyarrow_float16
+
+
+_ODD_QUERIES = {
+    "number_keys": Count(epsilon=1.0).on(by="k", keys=[1, 2]),
+    "private_keys": Count(epsilon=1.0).on(by="k", keys=PrivateKeys(epsilon=1.0, delta=1e-6)),
+    "histogram": Histogram(categories=("a", "1"), epsilon=1.0).on("k"),
+    "id_unit": Count(epsilon=1.0).on(unit=dpkit.IdUnit("k", max_rows=2)),
+}
+
+
+@pytest.mark.parametrize(
+    "kind", ["polars_float32", "polars_int128", "polars_enum", "pandas_float16", "pyarrow_float16"]
+)
+@pytest.mark.parametrize("query", sorted(_ODD_QUERIES))
+def test_column_types_an_engine_cannot_process_never_fail_after_the_spend(
+    kind: str, query: str
+) -> None:
+    """Attack: column types the schema check admits but an engine cannot process for this
+    query — Float32 keys against integer keys (Polars is_in), a float16 group-by (pandas), an
+    Int128 id (no numpy type), an Enum histogram with a category outside the Enum, float16
+    comparisons (PyArrow). Each raised after the spend (``ReleaseFailed``). Now the query is
+    run on no rows of the table in the public phase, so a type it cannot process is refused
+    from the schema alone (a typed error, nothing spent), or the release succeeds — the same
+    outcome for neighbouring tables."""
+    target = _ODD_QUERIES[query]
+    outcomes = []
+    for values in ([1.0, 2.0, 1.0] * 20, [1.0, 2.0, 1.0] * 20 + [2.0]):
+        session = dpkit.Session(budget=(10.0, 1e-3), ledger=":memory:")
+        try:
+            session.release(target, _odd_typed(kind, values), rng=np.random.default_rng(0))
+            outcomes.append("released")
+        except dpkit.ReleaseFailed:
+            outcomes.append("failed after the spend")
+        except dpkit.DPKitError as error:
+            assert session.spent.epsilon == 0
+            outcomes.append(type(error).__name__ + str(error))
+    assert "failed after the spend" not in outcomes and outcomes[0] == outcomes[1], outcomes

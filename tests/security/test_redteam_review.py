@@ -308,3 +308,22 @@ def test_column_types_an_engine_cannot_process_never_fail_after_the_spend(
             assert session.spent.epsilon == 0
             outcomes.append(type(error).__name__ + str(error))
     assert "failed after the spend" not in outcomes and outcomes[0] == outcomes[1], outcomes
+
+
+# -- calibration ------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(("epsilon", "count"), [(1.0, 2), (1.0, 10), (8.0, 2), (8.0, 10)])
+def test_a_calibrated_gaussian_never_reports_more_than_its_target(
+    epsilon: float, count: int
+) -> None:
+    """Attack on the contract "``epsilon`` is never above ``target_epsilon``": the exact
+    Gaussian path solved σ = √k/μ and reported the accountant's ε for it, which is rounded
+    up and came out 1e-12 above the target at δ = 1e-8 (so a session with exactly that
+    budget could refuse the calibrated plan). Now σ is nudged up until the reported ε fits."""
+    found = dpkit.calibrate("gaussian", epsilon=epsilon, delta=1e-8, count=count)
+    assert found.epsilon <= epsilon
+    again = dpkit.account(
+        [(dpkit.GaussianDP(noise_multiplier=found.value, delta=1e-8), count)], delta=1e-8
+    )
+    assert again.epsilon <= epsilon

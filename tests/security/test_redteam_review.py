@@ -360,3 +360,31 @@ def test_one_record_with_an_unclosed_quote_does_not_remove_the_others(
         assert result.returncode == 0, result.explain()
         counts.append(result.json()["results"][0]["estimate"])
     assert abs(counts[1] - counts[0]) <= 3, counts
+
+
+# -- ledger locations ---------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "url",
+    [
+        "mysql://u@host/db?password=hunter2",  # a password in the query: was echoed
+        "mysql://u:hunter2@[bad/x",  # an unparsable URL: was a traceback
+        "redis://:hunter2@host:notaport/0",
+    ],
+)
+@pytest.mark.parametrize("command", ["run", "budget"])
+def test_a_ledger_url_of_another_store_is_refused_without_its_password(
+    rt: Any, tmp_path: Path, url: str, command: str
+) -> None:
+    """Attack: a ledger URL of a store dpkit does not have. The refusal quoted the URL with
+    only a ``user:password@`` password removed — a ``?password=`` stayed in the message — and
+    a URL that does not parse raised a ValueError (a traceback, exit 1). Now the refusal
+    quotes the scheme only, exit 2."""
+    rt.write_json(tmp_path / "spec.json", rt.query_spec("count", "v"))
+    (tmp_path / "data.csv").write_text("v\n1\n", encoding="utf-8")
+    args = ["run", "--json", "spec.json"] if command == "run" else ["budget", "show"]
+    result = rt.fork_cli(*args, "--ledger", url, cwd=tmp_path)
+    rt.assert_no_traceback(result)
+    assert result.returncode == 2, result.explain()
+    assert "hunter2" not in result.stdout + result.stderr, result.explain()

@@ -214,6 +214,7 @@ class TableQuery:
 
     def __attrs_post_init__(self) -> None:
         self._check()
+        self._noise_mechanisms()  # calibrated to G·R now: a refusal here, not after the spend
         if isinstance(self.keys, PrivateKeys):
             selection = PartitionSelection(
                 epsilon=self.keys.epsilon, delta=self.keys.delta, max_groups=self.bounds()[0]
@@ -338,6 +339,16 @@ class TableQuery:
             per_row = max(abs(stat.lower), abs(stat.upper)) + 0.5 * self._grid()
         sensitivity = (l2 if stat.noise == "gaussian" else l1) * per_row
         return _additive(stat.noise, stat.epsilon, stat.delta, sensitivity)
+
+    def _noise_mechanisms(self) -> tuple[Any, ...]:
+        """The mechanisms that will draw the noise, at the bounded sensitivities."""
+        stat = self.statistic
+        if isinstance(stat, Quantile):
+            return (self._quantile(),)
+        if isinstance(stat, Mean):
+            l1, l2, _ = self._sensitivities()
+            return tuple(stat.parts(l1, l2, self._grid()))
+        return (self._mechanism(),)
 
     def _quantile(self) -> Quantile:
         stat = self.statistic

@@ -10,6 +10,7 @@ measure were deterministic (probability 1) and are fixed, the tests then hold th
 from __future__ import annotations
 
 import json
+import math
 from fractions import Fraction
 from pathlib import Path
 from typing import Any
@@ -388,3 +389,75 @@ def test_a_ledger_url_of_another_store_is_refused_without_its_password(
     rt.assert_no_traceback(result)
     assert result.returncode == 2, result.explain()
     assert "hunter2" not in result.stdout + result.stderr, result.explain()
+
+
+# -- extreme noise scales -----------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(("epsilon", "sensitivity"), [(2000.0, 1.0), (1e12, 1.0), (1e6, 1e-6)])
+def test_geometric_with_a_tiny_scale_releases_in_secure_mode(
+    epsilon: float, sensitivity: float
+) -> None:
+    """Attack: a geometric release whose scale Δ/ε has a float value with a denominator above
+    2⁶² (ε/Δ ≳ 1000). The exact sampler refused it — after the spend (``ReleaseFailed``), for
+    a reason the parameters decide. Now the scale is rounded up to a rational the sampler takes
+    (the realised ε can only fall)."""
+    mechanism = dpkit.mechanism("geometric", epsilon=epsilon, sensitivity=sensitivity)
+    assert mechanism.secure_scale >= Fraction(sensitivity) / Fraction(epsilon)
+    session = dpkit.Session(budget=(1e13, 0.0), ledger=":memory:")
+    released = session.release(mechanism, np.array([3, 5]))
+    assert np.asarray(released.values).dtype == np.int64
+
+
+@pytest.mark.parametrize(
+    ("epsilon", "sensitivity"), [(1e-12, 1e6), (1e-9, 1e9), (1e-12, 1e12), (1e-12, 1e100)]
+)
+def test_geometric_with_a_huge_scale_is_refused_before_the_spend(
+    epsilon: float, sensitivity: float
+) -> None:
+    """Attack: a geometric release with an enormous scale Δ/ε. Secure mode overflowed int64
+    after the spend (``ReleaseFailed`` with probability about 1e-4 per draw at Δ/ε = 1e18, and
+    always beyond 2⁶²); fast mode's numpy draws saturated, G₁ − G₂ = 0, and the *exact* answer
+    came out: the release 5 for the answer 5, eight times out of eight. Now Δ/ε > 2⁵² is an
+    InvalidParameter at construction, so nothing is spent."""
+    if sensitivity / epsilon > 2.0**64:  # fast mode's failure that the refusal prevents
+        rng = np.random.default_rng(3)
+        p = -math.expm1(-epsilon / sensitivity)
+        assert not np.any(rng.geometric(p, size=8) - rng.geometric(p, size=8))
+    with pytest.raises(dpkit.InvalidParameter, match="sensitivity"):
+        dpkit.mechanism("geometric", epsilon=epsilon, sensitivity=sensitivity)
+
+
+def test_a_table_query_whose_noise_cannot_be_drawn_is_refused_at_construction() -> None:
+    """The same limit reached through contribution bounds: a count at ε = 1e-10 with
+    R = 10⁶ rows per id has noise scale 10¹⁶. Its noise mechanism was built only in the
+    private phase (``ReleaseFailed`` after the spend); now it is built with the query."""
+    with pytest.raises(dpkit.InvalidParameter, match="sensitivity"):
+        Count(epsilon=1e-10, noise="geometric").on(
+            by="c", keys=["a"], unit=dpkit.IdUnit("u", max_rows=10**6, max_groups=1)
+        )
+
+
+@pytest.mark.parametrize(
+    ("sampler", "parameter"),
+    [
+        ("discrete_laplace", Fraction(1, 2**62)),  # was a MemoryError
+        ("discrete_laplace", 2**62),  # was an OverflowError (a "probability below e^(-2^40)")
+        ("discrete_gaussian", 1e-300),  # was an OverflowError
+        ("discrete_gaussian", Fraction(2**124, 3)),  # was an OverflowError
+    ],
+)
+def test_samplers_refuse_parameters_they_cannot_draw_with_a_typed_error(
+    sampler: str, parameter: Any
+) -> None:
+    """Attack: the public samplers at the ends of their documented ranges. Each raised an
+    untyped error (memory, overflow) after starting to draw; now each parameter outside the
+    range the sampler can draw exactly is an InvalidParameter before any word is read."""
+    with pytest.raises(dpkit.InvalidParameter):
+        getattr(dpkit, sampler)(parameter, size=1000, rng=dpkit.SecureRandom())
+
+
+def test_a_numpy_integer_scale_is_a_scale() -> None:
+    """``np.int64(3)`` is a rational scale; it raised a TypeError inside Fraction arithmetic."""
+    z = dpkit.discrete_laplace(np.int64(3), size=10, rng=np.random.default_rng(0))
+    assert z.shape == (10,)

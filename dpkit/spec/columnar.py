@@ -276,6 +276,8 @@ def _python_records(handle: io.BufferedReader, header_width: int) -> Iterable[li
                 yield row
     except csv.Error:
         return
+    finally:
+        text.detach()  # the caller owns (and closes) the file, not this wrapper
 
 
 @attrs.define
@@ -401,7 +403,8 @@ def _read_csv(
         if block >= 1 << 31:
             break
         handle.seek(start)
-        counter[0] = 0
+        # The counter is never reset: progress only grows, so it cannot show that a first
+        # attempt failed (which depends on the records: a malformed one, a huge field).
         try:
             options = pa.csv.ReadOptions(block_size=block)
             table = pa.csv.read_csv(

@@ -461,3 +461,36 @@ def test_a_numpy_integer_scale_is_a_scale() -> None:
     """``np.int64(3)`` is a rational scale; it raised a TypeError inside Fraction arithmetic."""
     z = dpkit.discrete_laplace(np.int64(3), size=10, rng=np.random.default_rng(0))
     assert z.shape == (10,)
+
+
+# -- the progress indicator -----------------------------------------------------------------------------
+
+
+class _LoggedCounter(list[int]):
+    """The reader's byte counter, logging every value it takes."""
+
+    def __init__(self) -> None:
+        super().__init__([0])
+        self.values: list[int] = []
+
+    def __setitem__(self, index: Any, value: Any) -> None:
+        self.values.append(value)
+        super().__setitem__(index, value)
+
+
+@pytest.mark.parametrize("malformed", [False, True])
+def test_reading_progress_only_grows_whatever_the_records(tmp_path: Path, malformed: bool) -> None:
+    """Attack: ``dpkit run --progress`` shows the share of the file read. A file with one
+    malformed record (a row of the wrong width) is read a second time, then by the Python
+    path; the byte counter was reset to 0 before each attempt, so the percentage shown went
+    *down* — a sign on stderr, beyond the read's duration, that some record is malformed. Now
+    the counter only grows (the duration itself stays an open timing channel: docs/security)."""
+    from dpkit.spec import columnar
+
+    rows = [f"r{i},{i}\n" for i in range(2000)] + (["a,b,c\n"] if malformed else [])
+    path = tmp_path / "data.csv"
+    path.write_text("note,v\n" + "".join(rows), encoding="utf-8")
+    counter = _LoggedCounter()
+    with path.open("rb") as handle:
+        columnar._read_csv(handle, counter, ["v"], path.stat().st_size, ("note", "v"))
+    assert counter.values == sorted(counter.values) and counter.values[-1] > 0

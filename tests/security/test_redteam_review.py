@@ -494,3 +494,30 @@ def test_reading_progress_only_grows_whatever_the_records(tmp_path: Path, malfor
     with path.open("rb") as handle:
         columnar._read_csv(handle, counter, ["v"], path.stat().st_size, ("note", "v"))
     assert counter.values == sorted(counter.values) and counter.values[-1] > 0
+
+
+# -- the table printed by dpkit run ---------------------------------------------------------------------
+
+
+def test_released_keys_cannot_drive_the_terminal(rt: Any, tmp_path: Path) -> None:
+    """Attack (by data subjects, on the analyst): 300 people give the city
+    ``ESC[31mFAKE ESC[0m`` followed by backspaces. The key is common enough to be released, and
+    ``dpkit run`` printed it raw: the terminal ran the escape sequences (colours, cursor
+    moves, a right-to-left override), which can redraw the table the analyst reads. Now keys
+    and categories are printed with their control characters escaped; ``--json`` escapes them
+    anyway."""
+    fake = "\x1b[31mFAKE\x1b[0m\x08\x08\u202e"
+    rows = [f"u{i},{fake},1\n" for i in range(300)] + [f"v{i},Lyon,1\n" for i in range(300)]
+    (tmp_path / "data.csv").write_text("user,city,v\n" + "".join(rows), encoding="utf-8")
+    spec = rt.query_spec("count", "v", epsilon=1.0, session_epsilon=100.0)
+    spec["session_budget"]["delta"] = 0.01
+    spec["group_by"] = {
+        "columns": ["city"],
+        "keys": "private",
+        "selection": {"epsilon": 1.0, "delta": 1e-6},
+    }
+    rt.write_json(tmp_path / "spec.json", spec)
+    result = rt.fork_cli("run", "spec.json", "--ledger", "l.sqlite", cwd=tmp_path)
+    assert result.returncode == 0, result.explain()
+    assert "FAKE" in result.stdout and "Lyon" in result.stdout
+    assert not any(c in result.stdout for c in "\x1b\x08\u202e"), repr(result.stdout)

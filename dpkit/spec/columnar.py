@@ -183,8 +183,10 @@ def ids(cells: Any) -> Any:
     """
     pa = pyarrow()
     pc = pa.compute
-    if pa.types.is_integer(cells.type):
+    if pa.types.is_integer(cells.type) and cells.type != pa.uint64():
         return pc.cast(cells, pa.int64())
+    if pa.types.is_uint64(cells.type):  # values ≥ 2⁶³ fit no int64: a code per distinct value
+        return pc.dictionary_encode(cells).indices.cast(pa.int64())
     if not (pa.types.is_binary(cells.type) or pa.types.is_string(cells.type)):
         cells = pc.cast(cells, pa.string())
     if pa.types.is_string(cells.type):

@@ -521,3 +521,26 @@ def test_released_keys_cannot_drive_the_terminal(rt: Any, tmp_path: Path) -> Non
     assert result.returncode == 0, result.explain()
     assert "FAKE" in result.stdout and "Lyon" in result.stdout
     assert not any(c in result.stdout for c in "\x1b\x08\u202e"), repr(result.stdout)
+
+
+def test_a_large_unsigned_id_is_an_id(rt: Any, tmp_path: Path) -> None:
+    """Attack: a Parquet id column of type uint64. Its ids were cast to int64, which fails
+    if *any* id is at least 2⁶³: the release then failed after the spend (exit 1), and
+    released normally otherwise — an exit-code oracle on one person's id. Now a uint64 column
+    is coded by distinct value, whatever the values."""
+    import pyarrow.parquet as pq
+
+    outcomes = []
+    for big in (2**62, 2**63):
+        world = tmp_path / str(big)
+        world.mkdir()
+        table = pa.table({"user": pa.array([1, 2, big], pa.uint64()), "v": [1.0, 2.0, 3.0]})
+        pq.write_table(table, world / "data.parquet")
+        spec = rt.query_spec("count", "v", path="data.parquet")
+        spec["input"]["source"] = "parquet"
+        spec["privacy_unit"] = {"kind": "id", "column": "user", "max_rows": 1}
+        rt.write_json(world / "spec.json", spec)
+        result = rt.fork_cli("run", "--json", "spec.json", "--ledger", "l.sqlite", cwd=world)
+        outcomes.append(result.observable())
+    assert outcomes[0] == outcomes[1], outcomes
+    assert outcomes[0][0] == 0

@@ -544,3 +544,50 @@ def test_a_large_unsigned_id_is_an_id(rt: Any, tmp_path: Path) -> None:
         outcomes.append(result.observable())
     assert outcomes[0] == outcomes[1], outcomes
     assert outcomes[0][0] == 0
+
+
+# -- defences that hold: the CSV reader's two paths ------------------------------------------------------
+
+_ODD_RECORDS = {
+    "quote_then_text": b'"ab"cd,1\n',
+    "inner_quote": b'ab"cd,1\n',
+    "cr_only": b"x,1\ry,2\r",
+    "crlf_in_quotes": b'"x\r\ny",1\n',
+    "lone_cr_in_quotes": b'"a\rb",1\n',
+    "nul": b"x\x00y,1\n",
+    "bom_in_body": b"\xef\xbb\xbfq,1\n",
+    "quote_space": b'"ab" ,1\n',
+    "space_quote": b' "ab",1\n',
+    "empty_quoted": b'"",1\n',
+    "controls": b"x\x0b,1\n\x0cy,2\n",
+    "unicode_separators": "x\u2028y,1\nz\x85w,2\n".encode(),
+    "cr_cr_lf": b"x,1\r\r\ny,2\n",
+    "invalid_utf8": b"\xff\xfe,1\n",
+}
+
+
+@pytest.mark.parametrize("name", sorted(_ODD_RECORDS))
+def test_which_csv_path_runs_does_not_change_other_records(tmp_path: Path, name: str) -> None:
+    """Attack (defence holds): one malformed record (a row of the wrong width) sends the whole
+    file from PyArrow's reader to Python's csv module. If the two read any *other* record
+    differently, that record's cells would depend on whether someone else's row is malformed.
+    Every odd record here is read the same by both paths (the malformed row aside)."""
+    import os
+
+    from dpkit.spec.columnar import FileTable
+
+    def cells(body: bytes, where: Path) -> list[tuple[Any, Any]]:
+        where.mkdir()
+        path = where / "data.csv"
+        path.write_bytes(body)
+        info = os.stat(path)
+        table = FileTable(path, (info.st_dev, info.st_ino), 1 << 30, header=("a", "b"))
+        table.expect("a", "text")
+        table.expect("b", "text")
+        a, b = table.converted("a", "text"), table.converted("b", "text")
+        return list(zip(a.to_pylist(), b.to_pylist(), strict=True))
+
+    body = b"a,b\n" + _ODD_RECORDS[name] + b"k,9\n"
+    arrow = cells(body, tmp_path / "arrow")
+    python = cells(body + b"one,too,many\n", tmp_path / "python")
+    assert arrow == python and arrow[-1] == ("k", "9")

@@ -504,6 +504,7 @@ class Session:
             session_id=self.session_id,
             randomness=prepared.mode,
             label=prepared.label,
+            final=True,  # the private phase follows the commit: never abortable
         )
 
     def _execute(self, prepared: _Prepared, entry: LedgerEntry) -> Release:

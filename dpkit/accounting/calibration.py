@@ -169,7 +169,17 @@ def calibrate(
             raise InvalidParameter("epsilon", epsilon, "reachable by some noise", owner="calibrate")
         sigma = math.sqrt(count) / mu
         bound = bound_at(sigma)
-        return Calibration(kind, sigma, bound.epsilon, delta, epsilon, bound.method, 1, bound)
+        # μ meets (ε, δ) exactly, and the accountant rounds its ε up (to a few 1e-13): nudge σ
+        # up until the reported ε is within the target too, as the docstring promises.
+        nudge = 2.0**-40
+        while bound.epsilon > epsilon and nudge < rtol:
+            sigma *= 1.0 + nudge
+            nudge *= 2.0
+            bound = bound_at(sigma)
+        if bound.epsilon <= epsilon:
+            return Calibration(
+                kind, sigma, bound.epsilon, delta, epsilon, bound.method, evaluations, bound
+            )
     pure = (PureDP, LaplaceDP, RandomizedResponseDP, BoundedRangeDP)
     if delta == 0 and kind == "epsilon" and sampling_rate is None and not fixed:
         value = epsilon / count  # pure DP at δ = 0 composes by Σε, exactly

@@ -7,6 +7,7 @@ and the same plans, for people.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterator
 from typing import Any
 
@@ -33,6 +34,21 @@ def number(value: Any) -> str:
     return f"{value:.4g}"
 
 
+#: Characters a terminal acts on instead of showing (C0/C1 controls, bidirectional overrides).
+_CONTROL = re.compile("[\x00-\x1f\x7f-\x9f\u200e\u200f\u202a-\u202e\u2066-\u2069]")
+
+
+def _printable(value: Any) -> str:
+    """A key or category as text a terminal shows as written: its control characters escaped
+    (a key comes from the data; raw escape sequences could rewrite the table on screen)."""
+
+    def escape(found: re.Match[str]) -> str:
+        code = ord(found.group())
+        return f"\\x{code:02x}" if code < 0x100 else f"\\u{code:04x}"
+
+    return _CONTROL.sub(escape, str(value))
+
+
 def _cost(amount: dict[str, Any]) -> str:
     text = f"ε={amount['epsilon']:.6g}"
     if amount.get("delta"):
@@ -57,11 +73,11 @@ def _cells(result: dict[str, Any]) -> Iterator[tuple[str, Any, Any, Any]]:
     keys = result.get("keys")
     if keys is not None:
         for i, key in enumerate(keys):
-            group = ", ".join(str(k) for k in key)
+            group = ", ".join(_printable(k) for k in key)
             if categories:
                 for j, category in enumerate(categories):
                     yield (
-                        f"{group} / {category}",
+                        f"{group} / {_printable(category)}",
                         _at(estimate, i, j),
                         _at(lower, i, j),
                         _at(upper, i, j),
@@ -73,7 +89,7 @@ def _cells(result: dict[str, Any]) -> Iterator[tuple[str, Any, Any, Any]]:
         return
     if categories and isinstance(estimate, list):
         for j, category in enumerate(categories):
-            yield str(category), _at(estimate, j), _at(lower, j), _at(upper, j)
+            yield _printable(category), _at(estimate, j), _at(lower, j), _at(upper, j)
         return
     yield "", estimate, lower, upper
 

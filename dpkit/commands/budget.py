@@ -47,14 +47,14 @@ def _open(path: str) -> Ledger:
 def _result_text(entry: LedgerEntry) -> str:
     if entry.status != "spent":
         return ABORTED
-    if entry.result is None:
+    if not entry.result_stored:
         return NOT_STORED
     return json.dumps(entry.result, allow_nan=True, default=str)
 
 
 def _release_record(entry: LedgerEntry) -> dict[str, Any]:
     record = entry.as_dict()
-    record["result_stored"] = entry.status == "spent" and entry.result is not None
+    record["result_stored"] = entry.status == "spent" and entry.result_stored
     if not record["result_stored"]:
         record["result_note"] = _result_text(entry)
     return record
@@ -165,7 +165,7 @@ def _verify(args: argparse.Namespace) -> int:
         "consistent": True,
         "spent": _spent_record(spent, ledger.rule),
         "releases": sum(e.status == "spent" for e in entries),
-        "results_not_stored": sum(e.status == "spent" and e.result is None for e in entries),
+        "results_not_stored": sum(e.status == "spent" and not e.result_stored for e in entries),
     }
     if args.json:
         print(json.dumps(record, indent=2))

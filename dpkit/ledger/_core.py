@@ -52,6 +52,10 @@ _REQUIRED = frozenset(c.name for c in ENTRY_COLUMNS if not c.nullable)
 _SELECT_ENTRIES = f"SELECT {', '.join(entry_column_names())} FROM {{entries}}"
 
 
+#: The result of a session's entry until its release stores one (see SpendRequest.final).
+_PENDING = json.dumps({"stored": "pending"})
+
+
 def _zero() -> Totals:
     return {total.name: Fraction(0) for total in TOTALS}
 
@@ -423,6 +427,9 @@ class Ledger:
             "status": "spent",
             "label": label,
         }
+        if request.final:  # data are read next: a stored result makes abort refuse it
+            entry = attrs.evolve(entry, result=json.loads(_PENDING))
+            record["result"] = _PENDING
         return entry, record
 
     def _write_totals(self, tx: Tx, totals: Totals) -> None:
@@ -465,8 +472,9 @@ class Ledger:
         Only for a spend whose release never started (e.g. another cost of an all-or-nothing
         batch did not fit): once data may have been read, the spend stands even if the
         mechanism raised, because an error or a refund can depend on the data. Marks the entry
-        ``aborted``; a release whose result was stored cannot be aborted. Unknown or already
-        aborted ids are ignored.
+        ``aborted``; a release whose result was stored cannot be aborted, nor a session's spend
+        (:attr:`SpendRequest.final`: its data are read as soon as it commits). Unknown or
+        already aborted ids are ignored.
         """
         names = ", ".join(total.name for total in TOTALS)
         with self._store.guarded("aborting a reservation"), self._store.write() as tx:
@@ -479,7 +487,8 @@ class Ledger:
             if row[-1] is not None:
                 raise LedgerError(
                     f"release {release_id!r} in ledger {self.path} has a stored result: it was "
-                    "released, and its spend cannot be given back",
+                    "released (or its data may have been read), and its spend cannot be given "
+                    "back",
                     path=self.path,
                 )
             cost = self._row_cost(

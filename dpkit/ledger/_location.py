@@ -48,13 +48,10 @@ def parse_location(ledger: str | os.PathLike[str]) -> tuple[Kind, str]:
 
 
 def _shown(text: str) -> str:
-    """A URL of an unknown scheme as an error may quote it: without a password."""
-    parts = urllib.parse.urlsplit(text)
-    if parts.password is None:
-        return text
-    user = parts.username or ""
-    host = parts.netloc.rpartition("@")[2]
-    return urllib.parse.urlunsplit(parts._replace(netloc=f"{user}@{host}"))
+    """A URL of an unknown scheme as an error may quote it: its scheme only. Where such a URL
+    keeps a password (``user:pw@``, ``?password=``, a driver's own parameter) is unknown, and
+    it may not even parse, so nothing after the scheme is shown."""
+    return text.partition("://")[0] + "://..."
 
 
 def _in_memory(target: str) -> bool:

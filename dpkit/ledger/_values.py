@@ -99,8 +99,9 @@ class LedgerEntry:
     ``status`` is ``"spent"`` (the cost is committed; the release may have happened), or
     ``"aborted"`` (a reservation released before any private data were read: nothing was
     released and the cost was given back). ``label`` names the release (e.g. the spec's query
-    name); ``result`` is the released result as stored by :meth:`Ledger.record_result`, or
-    ``None`` if it was never stored (e.g. a crash between the spend and the store). ``rule``
+    name); ``result`` is the released result as stored by :meth:`Ledger.record_result`,
+    ``{"stored": "pending"}`` for a session's release not stored (yet: running, failed, or a
+    crash between the spend and the store), or ``None`` for a reservation never stored. ``rule``
     is the filter that admitted it (``"basic"``, ``"basic-plan"``, ``"zcdp"``, ``"gdp"``;
     None in ledgers older than schema version 3).
     """
@@ -119,6 +120,11 @@ class LedgerEntry:
     label: str | None = None
     result: Any = None
     rule: str | None = None
+
+    @property
+    def result_stored(self) -> bool:
+        """Whether the released result is stored (neither missing nor still pending)."""
+        return self.result is not None and self.result != {"stored": "pending"}
 
     def as_dict(self) -> dict[str, Any]:
         return {
@@ -155,3 +161,6 @@ class SpendRequest:
     randomness: str
     label: str | None = None
     plan: bool = False  # one of the releases of a declared plan (see dpkit.filters)
+    #: The release starts reading private data once this spend commits (a session's spend):
+    #: the entry is written with the result ``{"stored": "pending"}``, so it is never aborted.
+    final: bool = False

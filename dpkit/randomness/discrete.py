@@ -56,6 +56,12 @@ __all__ = [
 Size = int | tuple[int, ...] | None
 _CHUNK = 1 << 15  # samples per pass of the Gaussian sampler: its temporaries stay in cache
 _MAX_PARAMETER = 1 << 62  # largest numerator/denominator of a scale
+#: The scales the discrete Laplace sampler takes: below 2⁻²⁰ its digit tables outgrow memory
+#: (and P[Z ≠ 0] < 2e^(−2²⁰) anyway); above 2⁵⁵ a draw overflows int64 with probability
+#: e^(−2⁶³/scale) ≥ e^(−256) — no longer negligible. σ² of the discrete Gaussian likewise.
+_MIN_LAPLACE_SCALE = Fraction(1, 1 << 20)
+_MAX_LAPLACE_SCALE = Fraction(1 << 55)
+_GAUSSIAN_SIGMA2 = (Fraction(1, 1 << 60), Fraction(1 << 110))
 #: Bernoulli(exp(−γ)) is decided as X > 64γ for X = 64·E (rate 1/64): one 12-bit digit table
 #: settles ⌊X⌋, and X's integer part ties with ⌊64γ⌋ with probability at most 1/64.
 _BERNOULLI_RATE = Fraction(1, 64)
@@ -237,6 +243,8 @@ def _rational(value: Any, name: str, owner: str) -> Fraction:
     try:
         if isinstance(value, (bool, np.bool_)):
             raise TypeError
+        if isinstance(value, np.integer):  # a numpy int is Rational, but not in Fraction's sums
+            value = int(value)
         if isinstance(value, (str, numbers.Rational, decimal.Decimal)):
             exact = Fraction(value)
         elif isinstance(value, (float, np.floating)) and math.isfinite(value):
@@ -282,7 +290,8 @@ def discrete_laplace(scale: Any, /, size: Size = None, *, rng: Any = None) -> An
     """Exact discrete Laplace samples: P[Z = z] = (1 − q)/(1 + q) · q^|z|, q = e^{−1/scale}.
 
     ``scale`` is a positive rational (int, Fraction, "p/q" string, or a float taken at its
-    exact binary value) whose numerator and denominator are at most 2⁶². The sampler
+    exact binary value) whose numerator and denominator are at most 2⁶², in [2⁻²⁰, 2⁵⁵]
+    (smaller scales outgrow the digit tables, larger ones overflow int64). The sampler
     (:mod:`dpkit.randomness.geometric`) draws Z = sign × nonzero × (1 + G) with G geometric,
     G from its independent digits through exact alias tables: exactly this law, with the same
     number of words and operations for every draw (ties of probability 2⁻⁴⁸ and less aside),
@@ -311,6 +320,8 @@ def _laplace_scale(scale: Any, owner: str) -> Fraction:
             "a rational whose numerator and denominator are at most 2**62",
             owner=owner,
         )
+    if not _MIN_LAPLACE_SCALE <= exact <= _MAX_LAPLACE_SCALE:
+        raise InvalidParameter("scale", scale, "in [2**-20, 2**55]", owner=owner)
     return exact
 
 
@@ -318,8 +329,8 @@ def discrete_gaussian(sigma2: Any, /, size: Size = None, *, rng: Any = None) -> 
     """Exact discrete Gaussian samples: P[Z = z] ∝ exp(−z²/(2σ²)), z ∈ ℤ, σ² = ``sigma2``.
 
     ``sigma2`` (σ², not σ) is a positive rational, as in Canonne, Kamath & Steinke 2020,
-    Algorithm 3 (run on :func:`discrete_laplace`; see :func:`_discrete_gaussian`); σ may be at
-    most 2⁶². Note Var[Z] < σ² (CKS20 show this; the gap is negligible once σ ≳ 1).
+    Algorithm 3 (run on :func:`discrete_laplace`; see :func:`_discrete_gaussian`); σ² lies in
+    [2⁻⁶⁰, 2¹¹⁰] (σ at most 2⁵⁵, so no draw overflows int64 but with probability e^(−256)). Note Var[Z] < σ² (CKS20 show this; the gap is negligible once σ ≳ 1).
 
     >>> from dpkit.randomness import SecureRandom
     >>> discrete_gaussian(4, size=3, rng=SecureRandom()).shape
@@ -327,8 +338,8 @@ def discrete_gaussian(sigma2: Any, /, size: Size = None, *, rng: Any = None) -> 
     """
     owner = "discrete_gaussian"
     exact = _rational(sigma2, "sigma2", owner)
-    if math.isqrt(exact.numerator // exact.denominator) + 1 > _MAX_PARAMETER:
-        raise InvalidParameter("sigma2", sigma2, "at most 2**124", owner=owner)
+    if not _GAUSSIAN_SIGMA2[0] <= exact <= _GAUSSIAN_SIGMA2[1]:
+        raise InvalidParameter("sigma2", sigma2, "in [2**-60, 2**110]", owner=owner)
     generator, _ = resolve_rng(rng, owner=owner)
     shape = _shape(size)
     values = _chunked(

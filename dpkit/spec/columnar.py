@@ -20,9 +20,9 @@ Each query then converts the columns it needs (cached):
 * **labels** (:func:`labels`): the cell's text (invalid UTF-8 replaced), stripped; empty or
   ``NA``/``NaN``/``null``/``None`` (any case) is missing, unless it spells one of the declared
   categories or keys (so ``"NA"`` can be a category);
-* **ids** (:func:`ids`): the cell's exact bytes, as an integer code per distinct value (an
-  empty cell is missing); in a column of plain integers, the integer itself (so ``7`` and
-  ``007`` are one id: merging ids only tightens each person's bound).
+* **ids** (:func:`ids`): an integer code per distinct id (an empty cell is missing): a cell
+  that spells a plain integer is that integer (so ``7`` and ``007`` are one id: merging ids
+  only tightens each person's bound), any other cell its exact bytes — cell by cell.
 
 Every conversion is vectorised (PyArrow compute) and per cell: converting a cell never depends
 on another. The file read is the one checked in the public phase: it is opened once, its
@@ -55,6 +55,7 @@ __all__ = [
     "labels",
     "numbers",
     "parquet_columns",
+    "parquet_unreadable",
     "pyarrow",
     "texts",
 ]
@@ -67,6 +68,7 @@ BLOCK_BYTES = 16 << 20
 _SPACE = r"[ \t\r\n\v\f]*"
 _DECIMAL = rf"^{_SPACE}[+-]?([0-9]+(\.[0-9]*)?|\.[0-9]+)([eE][+-]?[0-9]+)?{_SPACE}$"
 _INFINITE = rf"(?i)^{_SPACE}([+-]?)inf(inity)?{_SPACE}$"
+_INTEGER = r"^[+-]?[0-9]+$"
 
 #: ``progress(file_name, bytes_read, total_bytes)``, called from a watcher thread.
 Progress = Callable[[str, int, int], None]
@@ -173,26 +175,37 @@ def labels(cells: Any, keep: Iterable[str] = ()) -> Any:
 def ids(cells: Any) -> Any:
     """Cells → an int64 code per distinct id (empty or null → null; total).
 
-    A column of plain integers is its own code (one cast; two texts that read as the same
-    integer, such as ``7`` and ``007``, are then one id — merging ids only tightens every
-    person's bound); any other column is dictionary-encoded on its exact bytes.
+    Each cell is read on its own: a plain integer (an optional sign and ASCII digits) is
+    the integer it spells, so ``7``, ``+7`` and ``007`` are one id (merging ids only tightens
+    each person's bound); any other cell is its exact bytes. Whether a cell is an integer
+    never depends on the other cells (a column read as integers only when *every* cell was
+    one let a single odd id split every other person in two).
     """
     pa = pyarrow()
     pc = pa.compute
-    if pa.types.is_integer(cells.type):
+    if pa.types.is_integer(cells.type) and cells.type != pa.uint64():
         return pc.cast(cells, pa.int64())
+    if pa.types.is_uint64(cells.type):  # values ≥ 2⁶³ fit no int64: a code per distinct value
+        return pc.dictionary_encode(cells).indices.cast(pa.int64())
+    if not (pa.types.is_binary(cells.type) or pa.types.is_string(cells.type)):
+        cells = pc.cast(cells, pa.string())
     if pa.types.is_string(cells.type):
         cells = cells.cast(pa.binary())
-    if pa.types.is_binary(cells.type):
-        cells = pc.if_else(
-            pc.equal(pc.binary_length(cells), 0), pa.scalar(None, pa.binary()), cells
-        )
-        try:
-            return pc.cast(pc.cast(cells, pa.string()), pa.int64())
-        except (pa.ArrowInvalid, pa.ArrowNotImplementedError):
-            pass
-    encoded = pc.dictionary_encode(cells)
-    return encoded.indices.cast(pa.int64())
+    cells = pc.if_else(pc.equal(pc.binary_length(cells), 0), pa.scalar(None, pa.binary()), cells)
+    integer = pc.fill_null(pc.match_substring_regex(cells, _INTEGER), False)
+    # The integer's canonical text: no sign or leading zeros, "-" only before a non-zero.
+    digits = pc.replace_substring_regex(cells, r"^[+-]?0*", "")
+    digits = pc.if_else(pc.equal(pc.binary_length(digits), 0), pa.scalar(b"0"), digits)
+    negative = pc.and_(
+        pc.fill_null(pc.match_substring_regex(cells, "^-"), False),
+        pc.not_equal(digits, pa.scalar(b"0")),
+    )
+    number = pc.binary_join_element_wise(
+        pc.if_else(negative, pa.scalar(b"i-"), pa.scalar(b"i")), digits, b""
+    )
+    text = pc.binary_join_element_wise(pa.scalar(b"b"), cells, b"")
+    key = pc.if_else(integer, number, text)
+    return pc.dictionary_encode(key).indices.cast(pa.int64())
 
 
 _CONVERT: dict[str, Callable[[Any, tuple[str, ...]], Any]] = {
@@ -222,11 +235,32 @@ class _Counting(io.RawIOBase):
 def parquet_columns(handle: io.BufferedReader) -> list[str] | None:
     """A Parquet file's column names, from its footer (public: the schema only; no statistic
     of the footer is ever read or shown). None if it is not a readable Parquet file."""
+    schema = _parquet_schema(handle)
+    return None if schema is None else [str(name) for name in schema.names]
+
+
+def parquet_unreadable(handle: io.BufferedReader) -> dict[str, str]:
+    """The columns of a Parquet file that no query can read, by name, with their type: those
+    whose type has no text form (lists, structs, maps, intervals), which every conversion
+    above falls back to. Decided from the footer's schema alone (a cast of an *empty* array of
+    the type), so a query on them is refused before the spend instead of failing after it."""
+    pa = pyarrow()
+    schema = _parquet_schema(handle)
+    out = {}
+    for field in [] if schema is None else schema:
+        try:
+            pa.compute.cast(pa.array([], field.type), pa.string())
+        except (pa.ArrowInvalid, pa.ArrowNotImplementedError):
+            out[str(field.name)] = str(field.type)
+    return out
+
+
+def _parquet_schema(handle: io.BufferedReader) -> Any:
     pa = pyarrow()
     import pyarrow.parquet as pq
 
     try:
-        return [str(name) for name in pq.ParquetFile(handle).schema_arrow.names]
+        return pq.ParquetFile(handle).schema_arrow
     except (pa.ArrowException, OSError, ValueError):
         return None
 
@@ -244,6 +278,8 @@ def _python_records(handle: io.BufferedReader, header_width: int) -> Iterable[li
                 yield row
     except csv.Error:
         return
+    finally:
+        text.detach()  # the caller owns (and closes) the file, not this wrapper
 
 
 @attrs.define
@@ -369,7 +405,8 @@ def _read_csv(
         if block >= 1 << 31:
             break
         handle.seek(start)
-        counter[0] = 0
+        # The counter is never reset: progress only grows, so it cannot show that a first
+        # attempt failed (which depends on the records: a malformed one, a huge field).
         try:
             options = pa.csv.ReadOptions(block_size=block)
             table = pa.csv.read_csv(

@@ -289,6 +289,26 @@ def _parquet_header(
     return names, (info.st_dev, info.st_ino), None
 
 
+def _unreadable_issues(path: Path, shown: str, wanted: dict[str, str]) -> list[SpecIssue]:
+    """The wanted columns of a Parquet file whose type no query can read (a list, a struct):
+    refused from the footer's schema before the spend, not failed after it."""
+    handle = open_regular(path)
+    if handle is None:
+        return []
+    with handle:
+        unreadable = columnar.parquet_unreadable(handle)
+    return [
+        SpecIssue(
+            pointer,
+            "column_type",
+            f"column {column!r} of {shown} has the type {unreadable[column]}, which has no "
+            "text or number form: give a column of numbers, text or booleans",
+        )
+        for column, pointer in wanted.items()
+        if column in unreadable
+    ]
+
+
 def open_input(
     spec: dict[str, Any],
     *,
@@ -355,6 +375,8 @@ def open_input(
                     + f" the header of {shown} ({len(header)} column(s); the header is not shown)",
                 )
             )
+    if not issues and kind == "parquet":
+        issues = _unreadable_issues(path, shown, wanted)
     if issues:
         return None, issues
     files = {} if files is None else files

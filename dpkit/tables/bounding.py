@@ -151,7 +151,9 @@ def _column_codes(series: Any) -> tuple[NDArray[np.int64], int]:
     values get equal codes (a hash encoding where the library has one)."""
     native = series.to_native()
     module = type(native).__module__.split(".", 1)[0]
-    if series.dtype.is_integer() and series.null_count() == 0 and len(series):
+    nw = narwhals()
+    wide = series.dtype in (nw.Int128, nw.UInt128)  # no numpy type: codes by the library
+    if series.dtype.is_integer() and not wide and series.null_count() == 0 and len(series):
         values = np.asarray(series.to_numpy(), dtype=np.int64)  # integers: their own codes
         low, high = int(values.min()), int(values.max())
         if high - low < 1 << 40:

@@ -10,9 +10,11 @@ narwhals backend computes them and a distributed engine returns only the small r
 
 from __future__ import annotations
 
+import decimal
 import math
 import numbers
 from collections.abc import Mapping
+from fractions import Fraction
 from typing import Any
 
 import attrs
@@ -41,6 +43,7 @@ __all__ = [
     "plain_labels",
     "run_starts",
     "sorted_keys",
+    "unsigned_zero",
 ]
 
 #: The working columns a query adds to the frame.
@@ -107,16 +110,52 @@ def only_keys(
 
 
 def _plain_label(value: Any) -> Any:
-    """A key, id or label of an object column as itself if it is text or a real number (NaN
-    and anything else — a list, a dict, an object whose comparison raises — is missing)."""
-    if isinstance(value, (str, bool, np.bool_)):
-        return value
+    """A key, id or label of an object column as text or a canonical number (NaN and anything
+    else — a list, a dict, an object whose comparison raises — is missing).
+
+    Values that compare equal fall into one group (``True``, ``1``, ``1.0``, ``np.int64(1)``;
+    ``-0.0`` and ``0.0``), which an engine then names after whichever of its rows comes first;
+    a released private key would name one record's type. So each number becomes one canonical
+    value of its equality class, record by record: an integer value up to 2⁵³ as ``int``
+    (booleans too), any other as ``float`` if a float holds it exactly, else as an ``int`` or
+    an exact :class:`Fraction`.
+    """
+    if isinstance(value, str):
+        return str(value)
+    if isinstance(value, (bool, np.bool_)):
+        return int(value)
     if isinstance(value, numbers.Real):
+        number: Any = value  # numbers.Real declares no int() or comparisons
         try:
-            return None if value != value else value
-        except Exception:  # a number-like whose comparison raises
+            if number != number:
+                return None
+            if math.isinf(number):
+                return float(number)
+            integral = number == int(number)
+            if integral and abs(number) <= 2**53:
+                return int(number)
+            as_float = float(number)
+            if as_float == number:
+                return as_float
+            return int(number) if integral else _exact(number)
+        except Exception:  # a number-like whose comparison or conversion raises
             return None
     return None
+
+
+def _exact(value: Any) -> Fraction:
+    """A finite real number as an exact fraction (numpy floats included)."""
+    if isinstance(value, (numbers.Rational, float, decimal.Decimal)):
+        return Fraction(value)
+    return Fraction(*value.as_integer_ratio())
+
+
+def unsigned_zero(nw: Any, column: str) -> Any:
+    """A float column as float64 (exact) with −0.0 read as 0.0, record by record: the two
+    compare equal and share a group, which would otherwise be released under the sign of its
+    first row. (float64 also groups and compares in every engine; float16 does not.)"""
+    value = nw.col(column).cast(nw.Float64)
+    return nw.when(value == 0).then(nw.lit(0.0)).otherwise(value).alias(column)
 
 
 _plain_labels = np.frompyfunc(_plain_label, 1, 1)
@@ -210,13 +249,27 @@ def run_starts(frame: Any, by: tuple[str, ...]) -> list[int]:
 
 
 def sorted_keys(keys: Any) -> list[tuple[Any, ...]]:
-    """Group keys in order (total: keys that cannot be compared, such as a pandas object
-    column mixing text and numbers, are ordered by type name and text instead)."""
+    """Group keys in one fixed total order (:func:`_rank`): numbers (and booleans) by value,
+    then text, then anything else by type and ``repr``. The order of two keys never depends on
+    which other keys were found — with private keys, on keys the selection then drops."""
     distinct = list(dict.fromkeys(keys))
+    return sorted(distinct, key=lambda key: tuple(_rank(v) for v in key))
+
+
+def _rank(value: Any) -> tuple[int, int, Any]:
+    """The position of one key value in the fixed order: (kind, sign of an infinity, exact
+    value or text); comparisons never mix kinds, so this never raises."""
+    number: Any = value
     try:
-        return sorted(distinct)
-    except TypeError:
-        return sorted(distinct, key=lambda key: tuple((type(v).__name__, repr(v)) for v in key))
+        if isinstance(value, (bool, np.bool_, numbers.Real, decimal.Decimal)):
+            if math.isinf(number):
+                return 0, 1 if number > 0 else -1, Fraction(0)
+            return 0, 0, _exact(int(number) if isinstance(number, (bool, np.bool_)) else number)
+        if isinstance(value, str):
+            return 1, 0, value
+    except Exception:  # a number-like that cannot be converted: ordered as an object
+        pass
+    return 2, 0, f"{type(value).__name__}:{value!r}"
 
 
 def aligned(found: Aggregates, keys: tuple[tuple[Any, ...], ...]) -> Aggregates:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+from fractions import Fraction
 from typing import Any, ClassVar, Literal
 
 import attrs
@@ -17,6 +18,9 @@ from dpkit_central._validation import as_integers, check_answers, integer_answer
 __all__ = ["Geometric"]
 
 POSITIVE = Real(low=0.0, low_open=True)
+#: The largest noise scale Δ/ε: draws stay far inside int64 (|Z| ≥ 2⁶² with probability
+#: e^(−2¹⁰)), and numpy's geometric draws (fast mode) do not saturate.
+MAX_SCALE = 2.0**52
 
 
 @attrs.frozen
@@ -60,6 +64,27 @@ class Geometric(Mechanism):
         SENSITIVITY, doc="L1 sensitivity Δ₁ of the integer answers", default=1.0, typical=(1.0, 5.0)
     )
 
+    def __attrs_post_init__(self) -> None:
+        if self.sensitivity / self.epsilon > MAX_SCALE:
+            raise dpkit.InvalidParameter(
+                "sensitivity",
+                self.sensitivity,
+                f"at most {MAX_SCALE:g}·ε (the noise scale Δ/ε; larger noise overflows the "
+                "int64 answers, and fast mode's draws saturate to no noise at all)",
+                owner=self.name,
+            )
+
+    @property
+    def secure_scale(self) -> Fraction:
+        """The scale the exact sampler draws at: Δ/ε rounded *up* (so the realised ε never
+        exceeds the declared one) to a rational the sampler takes — a denominator of at most
+        2⁶², and at least 2⁻²⁰ (beyond ε/Δ = 2²⁰ the noise is 0 but with probability
+        2e^(−2²⁰) either way)."""
+        exact = Fraction(math.nextafter(self.sensitivity / self.epsilon, math.inf))
+        if exact.denominator > 1 << 62:
+            exact = Fraction(math.ceil(exact * (1 << 62)), 1 << 62)
+        return max(exact, Fraction(1, 1 << 20))
+
     @property
     def alpha(self) -> float:
         """α = e^(−ε/Δ₁), the ratio of consecutive probabilities."""
@@ -94,9 +119,9 @@ class Geometric(Mechanism):
         if not isinstance(rng, np.random.Generator):  # secure mode: the exact sampler
             from dpkit.randomness import discrete_laplace
 
-            # Round the scale Δ/ε up, so the realised ε never exceeds the declared one.
-            scale = math.nextafter(self.sensitivity / self.epsilon, math.inf)
-            noise = np.asarray(discrete_laplace(scale, size=answers.shape, rng=rng), np.int64)
+            noise = np.asarray(
+                discrete_laplace(self.secure_scale, size=answers.shape, rng=rng), np.int64
+            )
             return np.asarray(noise + answers, dtype=np.int64)
         p = -math.expm1(-self.epsilon / self.sensitivity)  # 1 − α, accurate for small ε/Δ
         noise = rng.geometric(p, size=answers.shape).astype(np.int64, copy=False)

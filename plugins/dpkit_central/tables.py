@@ -76,7 +76,7 @@ import numpy as np
 from numpy.typing import NDArray
 
 import dpkit
-from dpkit import ApproximateDP, InvalidData, InvalidParameter, PrivacyEvent
+from dpkit import ApproximateDP, DPKitError, InvalidData, InvalidParameter, PrivacyEvent
 from dpkit.accounting import exact
 from dpkit.tables import (
     ColumnKind,
@@ -108,6 +108,7 @@ from dpkit_central.aggregates import (
     plain_labels,
     run_starts,
     sorted_keys,
+    unsigned_zero,
 )
 from dpkit_central.geometric import Geometric
 from dpkit_central.keys import LABELS, PrivateKeys, PublicKeys, coerce_all
@@ -213,6 +214,7 @@ class TableQuery:
 
     def __attrs_post_init__(self) -> None:
         self._check()
+        self._noise_mechanisms()  # calibrated to G·R now: a refusal here, not after the spend
         if isinstance(self.keys, PrivateKeys):
             selection = PartitionSelection(
                 epsilon=self.keys.epsilon, delta=self.keys.delta, max_groups=self.bounds()[0]
@@ -338,6 +340,16 @@ class TableQuery:
         sensitivity = (l2 if stat.noise == "gaussian" else l1) * per_row
         return _additive(stat.noise, stat.epsilon, stat.delta, sensitivity)
 
+    def _noise_mechanisms(self) -> tuple[Any, ...]:
+        """The mechanisms that will draw the noise, at the bounded sensitivities."""
+        stat = self.statistic
+        if isinstance(stat, Quantile):
+            return (self._quantile(),)
+        if isinstance(stat, Mean):
+            l1, l2, _ = self._sensitivities()
+            return tuple(stat.parts(l1, l2, self._grid()))
+        return (self._mechanism(),)
+
     def _quantile(self) -> Quantile:
         stat = self.statistic
         groups, rows = self.bounds()
@@ -377,6 +389,24 @@ class TableQuery:
         if isinstance(self.keys, PublicKeys):
             for i, column in enumerate(self.by):
                 coerce_all([k[i] for k in self.keys.values], kinds[column], column)
+        self._dry_run(frame)
+
+    def _dry_run(self, frame: Any) -> None:
+        """Steps 1–3 on no rows of ``frame``: what an engine cannot do with these column types
+        (an is_in of Float32 against integer keys, a float16 group-by, a 128-bit id) fails
+        here, from the schema alone, instead of after the spend."""
+        try:
+            self._aggregate(self._prepared(frame.head(0), np.random.default_rng(0)))
+        except DPKitError:
+            raise
+        except Exception:
+            schema = frame.collect_schema()
+            types = {c: str(schema[c]) for c in self._needs()}
+            raise InvalidData(
+                f"{self.name}: the table's column types {types} cannot be processed by this "
+                "query (give numbers, text or booleans of common types)",
+                field="data",
+            ) from None
 
     def releases(self, data: Any, /) -> int:
         return 1
@@ -419,6 +449,8 @@ class TableQuery:
                 column in self.by or self._is_label(column) or self._is_id(column)
             ):
                 frame = plain_labels(nw, frame, column)
+            elif _as_float(schema[column]) and (column in self.by or self._is_id(column)):
+                frame = frame.with_columns(unsigned_zero(nw, column))
         value_kind = kinds[self.column] if self.column is not None else "other"
         numeric = isinstance(stat, (Sum, Mean, Quantile))
         if numeric:
@@ -636,6 +668,12 @@ class TableQuery:
             selection=needed,
             cells=cells,
         )
+
+
+def _as_float(dtype: Any) -> bool:
+    """Key and id columns read as float64 (:func:`unsigned_zero`): floats, and decimals (whose
+    matching against number keys fails in some engines on non-integral values)."""
+    return bool(dtype.is_float() or dtype.is_decimal())
 
 
 def _randomized(mech: Any, answers: NDArray[Any], rng: Any, changed: int) -> NDArray[Any]:

@@ -89,8 +89,11 @@ def test_labels_and_ids() -> None:
     assert columnar.labels(cells, keep=("NA",)).to_pylist()[1] == "NA"
     codes = columnar.ids(cells).to_pylist()
     assert codes[2] is None and codes[0] != codes[5] and codes[1] == codes[4]
-    numbers = columnar.ids(pa.array([b"7", b"007", b"", b"12"], pa.binary())).to_pylist()
-    assert numbers == [7, 7, None, 12]  # integer ids are their own codes
+    for extra in ([], [b"x"]):  # a cell's id never depends on the other cells
+        cells = pa.array([b"7", b"007", b"", b"12", b"+7", b"-0", b"0", b"07x", *extra])
+        numbers = columnar.ids(cells.cast(pa.binary())).to_pylist()
+        assert numbers[0] == numbers[1] == numbers[4] and numbers[5] == numbers[6]
+        assert numbers[2] is None and len({numbers[0], numbers[3], numbers[5], numbers[7]}) == 4
 
 
 def _spec(tmp_path: Path, queries: list[dict[str, Any]]) -> dict[str, Any]:

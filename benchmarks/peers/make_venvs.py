@@ -22,7 +22,9 @@ from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
 REPOSITORY = HERE.parents[1]
-KINDS = ("central", "ldp")
+KINDS = ("central", "ldp", "accounting", "queries")
+#: The kinds whose worker imports dpkit (timed next to the peer in the same process).
+WITH_DPKIT = ("central", "ldp")
 
 
 def default_root() -> Path:
@@ -37,7 +39,8 @@ def make(kind: str, root: Path) -> Path:
         venv.EnvBuilder(with_pip=True, clear=False).create(target)
     pip = [str(python), "-m", "pip", "install", "--disable-pip-version-check", "-q"]
     subprocess.run([*pip, "-r", str(HERE / f"requirements-{kind}.txt")], check=True)
-    subprocess.run([*pip, "-e", str(REPOSITORY)], check=True)
+    if kind in WITH_DPKIT:
+        subprocess.run([*pip, "-e", str(REPOSITORY)], check=True)
     print(f"{kind}: {python}")
     return python
 

@@ -8,9 +8,10 @@ else ``.venv-peers/bin/python``, when it exists) the same questions are answered
 dp-accounting 0.6.0 in a subprocess (``peer_accounting.py``), and the table puts both side by
 side: CPU milliseconds (both sides through ``_timing.measure``: one warm-up call, ``--repeat``
 rounds, medians; both measured in this one run) and ε. The ratio column is dp-accounting's CPU
-time over dpkit's (above 1 dpkit is faster). dpkit's ε is its default ``best`` accountant (for these questions, its PLD); the
-"ε/PLD" column is dpkit's ε over dp-accounting's PLD ε (both upper bounds of the truth; the
-reference vectors in ``tests/data`` bracket the truth with lower bounds).
+time over dpkit's (above 1 dpkit is faster). dpkit's ε is its default ``best`` accountant
+(for these questions, its PLD); "dpkit above PLD, %" is how much larger dpkit's ε is than
+dp-accounting's PLD ε (both upper bounds of the truth; the reference vectors in ``tests/data``
+bracket the truth with lower bounds).
 
 Floors, the least work an implementation of each answer must do, for the closed forms:
 * exact Gaussian: one evaluation of Balle & Wang's δ(ε) × the ~60 bisection steps any
@@ -211,7 +212,7 @@ ACCOUNTING_COLUMNS = [
     "dp-accounting ÷ dpkit (cpu)",
     "dpkit ε (σ)",
     "dp-accounting PLD ε (σ)",
-    "dpkit ÷ PLD",
+    "dpkit above PLD, %",
     "dpkit RDP ε (σ)",
     "dp-accounting RDP ε (σ)",
 ]
@@ -219,6 +220,11 @@ ACCOUNTING_COLUMNS = [
 
 def _number(value: float | None, digits: int) -> float | str:
     return "" if value is None or not math.isfinite(value) else round(value, digits)
+
+
+def _exact(value: float | None) -> str:
+    """ε or σ to 4 decimals, as text: the docs round numbers to 3 significant digits."""
+    return "" if value is None or not math.isfinite(value) else f"{value:.4f}"
 
 
 def _default_peers() -> str | None:
@@ -250,8 +256,9 @@ def main() -> None:
         "CPU ms: medians of the rounds of _timing.measure, each side in its own process "
         "(dp-accounting in its own environment, made by python benchmarks/peers/make_venvs.py "
         "accounting); the ratio is of the medians. Above 1, dpkit is faster.",
-        "dpkit's ε is its default accountant ('best'; for these questions its PLD); dpkit ÷ PLD "
-        "is its ε over dp-accounting's PLD ε (both upper bounds of the true ε). RDP columns: "
+        "dpkit's ε is its default accountant ('best'; for these questions its PLD); dpkit above "
+        "PLD is how much larger its ε is than dp-accounting's PLD ε, in percent (both are upper "
+        "bounds of the true ε). RDP columns: "
         "each library's RDP accountant (blank: not applicable). The calibration row gives σ.",
     ]
     if peers is None:
@@ -283,11 +290,11 @@ def main() -> None:
             "dp-accounting ÷ dpkit (cpu)": _number(
                 peer_cpu / ours.cpu if ours.cpu else math.nan, 1
             ),
-            "dpkit ε (σ)": _number(value, 4),
-            "dp-accounting PLD ε (σ)": _number(peer_value, 4),
-            "dpkit ÷ PLD": _number(value / peer_value, 5),
-            "dpkit RDP ε (σ)": _number(our_rdp, 4),
-            "dp-accounting RDP ε (σ)": _number(peer_rdp, 4),
+            "dpkit ε (σ)": _exact(value),
+            "dp-accounting PLD ε (σ)": _exact(peer_value),
+            "dpkit above PLD, %": _number(100 * (value / peer_value - 1), 4),
+            "dpkit RDP ε (σ)": _exact(our_rdp),
+            "dp-accounting RDP ε (σ)": _exact(peer_rdp),
         }
         print(f"{case['label']:44} " + " ".join(f"{v!s:>10}" for v in list(row.values())[1:]))
         rows.append(row)

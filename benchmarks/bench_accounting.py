@@ -271,7 +271,7 @@ def main() -> None:
     print()
     head = (
         f"{'question':44} {'dpkit cpu':>9} {'dp-acc cpu':>10} {'ratio':>6} "
-        f"{'dpkit ε/σ':>10} {'dp-acc PLD':>10} {'ε/PLD':>7} {'dpkit RDP':>10} {'dp-acc RDP':>10}"
+        f"{'dpkit ε/σ':>10} {'dp-acc PLD':>10} {'PLD +%':>7} {'dpkit RDP':>10} {'dp-acc RDP':>10}"
     )
     print(head)
     rows = []

@@ -77,10 +77,12 @@ def floor_exponential(u: np.ndarray, rate: float, rng: np.random.Generator) -> n
 
 def floor_noisy_max(u: np.ndarray, scale: float, rng: np.random.Generator) -> np.ndarray:
     """Report-noisy-max: ``argmax(u + rng.laplace(0, b, shape))``."""
-    return np.argmax(u + rng.laplace(0.0, scale, u.shape), axis=-1)
+    best: np.ndarray = np.argmax(u + rng.laplace(0.0, scale, u.shape), axis=-1)
+    return best
 
 
 def floor_permute_and_flip(u: np.ndarray, rate: float, rng: np.random.Generator) -> np.ndarray:
     """Permute-and-flip as report-noisy-max with exponential noise (the same law; Ding et al.
     2021), one draw per candidate."""
-    return np.argmax(u + rng.exponential(1.0 / rate, u.shape), axis=-1)
+    best: np.ndarray = np.argmax(u + rng.exponential(1.0 / rate, u.shape), axis=-1)
+    return best

@@ -22,14 +22,13 @@ from __future__ import annotations
 
 import importlib.util
 import math
-import time
 from collections.abc import Callable
 from functools import partial
 from typing import Any
 
 import dpkit_ldp
 import numpy as np
-from _timing import side_by_side
+from _timing import measure, ratio
 
 import dpkit
 
@@ -102,47 +101,50 @@ FLOORS: dict[str, Callable[..., np.ndarray]] = {
 
 
 def _mechanism(name: str, epsilon: float, d: int) -> Any:
-    extra = {"dimension": d} if name in VECTOR else {}
+    extra: dict[str, Any] = {"dimension": d} if name in VECTOR else {}
     return dpkit.mechanism(name, epsilon=epsilon, lower=-1.0, upper=1.0, **extra)
 
 
-def speed_rows(n: int, d: int, repeat: int, rng: np.random.Generator) -> list[list[str]]:
-    """Perturbation of n values (n/d rows of d for the vector protocols) at ε = 4: fast and
-    secure mode against the floor, interleaved (side_by_side)."""
-    rows = []
+def label(name: str, d: int) -> str:
+    return name + (f", d = {d}" if name in VECTOR else "")
+
+
+def speed(n: int, d: int, rounds: int, rng: np.random.Generator) -> dict[str, dict[str, float]]:
+    """Perturbation of n values (n/d rows of d for the vector protocols) at ε = 4: the floor,
+    fast and secure mode through ``_timing.measure`` (medians of per-round CPU ratios)."""
+    out = {}
     secure = dpkit.SecureRandom()
     for name in SCALAR + VECTOR:
         mech = _mechanism(name, 4.0, d)
         shape = (n // d, d) if name in VECTOR else (n,)
         values = rng.uniform(0.0, 1.0, size=shape) if name == "sw" else rng.uniform(-1, 1, shape)
-        floor = FLOORS[name]
-        times = side_by_side(
+        timed = measure(
             {
+                "floor": partial(FLOORS[name], values, 4.0, rng),
                 "fast": partial(mech.randomize, values, rng=rng),
                 "secure": partial(mech.randomize, values, rng=secure),
-                "floor": partial(floor, values, 4.0, rng),
             },
-            repeat,
+            rounds=rounds,
         )
-        rows.append(
-            [
-                f"{name}" + (f" (d={d})" if name in VECTOR else ""),
-                f"{times['fast']:.3f}",
-                f"{times['secure']:.3f}",
-                f"{times['floor']:.3f}",
-                f"{times['fast'] / times['floor']:.2f}",
-                f"{times['secure'] / times['fast']:.2f}",
-            ]
+        floor = timed["floor"]
+        out[label(name, d)] = {
+            "floor cpu ms": round(floor.cpu * 1e3, 2),
+            "fast ÷ floor": round(ratio(timed["fast"], floor), 2),
+            "secure ÷ floor": round(ratio(timed["secure"], floor), 2),
+            "secure ÷ fast": round(ratio(timed["secure"], timed["fast"]), 2),
+        }
+        print(
+            f"{label(name, d):24s}", "  ".join(f"{k} {v}" for k, v in out[label(name, d)].items())
         )
-    return rows
+    return out
 
 
-def accuracy_rows(
+def accuracy(
     n: int, d: int, epsilons: list[float], trials: int, rng: np.random.Generator
-) -> list[list[str]]:
+) -> list[dict[str, Any]]:
     """Empirical MSE of the mean (first coordinate) over ``trials`` report-level runs on fixed
     data (Beta(2, 5) on [−1, 1]) against the papers' variance at these data
-    (Σ variance_at/n²) and the worst case; the ratio's ± is its standard error from the
+    (Σ variance_at/n²) and the worst case; the ratio's ``se`` is its standard error from the
     spread of the squared errors."""
     rows = []
     for name in ("duchi", "pm", "hm", *VECTOR):
@@ -158,34 +160,42 @@ def accuracy_rows(
             for i in range(trials):
                 reports = mech.randomize(values, rng=rng).reshape(rows_n, -1)[:, 0]
                 squared[i] = (reports.mean() - first.mean()) ** 2
-            ratio = squared.mean() / exact
-            se = squared.std(ddof=1) / math.sqrt(trials) / exact
-            rows.append(
-                [
-                    name + (f" (d={d})" if name in VECTOR else ""),
-                    f"{epsilon:g}",
-                    str(rows_n),
-                    f"{squared.mean():.4e}",
-                    f"{exact:.4e}",
-                    f"{worst:.4e}",
-                    f"{ratio:.3f} ± {se:.3f}",
-                ]
+            row = {
+                "protocol": label(name, d),
+                "epsilon": epsilon,
+                "users": rows_n,
+                "mse": float(squared.mean()),
+                "variance": float(exact),
+                "worst": worst,
+                "ratio": float(squared.mean() / exact),
+                "se": float(squared.std(ddof=1) / math.sqrt(trials) / exact),
+            }
+            print(
+                "  ".join(
+                    f"{k} {v:.4g}" if isinstance(v, float) else f"{k} {v}" for k, v in row.items()
+                )
             )
+            rows.append(row)
     return rows
 
 
-def simulation_rows(rng: np.random.Generator) -> list[list[str]]:
-    """Count-level simulation (duchi, sw) of 10⁹ users with 100 distinct values: ms per draw."""
-    rows = []
+def simulation(rng: np.random.Generator) -> dict[str, float]:
+    """Count-level simulation (duchi, sw) of 10⁹ users with 100 distinct values: CPU ms per
+    draw (median of 5 rounds of ``_timing.measure``)."""
     distinct = np.linspace(0.0, 1.0, 100)
     counts = np.full(100, 10**7)
-    for name in ("duchi", "sw"):
-        mech = dpkit.mechanism(name, epsilon=1.0, lower=0.0, upper=1.0)
-        start = time.perf_counter()
-        for _ in range(5):
-            dpkit_ldp.simulate_numeric(mech, distinct, counts=counts, rng=rng)
-        rows.append([name, f"{counts.sum():,}", f"{(time.perf_counter() - start) / 5 * 1000:.2f}"])
-    return rows
+    calls = {
+        name: partial(
+            dpkit_ldp.simulate_numeric,
+            dpkit.mechanism(name, epsilon=1.0, lower=0.0, upper=1.0),
+            distinct,
+            counts=counts,
+            rng=rng,
+        )
+        for name in ("duchi", "sw")
+    }
+    timed = measure(calls, rounds=5)
+    return {name: round(timing.cpu * 1e3, 2) for name, timing in timed.items()}
 
 
 def peer_note() -> str:

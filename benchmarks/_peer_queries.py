@@ -1,32 +1,34 @@
 """Worker of bench_queries.py: the peers' grouped, id-level queries on the same CSV file.
 
-Run by ``bench_queries.py --peers-python PY`` with a Python that has the peers installed (they
-are not dpkit dependencies; OpenDP pins its own Polars). To make one::
-
-    python -m venv .venv-peers
-    .venv-peers/bin/pip install opendp pipeline-dp pyarrow pandas "polars==1.36.1"
-
-(OpenDP 0.16 refuses a Polars other than the one it was built against: 1.36.1.)
+Run by ``bench_queries.py`` with a Python that has the peers installed (they are not dpkit
+dependencies; OpenDP pins its own Polars): ``python benchmarks/peers/make_venvs.py queries``
+makes one (``peers/requirements-queries.txt``), which bench_queries finds by itself; or give
+``--peers-python PY``.
 
 Both compute, per city (8 public keys), a noisy count and a noisy sum of ``minutes`` clamped to
-[0, 120], each person bounded to 2 cities and 5 rows per city, ε = 1 in all, and print one
-Markdown table row each (wall seconds, reading the file included).
+[0, 120], each person bounded to 2 cities and 5 rows per city, ε = 1 in all. Each is timed by ``_timing.measure`` (the harness of every contender: ``--warmup``
+untimed calls, ``--rounds`` timed ones, process CPU and wall clock, reading the file included);
+the worker prints JSON: per peer its version and CPU and wall seconds per round, or its error.
 """
 
 from __future__ import annotations
 
-import sys
-import time
+import argparse
+import json
+from functools import partial
+from importlib.metadata import version
+from typing import Any
+
+from _timing import measure
 
 CITIES = ["Lyon", "Paris", "Lille", "Nantes", "Rennes", "Nice", "Brest", "Metz"]
 
 
-def opendp_polars(path: str) -> float:
+def opendp_polars(path: str) -> None:
     import opendp.prelude as dp
     import polars as pl
 
     dp.enable_features("contrib")
-    start = time.perf_counter()
     frame = pl.read_csv(
         path,
         columns=["user", "city", "minutes"],
@@ -55,19 +57,17 @@ def opendp_polars(path: str) -> float:
         .group_by("city")
         .agg(
             dp.len(signed=True),
-            pl.col("minutes").fill_nan(0.0).fill_null(0.0).dp.sum((0.0, 120.0)),
+            pl.col("minutes").fill_nan(0.0).fill_null(0.0).dp.sum((0.0, 120.0)),  # type: ignore[attr-defined]
         )
         .with_keys(pl.LazyFrame({"city": CITIES}))
     )
     query.release().collect()
-    return time.perf_counter() - start
 
 
-def pipeline_dp(path: str) -> float:
+def pipeline_dp(path: str) -> None:
     import pandas as pd
     import pipeline_dp as pdp
 
-    start = time.perf_counter()
     frame = pd.read_csv(path, usecols=["user", "city", "minutes"]).fillna({"minutes": 0.0})
     rows = list(frame.itertuples(index=False, name=None))
     accountant = pdp.NaiveBudgetAccountant(total_epsilon=1.0, total_delta=1e-6)
@@ -88,18 +88,30 @@ def pipeline_dp(path: str) -> float:
     result = engine.aggregate(rows, params, extractors, public_partitions=CITIES)
     accountant.compute_budgets()
     list(result)
-    return time.perf_counter() - start
+
+
+PEERS = {
+    "OpenDP-Polars": (opendp_polars, "opendp"),
+    "PipelineDP (local)": (pipeline_dp, "pipeline-dp"),
+}
 
 
 def main() -> None:
-    path = sys.argv[1]
-    for name, fn in (("OpenDP-Polars", opendp_polars), ("PipelineDP (local)", pipeline_dp)):
+    parser = argparse.ArgumentParser()
+    parser.add_argument("path")
+    parser.add_argument("--rounds", type=int, default=1)
+    parser.add_argument("--warmup", type=int, default=1)
+    args = parser.parse_args()
+    out: dict[str, Any] = {}
+    for name, (fn, dist) in PEERS.items():
         try:
-            seconds = fn(path)
+            timed = measure({name: partial(fn, args.path)}, rounds=args.rounds, warmup=args.warmup)
         except Exception as error:  # report, do not stop the other peer
-            print(f"| {name} | failed: {type(error).__name__}: {str(error)[:120]} |")
+            out[name] = {"error": f"{type(error).__name__}: {str(error)[:160]}"}
             continue
-        print(f"| {name} (count and sum per city) | {seconds:.1f} s |")
+        rounds = timed[name]
+        out[name] = {"version": version(dist), "cpu": rounds.cpu_rounds, "wall": rounds.wall_rounds}
+    print(json.dumps(out))
 
 
 if __name__ == "__main__":

@@ -18,7 +18,7 @@ from __future__ import annotations
 import math
 import statistics
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 
 
@@ -72,7 +72,7 @@ def _timed(fn: Callable[[], object]) -> tuple[float, float]:
 
 
 def measure(
-    contenders: dict[str, Callable[[], object]], *, rounds: int = 7, warmup: int = 1
+    contenders: Mapping[str, Callable[[], object]], *, rounds: int = 7, warmup: int = 1
 ) -> dict[str, Timing]:
     """Time every contender the same way: ``warmup`` untimed calls, then ``rounds`` rounds.
 

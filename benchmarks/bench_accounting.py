@@ -1,20 +1,25 @@
 """Accounting: dpkit against dp-accounting (PLD and RDP) and against the numpy floor.
 
-Run: ``nice .venv/bin/python benchmarks/bench_accounting.py [--repeat 3] [--peers PYTHON]``
+Run: ``nice .venv/bin/python benchmarks/bench_accounting.py [--repeat 3] [--peers PYTHON]
+[--no-save]``
 
-With ``--peers`` (default ``.venv-peers/bin/python`` when it exists; see
-``benchmarks/peer_accounting.py`` for how to make that environment) the same questions are
-answered by dp-accounting 0.6.0 in a subprocess, and the table puts both side by side:
-seconds (best of ``--repeat``, wall clock and CPU, both sides measured in this one run) and ε.
-The ratio column is dpkit's CPU time over dp-accounting's (lower is better; below 1 dpkit is
-faster). dpkit's ε is its default ``best`` accountant (for these questions, its PLD); the
-"ε/PLD" column is dpkit's ε over dp-accounting's PLD ε (both upper bounds of the truth; the
-reference vectors in ``tests/data`` bracket the truth with lower bounds).
+With ``--peers`` (default: the ``accounting`` environment of ``benchmarks/peers/make_venvs.py``,
+else ``.venv-peers/bin/python``, when it exists) the same questions are answered by
+dp-accounting 0.6.0 in a subprocess (``peer_accounting.py``), and the table puts both side by
+side: CPU milliseconds (both sides through ``_timing.measure``: one warm-up call, ``--repeat``
+rounds, medians; both measured in this one run) and ε. The ratio column is dp-accounting's CPU
+time over dpkit's (above 1 dpkit is faster). dpkit's ε is its default ``best`` accountant
+(for these questions, its PLD); "dpkit above PLD, %" is how much larger dpkit's ε is than
+dp-accounting's PLD ε (both upper bounds of the truth; the reference vectors in ``tests/data``
+bracket the truth with lower bounds).
 
 Floors, the least work an implementation of each answer must do, for the closed forms:
 * exact Gaussian: one evaluation of Balle & Wang's δ(ε) × the ~60 bisection steps any
   root-finder needs;
 * RDP: one vectorised pass over the order grid.
+
+Writes sections ``accounting`` and ``accounting_floors`` of ``benchmarks/results.json``
+(``--no-save`` prints only).
 """
 
 from __future__ import annotations
@@ -26,13 +31,14 @@ import os
 import platform
 import subprocess
 import sys
-import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import numpy as np
-from _timing import best_time
+from _peers import peers_python
+from _results import RATIOS_NOTE, Run
+from _timing import measure, ratio
 
 import dpkit
 from dpkit.accounting import ORDERS, account, calibrate, compose_rdp
@@ -140,85 +146,166 @@ def _ours(case: dict[str, Any]) -> tuple[Callable[[], float], Callable[[], float
     return (lambda: account(events, delta=case["delta"]).epsilon), rdp
 
 
-def _timed(fn: Callable[[], Any], repeat: int) -> dict[str, Any]:
-    wall = best_time(fn, repeat)
-    cpu = math.inf
-    for _ in range(repeat):
-        start = time.process_time()
-        value = fn()
-        cpu = min(cpu, time.process_time() - start)
-    return {"value": value, "seconds": wall, "cpu_seconds": cpu}
-
-
-def _peers(python: str, repeat: int) -> list[dict[str, Any]] | None:
+def _peers(python: str, repeat: int) -> tuple[list[dict[str, Any]] | None, str]:
+    """dp-accounting's answers and timings (or None) and its version, from peer_accounting.py."""
     script = ROOT / "benchmarks" / "peer_accounting.py"
     command = [python, str(script), "--repeat", str(repeat), "--cases", json.dumps(CASES)]
     done = subprocess.run(command, capture_output=True, text=True, check=False)
     if done.returncode != 0:
         print(f"peers failed ({done.returncode}): {done.stderr.strip()[-400:]}")
-        return None
-    return list(json.loads(done.stdout))
+        return None, f"dp-accounting failed: {done.stderr.strip()[-200:]}"
+    result = json.loads(done.stdout)
+    return list(result["cases"]), f"dp-accounting {result['version']}"
 
 
-def _floors(repeat: int) -> None:
+def _floors(repeat: int, command: str, save: bool) -> None:
+    """Section ``accounting_floors``: dpkit's closed forms against the least work of each."""
+    run = Run("accounting_floors", command, harness={"rounds": repeat, "warmup": 1})
+
     def gauss_floor() -> None:
         for _ in range(60):
             gaussian_delta(600.0, 1 / math.sqrt(1000))
 
     gaussian = [(GaussianDP(1.0, 1e-5), 1000)]
-    rows = [
-        ("k-fold Gaussian, exact (k=1000)", lambda: account(gaussian, delta=1e-5), gauss_floor),
+    tasks = [
         (
-            "100 x pure(0.1), rdp",
+            "k-fold Gaussian, exact (k = 1000)",
+            "60 evaluations of Balle & Wang's δ(ε) (bisection steps)",
+            lambda: account(gaussian, delta=1e-5),
+            gauss_floor,
+        ),
+        (
+            "100 × pure(0.1), RDP",
+            "one vectorised pass over the order grid",
             lambda: account([(dpkit.PureDP(0.1), 100)], delta=1e-6, method="rdp"),
             lambda: np.logaddexp(ORDERS, ORDERS),
         ),
     ]
-    print(f"{'closed form':40} {'dpkit s':>10} {'floor s':>10} {'ratio':>8}")
-    for label, fn, floor in rows:
-        ours, base = best_time(fn, repeat), best_time(floor, repeat)
-        print(f"{label:40} {ours:10.5f} {base:10.5f} {ours / base:8.1f}")
+    rows = []
+    print(f"{'closed form':40} {'dpkit ms':>10} {'floor ms':>10} {'ratio':>8}")
+    for label, text, fn, floor in tasks:
+        timed = measure({"dpkit": fn, "floor": floor}, rounds=repeat)
+        times = ratio(timed["dpkit"], timed["floor"])
+        print(
+            f"{label:40} {timed['dpkit'].cpu * 1e3:10.3f} {timed['floor'].cpu * 1e3:10.3f} {times:8.1f}"
+        )
+        rows.append({
+            "closed form": label,
+            "floor": text,
+            "dpkit cpu ms": round(timed["dpkit"].cpu * 1e3, 3),
+            "floor cpu ms": round(timed["floor"].cpu * 1e3, 3),
+            "dpkit ÷ floor": round(times, 1),
+        })  # fmt: skip
+    if save:
+        run.save(
+            title="Accounting closed forms against their floors",
+            columns=["closed form", "floor", "dpkit cpu ms", "floor cpu ms", "dpkit ÷ floor"],
+            rows=rows,
+            notes=[RATIOS_NOTE, "Measured on a shared 2-core machine."],
+        )
+
+
+ACCOUNTING_COLUMNS = [
+    "question",
+    "dpkit cpu ms",
+    "dp-accounting PLD cpu ms",
+    "dp-accounting ÷ dpkit (cpu)",
+    "dpkit ε (σ)",
+    "dp-accounting PLD ε (σ)",
+    "dpkit above PLD, %",
+    "dpkit RDP ε (σ)",
+    "dp-accounting RDP ε (σ)",
+]
+
+
+def _number(value: float | None, digits: int) -> float | str:
+    return "" if value is None or not math.isfinite(value) else round(value, digits)
+
+
+def _exact(value: float | None) -> str:
+    """ε or σ to 4 decimals, as text: the docs round numbers to 3 significant digits."""
+    return "" if value is None or not math.isfinite(value) else f"{value:.4f}"
+
+
+def _default_peers() -> str | None:
+    for python in (peers_python("accounting"), ROOT / ".venv-peers" / "bin" / "python"):
+        if python.exists():
+            return str(python)
+    return None
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser()
-    parser.add_argument("--repeat", type=int, default=3)
-    default = ROOT / ".venv-peers" / "bin" / "python"
+    parser = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
+    parser.add_argument("--repeat", type=int, default=3, help="timed rounds (_timing.measure)")
     parser.add_argument(
         "--peers",
-        default=str(default) if default.exists() else None,
+        default=_default_peers(),
         help="python of an environment with dp-accounting 0.6.0 (see peer_accounting.py)",
     )
+    parser.add_argument("--no-save", action="store_true", help="print only")
     args = parser.parse_args()
+    command = ("python benchmarks/bench_accounting.py " + " ".join(sys.argv[1:])).strip()
+    run = Run("accounting", command, harness={"rounds": args.repeat, "warmup": 1})
     print(
         f"dpkit {dpkit.__version__}, numpy {np.__version__}, Python {platform.python_version()}, "
         f"{os.cpu_count()} cores"
     )
-    _floors(args.repeat)
-    peers = _peers(args.peers, args.repeat) if args.peers else None
+    _floors(args.repeat, command, not args.no_save)
+    peers, peer_name = _peers(args.peers, args.repeat) if args.peers else (None, "")
+    notes = [
+        "CPU ms: medians of the rounds of _timing.measure, each side in its own process "
+        "(dp-accounting in its own environment, made by python benchmarks/peers/make_venvs.py "
+        "accounting); the ratio is of the medians. Above 1, dpkit is faster.",
+        "dpkit's ε is its default accountant ('best'; for these questions its PLD); dpkit above "
+        "PLD is how much larger its ε is than dp-accounting's PLD ε, in percent (both are upper "
+        "bounds of the true ε). RDP columns: "
+        "each library's RDP accountant (blank: not applicable). The calibration row gives σ.",
+    ]
     if peers is None:
+        notes.append(
+            f"dp-accounting skipped: {peer_name or 'no environment (give --peers PYTHON)'}."
+        )
         print("dp-accounting not run (give --peers PYTHON): dpkit's columns only")
+    else:
+        notes.append(f"Peer: {peer_name}.")
     print()
     head = (
         f"{'question':44} {'dpkit cpu':>9} {'dp-acc cpu':>10} {'ratio':>6} "
-        f"{'dpkit ε/σ':>10} {'dp-acc PLD':>10} {'ε/PLD':>7} {'dpkit RDP':>10} {'dp-acc RDP':>10}"
+        f"{'dpkit ε/σ':>10} {'dp-acc PLD':>10} {'PLD +%':>7} {'dpkit RDP':>10} {'dp-acc RDP':>10}"
     )
     print(head)
+    rows = []
     for index, case in enumerate(CASES):
         best, rdp = _ours(case)
-        ours = _timed(best, args.repeat)
-        our_rdp = rdp()
+        ours = measure({"dpkit": best}, rounds=args.repeat)["dpkit"]
+        value, our_rdp = best(), rdp()
         peer = peers[index] if peers else None
         peer_cpu = (peer["pld"]["cpu_seconds"] if peer else None) or math.nan
         peer_value = (peer["pld"]["value"] if peer else None) or math.nan
         peer_rdp = peer["rdp"]["value"] if peer and peer["rdp"]["value"] is not None else math.nan
-        print(
-            f"{case['label']:44} {ours['cpu_seconds']:9.3f} {peer_cpu:10.3f} "
-            f"{ours['cpu_seconds'] / peer_cpu:6.2f} {ours['value']:10.4f} {peer_value:10.4f} "
-            f"{ours['value'] / peer_value:7.4f} {our_rdp if our_rdp is not None else math.nan:10.4f}"
-            f" {peer_rdp:10.4f}"
-        )
+        row = {
+            "question": case["label"],
+            "dpkit cpu ms": _number(ours.cpu * 1e3, 2),
+            "dp-accounting PLD cpu ms": _number(peer_cpu * 1e3, 2),
+            "dp-accounting ÷ dpkit (cpu)": _number(
+                peer_cpu / ours.cpu if ours.cpu else math.nan, 1
+            ),
+            "dpkit ε (σ)": _exact(value),
+            "dp-accounting PLD ε (σ)": _exact(peer_value),
+            "dpkit above PLD, %": _number(100 * (value / peer_value - 1), 4),
+            "dpkit RDP ε (σ)": _exact(our_rdp),
+            "dp-accounting RDP ε (σ)": _exact(peer_rdp),
+        }
+        print(f"{case['label']:44} " + " ".join(f"{v!s:>10}" for v in list(row.values())[1:]))
+        rows.append(row)
     sys.stdout.flush()
+    if not args.no_save:
+        run.save(
+            title="Composition questions: dpkit against dp-accounting",
+            columns=ACCOUNTING_COLUMNS,
+            rows=rows,
+            notes=[*notes, "Measured on a shared 2-core machine; quote the ratios."],
+        )
 
 
 if __name__ == "__main__":

@@ -1,6 +1,7 @@
 """Auditor benchmark: soundness, power and speed of ``dpkit.testing``.
 
-Run: ``python benchmarks/bench_audit.py [--seeds N] [--quick] [--only SECTION ...]``.
+Run: ``python benchmarks/bench_audit.py [--seeds N] [--quick] [--only SECTION ...] [--rounds 3]
+[--no-save]``.
 A plain script, not a test. Sections:
 
 * ``catalog`` — the catalog of ``tests/support/audit_catalog.py`` (correct mechanisms and
@@ -20,6 +21,9 @@ A plain script, not a test. Sections:
 * ``speed`` — the statistical tier against the numpy floor of drawing the same number of
   uniforms, on tight built-in mechanisms.
 
+Timings (``startup``, ``speed``) go through ``_timing.measure``. Writes sections ``audit``
+(catalog and registry: soundness and power), ``audit_startup`` and ``audit_speed`` of
+``benchmarks/results.json``, each only when its part runs (``--no-save`` prints only).
 Timings on a shared machine are noisy: compare the ratios measured in the same run.
 """
 
@@ -28,10 +32,13 @@ from __future__ import annotations
 import argparse
 import os
 import resource
+import statistics
 import subprocess
 import sys
 import time
+from functools import partial
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
@@ -42,7 +49,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests" / "support"
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 import audit_catalog as catalog
-from _timing import best_time
+from _results import RATIOS_NOTE, Run
+from _timing import measure, ratio
 
 LOOSE_ALPHA = 0.05
 CI_ALPHA = 1e-7
@@ -61,12 +69,26 @@ POWER = {
 }
 
 
-def catalog_soundness(seeds: int) -> None:
+AUDIT_COLUMNS = [
+    "audits of",
+    "α",
+    "cases",
+    "audits",
+    "violations reported",
+    "rate",
+    "design: expected false ≤",
+    "largest ε_lb ÷ ε",
+    "median ε_lb ÷ ε",
+]
+
+
+def catalog_soundness(seeds: int) -> dict[str, Any]:
     registry = catalog.catalog_registry()
     correct = [c for c in catalog.CASES if c.expected == "pass"]
     print(f"\ncatalog soundness: {len(correct)} correct cases × {seeds} seeds, α = {LOOSE_ALPHA}")
     print(f"{'case':<28}{'audits':>7}{'false':>7}{'design ≤':>10}{'max ε_lb/ε':>12}{'s/audit':>9}")
     total = flagged = 0
+    bound = largest = 0.0
     for case in correct:
         start = time.perf_counter()
         reports = [
@@ -78,48 +100,83 @@ def catalog_soundness(seeds: int) -> None:
         worst = max(r.epsilon_lower_bound / r.claimed_epsilon for r in reports)
         total, flagged = total + len(reports), flagged + false
         design = 2 * LOOSE_ALPHA if declared else LOOSE_ALPHA
+        bound, largest = bound + design * len(reports), max(largest, worst)
         print(
             f"{case.label:<28}{len(reports):>7}{false:>7}{design:>10.2f}{worst:>12.3f}{per:>9.2f}"
         )
     print(f"{'all correct cases':<28}{total:>7}{flagged:>7}   rate {flagged / total:.4f}")
+    return {
+        "audits of": "correct catalog cases",
+        "α": LOOSE_ALPHA,
+        "cases": len(correct),
+        "audits": total,
+        "violations reported": flagged,
+        "rate": round(flagged / total, 4),
+        "design: expected false ≤": round(bound, 1),
+        "largest ε_lb ÷ ε": round(largest, 3),
+    }
 
 
-def catalog_power(seeds: int) -> None:
+def catalog_power(seeds: int) -> dict[str, Any]:
     registry = catalog.catalog_registry()
     buggy = [c for c in catalog.CASES if c.expected == "violation"]
     print(
         f"\ncatalog power: {len(buggy)} buggy cases × {seeds} seeds, α = {CI_ALPHA:g} (CI budget)"
     )
     print(f"{'case':<38}{'flagged':>9}{'median ε_lb':>13}  truth")
+    total = flagged = 0
     for case in buggy:
         reports = [
             catalog.run_case(case, registry, seed=2000 + s, alpha=CI_ALPHA) for s in range(seeds)
         ]
         hits = sum(r.verdict == "violation" for r in reports)
+        total, flagged = total + len(reports), flagged + hits
         median = float(np.median([r.epsilon_lower_bound for r in reports]))
         print(f"{case.label:<38}{hits:>5}/{seeds:<3}{median:>13.3f}  {case.truth}")
+    return {
+        "audits of": "buggy catalog cases",
+        "α": CI_ALPHA,
+        "cases": len(buggy),
+        "audits": total,
+        "violations reported": flagged,
+        "rate": round(flagged / total, 4),
+    }
 
 
-def catalog_tightness() -> None:
+def catalog_tightness() -> dict[str, Any]:
     registry = catalog.catalog_registry()
     print("\nε_lb / ε of the correct cases at the default budget (α = 1e-3, seed 7)")
     print(f"{'case':<28}{'ε_lb/ε':>8}{'samples':>12}{'seconds':>9}  event")
-    for case in (c for c in catalog.CASES if c.expected == "pass"):
+    ratios = []
+    correct = [c for c in catalog.CASES if c.expected == "pass"]
+    for case in correct:
         budget = DEFAULT_QUERY_BUDGET if case.query else DEFAULT_BUDGET
         start = time.perf_counter()
         report = catalog.run_case(case, registry, seed=7, alpha=1e-3, budget=budget)
         elapsed = time.perf_counter() - start
         ratio = report.epsilon_lower_bound / report.claimed_epsilon
+        ratios.append(ratio)
         event = report.statistical.event[:60]
         print(f"{case.label:<28}{ratio:>8.3f}{report.samples:>12,}{elapsed:>9.2f}  {event}")
+    return {
+        "audits of": "correct catalog cases, default budget (power: ε_lb ÷ ε)",
+        "α": 1e-3,
+        "cases": len(correct),
+        "audits": len(correct),
+        "violations reported": sum(r > 1 for r in ratios),
+        "largest ε_lb ÷ ε": round(max(ratios), 3),
+        "median ε_lb ÷ ε": round(float(np.median(ratios)), 3),
+    }
 
 
-def registry_soundness(seeds: int) -> None:
+def registry_soundness(seeds: int) -> dict[str, Any]:
     registry = dpkit.get_registry()
     print(f"\ninstalled mechanisms: α = {LOOSE_ALPHA}, 50,000 samples, {seeds} seed(s) per point")
     print(f"{'mechanism':<20}{'audits':>8}{'false':>7}{'max ε_lb/ε':>12}")
     total = flagged = 0
-    for name in registry.names():
+    largest = 0.0
+    names = registry.names()
+    for name in names:
         cls = registry.info(name).cls
         reports = [
             audit(cls(**point), samples=50_000, alpha=LOOSE_ALPHA, seed=1000 + seed)
@@ -132,98 +189,184 @@ def registry_soundness(seeds: int) -> None:
             default=0.0,
         )
         total, flagged = total + len(reports), flagged + false
+        largest = max(largest, worst)
         print(f"{name:<20}{len(reports):>8}{false:>7}{worst:>12.3f}")
     print(f"{'all':<20}{total:>8}{flagged:>7}   rate {flagged / max(total, 1):.4f}")
+    return {
+        "audits of": "installed mechanisms at their parameter points",
+        "α": LOOSE_ALPHA,
+        "cases": len(names),
+        "audits": total,
+        "violations reported": flagged,
+        "rate": round(flagged / max(total, 1), 4),
+        "design: expected false ≤": round(2 * LOOSE_ALPHA * total, 1),
+        "largest ε_lb ÷ ε": round(largest, 3),
+    }
 
 
-def _run(argv: list[str], repeat: int) -> tuple[float, float]:
-    """(best wall seconds, best CPU seconds of the child) over ``repeat`` runs of ``argv``."""
-    walls, cpus = [], []
-    for _ in range(repeat):
+class Child:
+    """A command run in a fresh process, as a contender of ``_timing.measure``; its CPU time
+    (user + system) is read from ``getrusage`` of the children after each call."""
+
+    def __init__(self, argv: list[str]):
+        self.argv = argv
+        self.cpu: list[float] = []
+
+    def __call__(self) -> None:
         before = resource.getrusage(resource.RUSAGE_CHILDREN)
-        wall = best_time(lambda: subprocess.run(argv, capture_output=True, check=False, env=_env()))
+        subprocess.run(self.argv, capture_output=True, check=False, env=_env())
         after = resource.getrusage(resource.RUSAGE_CHILDREN)
-        walls.append(wall)
-        cpus.append(after.ru_utime - before.ru_utime + after.ru_stime - before.ru_stime)
-    return min(walls), min(cpus)
+        self.cpu.append(after.ru_utime - before.ru_utime + after.ru_stime - before.ru_stime)
 
 
 def _env() -> dict[str, str]:
     return {**os.environ, "PYTHONDONTWRITEBYTECODE": "1"}
 
 
-def startup(repeat: int) -> None:
+def startup(rounds: int) -> list[dict[str, Any]]:
     python = sys.executable
-    print(f"\nstart-up (best of {repeat}; wall and CPU seconds of a fresh interpreter)")
-    rows = [
-        ("python -c pass (floor)", [python, "-c", "pass"]),
-        ("import dpkit", [python, "-c", "import dpkit"]),
-        ("import scipy.special", [python, "-c", "import scipy.special"]),
-        ("import scipy.stats (before)", [python, "-c", "import scipy.stats"]),
-        (
-            "dpkit audit rr --samples 100",
-            [python, "-m", "dpkit", "audit", "rr", "-p", "epsilon=1", "--samples", "100"],
+    print(f"\nstart-up (median of {rounds} rounds; CPU and wall seconds of a fresh interpreter)")
+    children = {
+        "python -c pass (floor)": Child([python, "-c", "pass"]),
+        "import dpkit": Child([python, "-c", "import dpkit"]),
+        "import scipy.special": Child([python, "-c", "import scipy.special"]),
+        "import scipy.stats (before)": Child([python, "-c", "import scipy.stats"]),
+        "dpkit audit rr --samples 100": Child(
+            [python, "-m", "dpkit", "audit", "rr", "-p", "epsilon=1", "--samples", "100"]
         ),
-        (
-            "dpkit audit count --samples 100",
-            [python, "-m", "dpkit", "audit", "count", "-p", "epsilon=1", "--samples", "100"],
+        "dpkit audit count --samples 100": Child(
+            [python, "-m", "dpkit", "audit", "count", "-p", "epsilon=1", "--samples", "100"]
         ),
-    ]
-    measured = {label: _run(argv, repeat) for label, argv in rows}
-    floor = measured["python -c pass (floor)"][1]
+    }
+    timed = measure(dict(children), rounds=rounds)
+    cpu = {label: statistics.median(child.cpu[1:]) for label, child in children.items()}
+    floor = cpu["python -c pass (floor)"]
     print(f"{'command':<34}{'wall s':>8}{'CPU s':>8}{'CPU − floor':>13}")
-    for label, (wall, cpu) in measured.items():
-        print(f"{label:<34}{wall:>8.3f}{cpu:>8.3f}{cpu - floor:>13.3f}")
-    audit_cpu = measured["dpkit audit rr --samples 100"][1]
-    stats_cpu = measured["import scipy.stats (before)"][1] - floor
-    special_cpu = measured["import scipy.special"][1] - floor
-    print(
-        f"the audit of rr starts in {audit_cpu:.2f} s CPU; importing scipy.stats instead of "
-        f"scipy.special would add about {stats_cpu - special_cpu:.2f} s"
-    )
+    rows = []
+    for label, timing in timed.items():
+        print(f"{label:<34}{timing.wall:>8.3f}{cpu[label]:>8.3f}{cpu[label] - floor:>13.3f}")
+        rows.append({
+            "command": label,
+            "cpu s": round(cpu[label], 3),
+            "wall s": round(timing.wall, 3),
+            "cpu − floor s": round(cpu[label] - floor, 3),
+        })  # fmt: skip
+    return rows
 
 
-def speed() -> None:
+def speed(rounds: int) -> list[dict[str, Any]]:
     registry = dpkit.get_registry()
     print("\nstatistical tier vs the numpy floor (ε = 1, 200,000 samples per input, α = 1e-3)")
     print(f"{'mechanism':<18}{'ε_lb/ε':>8}{'samples':>12}{'audit s':>9}{'floor s':>9}{'ratio':>8}")
     rng = np.random.default_rng(0)
+    rows = []
     for name, params in POWER.items():
         if name not in registry.mechanisms:
             continue
         mechanism = registry.mechanism(name, **params)
-        start = time.perf_counter()
         report = audit(mechanism, seed=7, exact=False)
-        elapsed = time.perf_counter() - start
         drawn = report.samples
-        floor = best_time(lambda drawn=drawn: rng.random(drawn))
+        timed = measure(
+            {
+                "audit": partial(audit, mechanism, seed=7, exact=False),
+                "floor": partial(rng.random, drawn),
+            },
+            rounds=rounds,
+        )
+        times = ratio(timed["audit"], timed["floor"])
         print(
             f"{name:<18}{report.epsilon_lower_bound:>8.4f}{report.samples:>12,}"
-            f"{elapsed:>9.2f}{floor:>9.4f}{elapsed / floor:>8.0f}"
+            f"{timed['audit'].cpu:>9.2f}{timed['floor'].cpu:>9.4f}{times:>8.0f}"
         )
+        rows.append({
+            "mechanism": name,
+            "ε_lb": round(report.epsilon_lower_bound, 4),
+            "samples": drawn,
+            "audit cpu s": round(timed["audit"].cpu, 3),
+            "floor cpu ms": round(timed["floor"].cpu * 1e3, 2),
+            "audit ÷ floor": round(times),
+        })  # fmt: skip
+    return rows
 
 
 SECTIONS = ("catalog", "registry", "startup", "speed")
+SHARED = "Measured on a shared 2-core machine."
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
     parser.add_argument("--seeds", type=int, default=20, help="seeds per correct case (≥ 20)")
     parser.add_argument("--quick", action="store_true", help="3 seeds, no registry section")
     parser.add_argument("--only", nargs="*", choices=SECTIONS, default=None)
+    parser.add_argument("--rounds", type=int, default=3, help="timed rounds (_timing.measure)")
+    parser.add_argument("--no-save", action="store_true", help="print only")
     args = parser.parse_args()
     seeds = 3 if args.quick else args.seeds
     chosen = args.only or [s for s in SECTIONS if not (args.quick and s == "registry")]
+    command = ("python benchmarks/bench_audit.py " + " ".join(sys.argv[1:])).strip()
+    harness = {"rounds": args.rounds, "warmup": 1}
     if "startup" in chosen:
-        startup(repeat=5)
+        run = Run("audit_startup", command, harness=harness)
+        rows = startup(args.rounds)
+        if not args.no_save:
+            run.save(
+                title="Start-up of dpkit audit: CPU and wall seconds of a fresh process",
+                columns=["command", "cpu s", "wall s", "cpu − floor s"],
+                rows=rows,
+                notes=[
+                    "Each command runs in a fresh interpreter, through _timing.measure; CPU is the "
+                    "child's (getrusage), medians. The floor is python -c pass; import "
+                    "scipy.stats is what the auditor used to import (it now imports "
+                    "scipy.special only).",
+                    SHARED,
+                ],
+            )
+    summary: list[dict[str, Any]] = []
+    soundness = Run("audit", command, harness={"seeds": seeds})
     if "catalog" in chosen:
-        catalog_soundness(seeds)
-        catalog_power(5 if not args.quick else 2)
-        catalog_tightness()
+        summary.append(catalog_soundness(seeds))
+        summary.append(catalog_power(5 if not args.quick else 2))
+        summary.append(catalog_tightness())
     if "registry" in chosen:
-        registry_soundness(max(1, seeds // 10))
+        summary.append(registry_soundness(max(1, seeds // 10)))
+    if summary and not args.no_save:
+        soundness.save(
+            title="The auditor's soundness (false alarms at a loose α) and power",
+            columns=AUDIT_COLUMNS,
+            rows=summary,
+            notes=[
+                f"Soundness: every correct case audited with {seeds} seeds at α = {LOOSE_ALPHA}, "
+                "loose on purpose so that false alarms would be frequent enough to see; a correct "
+                "case is flagged with probability ≤ α by the ε certificate and ≤ α by the "
+                "goodness-of-fit test where a distribution is declared, so the design bound is "
+                "Σ (α or 2α) over the audits.",
+                f"Power: every buggy case over {5 if not args.quick else 2} seeds at the CI level "
+                f"α = {CI_ALPHA:g}, and ε_lb ÷ ε of the correct cases at the default budget "
+                "(200,000 samples per input for a mechanism, 20,000 for a query).",
+                "Cases: tests/support/audit_catalog.py (mechanisms and queries with known privacy).",
+            ],
+        )
     if "speed" in chosen:
-        speed()
+        run = Run("audit_speed", command, harness=harness)
+        rows = speed(args.rounds)
+        if not args.no_save:
+            run.save(
+                title="Statistical tier of the auditor against the numpy floor of its draws",
+                columns=[
+                    "mechanism",
+                    "ε_lb",
+                    "samples",
+                    "audit cpu s",
+                    "floor cpu ms",
+                    "audit ÷ floor",
+                ],
+                rows=rows,
+                notes=[
+                    "ε = 1, 200,000 samples per input, α = 1e-3, exact=False; the floor draws the "
+                    "same number of uniforms (rng.random). " + RATIOS_NOTE,
+                    SHARED,
+                ],
+            )
 
 
 if __name__ == "__main__":

@@ -38,17 +38,18 @@ SEED = 20241124
 
 
 def softmax(u: np.ndarray, rate: float) -> np.ndarray:
-    w = np.exp(rate * (u - u.max()))
-    return w / w.sum()
+    w: np.ndarray = np.exp(rate * (u - u.max()))
+    p: np.ndarray = w / w.sum()
+    return p
 
 
 def tasks(n: int) -> dict[str, dict[str, Any]]:
     data = np.random.default_rng(SEED)
     values = data.normal(100.0, 10.0, n)
     floor_rng, fast = np.random.default_rng(SEED + 1), np.random.default_rng(SEED + 2)
-    laplace = dpkit.mechanism("laplace", epsilon=1.0, sensitivity=1.0)
-    gaussian = dpkit.mechanism("gaussian", epsilon=1.0, delta=1e-6, sensitivity=1.0)
-    exponential = dpkit.mechanism("exponential", epsilon=1.0)
+    laplace: Any = dpkit.mechanism("laplace", epsilon=1.0, sensitivity=1.0)
+    gaussian: Any = dpkit.mechanism("gaussian", epsilon=1.0, delta=1e-6, sensitivity=1.0)
+    exponential: Any = dpkit.mechanism("exponential", epsilon=1.0)
     batch = data.normal(0.0, 20.0, (1000, 10_000))
     row = batch[0]
     b, sigma, rate = laplace.scale, gaussian.sigma, exponential.rate

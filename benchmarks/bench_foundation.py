@@ -24,6 +24,7 @@ import argparse
 import os
 import platform
 import sys
+from typing import Any
 
 import numpy as np
 from _floors import floor_krr, floor_rr
@@ -51,8 +52,8 @@ def main() -> None:
     bits = (data.random(n) < 0.3).astype(np.uint8)
     categories = data.integers(0, 16, n)
     floor_rng, fast = np.random.default_rng(SEED + 1), np.random.default_rng(SEED + 2)
-    rr = dpkit.mechanism("rr", epsilon=1.0)
-    krr = dpkit.mechanism("krr", epsilon=1.0, k=16)
+    rr: Any = dpkit.mechanism("rr", epsilon=1.0)
+    krr: Any = dpkit.mechanism("krr", epsilon=1.0, k=16)
     print(
         f"dpkit {dpkit.__version__} | numpy {np.__version__} | python {platform.python_version()}"
         f" | {os.cpu_count()} CPUs | load {os.getloadavg()[0]:.1f} | n = {n:,}"

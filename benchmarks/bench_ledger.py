@@ -1,6 +1,6 @@
 """Ledger speed: a spend on SQLite and on PostgreSQL, each against its database's floor.
 
-Run: ``nice .venv/bin/python benchmarks/bench_ledger.py [--spends 200] [--repeat 3]``
+Run: ``nice .venv/bin/python benchmarks/bench_ledger.py [--spends 200] [--repeat 3] [--no-save]``
 (``--postgres URL`` uses that server; otherwise one is started in a temporary directory from
 the local PostgreSQL binaries, as the tests do, and removed at the end).
 
@@ -9,10 +9,12 @@ serialises writers, inserts one entry and updates the totals, written with the r
 (SQLite: ``BEGIN IMMEDIATE``, WAL, ``synchronous=FULL``; PostgreSQL: ``SELECT ... FOR UPDATE``
 at READ COMMITTED, ``synchronous_commit=on``). ``dpkit`` is ``Ledger.spend``, which also
 recomputes the totals from the entries, checks them and the budget, and serialises the entry.
-Each run makes ``--spends`` spends on a new ledger; times are the best of ``--repeat`` runs,
-interleaved (``_timing.side_by_side``), per spend. The threaded rows are 4 threads, each with
+Each call makes ``--spends`` spends on a new ledger; every contender goes through
+``_timing.measure`` (one warm-up call, ``--repeat`` rounds in rotated order, CPU and wall
+clock); times are medians per spend, ratios medians of per-round ratios. The threaded rows are 4 threads, each with
 its own handle, spending ``--spends`` in total. Ratios are dpkit / floor and PostgreSQL /
 SQLite (lower is better). A durable commit is an fsync, so the absolute times are the disk's.
+Writes section ``ledger`` of ``benchmarks/results.json`` (``--no-save`` prints only).
 """
 
 from __future__ import annotations
@@ -20,15 +22,16 @@ from __future__ import annotations
 import argparse
 import os
 import sqlite3
+import sys
 import tempfile
 import threading
-import time
 import uuid
 from collections.abc import Callable
 from fractions import Fraction
 from typing import Any
 
-from _timing import side_by_side
+from _results import Run
+from _timing import Timing, measure, ratio
 
 from dpkit.ledger import Budget, Cost, Ledger
 
@@ -116,18 +119,47 @@ def postgres_floor(base: str, spends: int) -> Callable[[], Any]:
     return run
 
 
-def cpu_per_spend(fn: Callable[[], Any], spends: int) -> float:
-    start = time.process_time()
-    fn()
-    return (time.process_time() - start) / spends
+LEDGER_COLUMNS = [
+    "contender",
+    "cpu ms/spend",
+    "wall ms/spend",
+    "spends/s (wall)",
+    "cpu ÷ floor",
+    "wall ÷ floor",
+]
+
+
+def rows_of(timed: dict[str, Timing], spends: int) -> list[dict[str, Any]]:
+    """One row per contender, per spend; ratios to the floor of the same database."""
+    rows = []
+    print(
+        f"{'':30} {'CPU ms':>7} {'ms/spend':>9} {'spends/s':>9} {'cpu÷floor':>9} {'wall÷floor':>10}"
+    )
+    for label, timing in timed.items():
+        floor = timed[f"{label.split()[0]} floor"]
+        row: dict[str, Any] = {
+            "contender": label,
+            "cpu ms/spend": round(timing.cpu / spends * 1e3, 3),
+            "wall ms/spend": round(timing.wall / spends * 1e3, 3),
+            "spends/s (wall)": round(spends / timing.wall),
+        }
+        if "floor" not in label:
+            row["cpu ÷ floor"] = round(ratio(timing, floor), 2)
+            row["wall ÷ floor"] = round(ratio(timing, floor, "wall"), 2)
+        print(f"{label:30} " + " ".join(f"{v:>9}" for v in list(row.values())[1:]))
+        rows.append(row)
+    return rows
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser()
+    parser = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
     parser.add_argument("--spends", type=int, default=200)
-    parser.add_argument("--repeat", type=int, default=3)
+    parser.add_argument("--repeat", type=int, default=3, help="timed rounds (_timing.measure)")
     parser.add_argument("--postgres", help="a postgresql:// URL of a database to use")
+    parser.add_argument("--no-save", action="store_true", help="print only")
     args = parser.parse_args()
+    command = ("python benchmarks/bench_ledger.py " + " ".join(sys.argv[1:])).strip()
+    run = Run("ledger", command, harness={"rounds": args.repeat, "warmup": 1})
     server = None
     if args.postgres:
         base = args.postgres
@@ -155,28 +187,47 @@ def main() -> None:
             "SQLite dpkit, 4 threads": dpkit_run(sqlite_location, n, threads=4),
             "PostgreSQL dpkit, 4 threads": dpkit_run(postgres_location, n, threads=4),
         }
-        best = side_by_side(runs, args.repeat)
-        cpu = {label: cpu_per_spend(fn, n) for label, fn in runs.items()}
-        print(f"{n} spends per run, best of {args.repeat} (wall) and one run (client CPU)")
-        print(f"{'':30} {'ms/spend':>9} {'CPU ms':>7} {'spends/s':>9}")
-        for label, seconds in best.items():
-            per = seconds / n
-            print(f"{label:30} {per * 1e3:9.2f} {cpu[label] * 1e3:7.2f} {1 / per:9.0f}")
-        for db in ("SQLite", "PostgreSQL"):
-            print(f"{db} dpkit / floor: {best[f'{db} dpkit'] / best[f'{db} floor']:.2f}x")
-        print(
-            f"PostgreSQL / SQLite (dpkit): {best['PostgreSQL dpkit'] / best['SQLite dpkit']:.2f}x"
-        )
-        print(
-            "PostgreSQL / SQLite (dpkit, 4 threads): "
-            f"{best['PostgreSQL dpkit, 4 threads'] / best['SQLite dpkit, 4 threads']:.2f}x"
-        )
+        timed = measure(runs, rounds=args.repeat)
+        print(f"{n} spends per run, medians of {args.repeat} rounds (client CPU and wall)")
+        rows = rows_of(timed, n)
+        between = {
+            threads: round(
+                ratio(timed[f"PostgreSQL dpkit{threads}"], timed[f"SQLite dpkit{threads}"], "wall"),
+                2,
+            )
+            for threads in ("", ", 4 threads")
+        }
+        print(f"PostgreSQL ÷ SQLite (dpkit, wall): {between}")
     finally:
         import shutil
 
         shutil.rmtree(directory, ignore_errors=True)
         if server is not None:
             server.stop()
+    if not args.no_save:
+        run.save(
+            title=f"Ledger.spend on SQLite and PostgreSQL against a raw durable transaction, "
+            f"{n} spends per run",
+            columns=LEDGER_COLUMNS,
+            rows=rows,
+            notes=[
+                "Per spend: medians over rounds of one run of --spends spends on a new ledger; "
+                "ratios are medians of per-round ratios to the floor of the same database "
+                "(cpu: this client process, all its threads; the PostgreSQL server's CPU is not "
+                "counted).",
+                "Every spend waits for an fsync: wall times are the disk's and swing several-fold "
+                "on a shared machine; the client's CPU time is steadier.",
+                f"PostgreSQL ÷ SQLite, dpkit, wall: {between['']} (one thread), "
+                f"{between[', 4 threads']} (4 threads).",
+                "PostgreSQL: "
+                + (
+                    "the server given by --postgres."
+                    if args.postgres
+                    else "a throwaway server started from the local binaries."
+                ),
+                "Measured on a shared 2-core machine.",
+            ],
+        )
 
 
 if __name__ == "__main__":

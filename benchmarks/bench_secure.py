@@ -75,14 +75,14 @@ def secure_tasks(n: int, quick: bool) -> dict[str, dict[str, Any]]:
     data = np.random.default_rng(SEED)
     values = data.normal(100.0, 10.0, n)
     floor_rng, fast_rng = np.random.default_rng(SEED + 1), np.random.default_rng(SEED + 2)
-    laplace = dpkit.mechanism("laplace", epsilon=1.0, sensitivity=1.0)
-    gaussian = dpkit.mechanism("gaussian", epsilon=1.0, delta=1e-6, sensitivity=1.0)
-    exponential = dpkit.mechanism("exponential", epsilon=1.0)
-    rnm = dpkit.mechanism("report_noisy_max", epsilon=1.0)
-    pf = dpkit.mechanism("permute_and_flip", epsilon=1.0)
-    krr = dpkit.mechanism("krr", epsilon=1.0, k=16)
-    rr = dpkit.mechanism("rr", epsilon=1.0)
-    hr = dpkit.mechanism("hr", epsilon=1.0, k=64)
+    laplace: Any = dpkit.mechanism("laplace", epsilon=1.0, sensitivity=1.0)
+    gaussian: Any = dpkit.mechanism("gaussian", epsilon=1.0, delta=1e-6, sensitivity=1.0)
+    exponential: Any = dpkit.mechanism("exponential", epsilon=1.0)
+    rnm: Any = dpkit.mechanism("report_noisy_max", epsilon=1.0)
+    pf: Any = dpkit.mechanism("permute_and_flip", epsilon=1.0)
+    krr: Any = dpkit.mechanism("krr", epsilon=1.0, k=16)
+    rr: Any = dpkit.mechanism("rr", epsilon=1.0)
+    hr: Any = dpkit.mechanism("hr", epsilon=1.0, k=64)
     big_row = data.normal(0.0, 20.0, n // 10 if quick else 10 * n)
     batch = data.normal(0.0, 20.0, (n // 1000, 10_000))
     square = data.normal(0.0, 20.0, (1000, n // 1000))
@@ -195,8 +195,8 @@ def bench_ratios(n: int, rounds: int, quick: bool, tasks: list[str]) -> list[dic
 def bench_samplers(n: int, rounds: int) -> list[dict[str, Any]]:
     from dpkit.randomness.cks20 import cks20_discrete_laplace
 
-    laplace = dpkit.mechanism("laplace", epsilon=1.0, sensitivity=1.0)
-    gaussian = dpkit.mechanism("gaussian", epsilon=1.0, delta=1e-6, sensitivity=1.0)
+    laplace: Any = dpkit.mechanism("laplace", epsilon=1.0, sensitivity=1.0)
+    gaussian: Any = dpkit.mechanism("gaussian", epsilon=1.0, delta=1e-6, sensitivity=1.0)
     lattice_t = laplace.lattice_scale(n)
     lattice_s2 = gaussian.lattice(n).sigma2_steps
     fast = np.random.default_rng(SEED)
@@ -205,15 +205,15 @@ def bench_samplers(n: int, rounds: int) -> list[dict[str, Any]]:
         "numpy float normal (leaks)": lambda: fast.normal(0.0, 10.0, n),
     }
     for label, scale in (("1", 1), ("10³", 1000), ("the laplace lattice's ≈ 2³⁰", lattice_t)):
-        calls[f"discrete_laplace, scale {label}"] = lambda s=scale: dpkit.discrete_laplace(
+        calls[f"discrete_laplace, scale {label}"] = lambda s=scale: dpkit.discrete_laplace(  # type: ignore[misc]  # a lambda with default arguments
             s, size=n
         )
     for label, scale in (("10", Fraction(10)), ("≈ 2³⁰", lattice_t)):
-        calls[f"CKS20 discrete Laplace (reference), scale {label}"] = lambda s=scale: (
+        calls[f"CKS20 discrete Laplace (reference), scale {label}"] = lambda s=scale: (  # type: ignore[misc]  # a lambda with default arguments
             cks20_discrete_laplace(s, n)
         )
     for label, s2 in (("1", 1), ("10⁴", 10**4), ("the gaussian lattice's ≈ 2⁵⁴", lattice_s2)):
-        calls[f"discrete_gaussian, σ² = {label}"] = lambda v=s2: dpkit.discrete_gaussian(v, size=n)
+        calls[f"discrete_gaussian, σ² = {label}"] = lambda v=s2: dpkit.discrete_gaussian(v, size=n)  # type: ignore[misc]  # a lambda with default arguments
     timed = measure(calls, rounds=rounds)
     base = timed["numpy float laplace (leaks; the floor)"]
     print(
@@ -334,7 +334,7 @@ def bench_timing_channel(count: int, tolerance: float = 0.05) -> list[dict[str, 
 
 def bench_memory(users: int) -> list[dict[str, Any]]:
     values = np.random.default_rng(SEED).integers(0, 64, users)
-    oue = dpkit.mechanism("oue", epsilon=1.0, k=64)
+    oue: Any = dpkit.mechanism("oue", epsilon=1.0, k=64)
     print(f"\n4. peak traced memory of oue.randomize, {users:.0e} users, k = 64")
     rows = []
     for mode, rng in (("fast", np.random.default_rng(SEED)), ("secure", None)):

@@ -1,16 +1,12 @@
 """The dp-accounting side of ``bench_accounting.py``: run in the peers' own environment.
 
-dp-accounting 0.6.0 pins attrs<24, which dpkit cannot share, so it gets its own venv:
-
-    python3 -m venv .venv-peers            # .venv-*/ is git-ignored
-    .venv-peers/bin/pip install dp-accounting==0.6.0
-    .venv-peers/bin/python benchmarks/peer_accounting.py --repeat 3   # prints JSON
-
-``bench_accounting.py --peers .venv-peers/bin/python`` runs this script itself and prints both
-sides together. The questions are the ``CASES`` of that script (repeated here so that this
+dp-accounting 0.6.0 pins attrs<24, which dpkit cannot share, so it gets its own venv, made
+by ``python3 benchmarks/peers/make_venvs.py accounting`` (``peers/requirements-accounting.txt``;
+dpkit is not installed there). ``bench_accounting.py`` finds it and runs this script itself
+(or give ``--peers PYTHON``), and prints both sides together; this script prints JSON. The questions are the ``CASES`` of that script (repeated here so that this
 file needs nothing from dpkit); each is answered with dp-accounting's PLD accountant (default
-grid 1e-4, connect the dots) and its RDP accountant (default orders), timed best-of-``repeat``
-in wall-clock and in CPU seconds. Randomized response is composed with the low-level PLD's
+grid 1e-4, connect the dots) and its RDP accountant (default orders), timed by
+``_timing.measure`` (one warm-up call, ``repeat`` rounds; median wall-clock and CPU seconds). Randomized response is composed with the low-level PLD's
 ``self_compose``: the accountant ignores an RR event's count (accounting.md §6.1).
 """
 
@@ -19,10 +15,12 @@ from __future__ import annotations
 import argparse
 import json
 import math
-import time
 from collections.abc import Callable
+from functools import partial
+from importlib.metadata import version
 from typing import Any
 
+from _timing import measure
 from dp_accounting import dp_event, mechanism_calibration, pld, rdp
 from dp_accounting.pld import privacy_loss_distribution as plds
 
@@ -74,16 +72,13 @@ def _calibrate(case: dict[str, Any], make: Callable[[], Any]) -> float:
 
 
 def _timed(fn: Callable[[], Any], repeat: int) -> dict[str, Any]:
-    wall, cpu, value = math.inf, math.inf, None
-    for _ in range(repeat):
-        start, start_cpu = time.perf_counter(), time.process_time()
-        try:
-            value = fn()
-        except Exception as error:  # e.g. the RDP accountant refuses a subsampled Laplace
-            return {"value": None, "error": str(error)[:200], "seconds": None, "cpu_seconds": None}
-        wall = min(wall, time.perf_counter() - start)
-        cpu = min(cpu, time.process_time() - start_cpu)
-    return {"value": value, "seconds": wall, "cpu_seconds": cpu}
+    """The answer and the medians of ``_timing.measure`` (the harness of bench_accounting)."""
+    try:
+        value = fn()
+    except Exception as error:  # e.g. the RDP accountant refuses a subsampled Laplace
+        return {"value": None, "error": str(error)[:200], "seconds": None, "cpu_seconds": None}
+    timed = measure({"peer": fn}, rounds=repeat)["peer"]
+    return {"value": value, "seconds": timed.wall, "cpu_seconds": timed.cpu}
 
 
 def main() -> None:
@@ -95,13 +90,13 @@ def main() -> None:
     for case in json.loads(args.cases):
         row: dict[str, Any] = {"label": case["label"]}
         if case["kind"] == "calibrate":
-            row["pld"] = _timed(lambda c=case: _calibrate(c, pld.PLDAccountant), args.repeat)
-            row["rdp"] = _timed(lambda c=case: _calibrate(c, rdp.RdpAccountant), args.repeat)
+            row["pld"] = _timed(partial(_calibrate, case, pld.PLDAccountant), args.repeat)
+            row["rdp"] = _timed(partial(_calibrate, case, rdp.RdpAccountant), args.repeat)
         else:
-            row["pld"] = _timed(lambda c=case: _pld(c), args.repeat)
-            row["rdp"] = _timed(lambda c=case: _rdp(c), args.repeat)
+            row["pld"] = _timed(partial(_pld, case), args.repeat)
+            row["rdp"] = _timed(partial(_rdp, case), args.repeat)
         out.append(row)
-    print(json.dumps(out))
+    print(json.dumps({"version": version("dp-accounting"), "cases": out}))
 
 
 if __name__ == "__main__":

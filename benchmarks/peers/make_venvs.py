@@ -1,10 +1,13 @@
 """Create the peer libraries' virtual environments, outside the repository.
 
-Run: ``python benchmarks/peers/make_venvs.py [--root /tmp/dpkit-peers] [central] [ldp]``
+Run: ``python benchmarks/peers/make_venvs.py [--root /tmp/dpkit-peers] [central] [ldp]
+[accounting] [queries]``
 
-Each environment gets its requirements file (``requirements-<kind>.txt``, next to this script)
-and dpkit itself, installed from this checkout (``pip install -e``), so that the worker
-(``worker.py``) times the peer and dpkit in the same process, with the same harness. The peers
+Each environment gets its requirements file (``requirements-<kind>.txt``, next to this script);
+``central`` and ``ldp`` also get dpkit itself, installed from this checkout (``pip install -e``),
+so that the worker (``worker.py``) times the peer and dpkit in the same process, with the same
+harness. ``accounting`` (for ``peer_accounting.py``; dp-accounting pins attrs < 24) and
+``queries`` (for ``_peer_queries.py``) hold the peer alone. The peers
 do not install next to each other or next to dpkit's test environment (numpy and scikit-learn
 pins; see ``../shared/reference`` notes), hence one environment per group. The benchmarks
 find the environments under ``--root`` (or ``$DPKIT_PEERS``); nothing is written into the
@@ -22,7 +25,9 @@ from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
 REPOSITORY = HERE.parents[1]
-KINDS = ("central", "ldp")
+KINDS = ("central", "ldp", "accounting", "queries")
+#: The kinds whose worker imports dpkit (timed next to the peer in the same process).
+WITH_DPKIT = ("central", "ldp")
 
 
 def default_root() -> Path:
@@ -37,7 +42,8 @@ def make(kind: str, root: Path) -> Path:
         venv.EnvBuilder(with_pip=True, clear=False).create(target)
     pip = [str(python), "-m", "pip", "install", "--disable-pip-version-check", "-q"]
     subprocess.run([*pip, "-r", str(HERE / f"requirements-{kind}.txt")], check=True)
-    subprocess.run([*pip, "-e", str(REPOSITORY)], check=True)
+    if kind in WITH_DPKIT:
+        subprocess.run([*pip, "-e", str(REPOSITORY)], check=True)
     print(f"{kind}: {python}")
     return python
 

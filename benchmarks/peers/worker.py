@@ -115,9 +115,9 @@ def central_tasks(n: int, subset: int) -> list[Task]:
     data = np.random.default_rng(SEED)
     values = data.normal(100.0, 10.0, n)
     sample = values[:subset].tolist()
-    laplace = dpkit.mechanism("laplace", epsilon=1.0, sensitivity=1.0)
-    gaussian = dpkit.mechanism("gaussian", epsilon=1.0, delta=1e-6, sensitivity=1.0)
-    exponential = dpkit.mechanism("exponential", epsilon=1.0)
+    laplace: Any = dpkit.mechanism("laplace", epsilon=1.0, sensitivity=1.0)
+    gaussian: Any = dpkit.mechanism("gaussian", epsilon=1.0, delta=1e-6, sensitivity=1.0)
+    exponential: Any = dpkit.mechanism("exponential", epsilon=1.0)
     fast = np.random.default_rng(SEED + 1)
     row = data.normal(0.0, 20.0, 10_000)
     draws, peer_draws = 1000, 100
@@ -144,11 +144,11 @@ def central_tasks(n: int, subset: int) -> list[Task]:
         lib = f"diffprivlib {version('diffprivlib')}"
         for mode, state in (("secure", None), ("fast", np.random.RandomState(SEED))):
             lap_peer = Laplace(epsilon=1.0, sensitivity=1.0, random_state=state)
-            lap.peer(lib, mode, lambda m=lap_peer: [m.randomise(v) for v in sample], subset)
+            lap.peer(lib, mode, lambda m=lap_peer: [m.randomise(v) for v in sample], subset)  # type: ignore[misc]  # a lambda with default arguments
             gau_peer = GaussianAnalytic(
                 epsilon=1.0, delta=1e-6, sensitivity=1.0, random_state=state
             )
-            gau.peer(lib, mode, lambda m=gau_peer: [m.randomise(v) for v in sample], subset)
+            gau.peer(lib, mode, lambda m=gau_peer: [m.randomise(v) for v in sample], subset)  # type: ignore[misc]  # a lambda with default arguments
             # diffprivlib's convention: Pr ∝ exp(ε·u/(2Δ)); the same law at its ε = 2·rate.
             exp_peer = Exponential(
                 epsilon=2 * exponential.rate,
@@ -158,7 +158,10 @@ def central_tasks(n: int, subset: int) -> list[Task]:
                 random_state=state,
             )
             exp.peer(
-                lib, mode, lambda m=exp_peer: [m.randomise() for _ in range(peer_draws)], peer_draws
+                lib,
+                mode,
+                lambda m=exp_peer: [m.randomise() for _ in range(peer_draws)],  # type: ignore[misc]
+                peer_draws,
             )
     except Exception as error:  # ImportError, or sklearn-internal breakage (central-peers notes)
         print(f"diffprivlib unavailable: {type(error).__name__}: {error}", file=sys.stderr)
@@ -202,7 +205,7 @@ def ldp_tasks(n: int, subset: int) -> list[Task]:
             else dpkit.mechanism(name, epsilon=1.0, k=k)
         )
         task = Task(f"{name}{'' if name == 'rr' else f', k = {k}'}, {n:.0e} values", n)
-        task.dpkit = {"fast": lambda m=mech, v=values: m.randomize(v, rng=fast)}
+        task.dpkit = {"fast": lambda m=mech, v=values: m.randomize(v, rng=fast)}  # type: ignore[misc]  # a lambda with default arguments
         np.random.seed(SEED)  # both peers draw from numpy's global state (or numba's)
         try:
             from multi_freq_ldpy.pure_frequency_oracles.GRR import GRR_Client
@@ -213,14 +216,14 @@ def ldp_tasks(n: int, subset: int) -> list[Task]:
                 task.peer(
                     lib,
                     "fast",
-                    lambda s=sample: [UE_Client(v, 64, 1.0, True) for v in s],
+                    lambda s=sample: [UE_Client(v, 64, 1.0, True) for v in s],  # type: ignore[misc]  # a lambda with default arguments
                     subset,
                 )
             else:
                 task.peer(
                     lib,
                     "fast",
-                    lambda s=sample, kk=k: [GRR_Client(v, kk, 1.0) for v in s],
+                    lambda s=sample, kk=k: [GRR_Client(v, kk, 1.0) for v in s],  # type: ignore[misc]  # a lambda with default arguments
                     subset,
                 )
         except Exception as error:
@@ -235,7 +238,7 @@ def ldp_tasks(n: int, subset: int) -> list[Task]:
                 from pure_ldp.frequency_oracles.direct_encoding import DEClient
 
                 client = DEClient(epsilon=1.0, d=k, index_mapper=lambda x: x)
-            task.peer(lib, "fast", lambda c=client, s=sample: [c.privatise(v) for v in s], subset)
+            task.peer(lib, "fast", lambda c=client, s=sample: [c.privatise(v) for v in s], subset)  # type: ignore[misc]  # a lambda with default arguments
         except Exception as error:
             print(f"pure-ldp unavailable: {type(error).__name__}: {error}", file=sys.stderr)
         tasks.append(task)

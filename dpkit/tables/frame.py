@@ -57,6 +57,10 @@ def is_table(data: Any) -> bool:
 def as_frame(data: Any, *, owner: str) -> Any:
     """``data`` as a narwhals DataFrame or LazyFrame (public phase: no value is read)."""
     nw = narwhals()
+    if type(data).__module__.split(".", 1)[0] in ("dask", "pyspark"):
+        from dpkit.tables.engines import quiet
+
+        quiet()  # two version warnings of narwhals and PySpark (not about the data)
     try:
         return nw.from_native(data)
     except TypeError:

@@ -106,9 +106,16 @@ class ParquetReports:
         import pyarrow.parquet as pq
 
         for file in self.check():
-            with pq.ParquetFile(file) as handle:
-                for batch in handle.iter_batches(batch_size=self.batch_rows, columns=[self.column]):
-                    yield _numpy(batch.column(0))
+            try:
+                with pq.ParquetFile(file) as handle:
+                    batches = handle.iter_batches(batch_size=self.batch_rows, columns=[self.column])
+                    for batch in batches:
+                        yield _numpy(batch.column(0))
+            except (OSError, ValueError) as error:  # PyArrow's ArrowInvalid is a ValueError
+                raise InvalidData(
+                    f"cannot read the reports of {str(file)!r}: {type(error).__name__}",
+                    field="path",
+                ) from None
 
 
 def _numpy(array: Any) -> NDArray[Any]:

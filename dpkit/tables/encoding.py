@@ -168,7 +168,10 @@ def _as_float(value: Any) -> float:
     try:
         return float(value)
     except OverflowError:  # an integer beyond the doubles
-        return math.copysign(math.inf, int(value))
+        try:
+            return math.inf if value > 0 else -math.inf
+        except Exception:
+            return math.nan
     except Exception:  # a Real whose conversion fails: any fixed word will do
         return math.nan
 

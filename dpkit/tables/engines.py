@@ -33,6 +33,8 @@ import warnings
 from collections.abc import Callable, Iterator
 from typing import Any
 
+import attrs
+
 from dpkit.tables.bounding import FIRST, Bounding
 from dpkit.tables.frame import implementation, narwhals
 
@@ -69,7 +71,13 @@ def by_id(frame: Any, bounding: Bounding) -> Any:
 
 def _dask_by_id(native: Any, bounding: Bounding) -> Any:
     meta = {**dict(native.dtypes), FIRST: "int64"}
-    return native.shuffle(on=bounding.id_column).map_partitions(bounding.apply, meta=meta)
+    # Dask's default shuffle on a cluster (P2P) moves partitions as Arrow tables, which cannot
+    # hold every Python object a pandas ``object`` column may; the task-based shuffle pickles
+    # them, and hashes such a column by each value's text (the ids' canonical form makes equal
+    # ids one text, dpkit_central.aggregates).
+    method = "tasks" if any(str(t) == "object" for t in native.dtypes) else None
+    shuffled = native.shuffle(on=bounding.id_column, shuffle_method=method)
+    return shuffled.map_partitions(bounding.apply, meta=meta)
 
 
 def _spark_by_id(native: Any, bounding: Bounding) -> Any:
@@ -91,7 +99,8 @@ def _spark_by_id(native: Any, bounding: Bounding) -> Any:
 
 
 def per_partition(frame: Any, function: Callable[[Any], Any], added: dict[str, str]) -> Any:
-    """``function`` (a narwhals eager frame → frame, a per-record transformation) applied to
+    """``function`` (a narwhals eager frame → frame, a per-record transformation, picklable)
+    applied to
     every partition of a Dask frame, or to the collected frame of another lazy engine; the
     result has the input's columns plus ``added`` (name → pandas dtype) where it replaces
     none. An eager frame is passed through ``function`` as it is."""
@@ -102,9 +111,17 @@ def per_partition(frame: Any, function: Callable[[Any], Any], added: dict[str, s
     if implementation(frame) == "dask":
         native = frame.to_native()
         meta = {**dict(native.dtypes), **added}
-
-        def run(part: Any) -> Any:
-            return function(nw.from_native(part, eager_only=True)).to_native()
-
-        return nw.from_native(native.map_partitions(run, meta=meta))
+        return nw.from_native(native.map_partitions(_OnPandas(function), meta=meta))
     return function(frame.collect())
+
+
+@attrs.frozen
+class _OnPandas:
+    """A function of an eager narwhals frame, called on a pandas partition (picklable, so
+    that Dask can name its tasks deterministically and ship them to its workers)."""
+
+    function: Callable[[Any], Any]
+
+    def __call__(self, part: Any) -> Any:
+        nw = narwhals()
+        return self.function(nw.from_native(part, eager_only=True)).to_native()

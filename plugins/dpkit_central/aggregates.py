@@ -13,6 +13,7 @@ from __future__ import annotations
 import math
 import numbers
 from collections.abc import Mapping
+from fractions import Fraction
 from typing import Any
 
 import attrs
@@ -138,33 +139,73 @@ def _plain_label(value: Any) -> Any:
     return None
 
 
+def _id_value(value: Any) -> Any:
+    """An id of an object column in one canonical form per value (per record): equal values
+    become identical objects — booleans and integral numbers ints, other reals the float that
+    is exactly them or else their exact fraction, text itself — so that an engine's shuffle,
+    which hashes an object column by its text, sends all of one person's rows to one
+    partition (1, 1.0 and True are one id, as Python's equality says; 0.1 and the decimal
+    1/10 are two)."""
+    value = _plain_label(value)
+    if value is None or isinstance(value, str):
+        return value
+    if isinstance(value, (bool, np.bool_)):
+        return int(value)
+    try:
+        exact = Fraction(value)
+    except Exception:  # ±inf, or a number-like that Fraction cannot read
+        try:
+            return float(value)
+        except Exception:
+            return None
+    if exact.denominator == 1:
+        return int(exact)
+    try:
+        near = float(exact)
+    except OverflowError:
+        return exact
+    return near if Fraction(near) == exact else exact
+
+
 _plain_labels = np.frompyfunc(_plain_label, 1, 1)
+_id_values = np.frompyfunc(_id_value, 1, 1)
 
 
-def plain_labels(nw: Any, frame: Any, column: str) -> Any:
+@attrs.frozen
+class _ObjectColumn:
+    """A per-record conversion of one ``object`` column of an eager frame: ``labels`` (text
+    and real numbers, :func:`_plain_label`), ``ids`` (the same in canonical form,
+    :func:`_id_value`) or ``numbers`` (float64 into ``VALUE``). A picklable value, so that an
+    engine can run it on every partition."""
+
+    column: str
+    convert: str
+
+    def __call__(self, eager: Any) -> Any:
+        nw = narwhals()
+        values = eager.get_column(self.column).to_numpy()
+        backend = eager.implementation
+        if self.convert == "numbers":
+            floats = total_floats(values)
+            return eager.with_columns(nw.new_series(VALUE, floats, nw.Float64, backend=backend))
+        clean = _id_values if self.convert == "ids" else _plain_labels
+        with np.errstate(all="ignore"):  # per-record conversions: never a warning
+            cleaned = np.asarray(clean(values), dtype=object) if values.size else values
+        return eager.with_columns(nw.new_series(self.column, cleaned, nw.Object, backend=backend))
+
+
+def plain_labels(nw: Any, frame: Any, column: str, *, ids: bool = False) -> Any:
     """An object column's values made total for grouping and matching (per record:
-    :func:`_plain_label`), so no unhashable or uncomparable value can make a group-by raise."""
-
-    def clean(eager: Any) -> Any:
-        values = eager.get_column(column).to_numpy()
-        cleaned = np.asarray(_plain_labels(values), dtype=object) if values.size else values
-        series = nw.new_series(column, cleaned, nw.Object, backend=eager.implementation)
-        return eager.with_columns(series)
-
-    return per_partition(frame, clean, {})
+    :func:`_plain_label`, or :func:`_id_value` for an id column), so no unhashable or
+    uncomparable value can make a group-by, a shuffle or a hash raise."""
+    return per_partition(frame, _ObjectColumn(column, "ids" if ids else "labels"), {})
 
 
 def numeric_value(nw: Any, frame: Any, column: str | None, kind: str) -> Any:
     """``VALUE``: the value column as float64, NaN where missing (total per record)."""
     assert column is not None
     if kind == "object":  # e.g. a pandas object column: converted element by element
-
-        def convert(eager: Any) -> Any:
-            values = total_floats(eager.get_column(column).to_numpy())
-            series = nw.new_series(VALUE, values, nw.Float64, backend=eager.implementation)
-            return eager.with_columns(series)
-
-        return per_partition(frame, convert, {VALUE: "float64"})
+        return per_partition(frame, _ObjectColumn(column, "numbers"), {VALUE: "float64"})
     return frame.with_columns(nw.col(column).cast(nw.Float64).fill_null(math.nan).alias(VALUE))
 
 

@@ -419,7 +419,7 @@ class TableQuery:
             if kinds[column] == "object" and (
                 column in self.by or self._is_label(column) or self._is_id(column)
             ):
-                frame = plain_labels(nw, frame, column)
+                frame = plain_labels(nw, frame, column, ids=self._is_id(column))
         value_kind = kinds[self.column] if self.column is not None else "other"
         numeric = isinstance(stat, (Sum, Mean, Quantile))
         if numeric:

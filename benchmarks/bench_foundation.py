@@ -1,120 +1,100 @@
-"""rr and krr on 10^7 values against the plain numpy floor, measured side by side.
+"""rr and krr against the plain-numpy floor in both modes, and the local-DP peer libraries.
 
-Run: ``.venv/bin/python benchmarks/bench_foundation.py [--n 10000000] [--repeat 7]``
+Run: ``nice .venv/bin/python benchmarks/bench_foundation.py [--n 10000000] [--rounds 7] [--no-save]``
 
-The floor is the least work any implementation must do: for rr one uniform draw and one
-comparison per value (``rng.random(n) < p``); for krr one ``rng.random`` and one
-``rng.integers`` draw per value. Ratios are dpkit / floor (lower is better; 1.0 = the floor).
-pure-ldp and multi-freq-ldpy, when importable, are timed on a subset through their per-user
-APIs and extrapolated linearly (marked *), as their own documentation uses them. To include
-them, run from a separate environment (their dependencies are not all declared):
+The floor is the fastest plain-numpy code a user would write, written the way dpkit works:
+chunked (2¹⁵ values at a time, so that the temporaries stay in cache; a floor written with
+whole-array passes pays for their memory traffic, which once made dpkit look *faster* than
+the floor) and in the narrowest dtype. rr: ``bits ^ (rng.random(c) < q)``; krr: one
+``rng.random`` and one ``rng.integers`` per value, the other value shifted past the truth.
+dpkit runs in fast mode (a seeded numpy ``Generator``) and in secure mode (``rng=None``). All
+contenders go through ``_timing.measure`` in one call; ratios are medians of per-round CPU
+ratios.
 
-    python -m venv /tmp/peers
-    /tmp/peers/bin/pip install -e . pure-ldp multi-freq-ldpy scikit-learn statsmodels
-    /tmp/peers/bin/python benchmarks/bench_foundation.py
+Peers (pure-ldp, multi-freq-ldpy: rr, krr k = 16, oue k = 64) run in their own environment
+(``python benchmarks/peers/make_venvs.py ldp``) through the same harness next to dpkit's fast
+mode: they have no secure mode. Their per-user APIs are timed on a subset and scaled to n.
+
+Writes section ``foundation`` of ``benchmarks/results.json``.
 """
 
 from __future__ import annotations
 
 import argparse
-import math
+import os
 import platform
+import sys
 
 import numpy as np
-from _timing import best_time, side_by_side
+from _floors import floor_krr, floor_rr
+from _peers import compare_peers
+from _results import FLOOR_COLUMNS, RATIOS_NOTE, Run, floor_row
+from _timing import measure
 
 import dpkit
 
-
-def peer_rows(
-    values_k: np.ndarray, k: int, epsilon: float, n: int, subset: int
-) -> list[tuple[str, float]]:
-    rows: list[tuple[str, float]] = []
-    sample = values_k[:subset]
-    try:
-        from multi_freq_ldpy.pure_frequency_oracles.GRR import GRR_Client
-
-        GRR_Client(int(sample[0]), k, epsilon)  # JIT warm-up, excluded
-        t = best_time(lambda: [GRR_Client(int(v), k, epsilon) for v in sample], 1)
-        rows.append((f"multi-freq-ldpy GRR_Client (k={k})*", t * n / subset))
-    except ImportError:
-        rows.append(("multi-freq-ldpy (not installed)", math.nan))
-    try:
-        from pure_ldp.frequency_oracles.direct_encoding import DEClient
-
-        client = DEClient(epsilon=epsilon, d=k, index_mapper=lambda x: x)
-        t = best_time(lambda: [client.privatise(int(v)) for v in sample], 1)
-        rows.append((f"pure-ldp DEClient (k={k})*", t * n / subset))
-    except ImportError:
-        rows.append(("pure-ldp (not installed)", math.nan))
-    return rows
+SEED = 20241124
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
     parser.add_argument("--n", type=int, default=10_000_000)
-    parser.add_argument("--repeat", type=int, default=7)
+    parser.add_argument("--rounds", type=int, default=7)
+    parser.add_argument("--peer-n", type=int, default=1_000_000)
     parser.add_argument("--peer-subset", type=int, default=20_000)
+    parser.add_argument("--no-save", action="store_true", help="print only")
     args = parser.parse_args()
-    n, epsilon, k = args.n, 1.0, 16
-    rng = np.random.default_rng(1)
-    bits = (rng.random(n) < 0.3).astype(np.uint8)
-    categories = rng.integers(0, k, n).astype(np.int64)
-
-    rr = dpkit.mechanism("rr", epsilon=epsilon)
-    krr = dpkit.mechanism("krr", epsilon=epsilon, k=k)
-    p = rr.keep_probability
-
-    bools = bits.astype(bool)
-
-    def krr_floor() -> None:
-        rng.random(n)
-        rng.integers(0, k - 1, n)
-
-    floor_rr_label, floor_krr_label = (
-        "numpy floor: rng.random(n) < p",
-        "numpy floor: rng.random + rng.integers",
+    n = args.n
+    command = "python benchmarks/bench_foundation.py " + " ".join(sys.argv[1:])
+    run = Run("foundation", command.strip(), harness={"rounds": args.rounds, "warmup": 1})
+    data = np.random.default_rng(SEED)
+    bits = (data.random(n) < 0.3).astype(np.uint8)
+    categories = data.integers(0, 16, n)
+    floor_rng, fast = np.random.default_rng(SEED + 1), np.random.default_rng(SEED + 2)
+    rr = dpkit.mechanism("rr", epsilon=1.0)
+    krr = dpkit.mechanism("krr", epsilon=1.0, k=16)
+    print(
+        f"dpkit {dpkit.__version__} | numpy {np.__version__} | python {platform.python_version()}"
+        f" | {os.cpu_count()} CPUs | load {os.getloadavg()[0]:.1f} | n = {n:,}"
     )
-    timed = side_by_side(
-        {
-            floor_rr_label: lambda: rng.random(n) < p,
-            "dpkit rr.randomize (uint8 0/1)": lambda: rr.randomize(bits, rng=rng),
-            "dpkit rr.randomize (bool)": lambda: rr.randomize(bools, rng=rng),
-            floor_krr_label: krr_floor,
-            f"dpkit krr.randomize (k={k}, int64)": lambda: krr.randomize(categories, rng=rng),
-        },
-        args.repeat,
+    tasks = {
+        f"rr, {n:.0e} values": (
+            "chunked: bits ^ (rng.random(c) < q)",
+            {
+                "floor": lambda: floor_rr(bits, rr.flip_probability, floor_rng),
+                "fast": lambda: rr.randomize(bits, rng=fast),
+                "secure": lambda: rr.randomize(bits),
+            },
+        ),
+        f"krr, k = 16, {n:.0e} values": (
+            "chunked uint8: random < λ, integers, where",
+            {
+                "floor": lambda: floor_krr(categories, 16, krr.lie_probability, floor_rng),
+                "fast": lambda: krr.randomize(categories, rng=fast),
+                "secure": lambda: krr.randomize(categories),
+            },
+        ),
+    }
+    print(f"\n{'task':32s} {'floor ms':>9s} {'fast÷floor':>10s} {'secure÷floor':>12s}  floor")
+    rows = [
+        floor_row(name, floor_text, measure(calls, rounds=args.rounds), width=32)
+        for name, (floor_text, calls) in tasks.items()
+    ]
+    entries, notes = compare_peers(
+        "ldp", n=args.peer_n, subset=args.peer_subset, rounds=args.rounds
     )
-    results: list[tuple[str, str, float, float]] = []
-    for label, seconds in timed.items():
-        mech = "krr" if "krr" in label or label == floor_krr_label else "rr"
-        results.append(
-            (mech, label, seconds, timed[floor_krr_label if mech == "krr" else floor_rr_label])
+    if not args.no_save:
+        run.save(
+            title="Randomized response: floor, fast and secure mode, peers",
+            columns=FLOOR_COLUMNS,
+            rows=rows,
+            peers=entries,
+            notes=[
+                RATIOS_NOTE,
+                "The local-DP peers have no secure mode: fast column only.",
+                *notes,
+            ],
         )
-    peers: list[tuple[str, str, float, float]] = []
-    for mech, values, size, ours in (
-        ("rr", bits, 2, "dpkit rr.randomize (uint8 0/1)"),
-        ("krr", categories, k, f"dpkit krr.randomize (k={k}, int64)"),
-    ):
-        floor = timed[floor_krr_label if mech == "krr" else floor_rr_label]
-        for label, seconds in peer_rows(values, size, epsilon, n, args.peer_subset):
-            results.append((mech, label, seconds, floor))
-            peers.append((mech, label, seconds, timed[ours]))
-
-    print(
-        f"# dpkit {dpkit.__version__} | numpy {np.__version__} | python {platform.python_version()} | n = {n:,} | ε = {epsilon}"
-    )
-    print(
-        f"| {'mechanism':<9} | {'implementation':<42} | {'seconds':>9} | {'ratio to floor':>14} |"
-    )
-    print(f"|{'-' * 11}|{'-' * 44}|{'-' * 11}|{'-' * 16}|")
-    for mech, label, seconds, floor in results:
-        ratio = seconds / floor if not math.isnan(seconds) else math.nan
-        print(f"| {mech:<9} | {label:<42} | {seconds:>9.4f} | {ratio:>14.2f} |")
-    print("* per-user API timed on a subset and extrapolated linearly to n")
-    for mech, label, seconds, ours in peers:
-        if not math.isnan(seconds):
-            print(f"{mech}: dpkit is {seconds / ours:,.0f}x faster than {label.rstrip('*')}")
 
 
 if __name__ == "__main__":

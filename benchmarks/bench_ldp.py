@@ -10,13 +10,9 @@ Sections (all at ε = 1 unless stated):
    implementation does: ``rng.random((rows, k)) < q`` in blocks of 2^17 rows, the true column
    overwritten by ``rng.random(rows) < p`` (unpacked bools; packing would cost more). The OLH
    floor draws the per-user seeds (two 64-bit words), hashes each value once and applies g-ary
-   RR. Ratios are dpkit / floor (lower is better). pure-ldp and multi-freq-ldpy, when
-   importable, are timed through their per-user client APIs on a subset and extrapolated
-   linearly (marked *). To include them, use a separate environment:
-
-       python -m venv /tmp/peers
-       /tmp/peers/bin/pip install -e . pure-ldp multi-freq-ldpy scikit-learn statsmodels
-       /tmp/peers/bin/python benchmarks/bench_ldp.py
+   RR. Ratios are dpkit / floor (lower is better). The peers (pure-ldp, multi-freq-ldpy) are
+   timed in ``bench_foundation.py``, in their own environment and with the same harness as
+   dpkit (``benchmarks/peers/``).
 
 2. Aggregation (reports → support counts) for the same reports.
 3. Accuracy: empirical MSE / theoretical variance of the unbiased frequency estimates for
@@ -88,34 +84,6 @@ def olh_floor(values: np.ndarray, g: int, keep: float, rng: np.random.Generator)
     return np.where(lie, other, h)
 
 
-def peer_ue(values: np.ndarray, k: int, subset: int, n: int) -> list[tuple[str, float]]:
-    rows: list[tuple[str, float]] = []
-    sample = values[:subset]
-    try:
-        from multi_freq_ldpy.pure_frequency_oracles.UE import UE_Client
-
-        UE_Client(int(sample[0]), k, EPSILON, True)  # JIT warm-up, excluded
-        start = time.perf_counter()
-        for v in sample:
-            UE_Client(int(v), k, EPSILON, True)
-        rows.append(
-            (f"multi-freq-ldpy UE_Client oue (k={k})*", (time.perf_counter() - start) * n / subset)
-        )
-    except ImportError:
-        rows.append(("multi-freq-ldpy (not installed)", math.nan))
-    try:
-        from pure_ldp.frequency_oracles.unary_encoding import UEClient
-
-        client = UEClient(epsilon=EPSILON, d=k, use_oue=True, index_mapper=lambda x: x)
-        start = time.perf_counter()
-        for v in sample:
-            client.privatise(int(v))
-        rows.append((f"pure-ldp UEClient oue (k={k})*", (time.perf_counter() - start) * n / subset))
-    except ImportError:
-        rows.append(("pure-ldp (not installed)", math.nan))
-    return rows
-
-
 def print_table(title: str, rows: list[list[str]], headers: list[str]) -> None:
     widths = [max(len(str(c)) for c in col) for col in zip(headers, *rows, strict=True)]
     print(f"\n## {title}\n")
@@ -154,7 +122,6 @@ def main() -> None:
         default=8.0,
         help="time budget per protocol for report-level trials (at least 3, at most 300)",
     )
-    parser.add_argument("--peer-subset", type=int, default=20_000)
     parser.add_argument("--seed", type=int, default=20240611)
     parser.add_argument("--numeric-only", action="store_true", help="run section 7 alone")
     parser.add_argument("--numeric-trials", type=int, default=200)
@@ -224,17 +191,6 @@ def frequency_oracles(args: argparse.Namespace, rng: np.random.Generator) -> Non
             ]
         )
         speed_rows.append([f"{name} accumulate (k={k})", f"{agg:.3f}", "", ""])
-        if name == "oue":
-            for label, seconds in peer_ue(values, k, args.peer_subset, n):
-                ratio = f"{times['dpkit'] / seconds:.3f}" if math.isfinite(seconds) else ""
-                speed_rows.append(
-                    [
-                        label,
-                        f"{seconds:.3f}" if math.isfinite(seconds) else "-",
-                        "",
-                        ratio and f"dpkit/peer {ratio}",
-                    ]
-                )
     k = 1024
     olh = dpkit.mechanism("olh", epsilon=EPSILON, k=k)
     values = dpkit_ldp.synthetic("zipf", n=n, k=k, rng=rng).values

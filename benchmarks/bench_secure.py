@@ -1,23 +1,30 @@
-"""Secure mode against fast mode, the numpy floor and OpenDP, measured side by side.
+"""Secure mode (the default) against fast mode and the plain-numpy floor, measured side by side.
 
-Run: ``.venv/bin/python benchmarks/bench_secure.py [--n 1000000] [--bits 10000000] [--repeat 3]``
+Run: ``nice .venv/bin/python benchmarks/bench_secure.py [--rounds 7] [--only secure,samplers]
+[--tasks laplace krr] [--quick] [--no-save]``
 
-* randomized response on 10^7 bits: secure (``rng=None``: ChaCha20 words, integer
-  thresholds) against fast (a numpy ``Generator``) and the numpy floor ``rng.random(n) < p``;
-* the word source: ChaCha20 keystream words against PCG64 ``random_raw``;
-* exact samplers (CKS20) on 10^6 draws, in samples per second and as a ratio to numpy's
-  float ``laplace``/``normal`` (not attack-resistant; the floor any sampler is compared to);
-* exact secure selection (exponential, permute_and_flip, report_noisy_max: discrete Laplace
-  on lattice scores) against their float fast mode, with m = 10 and 1000 candidates;
-* the central ``gaussian`` mechanism, fast against secure (lattice release), per answer;
-* OpenDP's vectorised integer discrete Laplace, when ``opendp`` is importable (it is not a
-  dpkit dependency; to include it: ``python -m venv /tmp/odp && /tmp/odp/bin/pip install -e .
-  opendp && /tmp/odp/bin/python benchmarks/bench_secure.py``). It is timed on fewer values
-  (``--opendp-n``), as it is slow, and reported per value.
+Sections (each prints a table and is written to ``benchmarks/results.json``):
 
-Every sampler here runs on one core (numpy, OpenSSL's ChaCha20 and OpenDP are single-threaded
-in these calls). Times are best-of-``--repeat``, candidates interleaved so that machine load
-affects them alike.
+1. **secure** — for each task the floor is the fastest plain-numpy code a user would write for
+   it (``_floors.py``: chunked where that is faster; shown in the table); dpkit runs it in
+   fast mode (a numpy ``Generator``) and in secure mode (``rng=None``: ChaCha20 words, exact
+   samplers). Figures are medians over rounds of per-round CPU-time ratios
+   (``_timing.ratio``), with the issue-19 targets beside them.
+2. **samplers** — ``discrete_laplace`` / ``discrete_gaussian`` throughput at several scales
+   (the mechanisms' lattice scales among them) against numpy's float ``laplace``/``normal``,
+   and CKS20's rejection sampler (``dpkit.randomness.cks20``) for reference.
+3. **timing_channel** — Jin et al. 2022's timing attack: the CPU time of one secure discrete
+   Laplace draw against the value it returned, for dpkit's fixed-work sampler, for the
+   vectorised CKS20 sampler it replaced (whose batching mostly hides the channel at one
+   value) and for CKS20 written the textbook way, one value at a time (the check's positive
+   control). Draws are grouped by quartile of |Z|; the check passes when the median times of
+   the quartiles are within 5% of each other.
+4. **memory** — peak traced memory (``tracemalloc``) of ``oue.randomize`` for 10⁷ users,
+   k = 64, as a multiple of the output's size (target ≤ 1.5×).
+
+Every timed contender goes through ``_timing.measure``: the same warm-up call, the same rounds
+in rotated order, CPU and wall clock, medians. Peers are in ``bench_central.py`` (OpenDP's
+discrete Laplace among them) and ``bench_foundation.py``.
 """
 
 from __future__ import annotations
@@ -25,242 +32,383 @@ from __future__ import annotations
 import argparse
 import os
 import platform
+import statistics
+import sys
+import time
+import tracemalloc
 from collections.abc import Callable
+from fractions import Fraction
+from typing import Any
 
 import numpy as np
-from _timing import side_by_side
+from _floors import (
+    floor_exponential,
+    floor_hr,
+    floor_krr,
+    floor_noisy_max,
+    floor_permute_and_flip,
+    floor_rr,
+)
+from _results import FLOOR_COLUMNS, RATIOS_NOTE, Run, floor_row
+from _timing import measure, ratio
 
 import dpkit
-from dpkit.randomness import (
-    SecureRandom,
-    discrete_gaussian,
-    discrete_laplace,
-    discrete_laplace_constant_time,
-)
+
+SEED = 20241124
+TARGETS = {
+    "laplace": 3.0,
+    "gaussian": 8.0,
+    "exponential": 4.0,
+    "report_noisy_max": 4.0,
+    "permute_and_flip": 4.0,
+    "krr": 1.3,
+}
 
 
-def table(title: str, rows: list[tuple[str, float, str]], unit: str) -> None:
-    print(f"\n{title}")
-    print(f"  {'':54s} {unit:>12s}  ratio")
-    for label, rate, ratio in rows:
-        print(f"  {label:54s} {rate:12.3f}  {ratio}")
+# --------------------------------------------------------------------------------------------
+# 1. secure ÷ floor
+# --------------------------------------------------------------------------------------------
 
 
-def bench_rr(bits_n: int, repeat: int) -> None:
-    values = (np.random.default_rng(1).random(bits_n) < 0.3).astype(np.uint8)
-    rr = dpkit.mechanism("rr", epsilon=1.0)
-    krr = dpkit.mechanism("krr", epsilon=1.0, k=64)
-    categories = np.random.default_rng(2).integers(0, 64, bits_n)
-    fast, floor = np.random.default_rng(3), np.random.default_rng(4)
-    secure = SecureRandom()
-    q = rr.flip_probability
-    times = side_by_side(
-        {
-            "numpy floor: rng.random(n) < p": lambda: floor.random(bits_n) < q,
-            "rr fast (numpy Generator)": lambda: rr.randomize(values, rng=fast),
-            "rr secure (rng=None)": lambda: rr.randomize(values),
-            "krr k=64 fast": lambda: krr.randomize(categories, rng=fast),
-            "krr k=64 secure": lambda: krr.randomize(categories, rng=secure),
-        },
-        repeat,
-    )
-    per = {label: bits_n / t / 1e6 for label, t in times.items()}
-    rows = [
-        (label, rate, f"{times[label] / times['rr fast (numpy Generator)']:.2f}x rr fast")
-        for label, rate in per.items()
-        if not label.startswith("krr")
-    ]
-    rows += [
-        (label, rate, f"{times[label] / times['krr k=64 fast']:.2f}x krr fast")
-        for label, rate in per.items()
-        if label.startswith("krr")
-    ]
-    table(f"Randomized response, {bits_n:.0e} values", rows, "M values/s")
-    ratio = times["rr secure (rng=None)"] / times["rr fast (numpy Generator)"]
-    print(
-        f"  target: secure rr within 1.5x of fast rr -> {ratio:.2f}x "
-        f"({'met' if ratio <= 1.5 else 'NOT met'})"
-    )
-
-
-def bench_words(n: int, repeat: int) -> None:
-    secure = SecureRandom()
-    bit_generator = np.random.PCG64(5)
-    times = side_by_side(
-        {
-            "PCG64 random_raw (fast)": lambda: bit_generator.random_raw(n),
-            "ChaCha20 words (secure)": lambda: secure.words(n),
-        },
-        repeat,
-    )
-    base = times["PCG64 random_raw (fast)"]
-    rows = [(label, n / t / 1e6, f"{t / base:.2f}x PCG64") for label, t in times.items()]
-    table(f"64-bit words, {n:.0e}", rows, "M words/s")
-
-
-def opendp_laplace(scale: float) -> Callable[[list[int]], object] | None:
-    try:
-        import opendp.prelude as dp
-    except ImportError:
-        return None
-    dp.enable_features("contrib")
-    space = dp.vector_domain(dp.atom_domain(T=int)), dp.l1_distance(T=int)
-    measurement = dp.m.make_laplace(*space, scale=scale)
-    return measurement  # type: ignore[no-any-return]
-
-
-def bench_samplers(n: int, opendp_n: int, repeat: int) -> None:
-    secure = SecureRandom()
-    fast = np.random.default_rng(6)
-    candidates: dict[str, Callable[[], object]] = {
-        "numpy float laplace (fast, leaks: floor)": lambda: fast.laplace(0.0, 10.0, n),
-        "numpy float normal (fast, leaks)": lambda: fast.normal(0.0, 10.0, n),
-    }
-    for scale in (1, 10, 1000, 10**6):
-        candidates[f"discrete Laplace, scale {scale:g}"] = lambda s=scale: discrete_laplace(
-            s, size=n, rng=secure
-        )
-    for sigma2 in (1, 100, 10**4, 10**6, 10**10):
-        candidates[f"discrete Gaussian, sigma^2 {sigma2:g}"] = lambda v=sigma2: discrete_gaussian(
-            v, size=n, rng=secure
-        )
-    for scale in (1, 10, 1000, 10**6):
-        candidates[f"constant-time discrete Laplace, scale {scale:g}"] = lambda s=scale: (
-            discrete_laplace_constant_time(s, size=n, rng=secure)
-        )
-    times = side_by_side(candidates, repeat)
-    base = times["numpy float laplace (fast, leaks: floor)"]
-    rows = [(label, n / t / 1e6, f"{t / base:.1f}x numpy laplace") for label, t in times.items()]
-    table(f"Samplers (secure words unless marked), {n:.0e} draws", rows, "M samples/s")
-
-    lap = min(n / times[f"discrete Laplace, scale {s:g}"] for s in (1, 10, 1000, 10**6)) / 1e6
-    gauss = (
-        min(n / times[f"discrete Gaussian, sigma^2 {v:g}"] for v in (1, 100, 10**4, 10**6, 10**10))
-        / 1e6
-    )
-    print(
-        f"  target: exact discrete Laplace >= 1 M/s per core -> slowest scale {lap:.2f} M/s "
-        f"({'met' if lap >= 1 else 'NOT met'})"
-    )
-    print(
-        f"  target: discrete Gaussian >= 0.3 M/s -> slowest sigma^2 {gauss:.2f} M/s "
-        f"({'met' if gauss >= 0.3 else 'NOT met'})"
-    )
-
-    rows = []
-    for scale in (1, 10, 1000):
-        measurement = opendp_laplace(float(scale))
-        if measurement is None:
-            print("\n  OpenDP: not installed (import-guarded; see the module docstring)")
-            return
-        data = [0] * opendp_n
-        seconds = side_by_side({"opendp": lambda m=measurement, d=data: m(d)}, repeat)["opendp"]
-        ours = times[f"discrete Laplace, scale {scale:g}"] / n
-        theirs = seconds / opendp_n
-        rows.append(
-            (
-                f"OpenDP make_laplace (int vector), scale {scale:g}",
-                1e-6 / theirs,
-                f"dpkit secure is {theirs / ours:.0f}x faster",
-            )
-        )
-    from importlib.metadata import version
-
-    table(
-        f"OpenDP {version('opendp')} vectorised discrete Laplace, {opendp_n:.0e} values",
-        rows,
-        "M samples/s",
-    )
-
-
-def bench_selection(repeat: int, entries: int = 20_000) -> None:
-    """Secure (exact) selection against fast (float) selection, m = 10 and 1000 candidates.
-
-    A batch of ``entries // m`` independent selections per call. "counts" are integer
-    utilities (the exact gaps stay in uint64); "scores" are normal floats (Python-int gaps;
-    report_noisy_max's lattice scores stay int64 for both).
-    """
-    secure = SecureRandom()
-    fast = np.random.default_rng(7)
-    mechanisms = {
-        name: dpkit.mechanism(name, epsilon=1.0)
-        for name in ("exponential", "permute_and_flip", "report_noisy_max")
-    }
-    rows = []
-    for m in (10, 1000):
-        batch = entries // m
-        data = np.random.default_rng(8)
-        utilities = {
-            "counts": data.integers(0, 100, (batch, m)).astype(np.float64),
-            "scores": data.normal(0.0, 10.0, (batch, m)),
-        }
-        for kind, u in utilities.items():
-            for name, mech in mechanisms.items():
-                times = side_by_side(
-                    {
-                        "fast": lambda me=mech, x=u: me.randomize(x, rng=fast),
-                        "secure": lambda me=mech, x=u: me.randomize(x, rng=secure),
-                    },
-                    repeat,
-                )
-                for mode in ("fast", "secure"):
-                    label = f"{name} {mode}, m={m}, {kind}"
-                    ratio = f"{times[mode] / times['fast']:.1f}x fast"
-                    rows.append((label, batch / times[mode] / 1e3, ratio))
-    table(f"Selection, batches of {entries:.0e} utilities", rows, "k selections/s")
-
-
-def bench_central_gaussian(n: int, repeat: int) -> None:
-    """The ``gaussian`` mechanism: fast (numpy normal) against secure (lattice release with exact
-    discrete Gaussian noise, σ_L ≈ 2³⁰ lattice steps), on n answers and on one answer."""
+def secure_tasks(n: int, quick: bool) -> dict[str, dict[str, Any]]:
+    """task -> {floor (text), calls: floor / fast / secure}."""
+    data = np.random.default_rng(SEED)
+    values = data.normal(100.0, 10.0, n)
+    floor_rng, fast_rng = np.random.default_rng(SEED + 1), np.random.default_rng(SEED + 2)
+    laplace = dpkit.mechanism("laplace", epsilon=1.0, sensitivity=1.0)
     gaussian = dpkit.mechanism("gaussian", epsilon=1.0, delta=1e-6, sensitivity=1.0)
-    values = np.random.default_rng(8).uniform(0.0, 100.0, n)
-    fast, floor, secure = np.random.default_rng(9), np.random.default_rng(10), SecureRandom()
-    one = np.array([42.0])
-    times = side_by_side(
-        {
-            "numpy floor: x + rng.normal(0, sigma, n)": lambda: (
-                values + floor.normal(0.0, gaussian.sigma, n)
-            ),
-            "gaussian fast (numpy Generator)": lambda: gaussian.randomize(values, rng=fast),
-            "gaussian secure (lattice, discrete Gaussian)": lambda: gaussian.randomize(
-                values, rng=secure
-            ),
-        },
-        repeat,
-    )
-    base = times["gaussian fast (numpy Generator)"]
-    rows = [(label, n / t / 1e6, f"{t / base:.1f}x gaussian fast") for label, t in times.items()]
-    table(f"Central gaussian mechanism, {n:.0e} answers", rows, "M answers/s")
-    single = side_by_side(
-        {
-            "fast": lambda: gaussian.randomize(one, rng=fast),
-            "secure": lambda: gaussian.randomize(one, rng=secure),
-        },
-        repeat,
-    )
+    exponential = dpkit.mechanism("exponential", epsilon=1.0)
+    rnm = dpkit.mechanism("report_noisy_max", epsilon=1.0)
+    pf = dpkit.mechanism("permute_and_flip", epsilon=1.0)
+    krr = dpkit.mechanism("krr", epsilon=1.0, k=16)
+    rr = dpkit.mechanism("rr", epsilon=1.0)
+    hr = dpkit.mechanism("hr", epsilon=1.0, k=64)
+    big_row = data.normal(0.0, 20.0, n // 10 if quick else 10 * n)
+    batch = data.normal(0.0, 20.0, (n // 1000, 10_000))
+    square = data.normal(0.0, 20.0, (1000, n // 1000))
+    categories = data.integers(0, 16, n)
+    codes = data.integers(0, 64, n)
+    bits = (data.random(n) < 0.3).astype(np.uint8)
+    b, sigma, rate = laplace.scale, gaussian.sigma, exponential.rate
+    row_label = f"exponential, 1 row × 10{'⁶' if quick else '⁷'}"
+
+    def task(floor: str, floor_fn: Callable[[], object], mech: Any, data: Any) -> dict[str, Any]:
+        return {
+            "floor": floor,
+            "calls": {
+                "floor": floor_fn,
+                "fast": lambda: mech.randomize(data, rng=fast_rng),
+                "secure": lambda: mech.randomize(data),
+            },
+        }
+
+    return {
+        "laplace": task(
+            "values + rng.laplace(0, b, n)",
+            lambda: values + floor_rng.laplace(0.0, b, n),
+            laplace,
+            values,
+        ),
+        "gaussian": task(
+            "values + rng.normal(0, σ, n)",
+            lambda: values + floor_rng.normal(0.0, sigma, n),
+            gaussian,
+            values,
+        ),
+        row_label: task(
+            "exp, sum per block; cumsum, searchsorted in one",
+            lambda: floor_exponential(big_row, rate, floor_rng),
+            exponential,
+            big_row,
+        ),
+        "exponential, 1000 rows × 10⁴": task(
+            "exp, cumsum, count per row (blocks of 2²⁰)",
+            lambda: floor_exponential(batch, rate, floor_rng),
+            exponential,
+            batch,
+        ),
+        "report_noisy_max, 1000 rows × 10³": task(
+            "argmax(u + rng.laplace(0, b, shape))",
+            lambda: floor_noisy_max(square, rnm.scale, floor_rng),
+            rnm,
+            square,
+        ),
+        "permute_and_flip, 1000 rows × 10³": task(
+            "argmax(u + rng.exponential(1/λ, shape))",
+            lambda: floor_permute_and_flip(square, pf.rate, floor_rng),
+            pf,
+            square,
+        ),
+        "krr, k = 16": task(
+            "chunked uint8: random < λ, integers, where",
+            lambda: floor_krr(categories, 16, krr.lie_probability, floor_rng),
+            krr,
+            categories,
+        ),
+        "rr": task(
+            "chunked: bits ^ (random < q)",
+            lambda: floor_rr(bits, rr.flip_probability, floor_rng),
+            rr,
+            bits,
+        ),
+        "hr, k = 64": task(
+            "chunked: random, integers, bitwise_count parity",
+            lambda: floor_hr(codes, hr.output_size, hr.outside_probability, floor_rng),
+            hr,
+            codes,
+        ),
+    }
+
+
+def bench_ratios(n: int, rounds: int, quick: bool, tasks: list[str]) -> list[dict[str, Any]]:
     print(
-        f"  one answer: fast {single['fast'] * 1e6:.0f} us, secure {single['secure'] * 1e6:.0f} us "
-        f"({single['secure'] / single['fast']:.1f}x)"
+        "\n1. secure ÷ floor (CPU-time medians of per-round ratios)\n"
+        f"{'task (10⁶ values unless noted)':36s} {'floor ms':>9s} {'fast÷floor':>10s} "
+        f"{'secure÷floor':>12s}  floor"
     )
+    rows: list[dict[str, Any]] = []
+    for name, spec in secure_tasks(n, quick).items():
+        if tasks and not any(t in name for t in tasks):
+            continue
+        try:
+            timed = measure(spec["calls"], rounds=rounds)
+        except MemoryError:  # reported, not hidden (the code before issue 19 needed > 6 GB)
+            print(f"{name:36s} MemoryError")
+            rows.append({"task": name, "secure ÷ floor": "MemoryError"})
+            continue
+        row = floor_row(name, spec["floor"], timed, width=36)
+        target = TARGETS.get(name.split(",")[0])
+        met = "" if target is None else ("met" if row["secure ÷ floor"] <= target else "NOT met")
+        wall = ratio(timed["secure"], timed["floor"], "wall")
+        print(f"{'':36s}   secure ÷ floor (wall) {wall:.2f}; target {target or '-'} {met}")
+        row["secure ÷ floor (wall)"] = round(wall, 2)
+        row["target"] = "" if target is None else f"≤ {target:g}×"
+        rows.append(row)
+    return rows
+
+
+# --------------------------------------------------------------------------------------------
+# 2. samplers
+# --------------------------------------------------------------------------------------------
+
+
+def bench_samplers(n: int, rounds: int) -> list[dict[str, Any]]:
+    from dpkit.randomness.cks20 import cks20_discrete_laplace
+
+    laplace = dpkit.mechanism("laplace", epsilon=1.0, sensitivity=1.0)
+    gaussian = dpkit.mechanism("gaussian", epsilon=1.0, delta=1e-6, sensitivity=1.0)
+    lattice_t = laplace.lattice_scale(n)
+    lattice_s2 = gaussian.lattice(n).sigma2_steps
+    fast = np.random.default_rng(SEED)
+    calls: dict[str, Callable[[], object]] = {
+        "numpy float laplace (leaks; the floor)": lambda: fast.laplace(0.0, 10.0, n),
+        "numpy float normal (leaks)": lambda: fast.normal(0.0, 10.0, n),
+    }
+    for label, scale in (("1", 1), ("10³", 1000), ("the laplace lattice's ≈ 2³⁰", lattice_t)):
+        calls[f"discrete_laplace, scale {label}"] = lambda s=scale: dpkit.discrete_laplace(
+            s, size=n
+        )
+    for label, scale in (("10", Fraction(10)), ("≈ 2³⁰", lattice_t)):
+        calls[f"CKS20 discrete Laplace (reference), scale {label}"] = lambda s=scale: (
+            cks20_discrete_laplace(s, n)
+        )
+    for label, s2 in (("1", 1), ("10⁴", 10**4), ("the gaussian lattice's ≈ 2⁵⁴", lattice_s2)):
+        calls[f"discrete_gaussian, σ² = {label}"] = lambda v=s2: dpkit.discrete_gaussian(v, size=n)
+    timed = measure(calls, rounds=rounds)
+    base = timed["numpy float laplace (leaks; the floor)"]
+    print(
+        f"\n2. exact samplers, secure words, {n:.0e} draws\n{'':60s} {'M/s':>8s} {'÷ numpy laplace':>16s}"
+    )
+    rows = []
+    for label, t in timed.items():
+        r = ratio(t, base)
+        print(f"  {label:58s} {n / t.cpu / 1e6:8.2f} {r:15.2f}x")
+        rows.append(
+            {
+                "sampler": label,
+                "M draws/s (cpu)": round(n / t.cpu / 1e6, 2),
+                "÷ numpy laplace": round(r, 2),
+            }
+        )
+    return rows
+
+
+# --------------------------------------------------------------------------------------------
+# 3. timing channel
+# --------------------------------------------------------------------------------------------
+
+
+def textbook_discrete_laplace(t: int, words: Callable[[int], np.ndarray]) -> int:
+    """One discrete Laplace draw of integer scale t, the way a scalar library samples it:
+    Canonne, Kamath & Steinke 2020, Algorithm 2 (with Algorithm 1 for the Bernoulli(e^−γ)
+    coins), one word at a time. Written for this demonstration only: its loop for V runs
+    about |Z|/t times, the channel Jin et al. 2022 measure."""
+
+    def below(m: int) -> int:  # uniform on [0, m) by rejection
+        limit = (1 << 64) % m
+        while True:
+            w = int(words(1)[0])
+            if w >= limit:
+                return w % m
+
+    def exp_minus(num: int, den: int) -> bool:  # Bernoulli(e^(−num/den)), num ≤ den
+        k = 1
+        while below(den * k) < num:
+            k += 1
+        return k % 2 == 1
+
+    while True:
+        u = below(t)
+        if not exp_minus(u, t):
+            continue
+        v = 0
+        while exp_minus(1, 1):
+            v += 1
+        x = u + t * v
+        negative = int(words(1)[0]) & 1
+        if negative and x == 0:
+            continue
+        return -x if negative else x
+
+
+def time_single_draws(draw: Callable[[], Any], count: int) -> tuple[np.ndarray, np.ndarray]:
+    """(CPU ns, |value|) of ``count`` single draws, after 50 warm-up draws."""
+    for _ in range(50):
+        draw()
+    times = np.empty(count)
+    values = np.empty(count)
+    for i in range(count):
+        start = time.process_time_ns()
+        z = draw()
+        times[i] = time.process_time_ns() - start
+        values[i] = abs(int(z))
+    return times, values
+
+
+def bench_timing_channel(count: int, tolerance: float = 0.05) -> list[dict[str, Any]]:
+    """Median CPU time per quartile of |Z| for single draws at scale 100."""
+    from dpkit.randomness.cks20 import cks20_discrete_laplace
+
+    scale = 100
+    words = dpkit.SecureRandom().words
+    samplers = {
+        "dpkit discrete_laplace (fixed work)": lambda: dpkit.discrete_laplace(scale),
+        "dpkit's CKS20 sampler (vectorised rejection)": lambda: cks20_discrete_laplace(
+            Fraction(scale), 1
+        )[0],
+        "textbook CKS20, one value at a time": lambda: textbook_discrete_laplace(scale, words),
+    }
+    print(
+        f"\n3. timing channel: one draw at scale {scale}, {count} draws, CPU µs by quartile of |Z|"
+    )
+    rows = []
+    for label, draw in samplers.items():
+        times, values = time_single_draws(draw, count)
+        edges = np.quantile(values, [0.25, 0.5, 0.75])
+        groups = np.searchsorted(edges, values, side="right")
+        medians = [statistics.median(times[groups == g]) / 1e3 for g in range(4)]
+        spread = max(medians) / min(medians) - 1
+        verdict = "within" if spread <= tolerance else "OUTSIDE"
+        print(
+            f"  {label:46s} quartiles {' '.join(f'{m:7.1f}' for m in medians)}  "
+            f"spread {spread:6.1%} ({verdict} {tolerance:.0%})"
+        )
+        rows.append(
+            {
+                "sampler": label,
+                "median µs, |Z| quartile 1": round(medians[0], 1),
+                "2": round(medians[1], 1),
+                "3": round(medians[2], 1),
+                "4": round(medians[3], 1),
+                "spread": f"{spread:.1%}",
+                f"within {tolerance:.0%}": bool(spread <= tolerance),
+            }
+        )
+    return rows
+
+
+# --------------------------------------------------------------------------------------------
+# 4. memory
+# --------------------------------------------------------------------------------------------
+
+
+def bench_memory(users: int) -> list[dict[str, Any]]:
+    values = np.random.default_rng(SEED).integers(0, 64, users)
+    oue = dpkit.mechanism("oue", epsilon=1.0, k=64)
+    print(f"\n4. peak traced memory of oue.randomize, {users:.0e} users, k = 64")
+    rows = []
+    for mode, rng in (("fast", np.random.default_rng(SEED)), ("secure", None)):
+        tracemalloc.start()
+        reports = oue.randomize(values, rng=rng)
+        peak = tracemalloc.get_traced_memory()[1]
+        tracemalloc.stop()
+        multiple = peak / reports.nbytes
+        print(
+            f"  {mode:7s} output {reports.nbytes / 2**20:7.1f} MiB, peak {peak / 2**20:7.1f} MiB "
+            f"= {multiple:.2f}x the output (target ≤ 1.5x)"
+        )
+        rows.append(
+            {
+                "mode": mode,
+                "output MiB": round(reports.nbytes / 2**20, 1),
+                "peak MiB": round(peak / 2**20, 1),
+                "peak ÷ output": round(multiple, 2),
+                "target": "≤ 1.5×",
+            }
+        )
+        del reports
+    return rows
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
     parser.add_argument("--n", type=int, default=1_000_000)
-    parser.add_argument("--bits", type=int, default=10_000_000)
-    parser.add_argument("--opendp-n", type=int, default=100_000)
-    parser.add_argument("--repeat", type=int, default=3)
+    parser.add_argument("--rounds", type=int, default=7)
+    parser.add_argument("--quick", action="store_true", help="smaller inputs, for a smoke run")
+    parser.add_argument("--no-save", action="store_true", help="print only")
+    parser.add_argument("--only", default="", help="comma-separated sections to run")
+    parser.add_argument("--tasks", nargs="*", default=[], help="secure-section tasks to run")
     args = parser.parse_args()
+    only = {s for s in args.only.split(",") if s}
     print(
         f"dpkit {dpkit.__version__}, numpy {np.__version__}, Python {platform.python_version()}, "
-        f"{os.cpu_count()} CPUs, load {os.getloadavg()[0]:.1f}"
+        f"{os.cpu_count()} CPUs, load {os.getloadavg()}"
     )
-    bench_rr(args.bits, args.repeat)
-    bench_words(args.bits, args.repeat)
-    bench_samplers(args.n, args.opendp_n, args.repeat)
-    bench_central_gaussian(args.n, args.repeat)
-    bench_selection(args.repeat)
+    command = ("python benchmarks/bench_secure.py " + " ".join(sys.argv[1:])).strip()
+    harness = {"rounds": args.rounds, "warmup": 1, "clock": "cpu (process_time)"}
+    sections: dict[str, tuple[str, list[str], Callable[[], list[dict[str, Any]]], list[str]]] = {
+        "secure": (
+            "Secure mode against the plain-numpy floor",
+            [*FLOOR_COLUMNS, "secure ÷ floor (wall)", "target"],
+            lambda: bench_ratios(args.n, args.rounds, args.quick, args.tasks),
+            [RATIOS_NOTE],
+        ),
+        "samplers": (
+            "Exact samplers on secure words",
+            ["sampler", "M draws/s (cpu)", "÷ numpy laplace"],
+            lambda: bench_samplers(args.n, args.rounds),
+            [RATIOS_NOTE],
+        ),
+        "timing_channel": (
+            "Timing channel: CPU time of one discrete Laplace draw by quartile of |Z| (scale 100)",
+            ["sampler", "median µs, |Z| quartile 1", "2", "3", "4", "spread", "within 5%"],
+            lambda: bench_timing_channel(400 if args.quick else 4000),
+            ["Spread = largest quartile median ÷ smallest − 1 (CPU time of single draws)."],
+        ),
+        "memory": (
+            "Peak traced memory of oue.randomize (tracemalloc)",
+            ["mode", "output MiB", "peak MiB", "peak ÷ output", "target"],
+            lambda: bench_memory(10**6 if args.quick else 10**7),
+            [],
+        ),
+    }
+    for name, (title, columns, bench, notes) in sections.items():
+        if only and name not in only:
+            continue
+        run = Run(name, command, harness=harness)
+        rows = bench()
+        if not args.no_save:
+            run.save(title=title, columns=columns, rows=rows, notes=notes)
 
 
 if __name__ == "__main__":

@@ -2,8 +2,10 @@
 
 * ``figures/*.png`` are drawn by :func:`dpkit.plot.docs_figures` into a temporary directory and
   added to the site as generated files (nothing is written into ``docs/``, nothing is committed);
-* ``figures/benchmarks.png`` is drawn from the measurements recorded in
-  ``benchmarks/results.json``;
+* ``figures/benchmarks.png`` is drawn from the peer comparisons recorded in
+  ``benchmarks/results.json``, and ``<!-- dpkit:benchmark NAME -->`` in a page is replaced by
+  the table of section NAME of that file, with the command, date and machine load that
+  produced it (:func:`benchmark_table`), so the benchmark page shows only measured figures;
 * ``<!-- dpkit:schema KIND -->`` in a page is replaced by the reference tables of that spec
   schema (:func:`dpkit.spec.reference.schema_reference`), for the built-in plugins only, so the
   page does not depend on which third-party plugins the builder has installed;
@@ -36,6 +38,8 @@ from dpkit.spec.reference import schema_reference
 PALETTE = ("#0072B2", "#E69F00", "#009E73", "#CC79A7", "#56B4E9")  # Okabe–Ito: colour-blind safe
 REPOSITORY = Path(__file__).resolve().parents[1]
 SCHEMA_MARKER = re.compile(r"<!--\s*dpkit:schema\s+(query|session|result)\s*-->")
+BENCHMARK_MARKER = re.compile(r"<!--\s*dpkit:benchmark\s+([A-Za-z0-9_]+)\s*-->")
+RESULTS = REPOSITORY / "benchmarks" / "results.json"
 _figures: Path | None = None
 #: pymdownx.arithmatex's generic output: ``\\(...\\)`` in a span, ``\\[...\\]`` in a div.
 ARITHMATEX = re.compile(
@@ -56,28 +60,76 @@ def on_pre_build(config: Any) -> None:
         shutil.rmtree(_figures, ignore_errors=True)
     _figures = Path(tempfile.mkdtemp(prefix="dpkit-docs-figures-"))
     docs_figures(_figures)
-    benchmark_figure(REPOSITORY / "benchmarks" / "results.json", _figures / "benchmarks.png")
+    benchmark_figure(RESULTS, _figures / "benchmarks.png")
 
 
 def benchmark_figure(results: Path, out: Path) -> None:
-    """Horizontal bars: dpkit's speed-up over each peer, per task, on a log scale."""
+    """Horizontal bars: dpkit's speed-up over each peer, per task, on a log scale, with dpkit
+    and the peer in the same mode (secure against secure, fast against fast)."""
     from matplotlib.figure import Figure
+    from matplotlib.patches import Patch
 
-    rows = json.loads(results.read_text(encoding="utf-8"))["measurements"]
-    peers = sorted({row["peer"] for row in rows})
-    colours = dict(zip(peers, PALETTE, strict=False))  # fewer peers than colours
-    figure = Figure(figsize=(7.5, 0.45 * len(rows) + 1.2), layout="constrained")
+    sections = json.loads(results.read_text(encoding="utf-8"))["sections"]
+    rows = [row for section in sections.values() for row in section.get("peers", [])]
+    rows.sort(key=lambda row: (row["mode"] != "secure", row["task"], row["peer"]))
+    modes = {"secure": PALETTE[0], "fast": PALETTE[1]}
+    figure = Figure(figsize=(8.5, 0.36 * max(len(rows), 1) + 1.4), layout="constrained")
     axes = figure.add_subplot()
-    labels = [f"{row['task']} vs {row['peer']}" for row in rows]
+    labels = [f"{row['task']} — {row['peer']} ({row['mode']})" for row in rows]
     speedups = [row["speedup"] for row in rows]
-    bars = axes.barh(labels, speedups, color=[colours[row["peer"]] for row in rows])
-    axes.bar_label(bars, labels=[f"{s:g}×" for s in speedups], padding=3, fontsize=9)
+    bars = axes.barh(labels, speedups, color=[modes[row["mode"]] for row in rows])
+    axes.bar_label(bars, labels=[f"{s:,.0f}×" for s in speedups], padding=3, fontsize=8)
     axes.set_xscale("log")
-    axes.set_xlim(1, max(speedups) * 3)
+    axes.set_xlim(1, max(speedups, default=10) * 4)
     axes.invert_yaxis()
-    axes.set_xlabel("times faster than the peer library (same run, log scale)")
+    axes.tick_params(axis="y", labelsize=8)
+    axes.set_xlabel("times faster than the peer (log scale)")
     axes.spines[["top", "right"]].set_visible(False)
+    handles = [Patch(color=colour, label=f"{mode} vs {mode}") for mode, colour in modes.items()]
+    axes.legend(handles=handles, loc="lower right", fontsize=8, frameon=False)
     figure.savefig(out, dpi=120)
+
+
+def _cell(value: Any) -> str:
+    if isinstance(value, bool):
+        return "yes" if value else "no"
+    if isinstance(value, float):
+        return f"{value:,.3g}" if abs(value) < 1000 else f"{value:,.0f}"
+    return str(value).replace("|", "\\|")
+
+
+def benchmark_table(name: str, results: Path = RESULTS) -> str:
+    """Markdown for section ``name`` of results.json: its table, its peer comparisons, and where
+    the figures come from (command, date, machine, load before and after the run)."""
+    sections = json.loads(results.read_text(encoding="utf-8"))["sections"]
+    if name not in sections:
+        raise PluginError(f"benchmarks/results.json has no section {name!r}")
+    section = sections[name]
+    columns = section["columns"]
+    lines = [
+        "| " + " | ".join(columns) + " |",
+        "|" + "|".join("---" for _ in columns) + "|",
+    ]
+    lines += [
+        "| " + " | ".join(_cell(row.get(c, "")) for c in columns) + " |" for row in section["rows"]
+    ]
+    if section.get("peers"):
+        lines += ["", "| task | peer | mode | dpkit is faster (CPU) |", "|---|---|---|---|"]
+        lines += [
+            f"| {p['task']} | {p['peer']} | {p['mode']} | {p['speedup']:,.1f}× |"
+            for p in section["peers"]
+        ]
+    machine = section["machine"]
+    load = section["load"]
+    lines += [
+        "",
+        f"*Measured by `{section['command']}` on {section['date']}: {machine['cpus']} CPUs, "
+        f"Python {machine['python']}, numpy {machine['numpy']}, dpkit {machine['dpkit']}; "
+        f"load average {load['before'][0]} before, {load['after'][0]} after.*",
+    ]
+    for note in section.get("notes", []):
+        lines += ["", f"*{note}*"]
+    return "\n".join(lines)
 
 
 def on_files(files: Files, config: Any) -> Files:
@@ -88,6 +140,7 @@ def on_files(files: Files, config: Any) -> Files:
 
 
 def on_page_markdown(markdown: str, page: Any, config: Any, files: Files) -> str:
+    markdown = BENCHMARK_MARKER.sub(lambda match: benchmark_table(match[1]), markdown)
     if not SCHEMA_MARKER.search(markdown):
         return markdown
     builtins = load_registry(

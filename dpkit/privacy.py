@@ -6,6 +6,11 @@ multiplier under zCDP/RDP/PLD), randomized response is a :class:`RandomizedRespo
 privacy-loss distribution is known exactly), not merely a generic (ε, δ) pair.
 
 Every event exposes the ``epsilon`` and ``delta`` of one use of the mechanism.
+
+Events that say more than (ε, δ): :class:`BoundedRangeDP` (the exponential mechanism and its
+relatives: ε-bounded range, which zCDP and RDP charge ε²/8, not ε²/2) and :class:`CompositeDP`
+(a query that releases several noisy parts, e.g. a mean as a noisy sum and a noisy count: each
+part is composed as what it is).
 """
 
 from __future__ import annotations
@@ -16,16 +21,19 @@ from typing import Any, ClassVar
 import attrs
 
 from dpkit.errors import InvalidParameter
-from dpkit.params import Integer, Real, parameter
+from dpkit.params import Choice, Integer, Real, parameter
 
 __all__ = [
     "ApproximateDP",
+    "BoundedRangeDP",
+    "CompositeDP",
     "GaussianDP",
     "LaplaceDP",
     "PrivacyEvent",
     "PureDP",
     "RandomizedResponseDP",
     "SubsampledDP",
+    "flatten",
     "gaussian_delta",
     "gaussian_epsilon",
 ]
@@ -184,27 +192,118 @@ class LaplaceDP(PrivacyEvent):
         return 0.0
 
 
-def _check_event(instance: Any, field: attrs.Attribute[Any], value: Any) -> None:
-    if not isinstance(value, PrivacyEvent) or isinstance(value, SubsampledDP):
+@attrs.frozen
+class BoundedRangeDP(PrivacyEvent):
+    """ε-bounded range (Durfee & Rogers 2019, "Practical Differentially Private Top-k Selection
+    with Pay-what-you-get Composition", Definition 3.1): for neighbours x, x′ the privacy loss
+    ln(P(o)/Q(o)) lies in an interval of width ε, over all outputs o.
+
+    An ε-BR mechanism is ε-DP, and it is (ε²/8)-zCDP (Cesar & Rogers 2021, "Bounding,
+    Concentrating, and Truncating: Unifying Privacy Loss Composition for Data Analytics",
+    Section 3), four times less than the ε²/2 of a generic pure ε-DP mechanism. The
+    exponential mechanism at level ε — Pr[o] ∝ exp(ε·u(o)/(2Δu)), or exp(ε·u(o)/Δu) for
+    monotone utilities — is ε-BR (Durfee & Rogers 2019, Section 3): its loss is
+    ε·(u(o) − u′(o))/(2Δu) minus a constant that does not depend on o, and u − u′ ∈ [−Δu, Δu]
+    (∈ [0, Δu] or [−Δu, 0] when monotone). The continuous quantile mechanism of Smith 2011 is
+    the exponential mechanism with a fixed base measure, so it is ε-BR too.
+    """
+
+    name: ClassVar[str] = "bounded_range"
+    epsilon: float = parameter(_POSITIVE, doc="privacy loss ε (the width of the loss range)")
+
+    @property
+    def delta(self) -> float:
+        return 0.0
+
+
+def _check_parts(instance: Any, field: attrs.Attribute[Any], value: Any) -> None:
+    if (
+        not isinstance(value, tuple)
+        or not value
+        or not all(isinstance(part, PrivacyEvent) for part in value)
+    ):
         raise InvalidParameter(
-            field.name, value, "a PrivacyEvent that is not itself subsampled", owner="subsampled"
+            field.name, value, "a non-empty tuple of PrivacyEvent", owner="composite"
         )
+
+
+def _as_tuple(value: Any) -> Any:
+    return tuple(value) if isinstance(value, list) else value
+
+
+@attrs.frozen
+class CompositeDP(PrivacyEvent):
+    """One release made of several independent noisy parts, run together on the same data.
+
+    The parts compose like separate releases (Dwork & Roth 2014, Theorem 3.16 for (ε, δ); each
+    accountant composes them with its own rule), so a mean released as a Laplace sum and a
+    Laplace count at ε/2 each is ``CompositeDP((LaplaceDP(ε/2), LaplaceDP(ε/2)))``: under zCDP
+    that costs 2·(ε/2)·tanh(ε/4), about half of a single pure ε event's ε·tanh(ε/2).
+    ``epsilon`` and ``delta`` are the basic-composition totals Σε_i and Σδ_i.
+    """
+
+    name: ClassVar[str] = "composite"
+    parts: tuple[PrivacyEvent, ...] = attrs.field(converter=_as_tuple, validator=_check_parts)
+
+    @property
+    def epsilon(self) -> float:
+        return math.fsum(part.epsilon for part in self.parts)
+
+    @property
+    def delta(self) -> float:
+        return math.fsum(part.delta for part in self.parts)
+
+
+def flatten(event: PrivacyEvent) -> list[PrivacyEvent]:
+    """The parts of an event, composites expanded recursively (other events are one part)."""
+    if isinstance(event, CompositeDP):
+        return [leaf for part in event.parts for leaf in flatten(part)]
+    return [event]
+
+
+def _check_event(instance: Any, field: attrs.Attribute[Any], value: Any) -> None:
+    if not isinstance(value, PrivacyEvent) or isinstance(value, (SubsampledDP, CompositeDP)):
+        raise InvalidParameter(
+            field.name,
+            value,
+            "a PrivacyEvent that is neither subsampled nor composite",
+            owner="subsampled",
+        )
+
+
+#: The subsampling schemes of :class:`SubsampledDP`.
+SCHEMES = ("poisson", "without_replacement")
 
 
 @attrs.frozen
 class SubsampledDP(PrivacyEvent):
-    """``event`` run on a Poisson subsample: each record is kept independently with rate q.
+    """``event`` run on a random subsample of the data.
 
-    Neighbouring datasets differ by adding or removing one record. For a generic (ε, δ) event,
-    Balle, Barthe & Gaboardi 2018 ("Privacy Amplification by Subsampling", Theorem 8) give
-    (ln(1 + q(e^ε − 1)), qδ); accountants use the tighter structure where they know it (the
-    subsampled Gaussian: Mironov, Talwar & Zhang 2019, Section 3.3).
+    ``scheme="poisson"`` (the default): each record is kept independently with probability
+    q = ``sampling_rate``; neighbouring datasets differ by adding or removing one record, and
+    ``event`` states its guarantee under that relation.
+
+    ``scheme="without_replacement"``: a uniformly random subset of m of the n records, with
+    q = m/n; the dataset size is public and neighbours differ by *replacing* one record, and
+    ``event`` must state its guarantee under replacement (a Gaussian sum of records clipped to
+    norm C has L2 sensitivity 2C under replacement, not C: its noise multiplier is σ/(2C)).
+
+    Costs. For a generic (ε, δ) event both schemes give (ln(1 + q(e^ε − 1)), qδ) (Balle,
+    Barthe & Gaboardi 2018, "Privacy Amplification by Subsampling", Theorems 8 and 9). The
+    privacy-loss-distribution accountant uses the dominating pairs of Zhu, Dong & Wang 2022
+    ("Optimal Accounting of Differential Privacy via Characteristic Function", Section 5):
+    if (P, Q) dominates ``event``, then (qP + (1 − q)Q, Q) and (P, (1 − q)P + qQ) dominate
+    the subsampled event for removal and addition, and its profile is the larger of the two
+    (:mod:`dpkit.accounting.pld`).
     """
 
     name: ClassVar[str] = "subsampled"
     event: PrivacyEvent = attrs.field(validator=_check_event)
     sampling_rate: float = parameter(
-        Real(low=0.0, high=1.0, low_open=True), doc="Poisson sampling rate q"
+        Real(low=0.0, high=1.0, low_open=True), doc="sampling rate q (m/n without replacement)"
+    )
+    scheme: str = parameter(
+        Choice(SCHEMES), doc="'poisson' or 'without_replacement'", default="poisson"
     )
 
     @property

@@ -31,21 +31,34 @@ A release goes through two phases (``docs/security.md``, "The privacy boundary")
 :class:`Deferred` data (a loader called only in the private phase) let a planned batch — the
 queries of a JSON spec — be charged all or nothing before any of its data are read.
 
-Composition rules (fully adaptive: each release's parameters may depend on earlier outputs):
+Composition rules (``composition=``; the filters and their sources are in :mod:`dpkit.filters`).
+A session is fully adaptive — each release's parameters, and whether to go on, may depend on
+earlier outputs — so each rule is a *privacy filter* proven valid for that:
 
-``"basic"``
-    Σ ε_i ≤ ε and Σ δ_i ≤ δ, in exact rationals. Basic composition stays valid when the
-    parameters and the number of releases are chosen adaptively and the session stops at the
-    budget (Rogers, Roth, Ullman & Vadhan 2016, "Privacy Odometers and Filters", Section 5;
-    Whitehouse, Ramdas, Rogers & Wu 2023, "Fully-Adaptive Composition in Differential Privacy").
+``"basic"`` (the default)
+    Σ ε_i ≤ ε and Σ δ_i ≤ δ, in exact rationals (Rogers, Roth, Ullman & Vadhan 2016,
+    Section 5; Whitehouse, Ramdas, Rogers & Wu 2023).
 ``"zcdp"``
-    Σ ρ_i ≤ ρ_B, where ρ_B is the largest ρ whose (ε, δ) conversion (Canonne, Kamath &
-    Steinke 2020, Corollary 13) fits the budget. A filter that stops before Σ ρ_i exceeds ρ_B is
-    ρ_B-zCDP for adaptively chosen ρ_i: at each order α this is the Rényi filter of Feldman &
-    Zrnic 2021 ("Individual Privacy Accounting via a Rényi Filter", the composition theorem with
-    adaptively chosen parameters) with budget αρ_B, which holds for all α at once. Only
-    pure-DP and Gaussian events have a ρ (pure ε: ρ = ε²/2, Bun & Steinke 2016 Prop 3.3;
-    Gaussian: ρ = 1/(2σ²), Prop 1.6); an (ε, δ) event is refused.
+    Σ ρ_i ≤ ρ_B, the Rényi filter of Feldman & Zrnic 2021 at every order. Pure ε costs
+    ε·tanh(ε/2), Laplace ε + e^{−ε} − 1, an ε-bounded-range event ε²/8, a Gaussian 1/(2σ²)
+    (:mod:`dpkit.accounting.zcdp`); an (ε, δ) event is refused.
+``"gdp"``
+    Σ μ_i² ≤ μ_B², the Gaussian-DP filter of Smith & Thakurta 2022: a Gaussian costs exactly
+    1/σ², so k Gaussian releases are charged exactly their joint ε (ten releases of
+    ``gaussian(ε=0.5, δ=1e-6)`` cost ε = 1.52 at δ = 1e-5, not 5; a (5, 1e-5) budget admits 81
+    of them, where zCDP admits 71); a pure ε event costs the smallest dominating μ
+    (:mod:`dpkit.accounting.gdp`); an (ε, δ) event is refused.
+``"best"``
+    The rule that charges the *first* spend the smallest share of the budget, fixed from then
+    on and recorded in every entry. It is chosen from public values before any private output
+    exists, so the session is one of the valid filters above; switching later, or admitting
+    when either of two filters would, is not valid (:mod:`dpkit.filters`).
+
+A *declared plan* — a list given to :meth:`Session.release_all` — has every parameter fixed
+before any data are read, so it is one non-adaptive mechanism: under ``"basic"`` it is charged
+as one (ε, δ) event, its δ the sum of its releases' δ and its ε the tight composition of all of
+them (:func:`dpkit.accounting.account`, the privacy-loss distribution of the whole plan), never
+more than Σε_i. A JSON spec is such a plan.
 
 Randomness: ``rng=None`` (the default) is secure mode, dpkit's ChaCha20 source
 (:class:`dpkit.SecureRandom`); a ``numpy.random.Generator`` is fast mode, seedable and not
@@ -60,6 +73,7 @@ from __future__ import annotations
 import contextlib
 import hashlib
 import json
+import math
 import os
 import uuid
 from collections.abc import Callable, Sequence
@@ -70,8 +84,11 @@ import attrs
 import numpy as np
 from numpy.typing import NDArray
 
-from dpkit.accounting import event_cost, event_rho, exact, zcdp_rho_for
-from dpkit.errors import InvalidData, InvalidParameter, ReleaseFailed
+from dpkit import filters
+from dpkit.accounting import account, event_cost, event_mu2, event_rho, exact, zcdp_rho_for
+from dpkit.accounting._common import ceil_decimal
+from dpkit.accounting.gdp import gdp_budget
+from dpkit.errors import DPKitError, InvalidData, InvalidParameter, ReleaseFailed
 from dpkit.ledger import Budget, Cost, Ledger, LedgerEntry, SpendRequest
 from dpkit.mechanism import Mechanism
 from dpkit.privacy import PrivacyEvent
@@ -111,7 +128,11 @@ def _event_record(event: PrivacyEvent) -> dict[str, Any]:
     if attrs.has(type(event)):
         for field in attrs.fields(type(event)):  # type: ignore[arg-type]
             value = getattr(event, field.name)
-            record[field.name] = _event_record(value) if isinstance(value, PrivacyEvent) else value
+            if isinstance(value, PrivacyEvent):
+                value = _event_record(value)
+            elif isinstance(value, tuple) and all(isinstance(v, PrivacyEvent) for v in value):
+                value = [_event_record(v) for v in value]  # a composite's parts
+            record[field.name] = value
     return record
 
 
@@ -142,6 +163,23 @@ def _as_budget(budget: Any) -> Budget:
     if not 0 <= d < 1:
         raise InvalidParameter("budget", budget, "a pair with 0 <= delta < 1", owner="Session")
     return Budget(eps, d)
+
+
+def _with_currencies(full: Budget, composition: str | None, given: Any) -> Budget:
+    """The budget in the currencies the rule needs: ρ_B (the largest ρ whose CKS20
+    conversion meets it) for zCDP, μ_B² (the largest μ² whose Gaussian-DP profile meets it)
+    for GDP, both for "best" (where δ > 0; with δ = 0 only basic composition can meet it)."""
+    rho = full.rho if composition in ("zcdp", "best") else None
+    mu2 = full.mu2 if composition in ("gdp", "best") else None
+    if composition in ("zcdp", "gdp") and full.delta == 0:
+        raise InvalidParameter(
+            "budget", given, f"a pair with delta > 0 for {composition} composition", owner="Session"
+        )
+    if full.delta > 0 and composition in ("zcdp", "best") and rho is None:
+        rho = exact(zcdp_rho_for(float(full.epsilon), float(full.delta)))
+    if full.delta > 0 and composition in ("gdp", "best") and mu2 is None:
+        mu2 = gdp_budget(full.epsilon, full.delta)
+    return Budget(full.epsilon, full.delta, rho, mu2)
 
 
 @attrs.frozen
@@ -255,8 +293,10 @@ class Session:
     ``budget`` is ``(epsilon, delta)`` (exact: ten costs of 0.1 fit 1.0). ``ledger`` is a path,
     a ``sqlite:///PATH`` URL, ``":memory:"`` (a ledger that lives as long as the session), or
     a ``postgresql://USER@HOST/DATABASE?ledger=NAME`` URL (a budget that many hosts share).
-    Opening an existing ledger checks that ``dataset``, ``budget`` and ``composition`` agree
-    with it; without them, they are read from the ledger.
+    ``composition`` is ``"basic"`` (default), ``"zcdp"``, ``"gdp"`` or ``"best"`` (see the
+    module docstring for why each is a valid filter of a fully adaptive session). Opening an
+    existing ledger checks that ``dataset``, ``budget`` and ``composition`` agree with it;
+    without them, they are read from the ledger.
     """
 
     def __init__(
@@ -265,23 +305,15 @@ class Session:
         ledger: str | os.PathLike[str] = ":memory:",
         *,
         dataset: str | None = None,
-        composition: Literal["basic", "zcdp"] | None = None,
+        composition: Literal["basic", "zcdp", "gdp", "best"] | None = None,
     ):
-        if composition is not None and composition not in ("basic", "zcdp"):
-            raise InvalidParameter("composition", composition, "'basic' or 'zcdp'", owner="Session")
+        if composition is not None and composition not in filters.RULES:
+            raise InvalidParameter(
+                "composition", composition, "one of " + ", ".join(filters.RULES), owner="Session"
+            )
         full = None
         if budget is not None:
-            full = _as_budget(budget)
-            if composition == "zcdp":
-                if full.delta == 0:
-                    raise InvalidParameter(
-                        "budget",
-                        budget,
-                        "a pair with delta > 0 for zCDP composition",
-                        owner="Session",
-                    )
-                rho = zcdp_rho_for(float(full.epsilon), float(full.delta))
-                full = Budget(full.epsilon, full.delta, exact(rho))
+            full = _with_currencies(_as_budget(budget), composition, budget)
         self.ledger = Ledger(ledger, dataset=dataset, budget=full, composition=composition)
         self.session_id = uuid.uuid4().hex
 
@@ -302,20 +334,79 @@ class Session:
         return self.ledger.spent()
 
     @property
+    def rule(self) -> str | None:
+        """The currency the ledger charges in; for ``"best"``, None until the first spend."""
+        return self.ledger.rule
+
+    @property
     def remaining(self) -> Budget:
-        """What is left: (ε, δ) under basic composition; ρ (and the full ε, δ) under zCDP."""
+        """What is left: (ε, δ) under basic composition; ρ or μ² (and the full ε, δ) under
+        zCDP or Gaussian DP."""
         return self.ledger.remaining()
 
     def cost(self, event: PrivacyEvent, releases: int = 1) -> Cost:
-        """The exact cost of ``releases`` independent releases of ``event`` under this
-        session's composition rule: basic composition adds ε and δ (Dwork & Roth 2014,
-        Theorem 3.16), zCDP adds ρ (Bun & Steinke 2016, Lemma 2.3)."""
+        """The exact cost of ``releases`` independent releases of ``event`` in every currency
+        it has — basic composition adds ε and δ (Dwork & Roth 2014, Theorem 3.16), zCDP adds ρ
+        (Bun & Steinke 2016, Lemma 2.3), Gaussian DP adds μ² (Dong, Roth & Su 2022,
+        Corollary 3.3) — charged in the ledger's currency once it is known."""
+        full = self._full_cost(event, releases)
+        rule = self.rule
+        return full if rule is None else filters.project(full, rule)
+
+    @staticmethod
+    def _full_cost(event: Any, releases: int) -> Cost:
         if not isinstance(event, PrivacyEvent):
             raise InvalidParameter("privacy", event, "a dpkit.privacy event", owner="Session")
-        if self.composition == "zcdp":
-            return Cost(Fraction(0), Fraction(0), releases * event_rho(event))
         epsilon, delta = event_cost(event)
-        return Cost(releases * epsilon, releases * delta)
+        rho = mu2 = None
+        with contextlib.suppress(DPKitError):  # no ρ (an (ε, δ) event): not under zCDP
+            rho = releases * event_rho(event)
+        with contextlib.suppress(DPKitError):  # no μ: not under Gaussian DP
+            mu2 = releases * event_mu2(event)
+        return Cost(releases * epsilon, releases * delta, rho, mu2)
+
+    def admits(self, costs: Sequence[Cost]) -> tuple[bool, Cost, Budget]:
+        """Whether spends of ``costs`` (e.g. :meth:`plan_costs`) would fit now, what they
+        would be charged in the ledger's currency (for "best" before the first spend: the one
+        it would choose), and what is left — a public-phase preview; the ledger's own check at
+        the spend is the one that counts. Raises InvalidParameter for an event the currency
+        cannot charge."""
+        rule = self.rule
+        if rule is None:
+            rule = filters.choose(filters.total(list(costs)), self.budget)
+        charged = filters.total([filters.project(c, rule) for c in costs])
+        budget, spent, zero = self.budget, self.spent, Fraction(0)
+        spent_cost = Cost(spent.epsilon, spent.delta, spent.rho or zero, spent.mu2 or zero)
+        remaining = Budget(
+            budget.epsilon - spent.epsilon,
+            budget.delta - spent.delta,
+            budget.rho - (spent.rho or zero) if rule == "zcdp" and budget.rho else None,
+            budget.mu2 - (spent.mu2 or zero) if rule == "gdp" and budget.mu2 else None,
+        )
+        return filters.admits(spent_cost, charged, budget, rule), charged, remaining
+
+    def plan_costs(self, items: Sequence[tuple[PrivacyEvent, int]]) -> list[Cost]:
+        """The costs of a declared plan (``(event, releases)`` per item), as
+        :meth:`release_all` charges them: each item's own costs, and under basic composition
+        the plan's ε shared among the items in proportion to their ε (module docstring)."""
+        costs = [self._full_cost(event, releases) for event, releases in items]
+        if len(costs) < 2:
+            return costs
+        epsilon = sum((c.epsilon for c in costs), Fraction(0))
+        delta = sum((c.delta for c in costs), Fraction(0))
+        if epsilon == 0 or delta >= 1:
+            return costs
+        at = float(delta)
+        if Fraction(at) > delta:  # the float nearest Σδ may be above it: ask at most Σδ
+            at = math.nextafter(at, 0.0)
+        try:
+            tight = account(list(items), delta=at).epsilon
+        except DPKitError:
+            return costs
+        if not tight < float(epsilon):
+            return costs
+        scale = min(ceil_decimal(tight), epsilon) / epsilon
+        return [attrs.evolve(c, epsilon=c.epsilon * scale) for c in costs]
 
     def release(
         self,
@@ -344,16 +435,25 @@ class Session:
         """Release several targets, charged all or nothing before any of them runs.
 
         Each item is ``(target, data, rng)`` or ``(target, data, rng, label)``; ``data`` may be
-        :class:`Deferred`, read only after every cost is committed. If any cost does not fit,
-        nothing is written and :class:`~dpkit.errors.BudgetExceeded` is raised. Once the
-        batch is committed, a target that fails raises :class:`~dpkit.errors.ReleaseFailed`
-        with every spend of the batch kept.
+        :class:`Deferred`, read only after every cost is committed. The list is a declared
+        plan: its parameters are fixed before any data are read, so under basic composition it
+        is charged its tight joint ε (:meth:`plan_costs`; each entry's rule is
+        ``"basic-plan"``). If the plan does not fit, nothing is written and
+        :class:`~dpkit.errors.BudgetExceeded` is raised. Once the batch is committed, a target
+        that fails raises :class:`~dpkit.errors.ReleaseFailed` with every spend of the batch
+        kept.
         """
         prepared = [
             self._prepare(item[0], item[1], item[2], item[3] if len(item) > 3 else None)
             for item in items
         ]
-        entries = self.ledger.spend_all([self._request(one) for one in prepared])
+        costs = self.plan_costs([(one.target.privacy, one.releases) for one in prepared])
+        plan = len(prepared) > 1
+        requests = [
+            attrs.evolve(self._request(one), cost=cost, plan=plan)
+            for one, cost in zip(prepared, costs, strict=True)
+        ]
+        entries = self.ledger.spend_all(requests)
         return [self._execute(one, entry) for one, entry in zip(prepared, entries, strict=True)]
 
     def _prepare(self, target: Any, data: Any, rng: Any, label: str | None) -> _Prepared:
@@ -397,7 +497,7 @@ class Session:
         if prepared.releases != 1:
             event["releases"] = prepared.releases
         return SpendRequest(
-            self.cost(target.privacy, prepared.releases),
+            self._full_cost(target.privacy, prepared.releases),
             mechanism=str(getattr(target, "name", type(target).__name__)),
             parameters=_parameters(target),
             event=event,

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Iterable, Sequence
+from decimal import ROUND_CEILING, ROUND_FLOOR, Decimal
 from fractions import Fraction
 from typing import Any, TypeAlias
 
@@ -16,8 +17,10 @@ __all__ = [
     "Bound",
     "Events",
     "NotApplicable",
+    "ceil_decimal",
     "check_delta",
     "exact",
+    "floor_decimal",
     "inverse_square",
     "normalise",
 ]
@@ -123,3 +126,36 @@ def check_delta(delta: Any, *, owner: str) -> float:
     if isinstance(delta, bool) or not isinstance(delta, (int, float)) or not 0 < delta < 1:
         raise InvalidParameter("delta", delta, "a real number in (0, 1)", owner=owner)
     return float(delta)
+
+
+def _decimal_round(value: Fraction, digits: int, rounding: str) -> Fraction:
+    if value == 0:
+        return Fraction(0)
+    exponent = Decimal(value.numerator).adjusted() - Decimal(value.denominator).adjusted()
+    scale = Fraction(10) ** (exponent - digits + 2)  # ≥ digits - 1 significant digits kept
+    steps = value / scale
+    whole = math.ceil(steps) if rounding == ROUND_CEILING else math.floor(steps)
+    return whole * scale
+
+
+def ceil_decimal(value: float | Fraction, *, ulps: int = 8, digits: int = 15) -> Fraction:
+    """An exact rational ≥ ``value`` with at most ``digits`` significant decimal digits.
+
+    A float is first moved up by ``ulps`` units in the last place (the error of the few
+    operations that computed it), so the result bounds the real number the float stands for.
+    Budgets and costs stay short and readable in the ledger (``"46211715726001/10^14"``).
+    """
+    if isinstance(value, float):
+        if not math.isfinite(value) or value < 0:
+            raise InvalidParameter("value", value, "a finite real number >= 0")
+        value = Fraction(value + ulps * math.ulp(value))
+    return _decimal_round(value, digits, ROUND_CEILING)
+
+
+def floor_decimal(value: float | Fraction, *, ulps: int = 8, digits: int = 15) -> Fraction:
+    """An exact rational ≤ ``value`` (moved down by ``ulps`` first, if a float), ≥ 0."""
+    if isinstance(value, float):
+        if not math.isfinite(value) or value < 0:
+            raise InvalidParameter("value", value, "a finite real number >= 0")
+        value = Fraction(max(value - ulps * math.ulp(value), 0.0))
+    return max(_decimal_round(value, digits, ROUND_FLOOR), Fraction(0))

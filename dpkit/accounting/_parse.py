@@ -1,7 +1,7 @@
 """The event syntax of ``dpkit account``: ``NAME(key=value, ...)*COUNT``, parsed without eval.
 
 >>> parse_event("subsampled_gaussian(noise_multiplier=1.0,sampling_rate=0.01)*1000", delta=1e-5)
-(SubsampledDP(event=GaussianDP(noise_multiplier=1.0, delta=1e-05), sampling_rate=0.01), 1000)
+(SubsampledDP(event=GaussianDP(noise_multiplier=1.0, delta=1e-05), sampling_rate=0.01, scheme='poisson'), 1000)
 """
 
 from __future__ import annotations
@@ -13,7 +13,9 @@ from typing import Any
 
 from dpkit.errors import DPKitError
 from dpkit.privacy import (
+    SCHEMES,
     ApproximateDP,
+    BoundedRangeDP,
     GaussianDP,
     LaplaceDP,
     PrivacyEvent,
@@ -22,7 +24,7 @@ from dpkit.privacy import (
     SubsampledDP,
 )
 
-__all__ = ["EVENT_KINDS", "EventSyntaxError", "parse_event"]
+__all__ = ["EVENT_KINDS", "EventSyntaxError", "open_parameter", "parse_event"]
 
 
 class EventSyntaxError(DPKitError, ValueError):
@@ -43,29 +45,46 @@ def _gaussian(p: dict[str, float], delta: float) -> PrivacyEvent:
     return GaussianDP(noise_multiplier=p["noise_multiplier"], delta=delta)
 
 
+_SAMPLING = ("sampling_rate", "scheme")
+
 #: name → (required keys, optional keys, constructor(params, delta))
 EVENT_KINDS: dict[
     str, tuple[tuple[str, ...], tuple[str, ...], Callable[[dict[str, Any], float], PrivacyEvent]]
 ] = {
-    "gaussian": (("noise_multiplier",), ("sampling_rate",), _gaussian),
-    "subsampled_gaussian": (("noise_multiplier", "sampling_rate"), (), _gaussian),
-    "laplace": (("epsilon",), ("sampling_rate",), lambda p, d: LaplaceDP(epsilon=p["epsilon"])),
+    "gaussian": (("noise_multiplier",), _SAMPLING, _gaussian),
+    "subsampled_gaussian": (("noise_multiplier", "sampling_rate"), ("scheme",), _gaussian),
+    "laplace": (("epsilon",), _SAMPLING, lambda p, d: LaplaceDP(epsilon=p["epsilon"])),
     "rr": (
         ("epsilon",),
-        ("sampling_rate",),
+        _SAMPLING,
         lambda p, d: RandomizedResponseDP(epsilon=p["epsilon"]),
     ),
     "krr": (
         ("epsilon", "k"),
-        ("sampling_rate",),
+        _SAMPLING,
         lambda p, d: RandomizedResponseDP(epsilon=p["epsilon"], k=p["k"]),
     ),
-    "pure": (("epsilon",), ("sampling_rate",), lambda p, d: PureDP(epsilon=p["epsilon"])),
+    "pure": (("epsilon",), _SAMPLING, lambda p, d: PureDP(epsilon=p["epsilon"])),
+    "bounded_range": (
+        ("epsilon",),
+        _SAMPLING,
+        lambda p, d: BoundedRangeDP(epsilon=p["epsilon"]),
+    ),
     "approx": (
         ("epsilon", "delta"),
-        ("sampling_rate",),
+        _SAMPLING,
         lambda p, d: ApproximateDP(epsilon=p["epsilon"], delta=p["delta"]),
     ),
+}
+
+#: The parameter an event may leave out when ``dpkit account --calibrate`` solves for it.
+_OPEN = {
+    "gaussian": "noise_multiplier",
+    "subsampled_gaussian": "noise_multiplier",
+    "laplace": "epsilon",
+    "rr": "epsilon",
+    "pure": "epsilon",
+    "bounded_range": "epsilon",
 }
 
 _EVENT = re.compile(
@@ -74,8 +93,12 @@ _EVENT = re.compile(
 _NUMBER = re.compile(r"^[+-]?(?:\d+(?:\.\d*)?|\.\d+)(?:[eE][+-]?\d+)?$")
 
 
-def _number(text: str, key: str, whole: str) -> float | int:
+def _number(text: str, key: str, whole: str) -> float | int | str:
     value = text.strip()
+    if key == "scheme":
+        if value not in SCHEMES:
+            raise EventSyntaxError(whole, f"scheme={value!r} is not one of {', '.join(SCHEMES)}")
+        return value
     if not _NUMBER.match(value):
         raise EventSyntaxError(whole, f"{key}={value!r} is not a number")
     number = float(value)
@@ -89,12 +112,12 @@ def _number(text: str, key: str, whole: str) -> float | int:
 
 
 def parse_event(
-    text: str, *, delta: float, noise_multiplier: float | None = None
+    text: str, *, delta: float, fill: dict[str, float] | None = None
 ) -> tuple[PrivacyEvent, int]:
     """Parse one EVENT into ``(event, count)``.
 
-    A Gaussian is reported at ``delta``; ``noise_multiplier`` fills in a Gaussian written
-    without one (as ``--target-epsilon`` does while it searches).
+    A Gaussian is reported at ``delta``; ``fill`` supplies parameters written without a value
+    (as ``--calibrate`` does while it searches).
     """
     match = _EVENT.match(text)
     if match is None:
@@ -116,8 +139,9 @@ def parse_event(
         if key in params:
             raise EventSyntaxError(text, f"{key} is given twice")
         params[key] = _number(value, key, text)
-    if noise_multiplier is not None and "noise_multiplier" in required:
-        params.setdefault("noise_multiplier", noise_multiplier)
+    for key, value in (fill or {}).items():
+        if key in required:
+            params.setdefault(key, value)
     missing = [key for key in required if key not in params]
     if missing:
         raise EventSyntaxError(text, f"{name} needs {', '.join(missing)}")
@@ -127,17 +151,20 @@ def parse_event(
         if not re.fullmatch(r"\d+", count_text):
             raise EventSyntaxError(text, f"count {count_text!r} is not a whole number >= 0")
         count = int(count_text)
+    if "scheme" in params and "sampling_rate" not in params:
+        raise EventSyntaxError(text, "scheme= needs sampling_rate=")
     event = make(params, delta)  # parameter domains raise InvalidParameter
     if "sampling_rate" in params:
-        event = SubsampledDP(event, params["sampling_rate"])
+        event = SubsampledDP(event, params["sampling_rate"], params.get("scheme", "poisson"))
     return event, count
 
 
-def needs_noise_multiplier(text: str) -> bool:
-    """Whether EVENT is a Gaussian written without its noise multiplier."""
+def open_parameter(text: str) -> str | None:
+    """The parameter EVENT leaves out for calibration (a Gaussian without its noise
+    multiplier, a pure event without its ε), or None."""
     match = _EVENT.match(text)
-    return bool(
-        match
-        and match["name"] in ("gaussian", "subsampled_gaussian")
-        and "noise_multiplier" not in (match["args"] or "")
-    )
+    if not match or match["name"] not in _OPEN:
+        return None
+    wanted = _OPEN[match["name"]]
+    given = {part.partition("=")[0].strip() for part in (match["args"] or "").split(",")}
+    return None if wanted in given else wanted

@@ -12,6 +12,8 @@ import math
 from collections.abc import Callable
 from typing import Any
 
+import attrs
+
 from dpkit.accounting._common import (
     Bound,
     Events,
@@ -22,23 +24,31 @@ from dpkit.accounting._common import (
 )
 from dpkit.accounting.advanced import compose_advanced
 from dpkit.accounting.basic import compose_basic
+from dpkit.accounting.gdp import compose_gdp
 from dpkit.accounting.pld import compose_pld
 from dpkit.accounting.rdp import compose_rdp
 from dpkit.accounting.zcdp import compose_zcdp
 from dpkit.errors import DPKitError, InvalidParameter
-from dpkit.privacy import GaussianDP, PrivacyEvent, SubsampledDP, gaussian_delta, gaussian_epsilon
+from dpkit.privacy import (
+    ApproximateDP,
+    GaussianDP,
+    SubsampledDP,
+    flatten,
+    gaussian_epsilon,
+)
 
-__all__ = ["METHODS", "account", "compose_exact_gaussian", "gaussian_noise_multiplier"]
+__all__ = ["METHODS", "account", "compose_exact_gaussian"]
 
 
 def compose_exact_gaussian(events: Events | Any, *, delta: float) -> Bound:
     """Exact ε(δ) of a composition of Gaussian mechanisms (module docstring)."""
     target = check_delta(delta, owner="compose_exact_gaussian")
     mu_squared = 0.0
-    for event, count in normalise(events):
-        if not isinstance(event, GaussianDP):
-            raise NotApplicable("exact-gaussian", event, "only Gaussian events compose exactly")
-        mu_squared += count * inverse_square(event.noise_multiplier)
+    for whole, count in normalise(events):
+        for event in flatten(whole):
+            if not isinstance(event, GaussianDP):
+                raise NotApplicable("exact-gaussian", event, "only Gaussian events compose exactly")
+            mu_squared += count * inverse_square(event.noise_multiplier)
     if mu_squared == 0:
         return Bound(epsilon=0.0, delta=target, method="exact-gaussian")
     if not math.isfinite(mu_squared):  # σ/Δ below ~1e-154: no privacy at any δ < 1
@@ -67,9 +77,28 @@ METHODS: dict[str, _Backend] = {
     "basic": _basic_at,
     "advanced": compose_advanced,
     "zcdp": compose_zcdp,
+    "gdp": compose_gdp,
     "rdp": compose_rdp,
     "pld": compose_pld,
 }
+
+
+def _pure(events: Events) -> Bound:
+    """δ = 0: Σε, exact. It is also the smallest ε at δ = 0: the randomized-response pairs that
+    dominate pure events reach the loss Σε_i with positive probability (Kairouz, Oh &
+    Viswanath 2015, Theorem 3.3 at δ = 0), and a subsampled pair reaches Σ ln(1 + q(e^ε − 1))."""
+    for event, _ in events:
+        for part in flatten(event):
+            inner = part.event if isinstance(part, SubsampledDP) else part
+            if isinstance(inner, (GaussianDP, ApproximateDP)) and inner.delta > 0:
+                raise InvalidParameter(
+                    "delta",
+                    0,
+                    f"> 0 for {type(inner).__name__} (it has no finite ε at δ = 0)",
+                    owner="account",
+                )
+    bound = compose_basic(events)
+    return attrs.evolve(bound, method="pure", candidates={"pure": bound.epsilon})
 
 
 def account(events: Events | Any, *, delta: float, method: str = "best") -> Bound:
@@ -77,10 +106,13 @@ def account(events: Events | Any, *, delta: float, method: str = "best") -> Boun
 
     ``method`` is one of :data:`METHODS` or ``"best"``: the smallest ε among every backend
     that applies; ``Bound.method`` names the one that gave it and ``Bound.candidates`` lists
-    each backend's ε (or why it did not apply).
+    each backend's ε (or why it did not apply). ``delta=0`` asks a pure-DP question: the
+    events must all be pure (Σε is then exact and tight; ``Bound.method`` is ``"pure"``).
     """
-    target = check_delta(delta, owner="account")
     items = normalise(events)
+    if isinstance(delta, (int, float)) and not isinstance(delta, bool) and delta == 0:
+        return _pure(items)
+    target = check_delta(delta, owner="account")
     if method != "best":
         if method not in METHODS:
             raise InvalidParameter("method", method, f"one of {', '.join([*METHODS, 'best'])}")
@@ -113,60 +145,3 @@ def account(events: Events | Any, *, delta: float, method: str = "best") -> Boun
         detail=best.detail,
         candidates=candidates,
     )
-
-
-def gaussian_noise_multiplier(
-    target_epsilon: float,
-    *,
-    delta: float,
-    steps: int = 1,
-    sampling_rate: float | None = None,
-    others: Events = (),
-    method: str = "best",
-) -> float:
-    """The smallest noise multiplier σ for which ``steps`` Gaussian releases (Poisson-subsampled
-    at ``sampling_rate`` if given), composed with ``others``, are (target_epsilon, delta)-DP.
-
-    Without subsampling or other events this is the exact answer: μ solves Balle & Wang's
-    δ(ε; μ) = δ and σ = sqrt(steps)/μ. Otherwise σ is found by bisection on ``method``'s ε,
-    to a relative precision of 1e-6 (rounded up).
-    """
-    check_delta(delta, owner="gaussian_noise_multiplier")
-    if not target_epsilon > 0:
-        raise InvalidParameter("target_epsilon", target_epsilon, "a real number > 0")
-    if sampling_rate is None and not others:
-        lo, hi = 0.0, 1.0  # δ(ε; μ) increases with μ = 1/σ: find the largest μ with δ ≤ delta
-        while gaussian_delta(target_epsilon, 1 / hi) <= delta:
-            lo, hi = hi, 2 * hi
-        for _ in range(200):
-            mid = 0.5 * (lo + hi)
-            if gaussian_delta(target_epsilon, 1 / mid) <= delta:
-                lo = mid
-            else:
-                hi = mid
-            if hi - lo <= 1e-13 * hi:
-                break
-        if lo == 0:
-            raise InvalidParameter("target_epsilon", target_epsilon, "reachable by some noise")
-        return math.sqrt(steps) / lo
-
-    def epsilon_at(sigma: float) -> float:
-        event: PrivacyEvent = GaussianDP(noise_multiplier=sigma, delta=delta)
-        if sampling_rate is not None:
-            event = SubsampledDP(event, sampling_rate)
-        return account([*others, (event, steps)], delta=delta, method=method).epsilon
-
-    lo, hi = 0.0, 1.0
-    while epsilon_at(hi) > target_epsilon:
-        lo, hi = hi, 2 * hi
-        if hi > 1e6:
-            raise InvalidParameter(
-                "target_epsilon", target_epsilon, "reachable with a noise multiplier below 1e6"
-            )
-    while hi - lo > 1e-6 * hi:
-        mid = 0.5 * (lo + hi)
-        if mid > 0 and epsilon_at(mid) <= target_epsilon:
-            hi = mid
-        else:
-            lo = mid
-    return hi

@@ -28,7 +28,7 @@ import numpy as np
 from dpkit.accounting._common import Bound, Events, NotApplicable, check_delta, normalise
 from dpkit.accounting.basic import event_cost
 from dpkit.errors import InvalidParameter
-from dpkit.privacy import GaussianDP, SubsampledDP
+from dpkit.privacy import GaussianDP, SubsampledDP, flatten
 
 __all__ = [
     "compose_advanced",
@@ -114,11 +114,12 @@ def compose_advanced(events: Events | Any, *, delta: float) -> Bound:
     """
     target = check_delta(delta, owner="compose_advanced")
     groups: dict[tuple[Fraction, Fraction], int] = defaultdict(int)
-    for event, count in normalise(events):
-        inner = event.event if isinstance(event, SubsampledDP) else event
-        if isinstance(inner, GaussianDP):
-            raise NotApplicable("advanced", event, "compose Gaussians with zcdp, rdp or pld")
-        groups[event_cost(event)] += count
+    for whole, count in normalise(events):
+        for event in flatten(whole):
+            inner = event.event if isinstance(event, SubsampledDP) else event
+            if isinstance(inner, GaussianDP):
+                raise NotApplicable("advanced", event, "compose Gaussians with zcdp, rdp or pld")
+            groups[event_cost(event)] += count
     if not groups:
         return Bound(epsilon=0.0, delta=0.0, method="advanced", detail={"bound": "empty"})
     log_keep = math.fsum(k * math.log1p(-float(d)) for (_, d), k in groups.items())

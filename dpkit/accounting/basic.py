@@ -14,12 +14,15 @@ from dpkit.accounting._common import Bound, Events, NotApplicable, check_delta, 
 from dpkit.errors import InvalidParameter
 from dpkit.privacy import (
     ApproximateDP,
+    BoundedRangeDP,
+    CompositeDP,
     GaussianDP,
     LaplaceDP,
     PrivacyEvent,
     PureDP,
     RandomizedResponseDP,
     SubsampledDP,
+    flatten,
     gaussian_epsilon,
 )
 
@@ -36,9 +39,14 @@ def event_cost(event: PrivacyEvent, *, delta: float | None = None) -> tuple[Frac
 
     A Gaussian is reported at ``delta`` (its exact ε there, Balle & Wang 2018, Theorem 8) or,
     without ``delta``, at its own declared δ. A Poisson-subsampled event at rate q is amplified
-    to (ln(1 + q(e^ε − 1)), qδ) (Balle, Barthe & Gaboardi 2018, Theorem 8).
+    to (ln(1 + q(e^ε − 1)), qδ) (Balle, Barthe & Gaboardi 2018, Theorem 8; Theorem 9 gives the
+    same for sampling without replacement under replacement neighbours). A composite event
+    costs the sum of its parts; an ε-bounded-range event costs ε (it is ε-DP).
     """
-    if isinstance(event, (PureDP, LaplaceDP, RandomizedResponseDP)):
+    if isinstance(event, CompositeDP):
+        costs = [event_cost(part, delta=delta) for part in event.parts]
+        return sum((c[0] for c in costs), Fraction(0)), sum((c[1] for c in costs), Fraction(0))
+    if isinstance(event, (PureDP, LaplaceDP, RandomizedResponseDP, BoundedRangeDP)):
         return exact(event.epsilon), Fraction(0)
     if isinstance(event, ApproximateDP):
         return exact(event.epsilon), exact(event.delta)
@@ -70,7 +78,7 @@ def compose_basic(events: Events | Any, *, delta: float | None = None) -> Bound:
     With a target ``delta``, what is left of it after the fixed δ_i of approximate events is
     shared equally among the Gaussian releases, each reported at its share.
     """
-    items = normalise(events)
+    items = [(part, count) for event, count in normalise(events) for part in flatten(event)]
     share: float | None = None
     if delta is not None:
         target = check_delta(delta, owner="compose_basic")

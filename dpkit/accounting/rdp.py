@@ -11,12 +11,29 @@ count-weighted sum. Curves (add/remove neighbours, Δ = 1):
 * Any pure ε-DP mechanism is a post-processing of binary randomized response at ε (Kairouz, Oh &
   Viswanath 2015, Theorem 2.4), so D_α ≤ ln((e^{αε} + e^{(1−α)ε})/(e^ε + 1))/(α−1), which is
   k-RR's curve at k = 2; k-ary RR: ln((e^{αε} + e^{(1−α)ε} + k − 2)/(e^ε + k − 1))/(α−1).
-* Poisson-subsampled Gaussian at rate q, integer α ≥ 2 (Mironov, Talwar & Zhang 2019, "Rényi
-  Differential Privacy of the Sampled Gaussian Mechanism", Section 3.3):
-  A_α = Σ_{j=0}^{α} C(α, j)(1 − q)^{α−j} q^j e^{(j² − j)/(2σ²)},  D_α = ln A_α/(α − 1).
-  Fractional orders are not used for it (they would need MTZ19's series; the bound at the
-  integer orders is valid on its own).
-* Subsampled pure ε-DP: pure ln(1 + q(e^ε − 1))-DP (Balle, Barthe & Gaboardi 2018, Theorem 8).
+* ε-bounded range: min(α·ε²/8, the randomized-response curve) (Cesar & Rogers 2021, Section 3:
+  ε-BR ⇒ (ε²/8)-zCDP, i.e. D_α ≤ αε²/8; and ε-BR is ε-DP).
+* A composite event: the sum of its parts' curves.
+* Poisson-subsampled Gaussian at rate q (Mironov, Talwar & Zhang 2019, "Rényi Differential
+  Privacy of the Sampled Gaussian Mechanism", Section 3.3), D_α = ln A_α/(α − 1) with
+  A_α = E_{z∼N(0,σ²)}[(1 − q + q·e^{(2z−1)/(2σ²)})^α]. Integer α ≥ 2:
+  A_α = Σ_{j=0}^{α} C(α, j)(1 − q)^{α−j} q^j e^{(j² − j)/(2σ²)}. Fractional α (up to 12, where
+  the optimum of a DP-SGD composition usually is, and above 2, where the series settles
+  quickly): split at z₀ = σ² ln(1/q − 1) + 1/2, where
+  the two terms are equal, and expand each side in a convergent binomial series,
+  A_α = Σ_{j≥0} C(α, j)[(1 − q)^{α−j} q^j e^{(j²−j)/(2σ²)} Φ((z₀ − j)/σ)
+  + (1 − q)^j q^{α−j} e^{((α−j)²−(α−j))/(2σ²)} Φ((α − j − z₀)/σ)], with the signs of the
+  generalised binomial coefficients kept (dp-accounting 0.6.0 drops them, which over-states
+  A_α slightly); the sum stops on a positive term below 10⁻¹² of the largest (the terms
+  alternate and shrink there, so that partial sum is an upper bound) and is moved up by a
+  relative 10⁻¹² (in ln A_α). Sampling without replacement uses the same pair (Zhu, Dong & Wang
+  2022, Section 5), with σ stated under replacement.
+* A subsampled pure, Laplace, RR or bounded-range event: the exact curve of the subsampled
+  randomized-response pair at ε (Kairouz, Oh & Viswanath 2015 make RR dominate every ε-DP
+  pair; Zhu, Dong & Wang 2022 give the subsampled pairs (qP + (1 − q)Q, Q) and
+  (P, (1 − q)P + qQ)), the larger of the two directions. A pair that dominates another in
+  every hockey-stick divergence is, by Blackwell's theorem (Dong, Roth & Su 2022,
+  Theorem 2.10), a post-processing of it, so its Rényi divergence is at least as large.
 
 Conversion to (ε, δ) (every order gives a valid bound; the smallest is reported):
 ε = min_α D_α + ln((α − 1)/α) − (ln δ + ln α)/(α − 1)  (Balle, Barthe, Gaboardi, Hsu & Sato
@@ -26,6 +43,7 @@ classic ε = D_α + ln(1/δ)/(α − 1) (Mironov 2017, Proposition 3).
 
 from __future__ import annotations
 
+import functools
 import math
 from typing import Any
 
@@ -40,24 +58,30 @@ from dpkit.accounting._common import (
     inverse_square,
     normalise,
 )
+from dpkit.accounting._losslaw import randomized_response_law, subsample
 from dpkit.privacy import (
+    BoundedRangeDP,
+    CompositeDP,
     GaussianDP,
     LaplaceDP,
     PrivacyEvent,
     PureDP,
     RandomizedResponseDP,
     SubsampledDP,
+    _log_phi,
 )
 
 __all__ = ["ORDERS", "compose_rdp", "event_rdp", "rdp_epsilon"]
 
-#: The Rényi orders: dense near 1, steps of 0.1 up to 64, every integer to 256, then sparser
-#: up to 4096 (dp_accounting's default grid has 156 orders up to 1024; this one has ~900).
+#: The Rényi orders: dense near 1 (and steps of 0.01 up to 2), steps of 0.1 up to 64, every
+#: integer to 256, then sparser up to 4096 (dp_accounting's default grid has 156 orders up to
+#: 1024; this one has ~1000).
 ORDERS: NDArray[np.float64] = np.unique(
     np.round(
         np.concatenate(
             [
                 1.0 + np.geomspace(1e-4, 1.0, 60)[:-1],
+                np.arange(101, 200) / 100.0,
                 np.arange(20, 641) / 10.0,
                 np.arange(65, 257, dtype=float),
                 np.array([288, 320, 384, 448, 512, 640, 768, 1024, 1536, 2048, 3072, 4096.0]),
@@ -93,6 +117,51 @@ def _laplace_curve(epsilon: float, orders: NDArray[np.float64]) -> NDArray[np.fl
     return np.maximum(value, 0.0)
 
 
+_lgamma = np.frompyfunc(math.lgamma, 1, 1)
+_log_phi_array = np.frompyfunc(_log_phi, 1, 1)
+
+
+@functools.lru_cache(maxsize=4096)
+def _fractional_log_a(sigma: float, q: float, alpha: float) -> float:
+    """ln A_α of the subsampled Gaussian at a fractional α (module docstring), rounded up.
+
+    Beyond j = α + 1 the generalised binomial coefficients alternate in sign while both
+    series' terms shrink (like j^{−α−2}), so a partial sum that ends on a positive term is an
+    upper bound of the whole: the sum stops at such a term below 10⁻¹² of the largest.
+    """
+    z0 = sigma * sigma * math.log(1 / q - 1) + 0.5
+    log_q, log_1mq = math.log(q), math.log1p(-q)
+    two_var = 2 * sigma * sigma
+    total, top = 0.0, -math.inf
+    start = 0
+    while start < 200_000:
+        j = np.arange(start, start + 512, dtype=float)
+        k = alpha - j
+        # C(α, j) = Γ(α + 1)/(j! Γ(α − j + 1)); its sign is (−1)^{#{i < j : i > α}}
+        log_c = math.lgamma(alpha + 1) - _lgamma(j + 1) - _lgamma(k + 1)
+        sign = np.where(np.maximum(0, j - math.floor(alpha) - 1) % 2, -1.0, 1.0)
+        t0 = log_c + k * log_1mq + j * log_q + (j * j - j) / two_var
+        t0 = np.asarray(t0 + _log_phi_array((z0 - j) / sigma), dtype=float)
+        t1 = log_c + j * log_1mq + k * log_q + (k * k - k) / two_var
+        t1 = np.asarray(t1 + _log_phi_array((k - z0) / sigma), dtype=float)
+        terms = np.logaddexp(t0, t1)
+        if start == 0:
+            top = float(terms.max())
+        scaled = sign * np.exp(terms - top)
+        partial = total + np.cumsum(scaled)
+        done = (j > alpha + 1) & (sign > 0) & (terms < top - 27.6)  # below 1e-12 of the top
+        if done.any():
+            total = float(partial[int(np.argmax(done))])
+            return top + math.log(total) + 1e-12 if total > 0 else math.inf
+        total = float(partial[-1])
+        start += 512
+    return math.inf
+
+
+#: Fractional orders up to this one are summed for the subsampled Gaussian.
+_FRACTIONAL_MAX = 12.0
+
+
 def _subsampled_gaussian_curve(
     sigma: float, q: float, orders: NDArray[np.float64]
 ) -> NDArray[np.float64]:
@@ -101,6 +170,8 @@ def _subsampled_gaussian_curve(
         return orders * (0.5 * inverse_square(sigma))  # α/(2σ²)
     integer = (orders >= 2) & (np.abs(orders - np.round(orders)) < 1e-9)
     log_q, log_1mq = math.log(q), math.log1p(-q)
+    if not inverse_square(sigma) < 1e300:  # σ below ~1e-150: no privacy at any order
+        return out
     for index in np.flatnonzero(integer):
         alpha = round(float(orders[index]))
         j = np.arange(alpha + 1, dtype=float)
@@ -111,17 +182,51 @@ def _subsampled_gaussian_curve(
             + (j * j - j) / (2 * sigma**2)
         )
         top = terms.max()
+        if not math.isfinite(top):
+            continue
         log_a = top + math.log(np.exp(terms - top).sum())
         out[index] = max(log_a, 0.0) / (alpha - 1)
+    fractional = ~integer & (orders > 2) & (orders <= _FRACTIONAL_MAX)
+    if sigma >= 0.1:  # below, e^{(j²−j)/(2σ²)} overflows long before the series settles
+        for index in np.flatnonzero(fractional):
+            order = float(orders[index])
+            out[index] = max(_fractional_log_a(sigma, q, order), 0.0) / (order - 1)
     return out
+
+
+def _discrete_curve(
+    atoms: tuple[tuple[float, float], ...], orders: NDArray[np.float64]
+) -> NDArray[np.float64]:
+    """D_α = ln E_P[e^{(α−1)L}]/(α − 1) of a pair whose loss takes finitely many values."""
+    loss = np.array([a for a, _ in atoms])
+    log_p = np.log(np.array([p for _, p in atoms]))
+    values = log_p[None, :] + (orders[:, None] - 1) * loss[None, :]
+    top = values.max(axis=1)
+    log_sum = top + np.log(np.exp(values - top[:, None]).sum(axis=1))
+    curve: NDArray[np.float64] = np.maximum(log_sum / (orders - 1), 0.0)
+    return curve
+
+
+def _subsampled_pure_curve(event: SubsampledDP, orders: NDArray[np.float64]) -> NDArray[np.float64]:
+    inner = event.event
+    k = inner.k if isinstance(inner, RandomizedResponseDP) else 2
+    base = randomized_response_law(inner.epsilon, k)
+    remove, add = (
+        _discrete_curve(subsample(base, event.sampling_rate, d).atoms, orders)
+        for d in ("remove", "add")
+    )
+    return np.maximum(remove, add)
 
 
 def event_rdp(event: PrivacyEvent, orders: NDArray[np.float64] = ORDERS) -> NDArray[np.float64]:
     """D_α of one use of ``event`` at each order (``inf`` where no bound is known)."""
     orders = np.asarray(orders, dtype=float)
+    if isinstance(event, CompositeDP):
+        return np.asarray(sum(event_rdp(part, orders) for part in event.parts), dtype=float)
     if isinstance(event, GaussianDP):
         return orders * (0.5 * inverse_square(event.noise_multiplier))  # α/(2σ²)
-    if isinstance(event, (PureDP, RandomizedResponseDP, LaplaceDP)) and event.epsilon > 700:
+    pure = (PureDP, RandomizedResponseDP, LaplaceDP, BoundedRangeDP)
+    if isinstance(event, pure) and event.epsilon > 700:
         # e^ε overflows a float: use D_α ≤ ε, true of any ε-DP pair (Mironov 2017, Prop. 3)
         return np.full(orders.shape, event.epsilon)
     if isinstance(event, PureDP):
@@ -132,11 +237,16 @@ def event_rdp(event: PrivacyEvent, orders: NDArray[np.float64] = ORDERS) -> NDAr
         )
     if isinstance(event, LaplaceDP):
         return np.minimum(_laplace_curve(event.epsilon, orders), _rr_curve(event.epsilon, orders))
+    if isinstance(event, BoundedRangeDP):
+        eps = event.epsilon
+        return np.minimum(orders * (eps * eps / 8), _rr_curve(eps, orders))
     if isinstance(event, SubsampledDP):
         inner = event.event
         if isinstance(inner, GaussianDP):
             return _subsampled_gaussian_curve(inner.noise_multiplier, event.sampling_rate, orders)
-        if isinstance(inner, (PureDP, LaplaceDP, RandomizedResponseDP)):
+        if isinstance(inner, pure) and inner.epsilon <= 500:
+            return _subsampled_pure_curve(event, orders)
+        if isinstance(inner, pure):
             return _rr_curve(event.epsilon, orders)
     raise NotApplicable("rdp", event, "RDP covers pure-DP, Gaussian and subsampled events")
 

@@ -1,8 +1,9 @@
 """``dpkit account``: what a composition of mechanisms costs, or the noise a target needs.
 
 dpkit account --delta 1e-5 'subsampled_gaussian(noise_multiplier=1.0,sampling_rate=0.01)*1000'
-dpkit account --method basic 'laplace(epsilon=0.1)*10'
-dpkit account --delta 1e-5 --target-epsilon 1 'gaussian*100'
+dpkit account 'laplace(epsilon=0.1)*10'                     # pure DP: no --delta (δ = 0)
+dpkit account --delta 1e-5 --calibrate 8 'subsampled_gaussian(sampling_rate=0.01)*10000'
+dpkit account --delta 1e-6 --calibrate 1 'laplace*100'      # the largest per-query ε
 """
 
 from __future__ import annotations
@@ -13,28 +14,24 @@ import math
 import time
 from typing import Any
 
-from dpkit.accounting import METHODS, Bound, account, compose_basic, gaussian_noise_multiplier
-from dpkit.accounting._parse import (
-    EVENT_KINDS,
-    EventSyntaxError,
-    needs_noise_multiplier,
-    parse_event,
-)
+from dpkit.accounting import METHODS, Bound, account, calibrate, compose_basic
+from dpkit.accounting._parse import EVENT_KINDS, EventSyntaxError, open_parameter, parse_event
 from dpkit.commands._output import table
 from dpkit.errors import InvalidParameter
-from dpkit.privacy import GaussianDP, PrivacyEvent, SubsampledDP
+from dpkit.privacy import GaussianDP, PrivacyEvent, SubsampledDP, flatten
 
-_CHOICES = ["basic", "advanced", "zcdp", "rdp", "pld", "best"]
+_CHOICES = [*METHODS, "best"]
 
 
 def add_parser(subparsers: Any) -> None:
     parser = subparsers.add_parser(
         "account",
-        help="compose privacy costs (basic, advanced, zCDP, RDP, PLD) or calibrate Gaussian noise",
+        help="compose privacy costs (basic, advanced, zCDP, GDP, RDP, PLD) or calibrate noise",
         description=(
             "Report the (ε, δ) of running EVENTs in adaptive composition. An EVENT is "
             "NAME(key=value,...)*COUNT with NAME one of " + ", ".join(EVENT_KINDS) + "; any "
-            "event takes sampling_rate=q for Poisson subsampling."
+            "event takes sampling_rate=q (and scheme=poisson|without_replacement) for "
+            "subsampling. Without --delta (or with --delta 0) the question is pure DP."
         ),
     )
     parser.add_argument(
@@ -43,13 +40,19 @@ def add_parser(subparsers: Any) -> None:
     parser.add_argument(
         "--method", choices=_CHOICES, default="best", help="composition method (default: best)"
     )
-    parser.add_argument("--delta", type=float, default=None, help="the δ at which to report ε")
     parser.add_argument(
+        "--delta", type=float, default=None, help="the δ at which to report ε (default: 0)"
+    )
+    parser.add_argument(
+        "--calibrate",
         "--target-epsilon",
+        dest="calibrate",
         type=float,
         default=None,
         metavar="E",
-        help="instead, find the Gaussian noise multiplier that makes the composition (E, δ)-DP",
+        help="instead, find the parameter that one EVENT leaves out (a Gaussian's "
+        "noise_multiplier: the smallest; a pure event's epsilon: the largest) so that the "
+        "composition is (E, δ)-DP",
     )
     parser.add_argument("--json", action="store_true", help="print a JSON object")
     parser.set_defaults(handler=run)
@@ -57,7 +60,8 @@ def add_parser(subparsers: Any) -> None:
 
 def _describe(event: PrivacyEvent) -> str:
     if isinstance(event, SubsampledDP):
-        return f"{_describe(event.event)} subsampled at q={event.sampling_rate:g}"
+        how = "" if event.scheme == "poisson" else f" {event.scheme.replace('_', ' ')}"
+        return f"{_describe(event.event)} subsampled{how} at q={event.sampling_rate:g}"
     if isinstance(event, GaussianDP):
         return f"gaussian σ={event.noise_multiplier:g}"
     fields = ", ".join(f"{k}={v:g}" for k, v in _fields(event).items())
@@ -70,40 +74,48 @@ def _fields(event: PrivacyEvent) -> dict[str, Any]:
     return {f.name: getattr(event, f.name) for f in attrs.fields(type(event))}  # type: ignore[arg-type]
 
 
-def _is_gaussian(event: PrivacyEvent) -> bool:
-    inner = event.event if isinstance(event, SubsampledDP) else event
-    return isinstance(inner, GaussianDP)
+def _parts(event: PrivacyEvent) -> list[PrivacyEvent]:
+    return [p.event if isinstance(p, SubsampledDP) else p for p in flatten(event)]
 
 
 def _json_number(value: float) -> float | str:
     return value if math.isfinite(value) else str(value)
 
 
+def _delta(args: argparse.Namespace) -> float:
+    """--delta: 0 when omitted (a pure-DP question); otherwise a number in [0, 1)."""
+    delta = 0.0 if args.delta is None else args.delta
+    if not 0 <= delta < 1:
+        raise InvalidParameter("--delta", delta, "a number in [0, 1)", owner="dpkit account")
+    if delta == 0 and args.method not in ("best", "basic"):
+        raise InvalidParameter(
+            "--delta",
+            delta,
+            f"> 0 for --method {args.method} (a pure-DP question is answered by Σε)",
+            owner="dpkit account",
+        )
+    return delta
+
+
 def run(args: argparse.Namespace) -> int:
-    if args.delta is None and (args.method != "basic" or args.target_epsilon is not None):
-        raise InvalidParameter(
-            "--delta",
-            None,
-            f"given (a number in (0, 1)) for --method {args.method}",
-            owner="dpkit account",
-        )
-    if args.target_epsilon is not None:
-        return _calibrate(args)
-    delta = args.delta if args.delta is not None else 0.5
+    delta = _delta(args)
+    if args.calibrate is not None:
+        return _calibrate(args, delta)
     started = time.perf_counter()
-    events = [parse_event(text, delta=delta) for text in args.events]
-    if args.delta is None and any(_is_gaussian(e) for e, _ in events):
+    label = delta if delta > 0 else 0.5  # a Gaussian's own δ only labels the event
+    events = [parse_event(text, delta=label) for text in args.events]
+    gaussian = any(isinstance(p, GaussianDP) for e, _ in events for p in _parts(e))
+    if delta == 0 and (gaussian or (args.method != "basic" and any(e.delta for e, _ in events))):
         raise InvalidParameter(
             "--delta",
-            None,
-            "given for a Gaussian event (its ε depends on δ)",
+            args.delta,
+            "a number in (0, 1) for a Gaussian or (ε, δ) event: its ε depends on δ",
             owner="dpkit account",
         )
-    bound: Bound = (
-        compose_basic(events)
-        if args.delta is None
-        else account(events, delta=args.delta, method=args.method)
-    )
+    if delta == 0 and args.method == "basic":
+        bound: Bound = compose_basic(events)  # Σε and Σδ of the events' own (ε, δ), exactly
+    else:
+        bound = account(events, delta=delta, method="best" if delta == 0 else args.method)
     elapsed = time.perf_counter() - started
     if args.json:
         payload = bound.as_dict()
@@ -116,7 +128,7 @@ def run(args: argparse.Namespace) -> int:
     print(f"ε = {bound.epsilon:.6g} at δ = {bound.delta:.6g}  (method: {bound.method})")
     if bound.exact_epsilon is not None and bound.exact_epsilon.denominator < 10**12:
         print(f"exact: ε = {bound.exact_epsilon}, δ = {bound.exact_delta}")
-    if bound.candidates:
+    if len(bound.candidates) > 1:
         rows = [
             [name, f"{value:.6g}" if isinstance(value, float) else value.split(":")[0]]
             for name, value in bound.candidates.items()
@@ -126,47 +138,45 @@ def run(args: argparse.Namespace) -> int:
     return 0
 
 
-def _calibrate(args: argparse.Namespace) -> int:
-    open_events = [text for text in args.events if needs_noise_multiplier(text)]
+def _calibrate(args: argparse.Namespace, delta: float) -> int:
+    opened = [(text, open_parameter(text)) for text in args.events]
+    open_events = [(text, key) for text, key in opened if key is not None]
     if len(open_events) != 1:
         raise EventSyntaxError(
             " ".join(args.events),
-            "--target-epsilon needs exactly one Gaussian written without noise_multiplier, "
-            "e.g. 'gaussian*100' or 'subsampled_gaussian(sampling_rate=0.01)*1000'",
+            "--calibrate needs exactly one event written without the parameter to find, e.g. "
+            "'gaussian*100', 'subsampled_gaussian(sampling_rate=0.01)*1000' or 'laplace*10'",
         )
-    others = [parse_event(t, delta=args.delta) for t in args.events if t not in open_events]
-    template, steps = parse_event(open_events[0], delta=args.delta, noise_multiplier=1.0)
+    (text, key), label = open_events[0], delta if delta > 0 else 0.5
+    others = [parse_event(t, delta=label) for t, k in opened if k is None]
+    template, count = parse_event(text, delta=label, fill={key: 1.0})
     rate = template.sampling_rate if isinstance(template, SubsampledDP) else None
-    method = args.method if args.method != "best" or rate is None else "best"
-    sigma = gaussian_noise_multiplier(
-        args.target_epsilon,
-        delta=args.delta,
-        steps=steps,
+    scheme = template.scheme if isinstance(template, SubsampledDP) else "poisson"
+
+    def make(value: float) -> PrivacyEvent:
+        event, _ = parse_event(text, delta=label, fill={key: value})
+        return event.event if isinstance(event, SubsampledDP) else event
+
+    found = calibrate(
+        make,
+        epsilon=args.calibrate,
+        delta=delta,
+        count=count,
         sampling_rate=rate,
+        scheme=scheme,
         others=others,
-        method=method,
+        method="best" if delta == 0 else args.method,
+        parameter=key,
     )
-    event, _ = parse_event(open_events[0], delta=args.delta, noise_multiplier=sigma)
-    achieved = account([*others, (event, steps)], delta=args.delta, method=method)
     if args.json:
-        print(
-            json.dumps(
-                {
-                    "noise_multiplier": sigma,
-                    "epsilon": achieved.epsilon,
-                    "delta": args.delta,
-                    "method": achieved.method,
-                    "target_epsilon": args.target_epsilon,
-                },
-                indent=2,
-            )
-        )
+        payload = found.as_dict()
+        payload["event"] = text
+        print(json.dumps(payload, indent=2, default=_json_number))
         return 0
+    what = "noise multiplier σ" if key == "noise_multiplier" else "per-query ε"
     print(
-        f"noise multiplier σ = {sigma:.6g} gives ε = {achieved.epsilon:.6g} at δ = {args.delta:g} "
-        f"(method: {achieved.method})"
+        f"{what} = {found.value:.6g} gives ε = {found.epsilon:.6g} at δ = {delta:g} "
+        f"(method: {found.method}, {found.evaluations} "
+        f"evaluation{'s' if found.evaluations != 1 else ''})"
     )
     return 0
-
-
-assert set(_CHOICES) - {"best"} <= set(METHODS)

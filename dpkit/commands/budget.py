@@ -61,14 +61,22 @@ def _release_record(entry: LedgerEntry) -> dict[str, Any]:
 
 
 def _release_table(entries: list[LedgerEntry], *, detail: bool) -> str:
-    headers = ["SEQ", "LABEL", "MECHANISM", "COST", "STATUS", "RESULT"]
+    headers = ["SEQ", "LABEL", "MECHANISM", "COST", "RULE", "STATUS", "RESULT"]
     if detail:
         headers[1:1] = ["TIME"]
         headers[-1:-1] = ["RANDOMNESS"]
         headers.append("RELEASE")
     rows = []
     for e in entries:
-        row = [str(e.seq), e.label or "-", e.mechanism, str(e.cost), e.status, _result_text(e)]
+        row = [
+            str(e.seq),
+            e.label or "-",
+            e.mechanism,
+            str(e.cost),
+            e.rule or "-",
+            e.status,
+            _result_text(e),
+        ]
         if detail:
             row[1:1] = [e.time]
             row[-1:-1] = [e.randomness]
@@ -86,8 +94,9 @@ def _show(args: argparse.Namespace) -> int:
         "ledger": ledger.path,
         "dataset": ledger.dataset,
         "composition": ledger.composition,
+        "rule": ledger.rule,
         "budget": ledger.budget.as_dict(),
-        "spent": spent.as_dict() if ledger.composition == "zcdp" else _without_rho(spent.as_dict()),
+        "spent": _spent_record(spent, ledger.rule),
         "remaining": remaining.as_dict(),
         "releases": sum(e.status == "spent" for e in entries),
         "aborted": sum(e.status == "aborted" for e in entries),
@@ -99,9 +108,9 @@ def _show(args: argparse.Namespace) -> int:
         return 0
     print(f"ledger       {ledger.path}")
     print(f"dataset      {ledger.dataset}")
-    print(f"composition  {ledger.composition}")
+    print(f"composition  {_composition_text(ledger)}")
     print(f"budget       {ledger.budget}")
-    print(f"spent        {_without_rho_text(spent, ledger.composition)}")
+    print(f"spent        {_spent_text(spent, ledger.rule)}")
     print(f"remaining    {remaining}")
     print(f"releases     {record['releases']} ({record['aborted']} aborted)")
     if args.releases and entries:
@@ -110,16 +119,30 @@ def _show(args: argparse.Namespace) -> int:
     return 0
 
 
-def _without_rho(record: dict[str, Any]) -> dict[str, Any]:
-    return {k: v for k, v in record.items() if not k.startswith("rho")}
-
-
-def _without_rho_text(spent: Any, composition: str) -> str:
+def _composition_text(ledger: Ledger) -> str:
+    if ledger.composition != "best":
+        return ledger.composition
     return (
-        f"ρ={float(spent.rho):.12g}"
-        if composition == "zcdp"
-        else f"ε={float(spent.epsilon):.12g}, δ={float(spent.delta):.12g}"
+        f"best (charging in {ledger.rule})" if ledger.rule else "best (rule set at the first spend)"
     )
+
+
+def _spent_record(spent: Any, rule: str | None) -> dict[str, Any]:
+    """What was spent, in the ledger's currency: (ε, δ), or ρ / μ² with the (ε, δ) fields."""
+    keep = {"zcdp": "rho", "gdp": "mu2"}.get(rule or "")
+    return {
+        k: v
+        for k, v in spent.as_dict().items()
+        if not k.startswith(("rho", "mu2")) or (keep and k.startswith(keep))
+    }
+
+
+def _spent_text(spent: Any, rule: str | None) -> str:
+    if rule == "zcdp":
+        return f"ρ={float(spent.rho or 0):.12g}"
+    if rule == "gdp":
+        return f"μ²={float(spent.mu2 or 0):.12g}"
+    return f"ε={float(spent.epsilon):.12g}, δ={float(spent.delta):.12g}"
 
 
 def _history(args: argparse.Namespace) -> int:
@@ -140,7 +163,7 @@ def _verify(args: argparse.Namespace) -> int:
     record = {
         "ledger": ledger.path,
         "consistent": True,
-        "spent": spent.as_dict() if ledger.composition == "zcdp" else _without_rho(spent.as_dict()),
+        "spent": _spent_record(spent, ledger.rule),
         "releases": sum(e.status == "spent" for e in entries),
         "results_not_stored": sum(e.status == "spent" and e.result is None for e in entries),
     }
@@ -149,7 +172,7 @@ def _verify(args: argparse.Namespace) -> int:
         return 0
     print(
         f"ledger {ledger.path} is consistent: spent "
-        f"{_without_rho_text(spent, ledger.composition)} of {ledger.budget} in "
+        f"{_spent_text(spent, ledger.rule)} of {ledger.budget} in "
         f"{record['releases']} releases ({record['results_not_stored']} without a stored result)"
     )
     return 0

@@ -21,9 +21,12 @@ from typing import Any, Literal
 
 import attrs
 
+from dpkit import filters
 from dpkit.errors import BudgetExceeded, InvalidParameter
+from dpkit.filters import CURRENCIES, RULES
 from dpkit.ledger._errors import VERIFY_HINT, LedgerCorrupt, LedgerError, LedgerMismatch, NotALedger
 from dpkit.ledger._schema import (
+    ADDED_META,
     ENTRY_COLUMNS,
     FORMAT,
     SCHEMA_VERSION,
@@ -37,9 +40,11 @@ from dpkit.ledger._values import Budget, Cost, LedgerEntry, SpendRequest, exact_
 
 __all__ = ["Composition", "Ledger"]
 
-Composition = Literal["basic", "zcdp"]
+Composition = Literal["basic", "zcdp", "gdp", "best"]
 
-#: The spent totals by name (``"epsilon"``, ``"delta"``, ``"rho"``): exact sums.
+_RULES_TEXT = "one of " + ", ".join(f"'{rule}'" for rule in RULES)
+
+#: The spent totals by name (``"epsilon"``, ``"delta"``, ``"rho"``, ``"mu2"``): exact sums.
 Totals = dict[str, Fraction]
 
 #: The amounts every entry must have (the others, such as ``rho``, may be missing).
@@ -70,6 +75,10 @@ class Ledger:
     held past ``timeout`` seconds) raises :class:`LedgerError`. Each thread (and each process,
     after ``fork``) uses its own connection; any number of ``Ledger`` objects may be open on
     one ledger. ``path`` is kept as shown in messages: a URL without its password.
+
+    ``composition`` is one of :data:`dpkit.filters.RULES` (the privacy filter that admits each
+    spend); the budget must carry ``rho`` for ``"zcdp"`` and ``mu2`` for ``"gdp"`` (and both,
+    where δ > 0, for ``"best"``, whose currency the first spend fixes).
     """
 
     def __init__(
@@ -109,8 +118,11 @@ class Ledger:
         return self._store.write()
 
     def _create(self, dataset: str, budget: Budget, composition: Composition) -> None:
-        if composition not in ("basic", "zcdp"):
-            raise InvalidParameter("composition", composition, "'basic' or 'zcdp'")
+        if composition not in RULES:
+            raise InvalidParameter("composition", composition, _RULES_TEXT)
+        needed = {"zcdp": "rho", "gdp": "mu2"}.get(composition)
+        if needed is not None and getattr(budget, needed) is None:
+            raise InvalidParameter("budget", budget, f"a budget with {needed} for {composition}")
         meta = {
             "format": FORMAT,
             "schema_version": str(SCHEMA_VERSION),
@@ -119,7 +131,9 @@ class Ledger:
             "budget_epsilon": fraction_text(budget.epsilon),
             "budget_delta": fraction_text(budget.delta),
             "budget_rho": fraction_text(budget.rho) if budget.rho is not None else "",
+            "budget_mu2": fraction_text(budget.mu2) if budget.mu2 is not None else "",
             **{total.key: "0/1" for total in TOTALS},
+            "rule": "",
             "created": _now(),
         }
         self._store.create(meta)
@@ -143,27 +157,38 @@ class Ledger:
                 path=self.path,
             )
         dataset = self._meta_value(meta, "dataset_id", "a dataset name")
-        composition = self._meta_value(meta, "composition", "'basic' or 'zcdp'")
-        if composition not in ("basic", "zcdp"):
-            raise self._damaged("composition", composition, "'basic' or 'zcdp'")
+        composition = self._meta_value(meta, "composition", _RULES_TEXT)
+        if composition not in RULES:
+            raise self._damaged("composition", composition, _RULES_TEXT)
         epsilon = self._meta_fraction(meta, "budget_epsilon")
         delta = self._meta_fraction(meta, "budget_delta")
         if delta >= 1:
             raise self._damaged("budget_delta", meta["budget_delta"], "a fraction in [0, 1)")
-        rho: Fraction | None = None
-        if composition == "zcdp":
-            rho = self._meta_fraction(meta, "budget_rho")
         for total in TOTALS:
             if total.since <= int(version):
                 self._meta_fraction(meta, total.key)
         if int(version) < SCHEMA_VERSION:
             self._migrate()
-        return dataset, composition, Budget(epsilon, delta, rho)  # type: ignore[return-value]
+            meta.update({k: v for k, v in ADDED_META.items() if k not in meta})
+        rho = self._optional_fraction(meta, "budget_rho", composition == "zcdp")
+        mu2 = self._optional_fraction(meta, "budget_mu2", composition == "gdp")
+        rule = meta.get("rule", "")
+        if rule and (composition != "best" or rule not in CURRENCIES):
+            raise self._damaged("rule", rule, "a currency (basic, zcdp, gdp) of a 'best' ledger")
+        return dataset, composition, Budget(epsilon, delta, rho, mu2)  # type: ignore[return-value]
+
+    def _optional_fraction(self, meta: dict[str, str], key: str, required: bool) -> Fraction | None:
+        """A budget of one currency: required by its rule, optional ('' = none) otherwise."""
+        if not required and meta.get(key, "") == "":
+            return None
+        return self._meta_fraction(meta, key)
 
     def _migrate(self) -> None:
         """Bring an older ledger to :data:`SCHEMA_VERSION`: add the entry columns and the spent
         totals it lacks (idempotent: concurrent openers serialise on the write lock, and the
-        second finds them there). Version 1 → 2 added ``label`` and ``result``."""
+        second finds them there). Version 1 → 2 added ``label`` and ``result``; 2 → 3 the
+        ``mu2`` and ``rule`` columns, the Gaussian-DP total and meta keys (old entries keep
+        ``rule`` NULL)."""
         with self._store.write() as tx:
             columns = self._store.columns(tx)
             if not columns:
@@ -175,6 +200,9 @@ class Ledger:
             for total in TOTALS:
                 if total.key not in present:  # entries that predate it add nothing to it
                     tx.run("INSERT INTO {meta} (key, value) VALUES (?, '0/1')", (total.key,))
+            for key, value in ADDED_META.items():
+                if key not in present:
+                    tx.run("INSERT INTO {meta} (key, value) VALUES (?, ?)", (key, value))
             tx.run(
                 "UPDATE {meta} SET value = ? WHERE key = 'schema_version'", (str(SCHEMA_VERSION),)
             )
@@ -252,24 +280,43 @@ class Ledger:
             )
         return cached
 
-    def _as_budget(self, totals: Totals) -> Budget:
+    @property
+    def rule(self) -> str | None:
+        """The currency this ledger charges in (:data:`dpkit.filters.CURRENCIES`); for a
+        ``"best"`` ledger None until its first spend fixes it."""
+        with self._store.guarded("reading the rule"), self._store.read() as tx:
+            return self._rule(tx)
+
+    def _rule(self, tx: Tx) -> str | None:
+        if self.composition != "best":
+            return self.composition
+        row = tx.one("SELECT value FROM {meta} WHERE key = 'rule'")
+        return str(row[0]) if row is not None and row[0] else None
+
+    def _as_budget(self, totals: Totals, rule: str | None) -> Budget:
+        """The totals in the currencies of ``rule`` (ε and δ always)."""
         return Budget(
             totals["epsilon"],
             totals["delta"],
-            totals["rho"] if self.composition == "zcdp" else None,
+            totals["rho"] if rule == "zcdp" else None,
+            totals["mu2"] if rule == "gdp" else None,
         )
 
-    def _remaining(self, spent: Budget) -> Budget:
+    def _remaining(self, spent: Budget, rule: str | None) -> Budget:
+        """The budget less ``spent``, in the currencies of ``rule`` (all of them if None)."""
         b = self.budget
-        rho = None if b.rho is None else b.rho - (spent.rho or 0)
-        return Budget(b.epsilon - spent.epsilon, b.delta - spent.delta, rho)
+        rho = None if b.rho is None or rule not in ("zcdp", None) else b.rho - (spent.rho or 0)
+        mu2 = None if b.mu2 is None or rule not in ("gdp", None) else b.mu2 - (spent.mu2 or 0)
+        return Budget(b.epsilon - spent.epsilon, b.delta - spent.delta, rho, mu2)
 
-    def _within_budget(self, totals: Totals) -> bool:
-        """The admission rule: whether spent totals fit the budget under this ledger's
-        composition (basic: Σε ≤ ε and Σδ ≤ δ; zcdp: Σρ ≤ ρ; see :class:`dpkit.Session`)."""
-        if self.composition == "zcdp":
-            return totals["rho"] <= (self.budget.rho or 0)
-        return totals["epsilon"] <= self.budget.epsilon and totals["delta"] <= self.budget.delta
+    def _within_budget(self, totals: Totals, rule: str | None) -> bool:
+        """The admission rule (:func:`dpkit.filters.admits`): whether spent totals fit the
+        budget in the ledger's currency (basic: Σε ≤ ε and Σδ ≤ δ; zcdp: Σρ ≤ ρ; gdp:
+        Σμ² ≤ μ²). A "best" ledger with no spend yet has spent nothing."""
+        if rule is None:
+            return all(value == 0 for value in totals.values())
+        zero = Cost(Fraction(0), Fraction(0), Fraction(0), Fraction(0))
+        return filters.admits(zero, _cost(totals), self.budget, rule)
 
     # -- spending ----------------------------------------------------------------------------
     def spend(
@@ -298,25 +345,29 @@ class Ledger:
 
         The budget is checked against their running sum, so a batch that does not fit as a
         whole raises :class:`BudgetExceeded` and writes nothing (an interruption cannot leave
-        half of it).
+        half of it). Each cost is charged in the ledger's currency
+        (:func:`dpkit.filters.project`); a ``"best"`` ledger's first spend fixes the currency
+        (:func:`dpkit.filters.choose`), in the same transaction.
         """
         rows = [self._spend_row(request) for request in requests]
+        if not rows:
+            return []
         entries: list[LedgerEntry] = []
         with self._store.guarded("spending"), self._store.write() as tx:
             spent = self._checked_totals(tx)
-            batch = _zero()
-            for entry, _ in rows:
-                for total in TOTALS:
-                    batch[total.name] += _amount(entry.cost, total)
-            after = {name: spent[name] + batch[name] for name in spent}
-            if not self._within_budget(after):
-                requested = Cost(
-                    batch["epsilon"],
-                    batch["delta"],
-                    batch["rho"] if self.composition == "zcdp" else None,
-                )
-                raise BudgetExceeded(requested, self._remaining(self._as_budget(spent)))
-            for entry, record in rows:
+            rule = self._rule(tx)
+            if rule is None:  # a "best" ledger's first spend (every other ledger has a rule)
+                rule = filters.choose(filters.total([e.cost for e, _ in rows]), self.budget)
+            charged = [filters.project(entry.cost, rule) for entry, _ in rows]
+            batch = filters.total(charged)
+            if not filters.admits(_cost(spent), batch, self.budget, rule):
+                raise BudgetExceeded(batch, self._remaining(self._as_budget(spent, rule), rule))
+            if self.composition == "best":
+                tx.run("UPDATE {meta} SET value = ? WHERE key = 'rule'", (rule,))
+            after = {t.name: spent[t.name] + _amount(batch, t) for t in TOTALS}
+            for (entry, record), cost, request in zip(rows, charged, requests, strict=True):
+                entry = attrs.evolve(entry, cost=cost, rule=filters.entry_rule(rule, request.plan))
+                record.update(_amounts_record(cost), rule=entry.rule)
                 columns = ", ".join(record)
                 marks = ", ".join("?" for _ in record)
                 seq = tx.insert(
@@ -341,8 +392,6 @@ class Ledger:
                     f"a cost with {total.name} >= 0 (got {value})",
                     owner="Ledger.spend",
                 )
-        if self.composition == "zcdp" and cost.rho is None:
-            raise InvalidParameter("cost", cost, "a cost with ρ (this ledger composes by zCDP)")
         if label is not None and not isinstance(label, str):
             raise InvalidParameter("label", label, "a string or None", owner="Ledger.spend")
         params_json = json.dumps(request.parameters, sort_keys=True, default=str)
@@ -369,11 +418,7 @@ class Ledger:
             "mechanism": entry.mechanism,
             "parameters": params_json,
             "event": event_json,
-            **{
-                total.name: None if value is None else fraction_text(value)
-                for total in TOTALS
-                for value in [getattr(cost, total.name)]
-            },
+            **_amounts_record(cost),
             "randomness": entry.randomness,
             "status": "spent",
             "label": label,
@@ -449,11 +494,14 @@ class Ledger:
     def spent(self) -> Budget:
         """What has been spent so far (the cached totals; :meth:`verify` checks them)."""
         with self._store.guarded("reading the totals"), self._store.read() as tx:
-            return self._as_budget(self._cached_totals(tx))
+            return self._as_budget(self._cached_totals(tx), self._rule(tx))
 
     def remaining(self) -> Budget:
-        """What is left of the budget."""
-        return self._remaining(self.spent())
+        """What is left of the budget (in the ledger's currency; every currency of a "best"
+        ledger before its first spend)."""
+        with self._store.guarded("reading the totals"), self._store.read() as tx:
+            rule = self._rule(tx)
+            return self._remaining(self._as_budget(self._cached_totals(tx), rule), rule)
 
     def entries(self) -> list[LedgerEntry]:
         """Every entry, in commit order."""
@@ -493,6 +541,7 @@ class Ledger:
             r["status"],
             r["label"],
             load("result"),
+            r["rule"],
         )
 
     def verify(self) -> Budget:
@@ -508,6 +557,7 @@ class Ledger:
                 raise LedgerCorrupt(f"ledger {self.path} {problem}", path=self.path)
             cached = self._cached_totals(tx)
             spent = [e for e in self._entries(tx) if e.status == "spent"]
+            rule = self._rule(tx)
         summed = {t.name: sum((_amount(e.cost, t) for e in spent), Fraction(0)) for t in TOTALS}
         problems = []
         if cached != summed:
@@ -515,7 +565,7 @@ class Ledger:
                 f"its cached totals {_totals_text(cached)} disagree with the sum of its "
                 f"{len(spent)} spent entries {_totals_text(summed)}"
             )
-        if not self._within_budget(summed):
+        if not self._within_budget(summed, rule):
             problems.append(
                 f"its spent entries {_totals_text(summed)} exceed the budget {self.budget}"
             )
@@ -523,7 +573,7 @@ class Ledger:
             raise LedgerCorrupt(
                 f"ledger {self.path} is inconsistent: " + "; ".join(problems), path=self.path
             )
-        return self._as_budget(cached)
+        return self._as_budget(cached, rule)
 
     def close(self) -> None:
         """Close this thread's connection."""
@@ -538,6 +588,20 @@ def _parse_fraction(text: Any) -> Fraction | None:
         return Fraction(text)
     except (ValueError, ZeroDivisionError):
         return None
+
+
+def _cost(totals: Totals) -> Cost:
+    """Spent totals as a cost with every currency filled in."""
+    return Cost(totals["epsilon"], totals["delta"], totals["rho"], totals["mu2"])
+
+
+def _amounts_record(cost: Cost) -> dict[str, str | None]:
+    """The stored text of each amount of ``cost`` (NULL where it has none)."""
+    return {
+        total.name: None if value is None else fraction_text(value)
+        for total in TOTALS
+        for value in [getattr(cost, total.name)]
+    }
 
 
 def _totals_text(totals: Totals) -> str:

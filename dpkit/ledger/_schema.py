@@ -20,6 +20,7 @@ from typing import Any
 import attrs
 
 __all__ = [
+    "ADDED_META",
     "ENTRY_COLUMNS",
     "FORMAT",
     "SCHEMA_VERSION",
@@ -33,8 +34,9 @@ __all__ = [
 ]
 
 FORMAT = "dpkit-ledger"
-#: 2 added the ``label`` and ``result`` columns; version-1 ledgers are migrated when opened.
-SCHEMA_VERSION = 2
+#: 2 added the ``label`` and ``result`` columns; 3 the ``mu2`` and ``rule`` columns, the
+#: Gaussian-DP totals and the ``rule`` of a "best" ledger. Older ledgers are migrated when opened.
+SCHEMA_VERSION = 3
 
 
 @attrs.frozen
@@ -79,6 +81,8 @@ ENTRY_COLUMNS: tuple[Column, ...] = (
     Column("status", check="status IN ('spent', 'aborted')"),
     Column("label", nullable=True, since=2),
     Column("result", nullable=True, since=2),
+    Column("mu2", nullable=True, since=3),
+    Column("rule", nullable=True, since=3),
 )
 
 
@@ -97,7 +101,17 @@ class Total:
         return f"spent_{self.name}"
 
 
-TOTALS: tuple[Total, ...] = (Total("epsilon", "ε"), Total("delta", "δ"), Total("rho", "ρ"))
+TOTALS: tuple[Total, ...] = (
+    Total("epsilon", "ε"),
+    Total("delta", "δ"),
+    Total("rho", "ρ"),
+    Total("mu2", "μ²", since=3),
+)
+
+#: Metadata keys added after version 1, with the value a migration gives them: the Gaussian-DP
+#: budget ('' when the ledger does not compose in μ²) and a "best" ledger's currency ('' until
+#: its first spend fixes it).
+ADDED_META: dict[str, str] = {"budget_mu2": "", "rule": ""}
 
 
 def entry_column_names() -> tuple[str, ...]:

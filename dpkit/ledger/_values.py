@@ -36,17 +36,21 @@ def _decimal(value: Fraction, digits: int = 12) -> str:
 
 @attrs.frozen
 class Budget:
-    """A privacy budget (ε, δ) in exact rationals; ``rho`` is the zCDP budget when composing by zCDP."""
+    """A privacy budget (ε, δ) in exact rationals; ``rho`` is the zCDP budget and ``mu2`` the
+    Gaussian-DP budget μ² when the ledger composes in those currencies."""
 
     epsilon: Fraction
     delta: Fraction
     rho: Fraction | None = None
+    mu2: Fraction | None = None
 
     def __str__(self) -> str:
         text = f"ε={_decimal(self.epsilon)}, δ={_decimal(self.delta)}"
-        if self.rho is None:
+        other = [f"ρ={_decimal(self.rho)}"] if self.rho is not None else []
+        other += [f"μ²={_decimal(self.mu2)}"] if self.mu2 is not None else []
+        if not other:
             return text
-        return f"ρ={_decimal(self.rho)} (zCDP budget for {text})"
+        return f"{', '.join(other)} (for {text})"
 
     def as_dict(self) -> dict[str, Any]:
         out: dict[str, Any] = {
@@ -55,23 +59,36 @@ class Budget:
             "epsilon_exact": exact_text(self.epsilon),
             "delta_exact": exact_text(self.delta),
         }
-        if self.rho is not None:
-            out["rho"] = float(self.rho)
-            out["rho_exact"] = exact_text(self.rho)
+        out.update(_optional(self))
         return out
+
+
+def _optional(amounts: Budget | Cost) -> dict[str, Any]:
+    """The ρ and μ² fields of a budget or cost that has them."""
+    out: dict[str, Any] = {}
+    for name in ("rho", "mu2"):
+        value = getattr(amounts, name)
+        if value is not None:
+            out[name] = float(value)
+            out[f"{name}_exact"] = exact_text(value)
+    return out
 
 
 @attrs.frozen
 class Cost:
-    """The exact cost of one release: (ε, δ) and, under zCDP composition, ρ."""
+    """The exact cost of one release: (ε, δ), its zCDP ρ and its Gaussian-DP μ² where it has
+    them. A ledger entry keeps the currency it was charged in (:func:`dpkit.filters.project`)."""
 
     epsilon: Fraction
     delta: Fraction
     rho: Fraction | None = None
+    mu2: Fraction | None = None
 
     def __str__(self) -> str:
-        if self.rho is not None:
+        if self.rho is not None and self.mu2 is None and not self.epsilon:
             return f"ρ={_decimal(self.rho)}"
+        if self.mu2 is not None and self.rho is None and not self.epsilon:
+            return f"μ²={_decimal(self.mu2)}"
         return f"ε={_decimal(self.epsilon)}, δ={_decimal(self.delta)}"
 
 
@@ -83,7 +100,9 @@ class LedgerEntry:
     ``"aborted"`` (a reservation released before any private data were read: nothing was
     released and the cost was given back). ``label`` names the release (e.g. the spec's query
     name); ``result`` is the released result as stored by :meth:`Ledger.record_result`, or
-    ``None`` if it was never stored (e.g. a crash between the spend and the store).
+    ``None`` if it was never stored (e.g. a crash between the spend and the store). ``rule``
+    is the filter that admitted it (``"basic"``, ``"basic-plan"``, ``"zcdp"``, ``"gdp"``;
+    None in ledgers older than schema version 3).
     """
 
     seq: int
@@ -99,6 +118,7 @@ class LedgerEntry:
     status: str
     label: str | None = None
     result: Any = None
+    rule: str | None = None
 
     def as_dict(self) -> dict[str, Any]:
         return {
@@ -114,11 +134,8 @@ class LedgerEntry:
             "delta": float(self.cost.delta),
             "epsilon_exact": exact_text(self.cost.epsilon),
             "delta_exact": exact_text(self.cost.delta),
-            **(
-                {"rho": float(self.cost.rho), "rho_exact": exact_text(self.cost.rho)}
-                if self.cost.rho is not None
-                else {}
-            ),
+            **_optional(self.cost),
+            "rule": self.rule,
             "randomness": self.randomness,
             "status": self.status,
             "label": self.label,
@@ -137,3 +154,4 @@ class SpendRequest:
     session_id: str
     randomness: str
     label: str | None = None
+    plan: bool = False  # one of the releases of a declared plan (see dpkit.filters)

@@ -16,7 +16,9 @@ the costs.
 from __future__ import annotations
 
 from dpkit.randomness.discrete import (
+    bernoulli_bracketed,
     bernoulli_exp,
+    bernoulli_exp_bracketed,
     constant_time_tv_bound,
     discrete_gaussian,
     discrete_laplace,
@@ -31,7 +33,9 @@ __all__ = [
     "RandomnessMode",
     "SecureRandom",
     "SecureWordSource",
+    "bernoulli_bracketed",
     "bernoulli_exp",
+    "bernoulli_exp_bracketed",
     "constant_time_tv_bound",
     "default_secure_random",
     "discrete_gaussian",

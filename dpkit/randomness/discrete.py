@@ -1,19 +1,21 @@
-"""Exact discrete samplers on uniform 64-bit words: no floating point touches a sample.
+"""Exact discrete samplers on uniform 64-bit words: no floating point decides a sample.
 
-The algorithms are those of Canonne, Kamath & Steinke 2020, "The Discrete Gaussian for
-Differential Privacy" (NeurIPS; arXiv 2004.00010), Section 5 — Algorithm 1 (Bernoulli(exp(−γ))
-for rational γ), Algorithm 2 (discrete Laplace with rational scale) and Algorithm 3 (discrete
-Gaussian with rational σ²) — run over whole arrays: each step draws for every entry still
-pending and keeps only the entries that must go round again, so there is a Python loop per
-*round* (a handful, each over a shrinking array) and never one per sample. Integers are
-uint64 wherever they provably fit and Python ints (object arrays) only where they may not (the
-discrete-Gaussian acceptance exponent at large σ).
+* :func:`discrete_laplace` — the digit sampler of :mod:`dpkit.randomness.geometric`: the
+  discrete Laplace as sign × (nonzero) × (1 + geometric), the geometric drawn from its
+  independent base-2^b digits with exact alias tables. Exact, and a fixed amount of work per
+  draw (no rejection loop whose length depends on the noise), which closes the timing channel
+  of Jin et al. 2022 ("Are We There Yet? Timing and Floating-Point Attacks on Differential
+  Privacy Systems", IEEE S&P, arXiv 2112.05307).
+* :func:`discrete_gaussian` — Canonne, Kamath & Steinke 2020, "The Discrete Gaussian for
+  Differential Privacy" (NeurIPS; arXiv 2004.00010), Algorithm 3 (rejection from a discrete
+  Laplace proposal), with the proposal drawn by :func:`discrete_laplace` and the acceptance
+  test Bernoulli(exp(−γ)) decided as E > γ for an exponential E drawn digit by digit
+  (:mod:`dpkit.randomness._exponential`): about one word per test instead of CKS20
+  Algorithm 1's loop of ~10 words and rounds.
+* :func:`bernoulli_exp` / :func:`bernoulli_exp_array` — Bernoulli(exp(−γ)) for rational γ, by
+  the same comparison.
 
-:func:`discrete_laplace_constant_time` is the optional fixed-work variant (bit decomposition
-of geometric variables), for when the sampling *time* must not depend on the noise (Jin et al.
-2022, "Are We There Yet? Timing and Floating-Point Attacks on Differential Privacy Systems",
-IEEE S&P, arXiv 2112.05307). It is within a stated total-variation distance of the
-exact distribution (:func:`constant_time_tv_bound`), which a caller adds to δ.
+CKS20's own Algorithms 1–2 remain in :mod:`dpkit.randomness.cks20` as the reference.
 
 Every sampler takes ``rng``: ``None`` (secure mode, the process-wide
 :class:`~dpkit.randomness.SecureRandom`), a :class:`~dpkit.randomness.SecureRandom`, or a
@@ -23,9 +25,9 @@ numpy ``Generator`` (fast mode: the same exact algorithms on predictable words).
 from __future__ import annotations
 
 import decimal
-import functools
 import math
 import numbers
+from collections.abc import Callable
 from fractions import Fraction
 from typing import Any
 
@@ -33,159 +35,37 @@ import numpy as np
 from numpy.typing import NDArray
 
 from dpkit.errors import InvalidParameter
-from dpkit.randomness._words import U64, WordReader, bernoulli_ratio, uniform_below
+from dpkit.randomness._exact import ExactReal, bernoulli_bracketed_real
+from dpkit.randomness._exponential import exponential_exceeds, fraction_stage
+from dpkit.randomness._words import U64, WordReader
+from dpkit.randomness.geometric import discrete_laplace_digits, geometric_plan
 from dpkit.randomness.modes import resolve_rng, word_reader
 
 __all__ = [
+    "bernoulli_bracketed",
     "bernoulli_exp",
     "bernoulli_exp_array",
+    "bernoulli_exp_bracketed",
     "constant_time_tv_bound",
     "discrete_gaussian",
     "discrete_laplace",
     "discrete_laplace_constant_time",
+    "rejection_fill",
 ]
 
 Size = int | tuple[int, ...] | None
-_CHUNK = 1 << 18  # samples per pass: bounds the temporaries' memory
-_MAX_PARAMETER = 1 << 62  # scale numerators/denominators: leaves uint64 headroom for U + t·V
-_ROUNDS_CAP = 1 << 62  # ⌊γ⌋ beyond this cannot be reached by the e^-1 loop in practice
+_CHUNK = 1 << 15  # samples per pass of the Gaussian sampler: its temporaries stay in cache
+_MAX_PARAMETER = 1 << 62  # largest numerator/denominator of a scale
+#: Bernoulli(exp(−γ)) is decided as X > 64γ for X = 64·E (rate 1/64): one 12-bit digit table
+#: settles ⌊X⌋, and X's integer part ties with ⌊64γ⌋ with probability at most 1/64.
+_BERNOULLI_RATE = Fraction(1, 64)
+_MARGIN = 2.0**-50  # relative bracket of a target computed in a few float operations
+_FLOAT_CAP = 1e300  # a target beyond this is bracketed by [1e300, inf]
 
 
-# --------------------------------------------------------------------------------------------
-# Algorithm 1: Bernoulli(exp(−γ)), γ = n/d ≥ 0
-# --------------------------------------------------------------------------------------------
-
-
-def _bernoulli_exp_minus_one(words: WordReader, n: int) -> NDArray[np.bool_]:
-    """Bernoulli(e⁻¹): CKS20 Algorithm 1 with γ = 1.
-
-    Draw A_K ~ Bernoulli(1/K) for K = 1, 2, ... until the first A_K = 0; return 1 iff that K is
-    odd. A₁ = 1 surely, so the loop starts at K = 2. P[stop at K] = (1/(K−1)!)(1 − 1/K), and
-    P[K odd] = Σ_k (−1)^k / k! = e⁻¹. About e − 1 ≈ 1.72 words per draw.
-    """
-    out = np.empty(n, dtype=np.bool_)
-    active = np.arange(n)
-    k = 2
-    while active.size:
-        more = uniform_below(words, k, active.size) == 0
-        out[active[~more]] = k % 2 == 1
-        active = active[more]
-        k += 1
-    return out
-
-
-def _bernoulli_ratio_over_k(
-    words: WordReader, r: NDArray[Any], d: int | NDArray[Any], k: int, n: int
-) -> NDArray[np.bool_]:
-    """Bernoulli(r/(d·k)) exactly: one draw of uniform_below(d·k) when d·k < 2⁶⁴, else the
-    product Bernoulli(r/d) · Bernoulli(1/k) of two independent draws (same probability)."""
-    if r.dtype == object or (not isinstance(d, np.ndarray) and int(d) >= U64):
-        dk: int | NDArray[Any] = d * k if not isinstance(d, np.ndarray) else d.astype(object) * k
-        return bernoulli_ratio(words, np.asarray(r, dtype=object), dk, n)
-    largest = int(d.max()) if isinstance(d, np.ndarray) else int(d)
-    if largest * k < U64:
-        dk = d * np.uint64(k) if isinstance(d, np.ndarray) else int(d) * k
-        return bernoulli_ratio(words, r, dk, n)
-    both: NDArray[np.bool_] = bernoulli_ratio(words, r, d, n) & (uniform_below(words, k, n) == 0)
-    return both
-
-
-def _bernoulli_exp_fraction(
-    words: WordReader, r: NDArray[Any], d: int | NDArray[Any], n: int
-) -> NDArray[np.bool_]:
-    """Bernoulli(exp(−r/d)) for 0 ≤ r ≤ d: CKS20 Algorithm 1, case γ ∈ [0, 1].
-
-    K ← 1; draw A ~ Bernoulli(γ/K), and while A = 1 set K ← K + 1 and draw again; return 1
-    iff the final K is odd. P[K odd] = Σ_k (−γ)^k/k! = e^−γ (CKS20, Section 5).
-    All entries still looping share K, so each round is one vectorised draw.
-    """
-    out = np.empty(n, dtype=np.bool_)
-    active = np.arange(n)
-    k = 1
-    while active.size:
-        dk = d[active] if isinstance(d, np.ndarray) else d
-        more = _bernoulli_ratio_over_k(words, r[active], dk, k, active.size)
-        out[active[~more]] = k % 2 == 1
-        active = active[more]
-        k += 1
-    return out
-
-
-def _bernoulli_exp(
-    words: WordReader, num: NDArray[Any], den: int | NDArray[Any], n: int
-) -> NDArray[np.bool_]:
-    """Bernoulli(exp(−num/den)) elementwise: CKS20 Algorithm 1.
-
-    For γ > 1: ⌊γ⌋ draws of Bernoulli(e⁻¹), returning 0 at the first failure, then one
-    Bernoulli(exp(−(γ − ⌊γ⌋))) — as e^−γ = (e⁻¹)^⌊γ⌋ · e^−(γ−⌊γ⌋). Entries leave the e⁻¹ loop
-    at their first failure, so the loop ends after a few dozen rounds whatever ⌊γ⌋ is.
-    """
-    big = num.dtype == object or (isinstance(den, np.ndarray) and den.dtype == object)
-    big = big or (not isinstance(den, np.ndarray) and int(den) >= U64)
-    if big:
-        num_o = num.astype(object)
-        den_o: Any = den.astype(object) if isinstance(den, np.ndarray) else int(den)
-        whole_o = num_o // den_o
-        frac: NDArray[Any] = num_o % den_o
-        whole = np.where(whole_o > _ROUNDS_CAP, _ROUNDS_CAP, whole_o).astype(np.int64)
-        has_frac = frac != 0
-        den_used: int | NDArray[Any] = den_o
-    else:
-        den_u: Any = den.astype(np.uint64) if isinstance(den, np.ndarray) else np.uint64(den)
-        whole = np.minimum(num // den_u, np.uint64(_ROUNDS_CAP)).astype(np.int64)
-        frac = num % den_u
-        has_frac = frac != 0
-        den_used = den.astype(np.uint64) if isinstance(den, np.ndarray) else int(den)
-    result = np.ones(n, dtype=np.bool_)
-    alive = np.flatnonzero(whole > 0)
-    rounds = 0
-    while alive.size:
-        rounds += 1
-        ok = _bernoulli_exp_minus_one(words, alive.size)
-        result[alive[~ok]] = False
-        alive = alive[ok]
-        alive = alive[whole[alive] > rounds]
-    todo = np.flatnonzero(result & np.asarray(has_frac, dtype=np.bool_))
-    if todo.size:
-        d_todo = den_used[todo] if isinstance(den_used, np.ndarray) else den_used
-        result[todo] = _bernoulli_exp_fraction(words, frac[todo], d_todo, todo.size)
-    return result
-
-
-# --------------------------------------------------------------------------------------------
-# Algorithm 2: discrete Laplace, scale t/s
-# --------------------------------------------------------------------------------------------
-
-
-def _geometric_exp_minus_one(words: WordReader, n: int) -> NDArray[np.uint64]:
-    """n iid V with P[V = v] = e^−v(1 − e⁻¹): the number of Bernoulli(e⁻¹) successes before
-    the first failure (the loop for V in CKS20 Algorithm 2).
-
-    Vectorised by parsing one long stream of iid Bernoulli(e⁻¹) trials into its runs "1…10":
-    the run lengths of an iid stream are iid with exactly this law. Trials are drawn in pools;
-    a run still open at the end of a pool is carried into the next pool (dropping it would
-    bias the sample toward short runs).
-    """
-    out = np.empty(n, dtype=np.uint64)
-    have, carry = 0, 0
-    while have < n:
-        need = n - have
-        length = int(need * 1.66) + 64  # ≈ need / (1 − e⁻¹) trials, with a margin
-        trials = _bernoulli_exp_minus_one(words, length)
-        failures = np.flatnonzero(~trials)
-        if failures.size == 0:
-            carry += length
-            continue
-        runs = np.diff(failures, prepend=-1) - 1
-        runs[0] += carry
-        take = min(need, runs.size)
-        out[have : have + take] = runs[:take]
-        have += take
-        carry = length - 1 - int(failures[-1])
-    return out
-
-
-def _rejection_fill(propose: Any, n: int, rate: float) -> NDArray[np.int64]:
+def rejection_fill(
+    propose: Callable[[int], NDArray[np.int64]], n: int, rate: float
+) -> NDArray[np.int64]:
     """``n`` accepted samples from ``propose(m)`` (the accepted ones among m iid candidates).
 
     Candidates are drawn in batches sized from the acceptance rate seen so far and the first
@@ -197,7 +77,7 @@ def _rejection_fill(propose: Any, n: int, rate: float) -> NDArray[np.int64]:
     have = 0
     while have < n:
         need = n - have
-        m = int(need / rate * 1.08) + 16
+        m = int(need / rate * 1.02) + 64  # 2% spare: a second round is rare
         got = propose(m)
         take = min(need, got.size)
         out[have : have + take] = got[:take]
@@ -206,48 +86,89 @@ def _rejection_fill(propose: Any, n: int, rate: float) -> NDArray[np.int64]:
     return out
 
 
-def _discrete_laplace(words: WordReader, s: int, t: int, n: int) -> NDArray[np.int64]:
-    """CKS20 Algorithm 2: P[Z = z] = (e^{s/t} − 1)/(e^{s/t} + 1) · e^{−|z|·s/t}, z ∈ ℤ.
+def _bracket(
+    approx: NDArray[np.float64],
+) -> tuple[NDArray[np.float64], NDArray[np.float64]]:
+    """[lo, hi] ∋ t for targets t ≥ 0 computed as ``approx`` within a relative 2⁻⁵⁰.
 
-    Repeat until accepted: U ~ Uniform{0..t−1}; D ~ Bernoulli(exp(−U/t)) (reject if 0);
-    V ~ Geometric(1 − e⁻¹) (failures of Bernoulli(e⁻¹)); X = U + t·V, which is geometric:
-    P[X = x] ∝ e^{−x/t}; Y = ⌊X/s⌋, so P[Y = y] ∝ e^{−y·s/t}; B ~ Bernoulli(1/2);
-    reject if B = 1 and Y = 0 (so that 0 is not counted twice); return (1 − 2B)·Y.
+    Overflow (inf, or beyond 1e300) gives [1e300, inf]; a result below 1e-290, where
+    subnormal rounding loses the relative bound, gives [0, 1e-290].
     """
-    t64, s64 = np.uint64(t), np.uint64(s)
-    v_max = (U64 - t) // t  # U + t·V < 2⁶⁴ whenever V ≤ v_max (U < t)
+    lo = np.minimum(approx * (1.0 - _MARGIN), _FLOAT_CAP)
+    hi = approx * (1.0 + _MARGIN)
+    hi[~(approx < _FLOAT_CAP)] = np.inf
+    tiny = approx < 1e-290
+    lo[tiny] = 0.0
+    hi[tiny] = 1e-290
+    return lo, hi
 
-    def propose(m: int) -> NDArray[np.int64]:
-        u = uniform_below(words, t, m)
-        accept = np.ones(m, dtype=np.bool_)  # D = 1 surely when U = 0
-        positive = np.flatnonzero(u)
-        if positive.size:
-            accept[positive] = _bernoulli_exp_fraction(words, u[positive], t, positive.size)
-        u = u[accept]
-        v = _geometric_exp_minus_one(words, u.size)
-        wide = np.flatnonzero(v > np.uint64(v_max))
-        wide_x = [int(u[i]) + t * int(v[i]) for i in wide]  # U + t·V ≥ 2⁶⁴: rare, exact ints
-        v[wide] = 0
-        y = (u + t64 * v) // s64
-        for i, x in zip(wide, wide_x, strict=True):
-            y[i] = x // s if x // s < 1 << 63 else 1 << 63
-        if u.size and int(y.max()) >= 1 << 63:  # P ≤ e^{−2⁶³·s/t}: negligible for t/s ≤ 2⁵⁶
-            msg = "a discrete Laplace sample does not fit in int64: the scale is too large"
-            raise OverflowError(msg)
-        negative = (words(u.size) >> np.uint64(63)).astype(np.bool_)
-        z = y.astype(np.int64)
-        np.negative(z, out=z, where=negative)
-        accepted: NDArray[np.int64] = z[~(negative & (y == 0))]
-        return accepted
 
-    # Acceptance rate, only to size the batches: P[D = 1]·(1 − P[Y = 0]/2).
-    p_d = -math.expm1(-1.0) / (t * -math.expm1(-1.0 / t))
-    rate = p_d * (1 + math.exp(-s / t)) / 2
-    return _rejection_fill(propose, n, rate)
+def _bernoulli_exp(
+    words: WordReader, num: NDArray[Any], den: int | NDArray[Any], n: int
+) -> NDArray[np.bool_]:
+    """Bernoulli(exp(−num/den)) elementwise: [64·E > 64·num/den], E ~ Exp(1), exactly.
+
+    ``num`` is uint64 or an object array of Python ints; ``den`` an int or such an array.
+    """
+    if num.dtype == object or (isinstance(den, np.ndarray) and den.dtype == object):
+        nums = [int(v) for v in num.tolist()]
+        dens = [int(v) for v in den.tolist()] if isinstance(den, np.ndarray) else [int(den)] * n
+        approx = np.array([_ratio_float(64 * a, d) for a, d in zip(nums, dens, strict=True)])
+    else:
+        den_f = den.astype(np.float64) if isinstance(den, np.ndarray) else float(den)
+        approx = num.astype(np.float64) * 64.0 / den_f
+        nums = dens = []
+
+    def exact(indices: NDArray[np.intp]) -> list[Fraction]:
+        out = []
+        for i in indices.tolist():
+            top = nums[i] if nums else int(num[i])
+            d = dens[i] if dens else int(den[i] if isinstance(den, np.ndarray) else den)
+            out.append(Fraction(64 * top, d))
+        return out
+
+    lo, hi = _bracket(approx)
+    return exponential_exceeds(_BERNOULLI_RATE, lo, hi, exact, words)
+
+
+def _ratio_float(num: int, den: int) -> float:
+    try:
+        return float(Fraction(num, den))  # correctly rounded
+    except OverflowError:
+        return math.inf
+
+
+def _accept_integer(
+    rate: Fraction, c: NDArray[np.int64], r: int, words: WordReader
+) -> NDArray[np.bool_]:
+    """[X > c²/2^r] for X exponential of a rate in [64·ln 2/4095, 64·ln 2) (so that its integer
+    part comes from one digit table), |c| < 2³² and r ≥ 1, in integers: K = ⌊c²/2^r⌋ = c² >> r; J = ⌊X⌋ > K
+    accepts, J < K rejects, and only J = K (probability about rate) looks at the fraction
+    (:func:`~dpkit.randomness._exponential.fraction_stage`, target (c² mod 2^r)/2^r)."""
+    (table,) = geometric_plan(rate).tables
+    j = table.sample(words, c.size)
+    square = np.abs(c).astype(np.uint64)
+    square *= square  # exact: |c| < 2³²
+    k = (square >> np.uint64(r)).view(np.int64)  # < 2⁶³ as r ≥ 1
+    result: NDArray[np.bool_] = j > k
+    tie = np.flatnonzero(j == k)
+    if tie.size:
+        remainder = square[tie] & np.uint64((1 << r) - 1)
+        target = k[tie].astype(np.float64) + np.ldexp(remainder.astype(np.float64), -r)
+        lo, hi = target * (1.0 - _MARGIN), target * (1.0 + _MARGIN)  # two roundings at most
+
+        def exact(indices: NDArray[np.intp]) -> list[Fraction]:
+            return [Fraction(int(square[tie[i]]), 1 << r) for i in indices.tolist()]
+
+        decided = fraction_stage(
+            rate, np.arange(tie.size), j[tie], lo, hi, exact, words, np.zeros(tie.size, np.bool_)
+        )
+        result[tie] = decided
+    return result
 
 
 # --------------------------------------------------------------------------------------------
-# Algorithm 3: discrete Gaussian, σ² = a/b
+# CKS20 Algorithm 3: discrete Gaussian, σ² = a/b
 # --------------------------------------------------------------------------------------------
 
 
@@ -257,99 +178,53 @@ def _discrete_gaussian(words: WordReader, a: int, b: int, n: int) -> NDArray[np.
     Repeat: Y ~ discrete Laplace with scale t; accept Y with probability
     exp(−(|Y| − σ²/t)²/(2σ²)). The product of the two is e^{−|y|/t − (|y| − σ²/t)²/(2σ²)}
     = e^{−y²/(2σ²)} · e^{−σ²/(2t²)} ∝ e^{−y²/(2σ²)} for *every* t > 0 (the argument of
-    CKS20, Section 5); t ≈ σ keeps the expected number of rounds small. CKS20 take t = ⌊σ⌋ + 1. For
-    σ ≥ 1 we take the rational t = σ²/m with m = ⌊σ⌋ instead (t ∈ [σ, 2σ)), so that σ²/t = m is
-    an integer and the exponent is (|Y| − m)²·b/(2a), which stays in uint64 for σ up to about
-    2³⁰ instead of about 2¹⁴. For σ < 1 (or when σ²/m has a numerator or denominator beyond
-    2⁶²) we use CKS20's integer t = ⌊σ⌋ + 1 and the exponent (|Y|·b·t − a)²/(2abt²). Python
-    ints take over whenever a batch's exponent might not fit in uint64.
+    CKS20, Section 5). For σ ≥ 1 we take t = σ²/m with m = ⌊σ⌋ (t ∈ [σ, 2σ)), so that σ²/t = m
+    and γ = (|Y| − m)²·b/(2a); for σ < 1, CKS20's t = 1 and γ = (|Y|·b − a)²/(2ab). Either way
+    γ = c²·w/D with an integer c; a proposal is accepted about 76% of the time for large σ
+    (√(π/2)·e^(−1/2)).
+
+    The acceptance test is X > c²/2^r for X = u·E, E ~ Exp(1), u = D/(w·2^r) ∈ [32, 64): the
+    event E > γ scaled by u (:func:`~dpkit.randomness._exponential.exponential_exceeds`; the
+    target c²/2^r is bracketed in floats and exact in Python integers). Timing: the proposal
+    takes fixed work; the test takes one word unless ⌊X⌋ = ⌊u·γ⌋, and given acceptance that
+    happens with probability ≈ (1 − frac(uγ))/u whatever |Y| is (X − uγ is again exponential,
+    by memorylessness), so the work does not track the value returned.
     """
     m = math.isqrt(a // b)
-    scale = Fraction(a, b * m) if m >= 1 else Fraction(0)
-    if m >= 1 and max(scale.numerator, scale.denominator) <= _MAX_PARAMETER:
-        # γ = weight·(|Y|·stretch − centre)²/den with t = σ²/m:  b·(|Y| − m)²/(2a)
-        stretch, centre, weight, den = 1, m, b, 2 * a
+    if m >= 1:
+        scale, shift, stretch, weight, den = Fraction(a, b * m), m, 1, b, 2 * a
     else:
-        t = m + 1  # γ = (|Y|·b·t − a)²/(2abt²)
-        scale = Fraction(t)
-        stretch, centre, weight, den = b * t, a, 1, 2 * a * b * t * t
-    laplace_s, laplace_t = scale.denominator, scale.numerator
+        scale, shift, stretch, weight, den = Fraction(1), a, b, 1, 2 * a * b
+    r = (den // weight).bit_length() - 6  # u = D/(w·2^r) ∈ [32, 64)
+    rate = Fraction(weight << r, den) if r >= 0 else Fraction(weight, den << -r)
+    unit = math.ldexp(1.0, -r)
+    laplace_rate = 1 / scale
 
     def propose(count: int) -> NDArray[np.int64]:
-        y = _discrete_laplace(words, laplace_s, laplace_t, count)
-        magnitude = np.abs(y)  # |y| < 2⁶³ (checked by _discrete_laplace)
+        y = discrete_laplace_digits(laplace_rate, words, count)
+        magnitude = np.abs(y)
         largest = int(magnitude.max()) if count else 0
-        spread = max(largest * stretch - centre, centre)
-        if den < U64 and largest * stretch < 1 << 63 and weight * spread**2 < U64:
-            centred = magnitude * np.int64(stretch) - np.int64(centre)
-            root = np.abs(centred).astype(np.uint64)
-            num: NDArray[Any] = root * root * np.uint64(weight)
+        if stretch == 1 and r >= 1 and largest < (1 << 32) - shift:  # the common case
+            accepted: NDArray[np.int64] = y[_accept_integer(rate, magnitude - shift, r, words)]
+            return accepted
+        if stretch < 1 << 20 and shift < 1 << 52 and largest < 1 << 40:  # small σ: int64 c
+            exact_c: Any = magnitude * stretch - shift  # |c| < 2⁶¹
+            approx = exact_c.astype(np.float64)
         else:
-            centred_o = magnitude.astype(object) * stretch - centre
-            num = centred_o * centred_o * weight
-        return y[_bernoulli_exp(words, num, den, count)]
+            exact_c = magnitude.astype(object) * stretch - shift
+            approx = np.array([float(v) for v in exact_c.tolist()], dtype=np.float64)
+        with np.errstate(over="ignore"):
+            approx = approx * approx * unit  # c rounded, squared, scaled: within 2⁻⁵¹
+        lo, hi = _bracket(approx)
 
-    return _rejection_fill(propose, n, 0.5)
+        def exact(indices: NDArray[np.intp]) -> list[Fraction]:
+            return [Fraction(int(exact_c[i]) ** 2) * Fraction(unit) for i in indices.tolist()]
 
+        accepted = y[exponential_exceeds(rate, lo, hi, exact, words)]
+        return accepted
 
-# --------------------------------------------------------------------------------------------
-# Constant-time discrete Laplace: bit decomposition of geometric variables
-# --------------------------------------------------------------------------------------------
-
-
-@functools.lru_cache(maxsize=64)
-def _constant_time_plan(scale: Fraction) -> NDArray[np.uint64]:
-    """Thresholds T_j = round(p_j·2⁶⁴), p_j = q^{2^j}/(1 + q^{2^j}), q = e^{−1/scale}, j < J.
-
-    J is the least integer with 2^J ≥ 64·ln 2·scale, so that q^{2^J} ≤ 2⁻⁶⁴. The p_j are
-    computed in 60-digit decimal arithmetic, far below the 2⁻⁶⁵ rounding of T_j.
-    """
-    context = decimal.Context(prec=60)
-    scale_d = context.divide(decimal.Decimal(scale.numerator), decimal.Decimal(scale.denominator))
-    need = context.multiply(scale_d, context.multiply(64, context.ln(2)))
-    bits = 1
-    while context.power(2, bits) < need:
-        bits += 1
-    if bits > 62:
-        raise InvalidParameter(
-            "scale",
-            float(scale),
-            "at most 2**56 for the constant-time sampler",
-            owner="discrete_laplace_constant_time",
-        )
-    thresholds = []
-    for j in range(bits):
-        x = context.exp(context.divide(-decimal.Decimal(2**j), scale_d))
-        p = context.divide(x, context.add(1, x))
-        thresholds.append(int(context.multiply(p, U64).to_integral_value(decimal.ROUND_HALF_EVEN)))
-    return np.array(thresholds, dtype=np.uint64)
-
-
-def _geometric_bits(words: WordReader, thresholds: NDArray[np.uint64], n: int) -> NDArray[np.int64]:
-    """G = Σ_j 2^j·[w_j < T_j]: the J lowest binary digits of a geometric variable.
-
-    If P[G = g] = (1 − q)·q^g then, writing g = Σ_j 2^j b_j, q^g = Π_j (q^{2^j})^{b_j}: the pmf
-    factorises over the digits, which are therefore independent with
-    P[b_j = 1] = q^{2^j}/(1 + q^{2^j}). Fixed work: exactly J words and compares per sample.
-    """
-    depth = thresholds.size
-    w = words(n * depth).reshape(depth, n)
-    g = np.zeros(n, dtype=np.uint64)
-    for j in range(depth):
-        g |= (w[j] < thresholds[j]).astype(np.uint64) << np.uint64(j)
-    return g.astype(np.int64)
-
-
-def constant_time_tv_bound(scale: Any, /) -> float:
-    """Total-variation distance between :func:`discrete_laplace_constant_time` and the exact
-    discrete Laplace: at most (2J + 2)·2⁻⁶⁴, J = ⌈log₂(64·ln 2·scale)⌉ digits per geometric.
-
-    Each of the 2J digits has a probability off by at most 2⁻⁶⁵ (rounding of T_j) and truncating
-    each geometric at J digits changes it with probability q^{2^J} ≤ 2⁻⁶⁴; total variation is
-    subadditive over independent parts. Add this to δ when the constant-time sampler is used.
-    """
-    depth = _constant_time_plan(_rational(scale, "scale", "constant_time_tv_bound")).size
-    return (2 * depth + 2) * 2.0**-64
+    # √(π/2)·e^(−1/2) ≈ 0.760: the acceptance rate for large σ; later rounds measure it.
+    return rejection_fill(propose, n, 0.76 if m >= 4 else 0.5)
 
 
 # --------------------------------------------------------------------------------------------
@@ -407,9 +282,12 @@ def discrete_laplace(scale: Any, /, size: Size = None, *, rng: Any = None) -> An
     """Exact discrete Laplace samples: P[Z = z] = (1 − q)/(1 + q) · q^|z|, q = e^{−1/scale}.
 
     ``scale`` is a positive rational (int, Fraction, "p/q" string, or a float taken at its
-    exact binary value) whose numerator and denominator are at most 2⁶². Canonne, Kamath &
-    Steinke 2020, Algorithm 2, vectorised; ``rng`` is None (secure), a SecureRandom, or a
-    numpy Generator (fast). Returns int64 (a scalar when ``size`` is None).
+    exact binary value) whose numerator and denominator are at most 2⁶². The sampler
+    (:mod:`dpkit.randomness.geometric`) draws Z = sign × nonzero × (1 + G) with G geometric,
+    G from its independent digits through exact alias tables: exactly this law, with the same
+    number of words and operations for every draw (ties of probability 2⁻⁴⁸ and less aside),
+    so its run time does not depend on the noise. ``rng`` is None (secure), a SecureRandom,
+    or a numpy Generator (fast). Returns int64 (a scalar when ``size`` is None).
 
     >>> from dpkit.randomness import SecureRandom
     >>> z = discrete_laplace(3, size=1000, rng=SecureRandom())
@@ -417,6 +295,14 @@ def discrete_laplace(scale: Any, /, size: Size = None, *, rng: Any = None) -> An
     dtype('int64')
     """
     owner = "discrete_laplace"
+    exact = _laplace_scale(scale, owner)
+    generator, _ = resolve_rng(rng, owner=owner)
+    shape = _shape(size)
+    values = discrete_laplace_digits(1 / exact, word_reader(generator), math.prod(shape))
+    return _finish(values.reshape(shape), shape)
+
+
+def _laplace_scale(scale: Any, owner: str) -> Fraction:
     exact = _rational(scale, "scale", owner)
     if exact.numerator > _MAX_PARAMETER or exact.denominator > _MAX_PARAMETER:
         raise InvalidParameter(
@@ -425,20 +311,15 @@ def discrete_laplace(scale: Any, /, size: Size = None, *, rng: Any = None) -> An
             "a rational whose numerator and denominator are at most 2**62",
             owner=owner,
         )
-    generator, _ = resolve_rng(rng, owner=owner)
-    shape = _shape(size)
-    values = _chunked(
-        _discrete_laplace, word_reader(generator), shape, exact.denominator, exact.numerator
-    )
-    return _finish(values, shape)
+    return exact
 
 
 def discrete_gaussian(sigma2: Any, /, size: Size = None, *, rng: Any = None) -> Any:
     """Exact discrete Gaussian samples: P[Z = z] ∝ exp(−z²/(2σ²)), z ∈ ℤ, σ² = ``sigma2``.
 
     ``sigma2`` (σ², not σ) is a positive rational, as in Canonne, Kamath & Steinke 2020,
-    Algorithm 3 (run on :func:`discrete_laplace` with scale ⌊σ⌋ + 1); σ may be at most 2⁶².
-    Note Var[Z] < σ² (CKS20 show this; the gap is negligible once σ ≳ 1).
+    Algorithm 3 (run on :func:`discrete_laplace`; see :func:`_discrete_gaussian`); σ may be at
+    most 2⁶². Note Var[Z] < σ² (CKS20 show this; the gap is negligible once σ ≳ 1).
 
     >>> from dpkit.randomness import SecureRandom
     >>> discrete_gaussian(4, size=3, rng=SecureRandom()).shape
@@ -457,31 +338,26 @@ def discrete_gaussian(sigma2: Any, /, size: Size = None, *, rng: Any = None) -> 
 
 
 def discrete_laplace_constant_time(scale: Any, /, size: Size = None, *, rng: Any = None) -> Any:
-    """Discrete Laplace with a fixed amount of work per sample (no rejection loop).
+    """The discrete Laplace with a fixed amount of work per draw: now :func:`discrete_laplace`.
 
-    Z = G₁ − G₂ for independent geometric G (P[G = g] = (1 − q)q^g, q = e^{−1/scale}), which has
-    exactly the discrete Laplace pmf (1 − q)/(1 + q)·q^|z| (Inusah & Kozubowski 2006, "A discrete
-    analogue of the Laplace distribution", J. Stat. Plan. Inference 136(3)). Each G is drawn by
-    its J lowest binary digits, which are independent Bernoullis (see :func:`_geometric_bits`),
-    each one word compared with a 64-bit threshold: 2J words and compares per sample whatever
-    the noise. The distribution is within :func:`constant_time_tv_bound` of exact in total
-    variation; add that to δ. Data-independent control flow removes the timing channel of
-    Jin et al. 2022 at the numpy level; it is not a hardened constant-time implementation.
+    The bit-decomposition sampler this name used to select (2J words per draw, within a stated
+    total-variation distance of the law) is superseded: :func:`discrete_laplace` is exact *and*
+    does fixed work, with about J/13 + 1 words per draw. Kept so that existing code runs.
     """
     owner = "discrete_laplace_constant_time"
-    exact = _rational(scale, "scale", owner)
-    thresholds = _constant_time_plan(exact)
+    exact = _laplace_scale(scale, owner)
     generator, _ = resolve_rng(rng, owner=owner)
-    words = word_reader(generator)
     shape = _shape(size)
-    count = math.prod(shape)
-    out = np.empty(count, dtype=np.int64)
-    step = 1 << 14  # J words per digit row: a few MB of temporaries
-    for start in range(0, count, step):
-        stop = min(count, start + step)
-        out[start:stop] = _geometric_bits(words, thresholds, stop - start)
-        out[start:stop] -= _geometric_bits(words, thresholds, stop - start)
-    return _finish(out.reshape(shape), shape)
+    values = discrete_laplace_digits(1 / exact, word_reader(generator), math.prod(shape))
+    return _finish(values.reshape(shape), shape)
+
+
+def constant_time_tv_bound(scale: Any, /) -> float:
+    """Total-variation distance between :func:`discrete_laplace_constant_time` and the exact
+    discrete Laplace: 0.0, since that sampler is now exact (it was (2J + 2)·2⁻⁶⁴ for the
+    bit-decomposition sampler it replaced). The scale is still validated."""
+    _laplace_scale(scale, "constant_time_tv_bound")
+    return 0.0
 
 
 def bernoulli_exp(
@@ -489,10 +365,10 @@ def bernoulli_exp(
 ) -> Any:
     """Exact Bernoulli(exp(−γ)) draws, γ = numerator/denominator ≥ 0 (arrays broadcast).
 
-    Canonne, Kamath & Steinke 2020, Algorithm 1, vectorised over the broadcast shape of
-    ``numerator``, ``denominator`` and ``size``. Integers of any size are allowed (values beyond
-    uint64 are handled with Python ints). This is the primitive behind permute-and-flip and the
-    exponential mechanism with rational utilities.
+    Decided as E > γ for an exponential E drawn digit by digit (see :func:`_bernoulli_exp`;
+    the event has probability e^(−γ), CKS20's Algorithm 1 samples the same Bernoulli with a
+    loop), vectorised over the broadcast shape of ``numerator``, ``denominator`` and ``size``.
+    Integers of any size are allowed (values beyond uint64 are handled with Python ints).
 
     >>> from dpkit.randomness import SecureRandom
     >>> bool(bernoulli_exp(0, rng=SecureRandom()))  # exp(0) = 1
@@ -517,13 +393,108 @@ def bernoulli_exp(
     return result if shape else bool(result[()])
 
 
+def bernoulli_exp_bracketed(
+    lo: NDArray[np.float64],
+    hi: NDArray[np.float64],
+    exact: Callable[[NDArray[np.intp]], list[Fraction]],
+    /,
+    *,
+    rng: Any = None,
+) -> NDArray[np.bool_]:
+    """Exact Bernoulli(exp(−γ_i)) draws for exponents known to lie in floats lo_i ≤ γ_i ≤ hi_i.
+
+    For callers whose exponents are exact rationals that are costly to form (for example the
+    gaps λ(u* − u) of float utilities): a float bracket of each decides almost every draw, and
+    ``exact(indices)`` is asked for the exact γ_i (Fractions) of the few it leaves open — about
+    a fraction 2⁻⁶ of the draws whose bracket is tight, fewer when γ is large. Each draw is the
+    event E > γ for an exponential E drawn digit by digit (:func:`_bernoulli_exp`), so the
+    probability is exactly e^(−γ_i) whatever the brackets are, as long as they hold. Returns a
+    bool array of the brackets' shape.
+
+    >>> from fractions import Fraction
+    >>> from dpkit.randomness import SecureRandom
+    >>> gamma = np.array([0.0, 50.0])
+    >>> bernoulli_exp_bracketed(
+    ...     gamma, gamma, lambda i: [Fraction(float(gamma[j])) for j in i], rng=SecureRandom()
+    ... )[0]
+    np.True_
+    """
+    generator, _ = resolve_rng(rng, owner="bernoulli_exp_bracketed")
+    low, high, shape = _brackets(lo, hi, 0.0, np.inf, "bernoulli_exp_bracketed")
+    scaled_lo = np.minimum(np.broadcast_to(low, shape).reshape(-1) * 64.0, _FLOAT_CAP)
+    with np.errstate(over="ignore"):
+        scaled_hi = np.broadcast_to(high, shape).reshape(-1) * 64.0
+
+    def scaled_exact(indices: NDArray[np.intp]) -> list[Fraction]:
+        return [64 * g for g in exact(indices)]
+
+    result = exponential_exceeds(
+        _BERNOULLI_RATE, scaled_lo, scaled_hi, scaled_exact, word_reader(generator)
+    )
+    return result.reshape(shape)
+
+
+def _brackets(
+    lo: Any, hi: Any, smallest: float, largest: float, owner: str
+) -> tuple[NDArray[np.float64], NDArray[np.float64], tuple[int, ...]]:
+    """Float arrays with smallest ≤ lo ≤ hi ≤ largest everywhere (NaN fails), and their shape."""
+    low = np.asarray(lo, dtype=np.float64)
+    high = np.asarray(hi, dtype=np.float64)
+    try:
+        shape = np.broadcast_shapes(low.shape, high.shape)
+    except ValueError:
+        raise InvalidParameter(
+            "hi", "an array", "the shape of lo (or broadcastable)", owner=owner
+        ) from None
+    if low.size and not (bool(np.all(low >= smallest)) and bool(np.all(low <= high))):
+        raise InvalidParameter(
+            "lo", "an array", f"numbers ≥ {smallest:g} and ≤ hi, elementwise", owner=owner
+        )
+    if high.size and not bool(np.all(high <= largest)):
+        raise InvalidParameter("hi", "an array", f"numbers ≤ {largest:g}", owner=owner)
+    return low, high, shape
+
+
+def bernoulli_bracketed(
+    lo: NDArray[np.float64],
+    hi: NDArray[np.float64],
+    exact: Callable[[NDArray[np.intp]], list[Callable[[decimal.Context], decimal.Decimal]]],
+    /,
+    *,
+    rng: Any = None,
+) -> NDArray[np.bool_]:
+    """Exact Bernoulli(p_i) draws for probabilities known to lie in floats lo_i ≤ p_i ≤ hi_i.
+
+    One word per draw decides it unless the word falls between lo_i·2⁶⁴ and hi_i·2⁶⁴; for those
+    (about 2⁻⁴⁹ of the draws when the brackets are tight) ``exact(indices)`` returns, for each
+    index, an evaluator ``f(context) -> Decimal`` of p_i, correct to a few units of the
+    context's precision (e.g. composed of ``decimal``'s correctly rounded exp, multiply and
+    divide), from which the binary digits of p_i are computed as far as the comparison needs.
+    p_i must not be a dyadic rational strictly between 0 and 1 for which a bracket is not
+    tight (such a p is better drawn with an integer threshold). Returns a bool array of the
+    brackets' (broadcast) shape.
+    """
+    generator, _ = resolve_rng(rng, owner="bernoulli_bracketed")
+    low, high, shape = _brackets(lo, hi, 0.0, 1.0, "bernoulli_bracketed")
+
+    def reals(indices: NDArray[np.intp]) -> list[ExactReal]:
+        return [ExactReal(f, slack=64) for f in exact(indices)]
+
+    result = bernoulli_bracketed_real(
+        np.broadcast_to(low, shape).reshape(-1),
+        np.broadcast_to(high, shape).reshape(-1),
+        reals,
+        word_reader(generator),
+    )
+    return result.reshape(shape)
+
+
 def bernoulli_exp_array(
     numerator: NDArray[Any], denominator: NDArray[Any], /, *, rng: Any = None
 ) -> NDArray[np.bool_]:
     """Exact Bernoulli(exp(−γ)) for arrays of rationals γ = numerator/denominator ≥ 0.
 
-    The same sampler as :func:`bernoulli_exp` (Canonne, Kamath & Steinke 2020, Algorithm 1),
-    for callers that already hold integer arrays, e.g. exact gaps of many utilities: the two
+    The same sampler as :func:`bernoulli_exp`, for callers that already hold integer arrays, e.g. exact gaps of many utilities: the two
     arrays broadcast; each is an unsigned or signed integer array, or an object array of
     Python ints (any size). They are checked with whole-array operations (one C-level pass
     for the element types of an object array) instead of :func:`bernoulli_exp`'s

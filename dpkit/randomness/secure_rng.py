@@ -162,14 +162,15 @@ class SecureRandom:
     def integers(
         self,
         low: int,
-        high: int | None = None,
+        high: int | NDArray[np.integer[Any]] | None = None,
         size: Size = None,
         dtype: DTypeLike = np.int64,
         endpoint: bool = False,
     ) -> Any:
         """Exactly uniform integers in [low, high) (or [low, high] with ``endpoint=True``).
 
-        Like ``Generator.integers``: ``integers(high)`` means [0, high). The range
+        Like ``Generator.integers``: ``integers(high)`` means [0, high), and ``high`` may be an
+        integer array (one bound per draw, broadcast against ``size``). The range
         m = high − low is drawn by :func:`~dpkit.randomness._words.uniform_below` (rejection of
         words below 2⁶⁴ mod m, redrawn in vectorised rounds) and shifted by ``low``.
         """
@@ -180,7 +181,10 @@ class SecureRandom:
             raise InvalidParameter(
                 "dtype", dtype, "an integer dtype", owner="SecureRandom.integers"
             )
-        lo, hi = _as_int(low, "low"), _as_int(high, "high")
+        lo = _as_int(low, "low")
+        if isinstance(high, np.ndarray):
+            return self._integers_array(lo, high, size, kind, endpoint)
+        hi = _as_int(high, "high")
         last = hi if endpoint else hi - 1
         info = np.iinfo(kind)
         if lo > last:
@@ -199,10 +203,35 @@ class SecureRandom:
             )
         shape = _shape(size)
         offsets = uniform_below(self._source.words, last - lo + 1, _count(shape))
-        shifted = offsets + np.uint64(lo % U64)  # wraps modulo 2⁶⁴, exactly as intended
-        values = shifted.view(np.int64) if info.min < 0 else shifted
-        result = values.astype(kind).reshape(shape)
-        return result if shape else result.dtype.type(result[()])
+        return _shifted(offsets, lo, kind, shape)
+
+    def _integers_array(
+        self, lo: int, high: NDArray[Any], size: Size, kind: np.dtype[Any], endpoint: bool
+    ) -> Any:
+        """integers(low, high_array): one exactly uniform draw in [low, high_i) per element."""
+        info = np.iinfo(kind)
+        if not np.issubdtype(high.dtype, np.integer):
+            raise InvalidParameter("high", "an array", "integers", owner="SecureRandom.integers")
+        shape = np.broadcast_shapes(high.shape, _shape(size)) if size is not None else high.shape
+        bounds = np.broadcast_to(high, shape).reshape(-1)
+        shift = 0 if endpoint else 1
+        if bounds.size:
+            smallest, largest = int(bounds.min()) - shift, int(bounds.max()) - shift
+            if smallest < lo or lo < info.min or largest > info.max:
+                raise InvalidParameter(
+                    "high",
+                    "an array",
+                    f"every bound above low={lo} and within {kind}",
+                    owner="SecureRandom.integers",
+                )
+        # m = last − low + 1 in wrapping uint64 arithmetic: exact, except that a full 64-bit
+        # range (m = 2⁶⁴) wraps to 0, where any word is uniform.
+        moduli = bounds.astype(np.uint64) - np.uint64((lo + shift - 1) % U64)
+        full = moduli == 0
+        offsets = uniform_below(self._source.words, np.where(full, 1, moduli), moduli.size)
+        if full.any():
+            offsets[full] = self._source.words(int(full.sum()))
+        return _shifted(offsets, lo, kind, shape)
 
     def bernoulli(self, probability: float | Fraction, size: Size = None) -> Any:
         """Booleans, true with probability ⌈p·2⁶⁴⌉/2⁶⁴ ≥ p (one word and one compare each)."""
@@ -259,6 +288,15 @@ class SecureRandom:
 
     def __deepcopy__(self, memo: Any) -> NoReturn:
         self._refuse("copied")
+
+
+def _shifted(
+    offsets: NDArray[np.uint64], low: int, kind: np.dtype[Any], shape: tuple[int, ...]
+) -> Any:
+    shifted = offsets + np.uint64(low % U64)  # wraps modulo 2⁶⁴, exactly as intended
+    values = shifted.view(np.int64) if np.iinfo(kind).min < 0 else shifted
+    result = values.astype(kind).reshape(shape)
+    return result if shape else result.dtype.type(result[()])
 
 
 def _as_int(value: Any, name: str) -> int:

@@ -10,7 +10,6 @@ each release's result document is stored with its ledger entry.
 from __future__ import annotations
 
 import json
-from fractions import Fraction
 from pathlib import Path
 from typing import Any
 
@@ -97,10 +96,11 @@ def _amount(budget: Any) -> dict[str, Any]:
         "epsilon_exact": exact_text(budget.epsilon),
         "delta_exact": exact_text(budget.delta),
     }
-    rho = getattr(budget, "rho", None)
-    if rho is not None:
-        out["rho"] = float(rho)
-        out["rho_exact"] = exact_text(rho)
+    for name in ("rho", "mu2"):
+        value = getattr(budget, name, None)
+        if value is not None:
+            out[name] = float(value)
+            out[f"{name}_exact"] = exact_text(value)
     return out
 
 
@@ -113,39 +113,40 @@ def _listify(value: Any) -> Any:
 
 
 def _check_total(session: Session, plan: Plan) -> None:
-    """The exact total cost must fit what remains, else point at the first query that overflows."""
-    remaining = session.remaining
-    epsilon = delta = rho = Fraction(0)
-    for query in plan.queries:
-        cost = session.cost(query.target.privacy)
-        epsilon, delta, rho = epsilon + cost.epsilon, delta + cost.delta, rho + (cost.rho or 0)
-        if session.composition == "zcdp":
-            over = rho > (remaining.rho or 0)
-        else:
-            over = epsilon > remaining.epsilon or delta > remaining.delta
-        if over:
-            field = (
-                "delta"
-                if session.composition == "basic" and epsilon <= remaining.epsilon
-                else "epsilon"
-            )
-            requested = {
-                "epsilon": float(epsilon),
-                "delta": float(delta),
-                "epsilon_exact": exact_text(epsilon),
-            }
-            left = _amount(remaining)
-            raise SpecInvalid(
-                [
-                    SpecIssue(
-                        f"{query.at}/budget/{field}",
-                        "budget_exceeded",
-                        f"the queries up to here cost ε={float(epsilon):.10g}, δ={float(delta):.3g} "
-                        f"in total; the ledger has ε={left['epsilon']:.10g}, δ={left['delta']:.3g} left",
-                        detail={"requested": requested, "remaining": left},
-                    )
-                ]
-            )
+    """The plan's exact cost (the session's plan pricing: basic composition charges the queries'
+    tight joint ε) must fit what remains, else point at the first query that overflows."""
+    items = [(query.target.privacy, 1) for query in plan.queries]
+    try:
+        fits = session.admits(session.plan_costs(items))[0]
+    except InvalidParameter as error:  # e.g. an (ε, δ) query under zCDP or Gaussian DP
+        raise SpecInvalid([SpecIssue("/budget", error.code, str(error))]) from None
+    if fits:
+        return
+    for index, query in enumerate(plan.queries):
+        fits, charged, remaining = session.admits(session.plan_costs(items[: index + 1]))
+        if fits:
+            continue
+        over_delta = charged.rho is None and charged.mu2 is None and charged.delta > remaining.delta
+        field = "delta" if over_delta and charged.epsilon <= remaining.epsilon else "epsilon"
+        requested = {
+            "epsilon": float(charged.epsilon),
+            "delta": float(charged.delta),
+            "epsilon_exact": exact_text(charged.epsilon),
+        }
+        requested.update(_amount(charged))
+        left = _amount(remaining)
+        raise SpecInvalid(
+            [
+                SpecIssue(
+                    f"{query.at}/budget/{field}",
+                    "budget_exceeded",
+                    f"the queries up to here cost {charged} in total (charged under "
+                    f"{session.rule or 'the rule best would choose'}); the ledger has "
+                    f"{remaining} left",
+                    detail={"requested": requested, "remaining": left},
+                )
+            ]
+        )
 
 
 def _confidence_interval(value: Any, level: float, method: str) -> dict[str, Any] | None:

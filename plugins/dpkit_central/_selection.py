@@ -12,6 +12,8 @@ row of −inf only → zeros.
 
 from __future__ import annotations
 
+import decimal
+import functools
 import math
 from fractions import Fraction
 from typing import Any, ClassVar, Literal
@@ -20,9 +22,18 @@ import attrs
 import numpy as np
 from numpy.typing import NDArray
 
-from dpkit import Boolean, InvalidData, Mechanism, PureDP, Real, VectorDomain, parameter
+from dpkit import (
+    Boolean,
+    InvalidData,
+    Mechanism,
+    PrivacyEvent,
+    PureDP,
+    Real,
+    VectorDomain,
+    parameter,
+)
 from dpkit.params import CENTRAL_EPSILON, SENSITIVITY
-from dpkit.randomness.discrete import bernoulli_exp_array
+from dpkit.randomness.discrete import bernoulli_bracketed, bernoulli_exp_bracketed
 from dpkit_central._validation import as_array, check_kind, total_utilities
 
 U64 = 1 << 64
@@ -50,7 +61,8 @@ class Selection(Mechanism):
         return VectorDomain(self.sensitivity, norm=math.inf, monotone=self.monotone)
 
     @property
-    def privacy(self) -> PureDP:
+    def privacy(self) -> PrivacyEvent:
+        """Pure ε-DP; the exponential mechanism states more (ε-bounded range)."""
         return PureDP(epsilon=self.epsilon)
 
     def check_input(self, values: Any, /) -> None:
@@ -79,21 +91,17 @@ class Selection(Mechanism):
 # Secure mode: exact selection on dpkit's SecureRandom
 # --------------------------------------------------------------------------------------------
 #
-# Design (why exact conversion and not a lattice). A double is a dyadic rational M·2^E, so
-# the gaps γ_r = λ(u* − u_r) of the float utilities, with λ = ε/(2Δu) (ε/Δu if monotone)
-# taken at the exact binary values of ε and Δu, are exact rationals. Sampling with them is
-# *the* mechanism on the utilities the caller gave: nothing is rounded, so the declared ε
-# holds exactly (no sensitivity Δu + g to charge, no ε to round down) and the output law is
-# exactly the fast-mode ``log_probability``. The price is integer size: a row whose
-# utilities span many binades needs Python ints (object arrays) for the gaps, e.g. about
-# 2,100 bits for 1e-300 next to 1e300. For integer-valued utilities (counts) with ε and Δu
-# of short binary expansion (1, 0.5, 2, ...) numerators and denominators fit in uint64 and
-# everything stays in uint64 numpy; general float scores (53-bit mantissas over a few
-# binades) take the Python-int path, which costs about 30–50× fast mode at m = 1000
-# (benchmarks/bench_secure.py) — still under a millisecond per selection. A power-of-two
-# lattice (round u to g, charge Δu + g, round ε down) would only shorten the integers, at
-# the cost of a second mechanism whose pmf differs from ``log_probability``; it is not
-# needed for exactness.
+# Design. A double is a dyadic rational, so the gaps γ_r = λ(u* − u_r) of the float utilities,
+# with λ = ε/(2Δu) (ε/Δu if monotone) at the exact binary values of ε and Δu, are exact
+# rationals, and sampling with them is *the* mechanism on the utilities the caller gave:
+# nothing is rounded, the declared ε holds exactly and the output law is exactly fast mode's
+# ``log_probability``. Each coin Bernoulli(e^(−γ_r)) is the event E_r > γ_r for an exponential
+# E_r (:mod:`dpkit.randomness._exponential`, drawn digit by digit, about one word each). The
+# comparison needs γ_r only to the precision that separates it from E_r: three float
+# operations bracket it within a relative 2⁻⁵⁰ (:func:`gap_brackets`), which decides all but a
+# fraction ~2⁻⁶ of the coins at the first digit and nearly all the rest at the next; the exact
+# rational γ_r (Python integers) is formed only for the few comparisons the brackets leave
+# open. No utility is converted to a big integer up front.
 
 
 def exact_rate(epsilon: float, sensitivity: float, monotone: bool) -> Fraction:
@@ -108,8 +116,7 @@ def odd_mantissas(
 
     ``np.frexp`` gives f·2^e with f ∈ [0.5, 1) (subnormals included); f·2⁵³ is an integer.
     Trailing zero bits are moved into E (the lowest set bit of M is M & −M, a power of two
-    whose exponent ``frexp`` reads exactly), so that integer-valued utilities get E ≥ 0 and
-    the gaps below stay short.
+    whose exponent ``frexp`` reads exactly), so that integer-valued utilities get E ≥ 0.
     """
     frac, exp = np.frexp(values)
     mant = np.ldexp(frac, 53).astype(np.int64)
@@ -120,84 +127,119 @@ def odd_mantissas(
     return mant >> tz, exp + tz
 
 
-def exact_gaps(
-    utilities: NDArray[np.float64], rate: Fraction
-) -> tuple[NDArray[Any], NDArray[Any], NDArray[np.bool_]]:
-    """Exact γ_r = λ(u* − u_r) ≥ 0 for rows of utilities (R, m): (num, den, finite).
+#: Relative bracket of a gap computed in three correctly rounded float operations (< 2⁻⁵¹).
+_MARGIN = 2.0**-50
+_HUGE = 1e300
 
-    γ[i, r] = num[i, r] / den[i, 0] with num of shape (R, m) and den of shape (R, 1), both
-    uint64 when every value fits and Python-int object arrays otherwise; ``finite`` marks the
-    candidates that can be chosen (−inf utilities get num = 0 and must be masked out by the
-    caller). Each row is scaled by 2^(−E₀), E₀ its smallest binary exponent, so that every
-    utility is an integer V_r = u_r·2^(−E₀) and γ_r = (V* − V_r)·2^(E₀)·P/Q with λ = P/Q.
+
+def gap_brackets(
+    top: NDArray[np.float64], utilities: NDArray[np.float64], rate: Fraction
+) -> tuple[NDArray[np.float64], NDArray[np.float64]] | None:
+    """[lo, hi] ∋ γ = λ(u* − u) elementwise (``top`` = u*, broadcasting), or None.
+
+    u* − u is one correctly rounded subtraction (exact when the result is subnormal), λ the
+    correctly rounded double of the rational λ, and the product one more rounding: relative
+    error below 3·2⁻⁵³ whenever the result is a normal double (IEEE 754, §4.3). A result that
+    overflows (u = −inf, or a gap beyond 1e300) is bracketed by [1e299, inf], one below 1e-290
+    (subnormal rounding) by [0, 1e-290]. None when λ itself is not a normal double (ε/Δu
+    beyond 1e300 or below 1e-300): the caller then uses exact rationals for every gap.
     """
-    finite = np.isfinite(utilities)
-    mant, exp = odd_mantissas(np.where(finite, utilities, 0.0))
-    present = mant != 0
-    huge = np.iinfo(np.int64).max
-    e0 = np.min(np.where(present, exp, huge), axis=-1, keepdims=True)
-    e0[e0 == huge] = 0
-    shift = np.where(present, exp - e0, 0)
-    top = np.argmax(utilities, axis=-1)[:, None]  # float order = exact order; never −inf
-    bits = np.frexp(np.abs(mant).astype(np.float64))[1] + shift  # bit length of |V|
-    if int(bits.max()) <= 62:  # |V| < 2⁶² fits int64, gaps < 2⁶³
-        scaled = mant << shift
-        gap: NDArray[Any] = (np.take_along_axis(scaled, top, axis=-1) - scaled).astype(np.uint64)
-    else:
-        scaled = np.left_shift(mant.astype(object), shift.astype(object))
-        gap = np.take_along_axis(scaled, top, axis=-1) - scaled
-    gap[~finite] = 0
-    num_factor = [rate.numerator << max(int(e), 0) for e in e0[:, 0]]
-    den_values = [rate.denominator << max(-int(e), 0) for e in e0[:, 0]]
-    widest = max(num_factor) if num_factor else 1
-    largest_gap = int(gap.max()) if gap.size else 0
-    fits = widest < U64 and largest_gap * widest < U64  # widest alone when every gap is 0
-    if gap.dtype != object and fits and max(den_values, default=1) < U64:
-        num = gap * np.array(num_factor, dtype=np.uint64)[:, None]
-        den: NDArray[Any] = np.array(den_values, dtype=np.uint64)[:, None]
-    else:
-        num = gap.astype(object) * np.array([*num_factor, None], dtype=object)[:-1, None]
-        den = np.array([*den_values, None], dtype=object)[:-1, None]
-    return num, den, finite
+    try:
+        scale = float(rate)
+    except OverflowError:
+        return None
+    if not 1e-300 < scale < _HUGE:
+        return None
+    with np.errstate(over="ignore", invalid="ignore"):
+        approx = top - utilities
+        approx *= scale
+    lo = approx * (1.0 - _MARGIN)
+    hi = approx * (1.0 + _MARGIN)
+    wide = ~(approx < _HUGE)  # inf (overflow, −inf utilities) or beyond 1e300
+    if wide.any():  # γ ≥ 1e300·(1 − 2⁻⁵⁰) there: [1e299, inf] holds it
+        lo[wide] = _HUGE / 10
+        hi[wide] = np.inf
+    tiny = approx < 1e-290
+    if tiny.any():
+        lo[tiny] = 0.0
+        hi[tiny] = 1e-290
+    return lo, hi
 
 
-def bernoulli_exp_where(
-    num: NDArray[Any], den: NDArray[Any], mask: NDArray[np.bool_], rng: Any
+#: Coins per pass: the temporaries stay in the CPU cache (fresh large arrays cost page faults).
+_COIN_CHUNK = 1 << 15
+
+
+def coins(
+    top: NDArray[np.float64],
+    utilities: NDArray[np.float64],
+    rate: Fraction,
+    rng: Any,
+    *,
+    offset: NDArray[np.int64] | None = None,
 ) -> NDArray[np.bool_]:
-    """Exact Bernoulli(exp(−num/den)) where ``mask`` (same shape as num), False elsewhere.
+    """Independent exact Bernoulli(exp(−x)) coins, one per utility (``top`` = u*, broadcasting),
+    with x = γ = λ(u* − u), or x = γ − k/64 with k = ``offset`` (each k ≤ 64γ); False for −inf
+    utilities. :func:`dpkit.bernoulli_exp_bracketed` on the float brackets of
+    :func:`gap_brackets` (widened by the rounding of the subtraction of k/64), with the exact
+    rational exponent formed only on demand; in chunks of 2¹⁵ coins."""
+    flat_top = np.broadcast_to(top, utilities.shape).reshape(-1)
+    flat = utilities.reshape(-1)
+    shift = None if offset is None else offset.reshape(-1)
+    heads = np.empty(flat.size, dtype=np.bool_)
+    for start in range(0, flat.size, _COIN_CHUNK):
+        part = slice(start, start + _COIN_CHUNK)
+        heads[part] = _coins(
+            flat_top[part], flat[part], rate, rng, None if shift is None else shift[part]
+        )
+    return heads.reshape(utilities.shape)
 
-    Canonne, Kamath & Steinke 2020, Algorithm 1 (:func:`dpkit.bernoulli_exp`, in its array
-    form), one vectorised call for all entries.
-    """
-    out = np.zeros(num.shape, dtype=np.bool_)
-    where = np.flatnonzero(mask)
-    if where.size:
-        den_b = np.broadcast_to(den, num.shape).reshape(-1)[where]
-        out.reshape(-1)[where] = bernoulli_exp_array(num.reshape(-1)[where], den_b, rng=rng)
-    return out
+
+def _coins(
+    top: NDArray[np.float64],
+    u: NDArray[np.float64],
+    rate: Fraction,
+    rng: Any,
+    offset: NDArray[np.int64] | None,
+) -> NDArray[np.bool_]:
+    brackets = gap_brackets(top, u, rate)
+    if brackets is None:  # decide every coin with exact rationals
+        brackets = (np.zeros(u.size), np.full(u.size, np.inf))
+    lo, hi = brackets
+    if offset is not None:
+        shift = offset.astype(np.float64) / 64.0  # exact
+        slack = (hi + 1.0) * 2.0**-50  # one rounding of each difference, below 2⁻⁵³·max
+        lo = np.maximum(lo - shift - slack, 0.0)
+        hi = hi - shift + slack
+    infinite = 1 << 1100  # the gap of a −inf utility: beyond any exponential draw that fits
+
+    def exact(indices: NDArray[np.intp]) -> list[Fraction]:
+        gaps = []
+        for i in indices.tolist():
+            if not math.isfinite(u[i]):
+                gaps.append(Fraction(infinite))
+                continue
+            gap = rate * (Fraction(float(top[i])) - Fraction(float(u[i])))
+            gaps.append(gap if offset is None else gap - Fraction(int(offset[i]), 64))
+        return gaps
+
+    heads: NDArray[np.bool_] = bernoulli_exp_bracketed(lo, hi, exact, rng=rng)
+    heads &= u != -np.inf
+    return heads
 
 
 def uniform_among(mask: NDArray[np.bool_], rng: Any) -> NDArray[np.int64]:
     """For each row of ``mask`` (R, m) with at least one True: a uniformly random True index.
 
-    Each row gets iid uniform 64-bit keys; the chosen index is the True entry with the largest
-    key (the first True entry in the uniformly random order the keys define). Rows where the
-    largest True key is tied with another True key or is 0 (tied with the masked-out zeros)
-    are redrawn: that event is invariant under permutations of the True entries, so given it
-    does not happen the winner is exactly uniform among them. A redraw has probability below
-    m²·2⁻⁶⁴.
+    Draw k uniform on [0, h) (h the row's number of True entries; ``SecureRandom.integers``,
+    exact by rejection) and return the position of the (k+1)-th True entry: the first index
+    whose running count of True entries exceeds k.
     """
-    rows, m = mask.shape
-    out = np.empty(rows, dtype=np.int64)
-    todo = np.arange(rows)
-    while todo.size:
-        keys = rng.words(todo.size * m).reshape(todo.size, m)
-        keys[~mask[todo]] = 0
-        best = keys.max(axis=-1)
-        clean = (best > 0) & (np.count_nonzero(keys == best[:, None], axis=-1) == 1)
-        out[todo[clean]] = np.argmax(keys[clean], axis=-1)
-        todo = todo[~clean]
-    return out
+    m = mask.shape[-1]
+    rank = rng.integers(0, np.count_nonzero(mask, axis=-1))
+    running = np.cumsum(mask, axis=-1, dtype=np.int32 if m < 1 << 31 else np.int64)
+    chosen: NDArray[np.int64] = np.argmax(running > rank[:, None], axis=-1).astype(np.int64)
+    return chosen
 
 
 def permute_and_flip_secure(
@@ -209,62 +251,197 @@ def permute_and_flip_secure(
     return the first r whose coin, Bernoulli(exp(−γ_r)) with γ_r = λ(u* − u_r), comes up
     heads. The coins do not depend on the order, so the result is the first heads in a
     uniform order, i.e. a uniformly random element of the set of heads: we flip every coin
-    (exact CKS20 Algorithm 1 on the exact rational γ_r of :func:`exact_gaps`) and pick
-    uniformly among the heads (:func:`uniform_among`). The maximiser has γ = 0, so the set
-    of heads is never empty. Flipping all m coins does not change the output law (the
-    coins after the first heads are independent of it) and makes the work independent of
-    the visiting order. Cost: m exact Bernoulli draws (≈ 2–4 words each) and m words of
-    order keys per selection.
+    (:func:`coins`, exact) and pick uniformly among the heads (:func:`uniform_among`). The
+    maximiser has γ = 0, so the set of heads is never empty. Flipping all m coins does not
+    change the output law (the coins after the first heads are independent of it) and makes
+    the work independent of the visiting order. Cost: about one word per coin.
     """
     m = utilities.shape[-1]
     flat = utilities.reshape(-1, m)
-    num, den, finite = exact_gaps(flat, rate)
-    heads = bernoulli_exp_where(num, den, finite, rng)
+    top = flat.max(axis=-1, keepdims=True)  # −inf utilities never win it (a row has a finite one)
+    heads = coins(top, flat, rate, rng)
     return uniform_among(heads, rng).reshape(utilities.shape[:-1])
+
+
+#: Proposal buckets: candidate r goes to bucket k_r = ⌊64·γ_r⌋ (from a lower bound of γ_r),
+#: capped at 64·512 (a weight below e^(−512) per candidate is still a valid upper bound).
+BUCKETS_PER_UNIT = 64
+_BUCKET_CAP = 64 * 512
+#: Candidates whose proposal weights are computed per pass (bounds the temporaries).
+_PASS = 1 << 20
+
+
+@functools.lru_cache(maxsize=1)
+def _bucket_weights() -> tuple[NDArray[np.float64], NDArray[np.float64]]:
+    """(upper, lower): doubles bracketing e^(−k/64) for k = 0 … 64·512.
+
+    Powers of q = e^(−1/64) (correctly rounded to 40 digits) by repeated 40-digit
+    multiplication: relative error below 32769·10⁻³⁹, so the correctly rounded double of each
+    value is within one ulp of e^(−k/64), and two steps outward bracket it.
+    """
+    context = decimal.Context(prec=40)
+    q = context.exp(context.divide(-1, 64))
+    power = decimal.Decimal(1)
+    values = [1.0]
+    for _ in range(_BUCKET_CAP):
+        power = context.multiply(power, q)
+        values.append(float(power))
+    nearest = np.array(values)
+    upper = np.nextafter(np.nextafter(nearest, np.inf), np.inf)
+    lower = np.nextafter(np.nextafter(nearest, 0.0), 0.0)
+    upper[0] = lower[0] = 1.0  # e^0 exactly
+    return upper, lower
+
+
+def _proposal_weights(
+    block: NDArray[np.float64], top: NDArray[np.float64] | float, rate: Fraction, bits: int
+) -> tuple[NDArray[np.uint64], NDArray[np.int64]]:
+    """(V, k) for every candidate of ``block`` (flat, row by row; ``top`` broadcasts against
+    ``block``): k_r ≤ 64·γ_r and V_r = ⌈e^(−k_r/64)·2^bits⌉_up, an integer upper bound of
+    e^(−γ_r)·2^bits; V = 0 for −inf utilities (never proposed)."""
+    upper, _ = _bucket_weights()
+    scale = float(rate) if 1e-300 < rate < 1e300 else 0.0
+    # c·fl(u* − u) ≤ 64γ: u* − u is rounded once (relative 2⁻⁵³), λ and c once each, the
+    # product once; the factor (1 − 2⁻⁵⁰) covers the four roundings.
+    c = 64.0 * scale * (1.0 - 2.0**-50)
+    with np.errstate(over="ignore", invalid="ignore"):
+        t = top - block
+        t *= c
+    np.floor(t, out=t)
+    np.minimum(t, float(_BUCKET_CAP), out=t)  # inf (−inf utilities, overflow) → the cap
+    k = t.astype(np.int64).reshape(-1)
+    v = np.ceil(upper[k] * float(1 << bits)).astype(np.uint64)
+    v[block.reshape(-1) == -np.inf] = 0
+    return v, k
+
+
+def _accept(
+    u: NDArray[np.float64],
+    top: NDArray[np.float64],
+    k: NDArray[np.int64],
+    v: NDArray[np.uint64],
+    rate: Fraction,
+    bits: int,
+    rng: Any,
+) -> NDArray[np.bool_]:
+    """Accept proposals (utility u, row maximum top, bucket k, weight V) with probability
+    e^(−γ)·2^bits/V: two independent exact coins (see :func:`exponential_secure`)."""
+    return coins(top, u, rate, rng, offset=k) & _second_coin(k, v, bits, rng)
+
+
+def _second_coin(
+    k: NDArray[np.int64], v: NDArray[np.uint64], bits: int, rng: Any
+) -> NDArray[np.bool_]:
+    """Exact Bernoulli(e^(−k/64)·2^bits/V) for each proposal (≤ 1 by the choice of V)."""
+    upper, lower = _bucket_weights()
+    scale = float(1 << bits) / v.astype(np.float64)  # two roundings: covered by the margins
+    lo = lower[k] * scale * (1.0 - 2.0**-50)
+    hi = np.minimum(upper[k] * scale * (1.0 + 2.0**-50), 1.0)
+    lo[k == 0] = 1.0  # V = 2^bits exactly when k = 0: probability 1
+
+    def exact(indices: NDArray[np.intp]) -> list[Any]:
+        def evaluator(kk: int, vv: int) -> Any:
+            return lambda ctx: ctx.divide(
+                ctx.multiply(ctx.exp(decimal.Decimal(-kk) / 64), 1 << bits), vv
+            )
+
+        return [evaluator(int(k[i]), int(v[i])) for i in indices.tolist()]
+
+    return bernoulli_bracketed(lo, hi, exact, rng=rng)
 
 
 def exponential_secure(
     utilities: NDArray[np.float64], rate: Fraction, rng: Any, copies: int | None = None
 ) -> NDArray[np.int64]:
-    """The exponential mechanism Pr[r] ∝ exp(λu_r) exactly, by rejection sampling.
+    """The exponential mechanism Pr[r] ∝ exp(−γ_r), γ_r = λ(u* − u_r), exactly, by rejection.
 
-    Von Neumann's rejection method with a uniform proposal over the m candidates and
-    acceptance probability exp(λu_r)/exp(λu*) = exp(−γ_r) ≤ 1 (exact CKS20 Algorithm 1 on the
-    exact γ_r of :func:`exact_gaps`; −inf utilities are never accepted): an accepted proposal
-    r has probability (1/m)e^(−γ_r) / Σ_j (1/m)e^(−γ_j) = e^(λu_r)/Σ_j e^(λu_j), exactly the
-    exponential mechanism (McSherry & Talwar 2007; Dwork & Roth 2014, Definition 3.4). A
-    proposal is accepted with probability a = (1/m)Σ_j e^(−γ_j) ≥ 1/m (the maximiser has
-    γ = 0), so the expected number of proposals is 1/a ≤ m.
+    Von Neumann's rejection method with a proposal close to the target. Candidates are put in
+    buckets k_r ≤ 64γ_r (from a float lower bound of γ_r, :func:`_proposal_weights`) and
+    given integer weights V_r = ⌈e^(−k_r/64)·2^b⌉ ≥ e^(−γ_r)·2^b; a proposal r is drawn with
+    probability V_r/ΣV exactly (a uniform integer below ΣV located in the integer prefix sums)
+    and accepted with probability e^(−γ_r)·2^b/V_r ≤ 1, as the product of two independent exact
+    coins: Bernoulli(e^(−(γ_r − k_r/64))) (:func:`coins`, on the exact rational exponent) and
+    Bernoulli(e^(−k_r/64)·2^b/V_r) (:func:`_second_coin`). An accepted r therefore has
+    probability ∝ V_r·e^(−γ_r)·2^b/V_r ∝ e^(−γ_r) = e^(λu_r)/e^(λu*): exactly the exponential
+    mechanism (McSherry & Talwar 2007; Dwork & Roth 2014, Definition 3.4), whatever the
+    buckets are, since they only need k_r ≤ 64γ_r. A proposal is accepted with probability at
+    least about e^(−1/64)·(1 − m·2^(−b)) ≈ 0.98, so a selection takes one or two rounds.
 
-    Vectorised: in each round every pending selection draws B iid proposals (B sized from
-    a float estimate of a, which affects only the speed) and keeps the first accepted one.
-    The first accepted proposal of an iid sequence has the target law whatever B is, so the
-    result is exact. ``utilities`` is (..., m) for one selection per row, or one row (m,)
-    with ``copies`` independent selections.
+    Cost: one pass over the utilities, in blocks of 2²⁰ that stay in cache, to form the
+    weights and their prefix sums; then per proposal a binary search, a few words, and exact
+    rationals only for the rare undecided coins. There are no uniform proposals (their
+    number grows like 1/(mean of e^(−γ)), i.e. like m for skewed utilities) and no conversion
+    of every utility to a big integer. ``utilities`` is (..., m) for one selection per row, or
+    one row (m,) with ``copies`` independent selections.
     """
     m = utilities.shape[-1]
     flat = utilities.reshape(-1, m)
-    num, den, finite = exact_gaps(flat, rate)
-    selections = copies if copies is not None else flat.shape[0]
-    row_of = np.zeros(selections, dtype=np.intp) if copies is not None else np.arange(selections)
-    try:
-        rate_float = float(rate)
-    except OverflowError:
-        rate_float = math.inf
-    with np.errstate(over="ignore", invalid="ignore"):  # sizing only, never for an outcome
-        spread = rate_float * (np.max(flat, axis=-1, keepdims=True) - flat)
-    accept_rate = np.maximum(np.exp(-np.where(finite, spread, np.inf)).mean(axis=-1), 1.0 / m)
-    out = np.empty(selections, dtype=np.int64)
-    pending = np.arange(selections)
+    top = flat.max(axis=-1)
+    if copies is not None:
+        return _select_in_row(flat[0], float(top[0]), rate, rng, copies)
+    if m > _PASS:
+        chosen = [
+            _select_in_row(row, float(t), rate, rng, 1)[0] for row, t in zip(flat, top, strict=True)
+        ]
+        return np.array(chosen, dtype=np.int64).reshape(utilities.shape[:-1])
+    rows_per_pass = max(1, _PASS // m)
+    parts = [
+        _select_in_rows(flat[s : s + rows_per_pass], top[s : s + rows_per_pass], rate, rng)
+        for s in range(0, flat.shape[0], rows_per_pass)
+    ]
+    out = np.concatenate(parts) if parts else np.empty(0, dtype=np.int64)
+    return out.reshape(utilities.shape[:-1])
+
+
+def _select_in_rows(
+    block: NDArray[np.float64], top: NDArray[np.float64], rate: Fraction, rng: Any
+) -> NDArray[np.int64]:
+    """One selection per row of ``block`` (at most 2²⁰ utilities in all)."""
+    rows, m = block.shape
+    bits = 62 - block.size.bit_length()  # ΣV < block.size·2^bits ≤ 2⁶²
+    weights, buckets = _proposal_weights(block, top[:, None], rate, bits)
+    prefix = np.cumsum(weights)
+    ends = prefix[m - 1 :: m].astype(np.int64)
+    starts = np.concatenate(([0], ends[:-1]))
+    flat = block.reshape(-1)
+    out = np.empty(rows, dtype=np.int64)
+    pending = np.arange(rows)
     while pending.size:
-        rows = row_of[pending]
-        batch = int(min(4 * m, max(1, math.ceil(2.0 / float(np.median(accept_rate[rows]))))))
-        proposals = rng.integers(0, m, size=(pending.size, batch))
-        rr = np.broadcast_to(rows[:, None], proposals.shape)
-        ok = bernoulli_exp_where(num[rr, proposals], den[rr, 0], finite[rr, proposals], rng)
-        done = ok.any(axis=-1)
-        first = np.argmax(ok[done], axis=-1)
-        out[pending[done]] = proposals[done, first]
-        pending = pending[~done]
-    shape = (copies,) if copies is not None else utilities.shape[:-1]
-    return out.reshape(shape)
+        target = starts[pending] + rng.integers(0, ends[pending] - starts[pending])
+        chosen = np.searchsorted(prefix, target.astype(np.uint64), side="right")
+        ok = _accept(flat[chosen], top[pending], buckets[chosen], weights[chosen], rate, bits, rng)
+        out[pending[ok]] = chosen[ok] - pending[ok] * m
+        pending = pending[~ok]
+    return out
+
+
+def _select_in_row(
+    row: NDArray[np.float64], top: float, rate: Fraction, rng: Any, copies: int
+) -> NDArray[np.int64]:
+    """``copies`` selections from one row of any length, in blocks of 2²⁰ candidates: the
+    blocks' totals are formed in one pass; a proposal first picks a block by its total, and
+    the weights of the blocks that proposals land in are formed again to find the candidate."""
+    m = row.size
+    bits = 62 - m.bit_length()  # ΣV < m·2^bits ≤ 2⁶²
+    starts = range(0, m, _PASS)
+    totals = [int(_proposal_weights(row[s : s + _PASS], top, rate, bits)[0].sum()) for s in starts]
+    block_ends = np.cumsum(np.array(totals, dtype=np.uint64))
+    out = np.empty(copies, dtype=np.int64)
+    pending = np.arange(copies)
+    while pending.size:
+        target = rng.integers(0, int(block_ends[-1]), size=pending.size, dtype=np.uint64)
+        block_of = np.searchsorted(block_ends, target, side="right")
+        chosen = np.empty(pending.size, dtype=np.int64)
+        weight = np.empty(pending.size, dtype=np.uint64)
+        bucket = np.empty(pending.size, dtype=np.int64)
+        for b in np.unique(block_of).tolist():
+            here = np.flatnonzero(block_of == b)
+            start = b * _PASS
+            v, k = _proposal_weights(row[start : start + _PASS], top, rate, bits)
+            before = int(block_ends[b - 1]) if b else 0
+            local = np.searchsorted(np.cumsum(v), target[here] - np.uint64(before), side="right")
+            chosen[here], weight[here], bucket[here] = start + local, v[local], k[local]
+        ok = _accept(row[chosen], np.array(top), bucket, weight, rate, bits, rng)
+        out[pending[ok]] = chosen[ok]
+        pending = pending[~ok]
+    return out

@@ -35,6 +35,7 @@ __all__ = [
     "finite_answers",
     "integer_answers",
     "kind_words",
+    "lattice_release",
     "lattice_steps",
     "require_generator",
     "total_floats",
@@ -161,10 +162,32 @@ def lattice_steps(
     """
     del owner, noise
     limit = float(1 << 61)  # exactly representable, so the int64 clamp below is exact
+    steps = np.array(answers, dtype=np.float64)  # a copy, also for a 0-d array
     with np.errstate(over="ignore", invalid="ignore"):
-        steps = np.nan_to_num(np.rint(answers / step), nan=0.0, posinf=limit, neginf=-limit)
-    steps = np.clip(steps, -limit, limit).astype(np.int64)
-    return np.asarray(np.clip(steps, -LATTICE_LIMIT, LATTICE_LIMIT), dtype=np.int64)
+        steps /= step
+    np.rint(steps, out=steps)
+    np.clip(steps, -limit, limit, out=steps)  # ±inf (overflow) → ±2⁶¹; NaN stays NaN
+    if np.isnan(steps.sum()):  # one pass; NaN only from a caller that skipped the checks
+        steps[np.isnan(steps)] = 0.0
+    indices = steps.astype(np.int64)
+    np.clip(indices, -LATTICE_LIMIT, LATTICE_LIMIT, out=indices)
+    return indices
+
+
+def lattice_release(
+    steps: NDArray[np.int64], noise: NDArray[np.int64], step: float
+) -> NDArray[np.float64]:
+    """g·(k + Z) as float64: converting the exact integer k + Z is post-processing.
+
+    |k + Z| < 2⁶³, so the product overflows the doubles only for g ≥ 2⁹⁶⁰ (a noise scale near
+    1e300); it is then clipped back to ± the largest double.
+    """
+    released = np.add(steps, noise).astype(np.float64)
+    released *= step
+    if step >= 2.0**960:
+        with np.errstate(over="ignore"):
+            np.clip(released, -MAX_FINITE, MAX_FINITE, out=released)
+    return released
 
 
 def _numeric(values: Any, *, owner: str, field: str) -> NDArray[Any]:

@@ -12,6 +12,7 @@ from numpy.typing import NDArray
 
 import dpkit
 from dpkit import (
+    BoundedRangeDP,
     InvalidData,
     InvalidParameter,
     Real,
@@ -144,6 +145,13 @@ class Exponential(Selection):
     """
 
     name: ClassVar[str] = "exponential"
+
+    @property
+    def privacy(self) -> BoundedRangeDP:
+        """ε-bounded range (Durfee & Rogers 2019): the loss is λ(u(o) − u′(o)) minus a
+        constant, and u − u′ spans at most 2Δu (Δu when monotone), so λ = ε/(2Δu) (ε/Δu) keeps
+        it in an interval of width ε. zCDP and RDP charge it ε²/8 (Cesar & Rogers 2021)."""
+        return BoundedRangeDP(epsilon=self.epsilon)
 
     @property
     def rate(self) -> float:

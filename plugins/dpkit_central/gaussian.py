@@ -28,6 +28,7 @@ from dpkit_central._validation import (
     as_finite,
     check_answers,
     finite_answers,
+    lattice_release,
     lattice_steps,
     require_generator,
 )
@@ -249,11 +250,7 @@ def lattice_gaussian_release(
     noise = np.asarray(
         dpkit.discrete_gaussian(plan.sigma2_steps, size=answers.shape, rng=rng), dtype=np.int64
     )
-    lattice_points = steps + noise
-    # (k + Z)·g exceeds the doubles only for a huge g (noise scale near 1e300): clip back.
-    with np.errstate(over="ignore"):
-        released = lattice_points.astype(np.float64) * g
-    return np.asarray(np.clip(released, -MAX_FINITE, MAX_FINITE), dtype=np.float64)
+    return lattice_release(steps, noise, g)
 
 
 @attrs.frozen

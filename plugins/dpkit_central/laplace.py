@@ -19,6 +19,7 @@ from dpkit_central._validation import (
     as_finite,
     check_answers,
     finite_answers,
+    lattice_release,
     lattice_steps,
     require_generator,
 )
@@ -159,11 +160,7 @@ class Laplace(Mechanism):
         steps = lattice_steps(answers, g, owner=self.name, noise=f"noise scale {self.scale:.3g}")
         t = self.lattice_scale(coordinates)
         noise = np.asarray(dpkit.discrete_laplace(t, size=answers.shape, rng=rng), dtype=np.int64)
-        lattice_points = steps + noise
-        # (k + Z)·g exceeds the doubles only for a huge g (noise scale near 1e300): clip back.
-        with np.errstate(over="ignore"):
-            released = lattice_points.astype(np.float64) * g
-        return np.asarray(np.clip(released, -MAX_FINITE, MAX_FINITE), dtype=np.float64)
+        return lattice_release(steps, noise, g)
 
     def log_probability(self, outputs: Any, inputs: Any, /) -> NDArray[np.float64]:
         """Elementwise log-density −|y − x|/b − ln(2b) (broadcasting).

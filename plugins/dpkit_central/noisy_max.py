@@ -275,8 +275,19 @@ def lattice_scores(
     object array otherwise, e.g. 1e300 on a fine lattice), and M / 2^(−s) rounded to the
     nearest integer, ties to even, when s < 0 (integer shifts; |M| < 2⁵³, so k = 0 once
     −s ≥ 55). −inf utilities get k = 0 and ``finite`` False.
+
+    Fast path, used whenever every |u|/2^exponent is below 2⁵²: u·2^(−exponent) is then an
+    exact double (scaling by a power of two is exact unless it overflows, and a result that
+    underflows is below ½ and rounds to k = 0 either way), and ``np.rint`` rounds it to the
+    nearest integer, ties to even, exactly (IEEE 754 roundToIntegralTiesToEven): the same k
+    in five array passes instead of the integer shifts.
     """
     finite = np.isfinite(utilities)
+    with np.errstate(over="ignore"):  # an overflow to ±inf sends the row to the exact path
+        scaled = np.ldexp(np.where(finite, utilities, 0.0), -exponent)
+    if not scaled.size or float(np.abs(scaled).max()) < 2.0**52:
+        np.rint(scaled, out=scaled)
+        return scaled.astype(np.int64), finite
     mant, exp = odd_mantissas(np.where(finite, utilities, 0.0))
     shift = np.where(mant == 0, 0, exp - exponent)
     down = shift < 0
@@ -326,11 +337,15 @@ def report_noisy_max_secure(
     noise = np.asarray(
         dpkit.discrete_laplace(lattice.scale, size=flat.shape, rng=rng), dtype=np.int64
     )
-    if noise.size and int(np.abs(noise).max()) >= 1 << 61:  # probability below e^(−2⁶¹/t)
+    largest_noise = int(np.abs(noise).max()) if noise.size else 0
+    if largest_noise >= 1 << 61:  # probability below e^(−2⁶¹/t)
         exact = scores.astype(object) + noise.astype(object)
         exact[~finite] = -math.inf
         return np.asarray(np.argmax(exact, axis=-1), dtype=np.int64).reshape(utilities.shape[:-1])
-    noisy = _relative_scores(scores, finite) + noise
+    if scores.dtype != object and int(np.abs(scores).max(initial=0)) < 1 << 61:
+        noisy = scores + noise  # |k + Z| < 2⁶²: no relative scores needed
+    else:
+        noisy = _relative_scores(scores, finite) + noise
     noisy[~finite] = _INT64_MIN
     return np.asarray(np.argmax(noisy, axis=-1), dtype=np.int64).reshape(utilities.shape[:-1])
 

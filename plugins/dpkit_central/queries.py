@@ -67,12 +67,14 @@ from numpy.typing import NDArray
 import dpkit
 from dpkit import (
     Boolean,
+    BoundedRangeDP,
     Choice,
+    CompositeDP,
     GaussianDP,
     InvalidData,
     InvalidParameter,
+    LaplaceDP,
     PrivacyEvent,
-    PureDP,
     Real,
     Sequence_,
     parameter,
@@ -478,7 +480,9 @@ class Mean(_PublicPhase):
     docstring for the sources).
 
     Budget: with Laplace noise S and C each get ε/2 (basic composition, Dwork & Roth 2014,
-    Theorem 3.14), so the event is PureDP(ε). With Gaussian noise both parts get noise
+    Theorem 3.14), and the event says so: CompositeDP((LaplaceDP(ε/2), LaplaceDP(ε/2))), two
+    Laplace releases that accountants compose as such (ε in total under basic composition,
+    less under zCDP or a privacy-loss distribution). With Gaussian noise both parts get noise
     multiplier √2·z, where z = σ/Δ is the analytic calibration at (ε, δ): releasing
     (S, C) is one Gaussian mechanism whose normalised L2 sensitivity is
     √((1/(√2 z))² + (1/(√2 z))²) = 1/z, so the event is exactly GaussianDP(z, δ).
@@ -531,7 +535,8 @@ class Mean(_PublicPhase):
     @property
     def privacy(self) -> PrivacyEvent:
         if self.noise == "laplace":
-            return PureDP(epsilon=self.epsilon)
+            half = LaplaceDP(epsilon=self.epsilon / 2.0)
+            return CompositeDP((half, half))
         assert self.delta is not None
         return GaussianDP(
             noise_multiplier=analytic_gaussian_sigma(self.epsilon, self.delta), delta=self.delta
@@ -785,8 +790,10 @@ class Quantile(_PublicPhase):
         _bounds_check(self)
 
     @property
-    def privacy(self) -> PureDP:
-        return PureDP(epsilon=self.epsilon)
+    def privacy(self) -> BoundedRangeDP:
+        """The exponential mechanism with a fixed base measure: ε-bounded range (Durfee &
+        Rogers 2019), which zCDP and RDP charge ε²/8 (Cesar & Rogers 2021)."""
+        return BoundedRangeDP(epsilon=self.epsilon)
 
     def log_weights(self, data: Any, /) -> tuple[NDArray[np.float64], NDArray[np.float64]]:
         """(interval end points z₀..z_{n+1}, log weight of each of the n + 1 intervals)."""

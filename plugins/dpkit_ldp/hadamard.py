@@ -51,12 +51,39 @@ __all__ = ["HadamardResponse", "HadamardResponseEstimator", "parity", "walsh_had
 
 
 def parity(values: NDArray[Any]) -> NDArray[np.uint64]:
-    """popcount(v) mod 2 of non-negative integers below 2⁶⁴, elementwise (XOR folding)."""
+    """popcount(v) mod 2 of non-negative integers below 2⁶⁴, elementwise.
+
+    ``np.bitwise_count`` (numpy ≥ 2.0: one hardware popcount per element) when numpy has it,
+    else XOR folding: v ^= v >> s for s = 32, 16, …, 1 leaves the parity of all 64 bits in the
+    lowest one.
+    """
     v = np.asarray(values).astype(np.uint64)
+    if _BITWISE_COUNT is not None:
+        bit: NDArray[np.uint64] = _odd(v).astype(np.uint64)
+        return bit
+    return _parity_fold(v)
+
+
+def _odd(v: NDArray[np.uint64]) -> NDArray[np.bool_]:
+    """popcount(v) is odd, as a bool array (no uint64 temporaries on numpy ≥ 2.0)."""
+    if _BITWISE_COUNT is None:
+        return _parity_fold(v).astype(np.bool_)
+    counts = _BITWISE_COUNT(v)
+    counts &= np.uint8(1)
+    odd: NDArray[np.bool_] = counts.view(np.bool_)
+    return odd
+
+
+def _parity_fold(v: NDArray[np.uint64]) -> NDArray[np.uint64]:
+    """The XOR-folding parity (the fallback for numpy < 2.0; also checked against popcount)."""
+    v = v.copy()
     for shift in (32, 16, 8, 4, 2, 1):
-        v = v ^ (v >> np.uint64(shift))
+        v ^= v >> np.uint64(shift)
     bit: NDArray[np.uint64] = v & np.uint64(1)
     return bit
+
+
+_BITWISE_COUNT = getattr(np, "bitwise_count", None)
 
 
 def walsh_hadamard(vector: NDArray[Any]) -> NDArray[np.int64]:
@@ -128,7 +155,7 @@ class HadamardResponse(CategoricalInput, Mechanism):
     def in_support(self, reports: Any, values: Any, /) -> NDArray[np.bool_]:
         """Whether report y lies in C_v, i.e. popcount((v + 1) & y) is even (broadcasting)."""
         rows = np.asarray(values).astype(np.uint64) + np.uint64(1)
-        even: NDArray[np.bool_] = parity(rows & np.asarray(reports).astype(np.uint64)) == 0
+        even: NDArray[np.bool_] = ~_odd(rows & np.asarray(reports).astype(np.uint64))
         return even
 
     def randomize(
@@ -148,7 +175,7 @@ class HadamardResponse(CategoricalInput, Mechanism):
         else:
             outside = generator.random(x.shape) < self.outside_probability
         y = generator.integers(0, self.output_size, size=x.shape, dtype=np.uint64)
-        wrong = (parity(rows & y) == 0) == outside  # y's half is not the one drawn
+        wrong = _odd(rows & y) != outside  # y's half is not the one drawn (even = inside)
         lowest = rows & (~rows + np.uint64(1))  # lowest set bit of x + 1
         y ^= np.where(wrong, lowest, np.uint64(0))
         reports: NDArray[np.int64] = y.astype(np.int64)

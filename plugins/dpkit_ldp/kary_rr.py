@@ -31,6 +31,42 @@ from dpkit_ldp._arrays import CategoricalInput, as_category_indices
 __all__ = ["KaryRandomizedResponse", "KaryRandomizedResponseEstimator"]
 
 _CHUNK = 1 << 16  # values per chunk: keeps the temporaries in cache
+_LOW = 16  # secure mode, one word per value: 48 bits decide the lie, 16 choose the other value
+_LOW_MASK = np.uint64((1 << _LOW) - 1)
+
+
+def _one_word(threshold: int, k: int) -> bool:
+    """Whether one word per value suffices: k − 1 ≤ 2¹⁶ and a lie probability ≥ 2⁻³² (where
+    rounding it up to the 2⁻⁴⁸ grid moves it by a relative 2⁻¹⁶ at most)."""
+    return k - 1 <= 1 << _LOW and threshold >= 1 << 32
+
+
+def _lie_and_other(
+    generator: dpkit.SecureRandom, threshold: int, others: int, n: int
+) -> tuple[NDArray[np.bool_], NDArray[np.uint64]]:
+    """(lie, other) from one uniform 64-bit word per value.
+
+    lie: the top 48 bits as U < ⌈T/2¹⁶⌉/2⁴⁸ ≥ T/2⁶⁴ ≥ λ (rounded up again, so the realised ε
+    stays at or below the declared one). other: uniform on [0, k − 1) from the low 16 bits by
+    Lemire's multiply-shift (Lemire 2019, "Fast Random Integer Generation in an Interval",
+    ACM TOMACS 29(1), Algorithm 5): x = b·(k − 1) for the 16-bit b, other = x >> 16, rejecting
+    when x mod 2¹⁶ < 2¹⁶ mod (k − 1) (then each value has exactly ⌊2¹⁶/(k − 1)⌋ preimages).
+    A rejected value (probability below (k − 1)/2¹⁶) is redrawn from a fresh word; the
+    top 48 bits are independent of the low 16, so lie and other are independent.
+    """
+    w = generator.words(n)
+    lie = (w >> np.uint64(_LOW)) < np.uint64(-(-threshold >> _LOW))
+    k1 = np.uint64(others)
+    x = (w & _LOW_MASK) * k1
+    other = x >> np.uint64(_LOW)
+    limit = np.uint64((1 << _LOW) % others)
+    if limit:
+        bad = np.flatnonzero((x & _LOW_MASK) < limit)
+        while bad.size:
+            x = (generator.words(bad.size) & _LOW_MASK) * k1
+            other[bad] = x >> np.uint64(_LOW)
+            bad = bad[(x & _LOW_MASK) < limit]
+    return lie, other
 
 
 @attrs.frozen
@@ -49,7 +85,9 @@ class KaryRandomizedResponse(CategoricalInput, Mechanism):
     (k − 1) q rounded up to that grid), or as ``w < T`` with w a uniform 64-bit word and
     T = :func:`dpkit.lie_threshold` (ε, k) (secure mode, ``rng=None`` or a
     :class:`dpkit.SecureRandom`): the exact λ = (k − 1)/(e^ε + k − 1), evaluated in high
-    precision, rounded up to the 2⁻⁶⁴ grid. With λ′ ≥ λ the realised ratio
+    precision, rounded up to the 2⁻⁶⁴ grid. When k − 1 ≤ 2¹⁶ and λ ≥ 2⁻³², secure mode takes
+    the lie and the other value from one word (:func:`_lie_and_other`; the lie rounded up once
+    more, to the 2⁻⁴⁸ grid). With λ′ ≥ λ the realised ratio
     p′/q′ = (1 − λ′)(k − 1)/λ′ ≤ e^ε, so in secure mode the realised ε never exceeds the
     declared ε.
 
@@ -176,14 +214,19 @@ class KaryRandomizedResponse(CategoricalInput, Mechanism):
         flat = indices.reshape(-1)
         noisy = np.empty_like(flat)
         narrow = np.min_scalar_type(self.size)
+        one_word = isinstance(generator, dpkit.SecureRandom) and _one_word(threshold, self.size)
         lie_probability = self.lie_probability
         for start in range(0, flat.size, _CHUNK):
             truth = flat[start : start + _CHUNK].astype(narrow)
-            if isinstance(generator, dpkit.SecureRandom):
-                lie = generator.bernoulli_threshold(threshold, truth.size)
+            if one_word and isinstance(generator, dpkit.SecureRandom):
+                lie, other = _lie_and_other(generator, threshold, self.size - 1, truth.size)
+                other = other.astype(narrow)
             else:
-                lie = generator.random(truth.size) < lie_probability
-            other = generator.integers(0, self.size - 1, size=truth.size, dtype=narrow)
+                if isinstance(generator, dpkit.SecureRandom):
+                    lie = generator.bernoulli_threshold(threshold, truth.size)
+                else:
+                    lie = generator.random(truth.size) < lie_probability
+                other = generator.integers(0, self.size - 1, size=truth.size, dtype=narrow)
             other += other >= truth  # uniform over the k − 1 values that differ from the truth
             noisy[start : start + _CHUNK] = np.where(lie, other, truth)
         reports = noisy.reshape(indices.shape)

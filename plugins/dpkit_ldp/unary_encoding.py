@@ -67,6 +67,8 @@ PRECISION_BITS = 32
 _SCALE = 1 << PRECISION_BITS
 #: Random 64-bit words drawn per block while perturbing (bounds temporary memory: 8 MB each).
 _BLOCK_WORDS = 1 << 20
+#: Users per block while setting the true bits.
+_TRUE_BLOCK = 1 << 16
 #: Rows per block while counting packed reports.
 _COUNT_ROWS = 1 << 12
 _BYTE_BITS = np.unpackbits(np.arange(256, dtype=np.uint8)[:, None], axis=1).astype(np.int64)
@@ -97,6 +99,18 @@ def bernoulli_words(
         else:
             np.bitwise_and(words, random_words(rng, size), out=words)
     return words
+
+
+def _set_true_bits(
+    rows: NDArray[np.uint8], indices: NDArray[np.intp], bits: NDArray[np.bool_]
+) -> None:
+    """Set bit ``indices[i]`` of packed row i to ``bits[i]`` (packbits order: bit j is bit
+    7 − j mod 8 of byte j // 8), in place."""
+    byte = indices >> 3
+    mask = np.right_shift(np.uint8(0x80), (indices & 7).astype(np.uint8))
+    at = (np.arange(rows.shape[0]), byte)
+    current = rows[at]
+    rows[at] = np.where(bits, current | mask, current & ~mask)
 
 
 def _grid_up(probability: float) -> int:
@@ -189,8 +203,13 @@ class UnaryEncoding(CategoricalInput, Mechanism):
         # Whole words go straight into the report buffer; a ragged tail goes through a copy.
         full_words = flat.size // 8
         words_view = flat[: full_words * 8].view(np.uint64)
-        for start in range(0, total_words, _BLOCK_WORDS):
-            stop = min(total_words, start + _BLOCK_WORDS)
+        # Secure mode sizes the blocks to the output (temporaries ≤ output/8); fast mode keeps
+        # the fixed block, so that a seed gives the same reports as before.
+        step = _BLOCK_WORDS
+        if isinstance(generator, dpkit.SecureRandom):
+            step = max(1 << 14, min(_BLOCK_WORDS, total_words // 16))
+        for start in range(0, total_words, step):
+            stop = min(total_words, start + step)
             block = bernoulli_words(generator, stop - start, q)
             if stop <= full_words:
                 words_view[start:stop] = block
@@ -200,12 +219,14 @@ class UnaryEncoding(CategoricalInput, Mechanism):
         if self.k % 8:
             reports[:, -1] &= np.uint8((0xFF << (8 - self.k % 8)) & 0xFF)
         # The true bit: an independent Bernoulli(p); p is on the 2⁻³² grid, so u < p is exact.
-        true_bit = generator.random(n) < p / _SCALE
-        rows = np.arange(n)
-        byte = flat_indices >> 3
-        mask = (np.uint8(0x80) >> (flat_indices & 7).astype(np.uint8)).astype(np.uint8)
-        current = reports[rows, byte]
-        reports[rows, byte] = np.where(true_bit, current | mask, current & ~mask)
+        # Set in place, a block of users at a time: no n-sized temporaries (peak memory stays
+        # within the reports plus a few MB).
+        keep = p / _SCALE
+        for start in range(0, n, _TRUE_BLOCK):
+            stop = min(n, start + _TRUE_BLOCK)
+            _set_true_bits(
+                reports[start:stop], flat_indices[start:stop], generator.random(stop - start) < keep
+            )
         return reports.reshape((*shape, width))
 
     def unpack(self, reports: Any, /) -> NDArray[np.uint8]:

@@ -189,12 +189,14 @@ def test_the_cli_never_shows_the_password(
         tmp_path / "spec.json", rt.query_spec("count", "age", epsilon=0.5, session_epsilon=1.0)
     )
     rt.write_csv(tmp_path / "data.csv", ["age"], [[a] for a in (30, 41, 52)])
-    first = rt.fork_cli("run", str(spec), "--ledger", url)
+    first = rt.fork_cli("run", "--json", str(spec), "--ledger", url)
     assert first.returncode == 0, first.explain()
     assert first.json()["session"]["ledger"] == url.replace(f":{postgres_server.password}@", "@")
-    refused = rt.fork_cli("run", str(spec), "--ledger", url)  # 0.5 + 0.5 fits; a third not
+    refused = rt.fork_cli(
+        "run", "--json", str(spec), "--ledger", url
+    )  # 0.5 + 0.5 fits; a third not
     assert refused.returncode == 0, refused.explain()
-    third = rt.fork_cli("run", str(spec), "--ledger", url)
+    third = rt.fork_cli("run", "--json", str(spec), "--ledger", url)
     rt.assert_clean_refusal(third, (3,))
     shown = [
         rt.fork_cli("budget", action, "--ledger", url, *extra)
@@ -203,7 +205,7 @@ def test_the_cli_never_shows_the_password(
     ]
     assert all(result.returncode == 0 for result in shown), [r.explain() for r in shown]
     wrong = url.replace(postgres_server.password, "not-the-password-42")
-    denied = rt.fork_cli("run", str(spec), "--ledger", wrong)
+    denied = rt.fork_cli("run", "--json", str(spec), "--ledger", wrong)
     rt.assert_clean_refusal(denied)
     for result in [first, refused, third, *shown, denied]:
         printed = result.stdout + result.stderr

@@ -55,7 +55,7 @@ def _session(queries: list[dict[str, Any]]) -> dict[str, Any]:
 def _run(rt: Any, world: Path, cells: list[Any], spec: dict[str, Any]) -> Any:
     _dataset(world / "data.csv", cells)
     rt.write_json(world / "spec.json", spec)
-    return rt.fork_cli("run", "spec.json", "--ledger", "ledger.sqlite", cwd=world)
+    return rt.fork_cli("run", "--json", "spec.json", "--ledger", "ledger.sqlite", cwd=world)
 
 
 @pytest.mark.parametrize(
@@ -92,7 +92,9 @@ def test_the_maximum_is_not_readable_through_bounds(rt: Any, tmp_path: Path) -> 
     for t in (60, 76, 77, 78, 1000):
         spec = _session([_local_mean(name, 0, t) for name in MEAN_MECHANISMS])
         rt.write_json(tmp_path / f"t{t}.json", spec)
-        observed.append(rt.fork_cli("run", f"t{t}.json", "--ledger", "ledger.sqlite", cwd=tmp_path))
+        observed.append(
+            rt.fork_cli("run", "--json", f"t{t}.json", "--ledger", "ledger.sqlite", cwd=tmp_path)
+        )
     assert {r.returncode for r in observed} == {0}, [r.explain() for r in observed]
     assert len({r.stderr for r in observed}) == 1
     shapes = {json.dumps(sorted(rt.strip_released(r.json())["results"][0])) for r in observed}
@@ -126,7 +128,9 @@ def test_public_refusals_spend_nothing(rt: Any, tmp_path: Path) -> None:
     ]
     for i, query in enumerate(wrong):
         rt.write_json(tmp_path / f"w{i}.json", _session([query]))
-        result = rt.fork_cli("run", f"w{i}.json", "--ledger", "ledger.sqlite", cwd=tmp_path)
+        result = rt.fork_cli(
+            "run", "--json", f"w{i}.json", "--ledger", "ledger.sqlite", cwd=tmp_path
+        )
         rt.assert_clean_refusal(result)
     assert rt.spent_entry_count(tmp_path / "ledger.sqlite") == 0
 

@@ -159,8 +159,9 @@ def test_laplace_release_is_answer_plus_declared_noise() -> None:
 def test_mean_budget_split_laplace() -> None:
     query = Mean(lower=10.0, upper=20.0, epsilon=0.8)
     result = query.run(np.array([12.0, 18.0]), rng=np.random.default_rng(4))
-    assert query.privacy == dpkit.PureDP(epsilon=0.8)
-    assert sum(p.privacy.epsilon for p in result.parts) == pytest.approx(0.8)
+    half = dpkit.LaplaceDP(epsilon=0.4)  # two Laplace releases at ε/2, composed as such
+    assert query.privacy == dpkit.CompositeDP((half, half))
+    assert [p.privacy for p in result.parts] == [half, half]
     assert result.parts[0].noise_scale == pytest.approx(5.0 / 0.4)  # Δ = (U − L)/2
     assert result.parts[1].noise_scale == pytest.approx(1.0 / 0.4)
 

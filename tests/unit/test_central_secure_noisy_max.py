@@ -215,6 +215,12 @@ def test_lattice_scores_are_exact_for_extreme_values() -> None:
     k, finite = lattice_scores(np.array([row]), lattice.exponent)
     assert k.dtype == object and bool(finite.all())
     assert [int(x) for x in k[0]] == reference_scores(row, g)
+    # The float fast path (every |u/g| < 2⁵²): ties to even, subnormals, the edge of the path.
+    half = 0.5**21  # g/2 at Δu = 1
+    row = [half, 3 * half, 5 * half, -half, -3 * half, 5e-324, 2.0**30, -(2.0**30) + half, 0.0]
+    k, _ = lattice_scores(np.array([row]), lattice.exponent)
+    assert k.dtype == np.int64
+    assert [int(x) for x in k[0]] == reference_scores(row, g)
 
 
 # --- 2. the secure sampler's distribution ----------------------------------------------------------

@@ -137,6 +137,23 @@ def test_hadamard_sets_match_scipy(k: int) -> None:
     assert parity(np.array([0, 1, 3, 7, 2**63 + 1], dtype=np.uint64)).tolist() == [0, 1, 0, 1, 0]
 
 
+@pytest.mark.parametrize("popcount", [True, False], ids=["bitwise_count", "xor-fold"])
+def test_parity_paths_agree_with_python(popcount: bool, monkeypatch: pytest.MonkeyPatch) -> None:
+    """np.bitwise_count (numpy ≥ 2) and the XOR-folding fallback against int.bit_count, and
+    hr's sets through either path against scipy's Hadamard matrix."""
+    import dpkit_ldp.hadamard as module
+
+    if not popcount:
+        monkeypatch.setattr(module, "_BITWISE_COUNT", None)
+    values = np.random.default_rng(9).integers(0, 2**64 - 1, 2_000, dtype=np.uint64)
+    values[:3] = [0, 2**64 - 1, 2**63]
+    want = [int(v).bit_count() % 2 for v in values.tolist()]
+    assert module.parity(values).tolist() == want
+    hr = dpkit.mechanism("hr", epsilon=1.0, k=20)
+    member = hr.in_support(np.arange(32)[None, :], np.arange(20)[:, None])
+    np.testing.assert_array_equal(member, linalg.hadamard(32)[1:21] == 1)
+
+
 @given(epsilon=st.floats(min_value=0.01, max_value=20.0), k=st.integers(min_value=2, max_value=12))
 def test_hr_declared_distribution_is_tight(epsilon: float, k: int) -> None:
     hr = dpkit.mechanism("hr", epsilon=epsilon, k=k)

@@ -405,6 +405,7 @@ def test_version_1_ledgers_are_migrated_by_concurrent_openers(tmp_path: Path) ->
     assert errors == []
     columns = _columns(path)
     assert columns.count("label") == 1 and columns.count("result") == 1
+    assert columns.count("rule") == 1 and columns.count("mu2") == 1
     ledger = Ledger(path)
     (old,) = ledger.entries()
     assert (old.release_id, old.label, old.result) == ("old1", None, None)
@@ -417,7 +418,7 @@ def test_version_1_ledgers_are_migrated_by_concurrent_openers(tmp_path: Path) ->
         "SELECT value FROM dpkit_meta WHERE key = 'schema_version'"
     ).fetchone()[0]
     connection.close()
-    assert version == str(SCHEMA_VERSION) == "2"
+    assert version == str(SCHEMA_VERSION) == "3"
 
 
 def _open_at_once(location: str, openers: int = 8) -> list[BaseException]:

@@ -336,8 +336,10 @@ def test_budget_zcdp_plots_rho(tmp_path: Path) -> None:
             )
         rho_budget = float(session.budget.rho or 0)
     (ax,) = budget_figure(path).axes
-    # pure ε-DP costs ρ = ε²/2 (Bun & Steinke 2016, Prop 3.3)
-    np.testing.assert_allclose(_line(ax, "ρ_spent").get_ydata(), [0, 0.125, 0.625], rtol=1e-12)
+    # pure ε-DP costs ρ = ε·tanh(ε/2), rounded up to 14 digits (dpkit.accounting.zcdp)
+    first, second = 0.5 * math.tanh(0.25), 1.0 * math.tanh(0.5)
+    expected = [0, first, first + second]
+    np.testing.assert_allclose(_line(ax, "ρ_spent").get_ydata(), expected, rtol=1e-12)
     assert _line(ax, "ρ_budget").get_ydata()[0] == pytest.approx(rho_budget)
 
 

@@ -1,4 +1,4 @@
-"""Exact discrete samplers against their exact pmfs (CKS20 Algorithms 1–3, constant-time DLap).
+"""Exact discrete samplers against their exact pmfs (discrete Laplace, Gaussian, Bernoulli(e^−γ)).
 
 Every statistical test uses ``SecureRandom.from_key`` with a fixed key (deterministic) and a
 threshold at which a correct sampler with a uniformly random key fails with probability at
@@ -108,12 +108,15 @@ class CountingSource(SecureWordSource):
 
 @pytest.mark.parametrize("scale", [1, 10, 1000, Fraction(1, 5)])
 def test_constant_time_sampler_reads_a_fixed_number_of_words(scale: Any) -> None:
-    """2J words per sample whatever the noise, J = ⌈log₂(64·ln 2·scale)⌉ (at least 1)."""
-    digits = max(1, math.ceil(math.log2(64 * math.log(2) * float(scale))))
+    """One word per digit of the geometric plus one for sign and zero, whatever the noise;
+    the sampler is exact, so its total-variation bound is 0."""
+    from dpkit.randomness.geometric import geometric_plan
+
+    per_draw = geometric_plan(1 / Fraction(scale)).words_per_draw + 1
     source = CountingSource.from_key(bytes(32))
     discrete_laplace_constant_time(scale, size=1000, rng=SecureRandom(source))
-    assert sum(source.requests) == 2 * digits * 1000
-    assert constant_time_tv_bound(scale) == (2 * digits + 2) * 2.0**-64
+    assert sum(source.requests) == per_draw * 1000
+    assert constant_time_tv_bound(scale) == 0.0
 
 
 def test_discrete_laplace_far_tail_beyond_64_bit_intermediates() -> None:
@@ -205,3 +208,22 @@ def test_bad_parameters_name_themselves() -> None:
         bernoulli_exp(0.5)
     with pytest.raises(dpkit.InvalidParameter, match="rng"):
         discrete_laplace(1, size=3, rng=42)
+
+
+@pytest.mark.parametrize(
+    "sigma2",
+    [Fraction(2**54 + 12345), Fraction(3 * 2**50, 7), Fraction(2**70 + 1)],
+    ids=["mechanism scale", "rational", "sigma beyond 2^32"],
+)
+def test_discrete_gaussian_at_large_sigma(sigma2: Fraction) -> None:
+    """The integer acceptance path (σ ≈ 2²⁷, as the gaussian mechanism uses) and the
+    Python-int one (σ > 2³²): G-test in 40 equal-mass bins against the normal CDF at half
+    integers, P[Z ≤ z] = Φ((z + ½)/σ) up to e^(−2π²σ²) (Poisson summation; far below float
+    precision for σ ≥ 1). False-positive rate 1e-6 each."""
+    sigma = math.sqrt(float(sigma2))
+    samples = discrete_gaussian(sigma2, size=60_000, rng=keyed(12))
+    edges = np.unique(np.floor(stats.norm.ppf(np.linspace(0, 1, 41)[1:-1]) * sigma))
+    cdf = stats.norm.cdf((edges + 0.5) / sigma)
+    expected = np.diff(np.concatenate([[0.0], cdf, [1.0]])) * samples.size
+    observed = np.bincount(np.searchsorted(edges, samples, side="left"), minlength=edges.size + 1)
+    assert stats.chisquare(observed, expected).pvalue > ALPHA

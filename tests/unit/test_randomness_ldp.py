@@ -104,3 +104,19 @@ def test_secure_reports_differ_between_calls() -> None:
 def test_other_rng_values_are_refused(bad: object) -> None:
     with pytest.raises(dpkit.InvalidParameter, match="rng"):
         dpkit.mechanism("krr", epsilon=1.0, k=3).randomize([0, 1], rng=bad)  # type: ignore[arg-type]
+
+
+def test_secure_krr_one_word_path_with_frequent_rejections() -> None:
+    """k = 3001: one word per value, the low 16 bits choose among the k − 1 = 3000 others by
+    Lemire's multiply-shift, rejecting 2536 of every 65536 values (3.9%). The lie rate against
+    the realised λ′ = ⌈T/2¹⁶⌉/2⁴⁸ (binomial) and the others against uniform (χ², 3000 cells),
+    each at false-positive rate 1e-6/2."""
+    krr = dpkit.mechanism("krr", epsilon=2.0, k=3001)
+    n = 900_000
+    reports = krr.randomize(np.full(n, 5), rng=keyed(7))
+    lies = reports[reports != 5]
+    realised = Fraction(-(-lie_threshold(2.0, 3001) >> 16), 2**48)
+    assert stats.binomtest(lies.size, n, float(realised)).pvalue > ALPHA / 2
+    counts = np.bincount(lies, minlength=3001)
+    assert counts[5] == 0
+    assert stats.chisquare(np.delete(counts, 5)).pvalue > ALPHA / 2

@@ -179,3 +179,22 @@ def test_check_rng_accepts_both_kinds_and_refuses_the_rest() -> None:
 def test_secure_random_needs_a_secure_source() -> None:
     with pytest.raises(dpkit.InvalidParameter, match="source"):
         SecureRandom(np.random.default_rng(0))  # type: ignore[arg-type]
+
+
+def test_integers_with_an_array_of_bounds() -> None:
+    """One bound per draw (as numpy's Generator.integers allows): uniform on each range, χ² per
+    bound at false-positive rate 1e-6/4; bad bounds are typed errors naming ``high``."""
+    bounds = np.tile(np.array([3, 5, 1, 7]), 50_000)
+    values = keyed(11).integers(0, bounds)
+    assert values.shape == bounds.shape and values.dtype == np.int64
+    for m in (3, 5, 1, 7):
+        counts = np.bincount(values[bounds == m], minlength=m)
+        assert counts.size == m
+        if m > 1:
+            assert stats.chisquare(counts).pvalue > 1e-6 / 4
+    shifted = keyed(11).integers(-5, np.array([0, -4]), size=(1000, 2))
+    assert shifted.shape == (1000, 2) and shifted[:, 1].max() == -5 and shifted[:, 0].max() < 0
+    with pytest.raises(dpkit.InvalidParameter, match="high"):
+        keyed(11).integers(3, np.array([3, 4]))
+    with pytest.raises(dpkit.InvalidParameter, match="high"):
+        keyed(11).integers(0, np.array([1.5]))

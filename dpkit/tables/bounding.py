@@ -187,8 +187,9 @@ def keep_mask(
         starts = _runs(sorted_pairs, sorted_content)
         occurrence = np.arange(n) - np.repeat(starts, np.diff(np.r_[starts, n]))
         priority = row_priority(pair_words[by_content], sorted_content, occurrence, key)
-        # Within a pair: highest priority first; equal priorities by content (a collision).
-        order = by_content[np.lexsort((sorted_content, ~priority, sorted_pairs))]
+        # Within a pair: highest priority first; equal priorities by content (a collision):
+        # the rows are in content order already, and lexsort is stable.
+        order = by_content[np.lexsort((~priority, sorted_pairs))]
     starts = _runs(pairs[order])
     lengths = np.diff(np.r_[starts, n])
     rank = np.arange(n) - np.repeat(starts, lengths)

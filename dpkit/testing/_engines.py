@@ -33,7 +33,7 @@ def start_dask(workers: int = 2, memory_limit: str = "auto") -> tuple[Any, Any]:
         n_workers=workers,
         threads_per_worker=1,
         processes=True,
-        dashboard_address=None,
+        dashboard_address=":0",
         silence_logs=logging.ERROR,
         memory_limit=memory_limit,
     )

@@ -192,16 +192,17 @@ def table_benchmark(client: Any, rows: int, rounds: int) -> tuple[list[dict[str,
 
 
 def _one_process(directory: Path) -> dict[str, float]:
-    """ParquetReports without Dask, in a fresh process: wall seconds and peak RSS."""
+    """ParquetReports without Dask, in a fresh process: wall seconds and peak RSS (the
+    process's own high-water mark, VmHWM: ``ru_maxrss`` would keep the forking parent's)."""
     code = (
-        "import json, resource, sys, time\n"
+        "import json, sys, time\n"
         "import dpkit\n"
         "krr = dpkit.mechanism('krr', epsilon=1.0, k=16)\n"
         "start = time.perf_counter()\n"
         "s = dpkit.accumulate(krr, dpkit.ParquetReports(sys.argv[1], 'report'))\n"
         "wall = time.perf_counter() - start\n"
-        "peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss\n"
-        "print(json.dumps({'n': int(s.n), 'wall': wall, 'peak_mib': peak / 1024}))\n"
+        "status = open('/proc/self/status').read().split('VmHWM:')[1].split()[0]\n"
+        "print(json.dumps({'n': int(s.n), 'wall': wall, 'peak_mib': int(status) / 1024}))\n"
     )
     out = subprocess.run(
         [sys.executable, "-c", code, str(directory)], check=True, capture_output=True, text=True
@@ -274,50 +275,60 @@ def reports_benchmark(
     return rows_out, note
 
 
+def _print(rows: list[dict[str, Any]], notes: list[str]) -> None:
+    for row in rows:
+        print(
+            f"{row['task']:<26} {row['contender']:<46} {row['wall s']:>8} s "
+            f"{row['÷ plain Dask (wall)']:>6}x  {row['peak MiB per worker']}"
+        )
+    print(*notes, sep="\n")
+
+
+COLUMNS = ["task", "contender", "wall s", "÷ plain Dask (wall)", "peak MiB per worker"]
+DASK_NOTE = (
+    "Dask: a LocalCluster of 2 worker processes, 1 thread each; wall times (the driver's CPU "
+    "clock does not see the workers), medians of per-round wall ratios to plain Dask; peak MiB "
+    "per worker: resident memory sampled every 0.1 s"
+)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n", 1)[0])
     parser.add_argument("--rows", type=float, default=1e7, help="table rows (issue: 1e8)")
     parser.add_argument("--reports", type=float, default=1e8, help="LDP reports (issue: 1e9)")
     parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--part", choices=["table", "reports", "all"], default="all")
     parser.add_argument("--data", type=Path, default=None, help="Parquet directory (kept)")
     parser.add_argument("--no-save", action="store_true")
     args = parser.parse_args()
     rows, reports = int(args.rows), int(args.reports)
     command = " ".join(["python benchmarks/bench_scale.py", *sys.argv[1:]])
-    run = Run("scale", command, harness={"rounds": args.rounds, "workers": 2, "threads": 1})
+    harness = {"rounds": args.rounds, "workers": 2, "threads": 1}
     cluster, client = start_dask(workers=2, memory_limit="8GiB")
     data = args.data or Path(tempfile.mkdtemp(prefix="dpkit-scale-"))
     try:
-        table_rows, table_note = table_benchmark(client, rows, args.rounds)
-        report_rows, report_note = reports_benchmark(client, reports, args.rounds, data)
+        if args.part in ("table", "all"):
+            found, note = table_benchmark(client, rows, args.rounds)
+            driver = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+            notes = [note, DASK_NOTE, f"driver peak {driver:.0f} MiB (the pandas copy)"]
+            _print(found, notes)
+            if not args.no_save:
+                Run("scale_table", command, harness=harness).save(
+                    title="A grouped id-level sum on Dask", columns=COLUMNS, rows=found, notes=notes
+                )
+        if args.part in ("reports", "all"):
+            found, note = reports_benchmark(client, reports, args.rounds, data)
+            notes = [note, DASK_NOTE]
+            _print(found, notes)
+            if not args.no_save:
+                Run("scale_reports", command, harness=harness).save(
+                    title="Local-DP reports from Parquet", columns=COLUMNS, rows=found, notes=notes
+                )
     finally:
         client.close()
         cluster.close()
         if args.data is None:
             shutil.rmtree(data, ignore_errors=True)
-    all_rows = table_rows + report_rows
-    for row in all_rows:
-        print(
-            f"{row['task']:<26} {row['contender']:<46} {row['wall s']:>8} s "
-            f"{row['÷ plain Dask (wall)']:>6}x  {row['peak MiB per worker']}"
-        )
-    driver = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
-    notes = [
-        table_note,
-        report_note,
-        "Dask: a LocalCluster of 2 worker processes, 1 thread each; wall times (the driver's "
-        "CPU clock does not see the workers), medians of per-round wall ratios to plain Dask",
-        f"peak MiB per worker: resident memory sampled every 0.1 s; driver peak {driver:.0f} MiB "
-        "(it holds the pandas copy of the table)",
-    ]
-    print(*notes, sep="\n")
-    if not args.no_save:
-        run.save(
-            title="Scale-out: a grouped id-level sum on Dask, LDP reports from Parquet",
-            columns=["task", "contender", "wall s", "÷ plain Dask (wall)", "peak MiB per worker"],
-            rows=all_rows,
-            notes=notes,
-        )
 
 
 if __name__ == "__main__":

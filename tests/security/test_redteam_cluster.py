@@ -141,7 +141,8 @@ def _observable(release: Any) -> dict[str, Any]:
     """Everything a release shows except the released values (and, for private keys, the
     released key set, which is part of the DP release)."""
     result, entry = release.values, release.entry
-    private = entry.parameters.get("group_by", {}).get("keys") == "private"
+    private = isinstance(entry.parameters["keys"], dict)  # PrivateKeys' (ε, δ), not a list
+    assert private or isinstance(entry.parameters["keys"], list)  # public: the declared list
     return {
         "keys": None if private else result.keys,
         "mechanism": result.mechanism,

@@ -55,6 +55,7 @@ from dpkit.ledger import (
 from dpkit.mean_estimate import MeanEstimate, MeanSums
 from dpkit.mechanism import Mechanism
 from dpkit.params import Boolean, Choice, Integer, ParameterSpec, Real, Sequence_, parameter
+from dpkit.partitions import ParquetReports, accumulate
 from dpkit.privacy import (
     ApproximateDP,
     BoundedRangeDP,
@@ -112,6 +113,7 @@ __all__ = [
     "MechanismInfo",
     "NotALedger",
     "ParameterSpec",
+    "ParquetReports",
     "PluginConflict",
     "PluginError",
     "PrivacyEvent",
@@ -135,6 +137,7 @@ __all__ = [
     "VectorDomain",
     "__version__",
     "account",
+    "accumulate",
     "advise",
     "advise_mean",
     "as_array",
@@ -197,7 +200,9 @@ def estimate(
     method: str | None = None,
     registry: Registry | None = None,
 ) -> Any:
-    """Estimate from ``reports`` (an array of reports, or merged :class:`Statistics`).
+    """Estimate from ``reports``: an array of reports, merged :class:`Statistics`, or reports
+    in parts — a Dask array, Series or DataFrame, a :class:`ParquetReports` source, an iterator
+    of chunks — reduced part by part to mergeable statistics (:func:`accumulate`).
 
     Returns what the mechanism's estimator estimates: an :class:`Estimate` of category counts
     (frequency oracles), a :class:`MeanEstimate` (mean protocols) or a
@@ -205,8 +210,9 @@ def estimate(
     variant; None is the estimator's default (``"unbiased"`` for the frequency oracles and the
     means), and any post-processing is a separately named method.
     """
-    estimator = (registry or get_registry()).estimator(mechanism)
+    registry = registry or get_registry()
+    estimator = registry.estimator(mechanism)
     chosen = estimator.default_method if method is None else method
     estimator.check_method(chosen)
-    statistics = reports if isinstance(reports, Statistics) else estimator.accumulate(reports)
+    statistics = accumulate(mechanism, reports, registry=registry)
     return estimator.estimate(statistics, method=chosen)

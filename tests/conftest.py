@@ -19,6 +19,7 @@ import pytest
 from hypothesis import HealthCheck, settings
 
 import dpkit
+from dpkit.testing import _engines
 from dpkit.testing._postgres import PostgresServer, Unavailable, start_server
 
 settings.register_profile("dev", max_examples=30, deadline=None)
@@ -56,6 +57,42 @@ def postgres_server() -> Iterator[PostgresServer]:
         yield server
     finally:
         server.stop()
+
+
+# -- a Dask cluster and a Spark session for the queries and estimators on engines --------------
+# Started once per test session: a distributed LocalCluster of 2 worker processes, and Spark in
+# local mode (local[2], 4 shuffle partitions; its startup is slow, so one session for the whole
+# run). Without the packages (the `cluster` extra) or a Java runtime the tests that need them
+# skip and say why, unless DPKIT_REQUIRE_CLUSTER=1 (set by .ci/run): then they fail.
+def _engine_unavailable(reason: Exception) -> None:
+    if os.environ.get("DPKIT_REQUIRE_CLUSTER") == "1":
+        pytest.fail(f"{reason} (DPKIT_REQUIRE_CLUSTER=1: these tests must run)")
+    pytest.skip(str(reason))
+
+
+@pytest.fixture(scope="session")
+def dask_client() -> Iterator[Any]:
+    try:
+        cluster, client = _engines.start_dask(workers=2)
+    except _engines.Unavailable as reason:
+        _engine_unavailable(reason)
+    try:
+        yield client
+    finally:
+        client.close()
+        cluster.close()
+
+
+@pytest.fixture(scope="session")
+def spark() -> Iterator[Any]:
+    try:
+        session = _engines.start_spark(cores=2, partitions=4)
+    except _engines.Unavailable as reason:
+        _engine_unavailable(reason)
+    try:
+        yield session
+    finally:
+        session.stop()
 
 
 @attrs.frozen

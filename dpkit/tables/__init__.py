@@ -3,12 +3,14 @@
 Needs the optional extra ``dpkit[tables]`` (narwhals, pyarrow); imported only when a table is
 given. :mod:`dpkit.tables.frame` holds the public-phase view of a table (its columns and their
 kinds), :mod:`dpkit.tables.bounding` the per-id contribution bounding that user-level privacy
-(:class:`dpkit.units.IdUnit`) relies on.
+(:class:`dpkit.units.IdUnit`) relies on, with priorities from :mod:`dpkit.tables.encoding`,
+and :mod:`dpkit.tables.engines` the thin adapters that run it on Dask and Spark.
 """
 
 from __future__ import annotations
 
-from dpkit.tables.bounding import PRIORITY, bound_contributions, pair_counts, with_priority
+from dpkit.tables.bounding import FIRST, Bounding, BoundingKey, bound_contributions
+from dpkit.tables.engines import per_partition
 from dpkit.tables.frame import (
     ColumnKind,
     as_frame,
@@ -20,7 +22,9 @@ from dpkit.tables.frame import (
 )
 
 __all__ = [
-    "PRIORITY",
+    "FIRST",
+    "Bounding",
+    "BoundingKey",
     "ColumnKind",
     "as_frame",
     "bound_contributions",
@@ -28,7 +32,6 @@ __all__ = [
     "implementation",
     "is_table",
     "narwhals",
-    "pair_counts",
+    "per_partition",
     "require_columns",
-    "with_priority",
 ]

@@ -5,248 +5,298 @@ rows of one id. Every sensitivity of a grouped query is derived from two declare
 G = ``max_groups`` groups per id and R = ``max_rows`` rows per id and group — and this module
 makes them true whatever the data, before anything is aggregated:
 
-1. each row gets a **priority** u, iid uniform on (0, 1], drawn from the release's random
-   source (:func:`with_priority`; secure by default);
-2. within each (id, group) pair the R rows of highest priority are kept (a uniformly random
-   R-subset of the pair's rows, or all of them);
-3. each pair gets the score s = n·ln(max u) over its n rows. The maximum M of n iid uniforms
-   has P[M ≤ t] = tⁿ, so Mⁿ = e^s is itself uniform on (0, 1], and the scores of distinct pairs
-   are independent (they use disjoint rows): ranking an id's pairs by s ranks them by iid
-   uniforms, and keeping the G highest keeps a uniformly random G-subset of the id's groups,
-   whatever their sizes. (Which rows step 2 keeps is independent of the pair's score: for iid
-   continuous draws the order of the rows is independent of the values of the order
-   statistics.)
+1. within each (id, group) pair the R rows of highest **row priority** are kept (all of them
+   if the pair has at most R);
+2. of each id's pairs, those whose **pair priority** is among the G highest are kept.
 
-**Why the truncation is id-stable** (the property the privacy proof needs). The rows kept for
-an id depend only on that id's own rows and on priorities drawn independently of every other
-row. Let D′ be D plus all the rows of one id x. Couple the two runs by giving every row of D
-the same priority in both: the rows kept for every id other than x are then identical, and x
-contributes at most R rows to each of at most G groups. So every coupled pair of truncated
-tables is a pair of neighbours *with bounded contributions* — one adds at most G·R rows, at
-most R per group, in at most G groups — and each aggregate of the truncated tables moves by at
-most its bounded sensitivity (L1 = G·R·c, L2 = √G·R·c for a per-row contribution ≤ c). Since
-the priorities of distinct rows are iid, the coupling has the right marginals, and a mechanism
-that is (ε, δ)-DP for bounded neighbours is (ε, δ)-DP for id neighbours after the truncation
-(the argument of "stable transformations"; McSherry 2009, PINQ, Section 2.3, and of Wilson
-et al. 2020, "Differentially Private SQL with Bounded User Contribution", PoPETs, Section 3).
+**Priorities from the rows' content.** A release draws one :class:`BoundingKey` (six 64-bit
+words) from its random source — secure by default — and every priority is a keyed hash of a
+row's content (:mod:`dpkit.tables.encoding` turns values into 64-bit words):
 
-**Engines.** On a lazy frame the steps are narwhals expressions the engine runs where the
-data are: a window rank (``rank().over(...)``) within (id, group) and within id, a group-by for
-the pairs' scores and a join. Ranking within partitions is correct when an id's rows are spread
-over many partitions of a distributed engine, since the window brings them together. On an
-eager frame, whose rows are in memory already, the same selection is computed with numpy on
-integer codes of the keys (:func:`keep_mask`: one stable sort per step) and the frame is
-filtered by it; the two formulations keep the same rows (tested). Only the priorities come
-from the driver: here a column drawn for an eager frame; a distributed engine draws them per
-partition from a key derived from the session's secure source.
+* the pair priority q = F(key, id, group keys) — one word per pair;
+* the row priority p = F(key, id, group keys, v, j), where v is the *content* the aggregate
+  reads from the row (a sum's fixed-point integer, a histogram cell, a quantile's lattice
+  cell; nothing for a count) and j numbers the rows of equal (id, group, v) 0, 1, 2, …
+
+F chains MurmurHash3's finaliser (:func:`~dpkit.tables.encoding.mix`) over the words, each step
+keyed by a word of the key. Rows with equal content are interchangeable — they add the same
+to every aggregate — so numbering them j = 0, 1, … gives each row its own priority while
+the *multiset* of priorities depends on the multiset of rows only. Ties (equal p for distinct
+content, which needs a 64-bit collision) are broken by the content v, and a tie among pair
+priorities keeps *none* of the tied pairs that do not all fit among the G (a pair is kept when
+at most G of its id's pairs have a priority ≥ its own), so that what is kept never depends on
+row order or on the engine. Where the hash behaves like a random function, step 1 keeps a
+uniformly random R-subset of each pair's rows and step 2 a uniformly random G-subset of each
+id's groups, whatever their sizes.
+
+**Why the truncation is id-stable** (the property the privacy proof needs). For a fixed key,
+the rows kept for an id are a function of that id's own rows alone: its pairs' priorities
+depend on its id and group keys, its rows' priorities on its own rows, and the ties are broken
+by content. Let D′ be D plus all the rows of one id x. With the same key, every id other than
+x keeps exactly the same rows in D and in D′, and x keeps at most R rows in each of at most G
+groups. So the two truncated tables are neighbours *with bounded contributions* — one adds at
+most G·R rows, at most R per group, in at most G groups — and each aggregate of the truncated
+tables moves by at most its bounded sensitivity (L1 = G·R·c, L2 = √G·R·c for a per-row
+contribution ≤ c). A mechanism that is (ε, δ)-DP for bounded neighbours is therefore (ε, δ)-DP
+for id neighbours after the truncation, for every key, hence also for a random key (the
+argument of "stable transformations"; McSherry 2009, PINQ, Section 2.3, and of Wilson et al.
+2020, "Differentially Private SQL with Bounded User Contribution", PoPETs, Section 3).
+
+**What the key and the hash are for.** The argument above holds for *any* key and any hash
+function, even a known one: privacy rests on the selection being a per-id function, never on
+the priorities being unpredictable. The key and the hash's quality decide only *which* rows
+are kept — the bias of a bounded statistic when people exceed the bounds, i.e. utility. That
+is why a fast, non-cryptographic mixer is acceptable here (a chosen key cannot make anyone's
+contribution exceed the bounds), and why the key is drawn from the release's source anyway:
+independent releases truncate independently, and nobody can arrange in advance which of a
+person's rows survive. Priorities derived from a row's *position* would not do: adding a
+person shifts other people's positions, and with them their kept rows.
+
+**The same on every engine.** Because a priority is a function of the row and the key alone
+— not of where the row is or which worker sees it — the selection is identical on a pandas
+table, on a Dask DataFrame spread over partitions and on a Spark DataFrame, and a retried task
+recomputes exactly the rows it kept before. An engine only has to bring each id's rows
+together (a shuffle by id: :mod:`dpkit.tables.engines`) and apply :meth:`Bounding.apply` to
+each part; an eager table is one part. The rows of one id may start in any number of
+partitions.
+
+Rows whose id or group key is missing must be dropped before (they belong to no unit that
+could be bounded).
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
+import attrs
 import numpy as np
 from numpy.typing import NDArray
 
-from dpkit.errors import InvalidData
+from dpkit.tables.encoding import PRIME, encode_column, mix
 from dpkit.tables.frame import narwhals
 
 __all__ = [
-    "PRIORITY",
+    "FIRST",
+    "Bounding",
+    "BoundingKey",
     "bound_contributions",
     "keep_mask",
-    "key_codes",
-    "pair_counts",
-    "with_priority",
+    "pair_priority",
+    "row_priority",
 ]
 
-#: The name of the priority column added to a frame (dropped again after bounding).
-PRIORITY = "__dpkit_priority"
-_RANK = "__dpkit_rank"
-_COUNT = "__dpkit_rows"
-_TOP = "__dpkit_top"
-_SCORE = "__dpkit_score"
+#: The column bounding adds: 1 on exactly one kept row of each kept (id, group) pair and 0
+#: elsewhere (int64), so that summing it per group counts the ids there (what partition
+#: selection needs).
+FIRST = "__dpkit_first"
 _KEEP = "__dpkit_keep"
+_ODD = np.uint64(0x9FB21C651E98DF25)
 
 
-def with_priority(frame: Any, rng: Any) -> Any:
-    """``frame`` with the priority column: iid uniform on (0, 1], one per row, from ``rng``.
+@attrs.frozen(repr=False)
+class BoundingKey:
+    """The key of one release's bounding priorities: six 64-bit words, drawn once from the
+    release's random source (:meth:`draw`). Its ``repr`` hides the words."""
 
-    ``rng`` is a numpy Generator (fast mode) or a :class:`~dpkit.SecureRandom` (secure mode);
-    both draw ``random(n)`` on the 2⁻⁵³ grid, and 1 − u maps [0, 1) onto (0, 1] so that
-    ln(u) is finite. Only eager frames can be given a drawn column; a lazy frame is refused
-    with a typed error (its engine must draw the priorities itself).
-    """
-    nw = narwhals()
-    if not isinstance(frame, nw.DataFrame):
-        raise InvalidData(
-            "contribution bounding on a lazy frame needs priorities drawn by its engine; "
-            "collect the frame first",
-            field="data",
-        )
-    n = frame.shape[0]
-    priority = 1.0 - np.asarray(rng.random(n), dtype=np.float64)
-    series = nw.new_series(PRIORITY, priority, nw.Float64, backend=frame.implementation)
-    return frame.with_columns(series)
+    words: tuple[int, int, int, int, int, int]
 
+    @classmethod
+    def draw(cls, rng: Any) -> BoundingKey:
+        """Six words from ``rng`` (a :class:`~dpkit.SecureRandom` or a numpy Generator)."""
+        from dpkit.randomness.modes import word_reader
 
-def _ranked(frame: Any, partition: list[str], score: str) -> Any:
-    """``frame`` (lazy) with ``_RANK``: the 1-based rank of each row by ``score`` (highest
-    first) within its ``partition``, each rank once (a window function of the engine)."""
-    nw = narwhals()
-    rank = nw.col(score).rank(method="ordinal", descending=True).over(*partition)
-    return frame.with_columns(rank.alias(_RANK))
+        drawn = word_reader(rng)(6)
+        return cls(tuple(int(w) for w in drawn))  # type: ignore[arg-type]
 
+    @property
+    def lanes(self) -> tuple[int, int]:
+        """The two multipliers of the text hash, in [1, 2³¹ − 2]."""
+        return 1 + self.words[4] % (PRIME - 1), 1 + self.words[5] % (PRIME - 1)
 
-def pair_counts(frame: Any, id_column: str, by: tuple[str, ...]) -> Any:
-    """One row per (id, group) pair with its number of rows and its highest priority."""
-    nw = narwhals()
-    return frame.group_by(id_column, *by).agg(
-        nw.len().alias(_COUNT), nw.col(PRIORITY).max().alias(_TOP)
-    )
+    def word(self, i: int) -> NDArray[np.uint64]:
+        """Word ``i`` as a one-element array (array arithmetic wraps without warnings)."""
+        return np.array([self.words[i]], dtype=np.uint64)
+
+    def __repr__(self) -> str:
+        return "BoundingKey(<hidden>)"
 
 
-def bound_contributions(
-    frame: Any, *, id_column: str, by: tuple[str, ...], max_rows: int, max_groups: int
-) -> Any:
-    """Keep at most ``max_rows`` rows per (id, group) and ``max_groups`` groups per id.
-
-    ``frame`` must carry the priority column (:func:`with_priority`) and hold no missing id or
-    group key (drop those rows first). Returns the kept rows, without the helper columns. With
-    no ``by`` (an ungrouped query) only the rows per id are bounded.
-
-    A lazy frame runs the narwhals window formulation (ranks over partitions, a group-by and
-    a join), which its engine distributes. An eager frame (the rows are in memory already) is
-    bounded by the same selection computed with numpy on integer codes of the keys
-    (:func:`keep_mask`), then filtered: the same rows are kept (the tests compare the two).
-    """
-    nw = narwhals()
-    if isinstance(frame, nw.LazyFrame):
-        return _bound_lazy(frame, id_column, by, max_rows, max_groups)
-    ids = key_codes(frame, [id_column])
-    pairs = key_codes(frame, [id_column, *by]) if by else ids
-    priority = np.asarray(frame.get_column(PRIORITY).to_numpy(), dtype=np.float64)
-    mask = keep_mask(pairs, ids, priority, max_rows, max_groups if by else None)
-    keep = nw.new_series(_KEEP, mask, nw.Boolean, backend=frame.implementation)
-    return frame.with_columns(keep).filter(nw.col(_KEEP)).drop(_KEEP, PRIORITY)
+def _pair_words(words: list[NDArray[np.uint64]], key: BoundingKey) -> NDArray[np.uint64]:
+    """g = F(key, id, group keys): the words of a row's id and group keys, chained."""
+    out = np.full(words[0].shape, key.word(0), dtype=np.uint64)
+    for word in words:
+        out = mix(out ^ word)
+    return out
 
 
-def _bound_lazy(
-    frame: Any, id_column: str, by: tuple[str, ...], max_rows: int, max_groups: int
-) -> Any:
-    nw = narwhals()
-    pair = [id_column, *by]
-    rows = _ranked(frame, pair, PRIORITY).filter(nw.col(_RANK) <= max_rows).drop(_RANK)
-    if not by:
-        return rows.drop(PRIORITY)
-    pairs = pair_counts(frame, id_column, by).with_columns(
-        (nw.col(_COUNT).cast(nw.Float64) * nw.col(_TOP).log()).alias(_SCORE)
-    )
-    kept = _ranked(pairs, [id_column], _SCORE).filter(nw.col(_RANK) <= max_groups)
-    return rows.join(kept.select(*pair), on=pair, how="inner").drop(PRIORITY)
+def pair_priority(pair: NDArray[np.uint64], key: BoundingKey) -> NDArray[np.uint64]:
+    """q: the priority of an (id, group) pair from its chained words g."""
+    return mix(pair ^ key.word(1))
 
 
-def _column_codes(series: Any) -> tuple[NDArray[np.int64], int]:
-    """(an int64 code per value, the number of distinct values) of one eager column: equal
-    values get equal codes (a hash encoding where the library has one)."""
-    native = series.to_native()
-    module = type(native).__module__.split(".", 1)[0]
-    nw = narwhals()
-    wide = series.dtype in (nw.Int128, nw.UInt128)  # no numpy type: codes by the library
-    if series.dtype.is_integer() and not wide and series.null_count() == 0 and len(series):
-        values = np.asarray(series.to_numpy(), dtype=np.int64)  # integers: their own codes
-        low, high = int(values.min()), int(values.max())
-        if high - low < 1 << 40:
-            return values - low, high - low + 1
-    if module == "pyarrow":
-        import pyarrow.compute as pc
-
-        encoded = pc.dictionary_encode(native)
-        if hasattr(encoded, "combine_chunks"):
-            encoded = encoded.combine_chunks()
-        return (
-            np.asarray(encoded.indices.to_numpy(zero_copy_only=False), dtype=np.int64),
-            len(encoded.dictionary),
-        )
-    if module == "pandas":
-        import pandas as pd
-
-        codes, uniques = pd.factorize(native)
-        return np.asarray(codes, dtype=np.int64), len(uniques)
-    if module == "polars":
-        ranks = np.asarray(native.rank("dense").to_numpy(), dtype=np.int64) - 1
-        return ranks, int(ranks.max()) + 1 if ranks.size else 0
-    _, inverse = np.unique(np.asarray(series.to_numpy()), return_inverse=True)
-    inverse = np.asarray(inverse, dtype=np.int64).reshape(-1)
-    return inverse, int(inverse.max()) + 1 if inverse.size else 0
+def row_priority(
+    pair: NDArray[np.uint64],
+    content: NDArray[np.uint64],
+    occurrence: NDArray[np.int64],
+    key: BoundingKey,
+) -> NDArray[np.uint64]:
+    """p: the priority of a row from its pair's words g, its content v and its number j among
+    the rows of equal (pair, content)."""
+    inner = mix(mix(pair ^ key.word(2)) ^ content)
+    return mix((inner + occurrence.astype(np.uint64) * _ODD) ^ key.word(3))
 
 
-def key_codes(frame: Any, columns: list[str]) -> NDArray[np.int64]:
-    """One int64 per row, equal exactly when the rows' values in ``columns`` are equal."""
-    codes = np.zeros(frame.shape[0], dtype=np.int64)
-    size = 1
-    for column in columns:
-        column_codes, distinct = _column_codes(frame.get_column(column))
-        if size * max(distinct, 1) >= 1 << 62:  # re-number before the product could overflow
-            _, codes = np.unique(codes, return_inverse=True)
-            codes = np.asarray(codes, dtype=np.int64).reshape(-1)
-            size = int(codes.max()) + 1 if codes.size else 1
-        codes = codes * max(distinct, 1) + column_codes
-        size *= max(distinct, 1)
-    return codes
-
-
-#: Scores in (0, 1] are sorted as 31-bit integers next to the key when the key fits in 32 bits.
-_SCORE_BITS = 31
-
-
-def _ranks(keys: NDArray[np.int64], scores: NDArray[np.float64]) -> tuple[Any, Any, Any]:
-    """(order, start of each key's run in that order, run lengths): rows sorted by key, then
-    by score in (0, 1] from highest; ties keep their input order (a stable sort).
-
-    When the keys fit in 32 bits, key and score are one int64 (key·2³¹ + (2³¹ − 1 − ⌊s·2³¹⌋))
-    and one stable sort orders both, about three times faster than a two-key lexsort; two
-    scores in the same 2⁻³¹ step then count as tied (input order), which only decides which
-    of a pair's rows — or of an id's groups — is kept, from that id's own rows.
-    """
-    n = keys.shape[0]
-    if n and int(keys.max()) < 1 << 32:
-        steps = np.minimum(np.floor(scores * 2.0**_SCORE_BITS), 2.0**_SCORE_BITS - 1)
-        combined = (keys << _SCORE_BITS) + ((1 << _SCORE_BITS) - 1 - steps.astype(np.int64))
-        order = np.argsort(combined, kind="stable")
-    else:
-        order = np.lexsort((-scores, keys))
-    sorted_keys = keys[order]
-    starts = np.flatnonzero(np.r_[True, sorted_keys[1:] != sorted_keys[:-1]]) if n else keys
-    lengths = np.diff(np.r_[starts, n])
-    return order, starts, lengths
+def _runs(*sorted_keys: NDArray[Any]) -> NDArray[np.int64]:
+    """Start of each run of equal keys (all arrays sorted together)."""
+    n = sorted_keys[0].shape[0]
+    change = np.zeros(n, dtype=np.bool_)
+    if n:
+        change[0] = True
+    for key in sorted_keys:
+        change[1:] |= key[1:] != key[:-1]
+    return np.flatnonzero(change)
 
 
 def keep_mask(
-    pairs: NDArray[np.int64],
     ids: NDArray[np.int64],
-    priority: NDArray[np.float64],
+    pairs: NDArray[np.int64],
+    pair_words: NDArray[np.uint64],
+    content: NDArray[np.uint64] | None,
     max_rows: int,
     max_groups: int | None,
-) -> NDArray[np.bool_]:
-    """Which rows the bounding keeps, in input order (see the module docstring): in each
-    (id, group) pair the ``max_rows`` rows of highest priority; of each id's pairs, the
-    ``max_groups`` of highest score n·ln(max u) (None: ungrouped, every pair kept)."""
-    n = priority.shape[0]
+    key: BoundingKey,
+) -> tuple[NDArray[np.bool_], NDArray[np.bool_]]:
+    """(kept rows, first kept row of each kept pair), in input order.
+
+    ``ids`` and ``pairs`` are exact codes of the rows' id and (id, group) (equal exactly for
+    equal values), ``pair_words`` the rows' chained words g, ``content`` the 64-bit content v
+    (None: the rows of a pair are interchangeable, as for a count). ``max_groups`` None keeps
+    every pair (an ungrouped query). See the module docstring for the rule.
+    """
+    n = ids.shape[0]
     keep = np.zeros(n, dtype=np.bool_)
+    first = np.zeros(n, dtype=np.bool_)
     if n == 0:
-        return keep
-    order, starts, lengths = _ranks(pairs, priority)
-    rank = np.arange(n) - np.repeat(starts, lengths)  # 0-based, within the pair
-    kept = rank < max_rows
+        return keep, first
+    if content is None:
+        order = np.argsort(pairs, kind="stable")
+    else:
+        by_content = np.lexsort((content, pairs))
+        sorted_pairs, sorted_content = pairs[by_content], content[by_content]
+        starts = _runs(sorted_pairs, sorted_content)
+        occurrence = np.arange(n) - np.repeat(starts, np.diff(np.r_[starts, n]))
+        priority = row_priority(pair_words[by_content], sorted_content, occurrence, key)
+        # Within a pair: highest priority first; equal priorities by content (a collision):
+        # the rows are in content order already, and lexsort is stable.
+        order = by_content[np.lexsort((~priority, sorted_pairs))]
+    starts = _runs(pairs[order])
+    lengths = np.diff(np.r_[starts, n])
+    rank = np.arange(n) - np.repeat(starts, lengths)
+    pair_kept = np.ones(starts.shape[0], dtype=np.bool_)
     if max_groups is not None:
-        # Mⁿ for the pair's max priority M (its first row) and n rows: uniform on (0, 1].
-        score = np.exp(lengths * np.log(priority[order][starts]))
+        # Every row of a pair has the pair's words; the maximum makes this a function of the
+        # pair's rows whatever their order, even if a backend spelled one value two ways.
+        priority = np.maximum.reduceat(pair_priority(pair_words[order], key), starts)
         pair_ids = ids[order][starts]
-        order2, starts2, lengths2 = _ranks(pair_ids, score)
-        pair_rank = np.arange(pair_ids.shape[0]) - np.repeat(starts2, lengths2)
-        pair_kept = np.empty(pair_ids.shape[0], dtype=np.bool_)
-        pair_kept[order2] = pair_rank < max_groups
-        kept &= np.repeat(pair_kept, lengths)
+        ranked = np.lexsort((~priority, pair_ids))
+        ids_sorted, priority_sorted = pair_ids[ranked], priority[ranked]
+        id_starts = _runs(ids_sorted)
+        id_first = np.repeat(id_starts, np.diff(np.r_[id_starts, ranked.shape[0]]))
+        tie_starts = _runs(ids_sorted, priority_sorted)
+        tie_ends = np.r_[tie_starts[1:], ranked.shape[0]] - 1
+        tie_last = np.repeat(tie_ends, np.diff(np.r_[tie_starts, ranked.shape[0]]))
+        # At most G pairs of the id have a priority ≥ this pair's (ties counted in full).
+        pair_kept[ranked] = tie_last - id_first + 1 <= max_groups
+    kept = (rank < max_rows) & np.repeat(pair_kept, lengths)
     keep[order] = kept
-    return keep
+    first[order] = kept & (rank == 0)
+    return keep, first
+
+
+def _combine(codes: list[NDArray[np.int64]]) -> NDArray[np.int64]:
+    """One int64 per row, equal exactly when every column's code is equal."""
+    out = codes[0]
+    size = int(out.max()) + 1 if out.size else 1
+    for column in codes[1:]:
+        distinct = int(column.max()) + 1 if column.size else 1
+        if size * distinct >= 1 << 62:  # re-number before the product could overflow
+            _, inverse = np.unique(out, return_inverse=True)
+            out = np.asarray(inverse, dtype=np.int64).reshape(-1)
+            size = int(out.max()) + 1 if out.size else 1
+        out = out * distinct + column
+        size *= distinct
+    return out
+
+
+def content_bits(values: NDArray[Any]) -> NDArray[np.uint64]:
+    """The 64-bit content of a value column: an integer's two's complement, a float's bits
+    (−0.0 as 0.0, the same value either way)."""
+    array = np.asarray(values)
+    if array.dtype.kind == "f":
+        return (np.asarray(array, dtype=np.float64) + 0.0).view(np.uint64)
+    return np.asarray(array, dtype=np.int64).view(np.uint64)
+
+
+@attrs.frozen
+class Bounding:
+    """One release's contribution bounding: which columns, which bounds, which key.
+
+    ``content`` names the column whose value the aggregate reads (None for a count);
+    ``max_groups`` is None for an ungrouped query. :meth:`apply` bounds a pandas DataFrame
+    holding all the rows of its ids (an engine's partition after a shuffle by id, or a whole
+    table); :meth:`masks` is the same on columns given by a getter. Picklable, so that an
+    engine ships it to its workers.
+    """
+
+    id_column: str
+    by: tuple[str, ...]
+    content: str | None
+    max_rows: int
+    max_groups: int | None
+    key: BoundingKey
+
+    def masks(
+        self, column: Callable[[str], Any], rows: int
+    ) -> tuple[NDArray[np.bool_], NDArray[np.bool_]]:
+        """(kept rows, first kept row of each kept pair) of ``rows`` rows whose columns
+        ``column(name)`` returns (pandas, Polars or PyArrow columns, without missing keys)."""
+        if rows == 0:
+            empty = np.zeros(0, dtype=np.bool_)
+            return empty, empty
+        lanes = self.key.lanes
+        encoded = [encode_column(column(c), lanes) for c in (self.id_column, *self.by)]
+        ids = encoded[0][0]
+        pairs = _combine([codes for codes, _ in encoded]) if self.by else ids
+        words = _pair_words([w for _, w in encoded], self.key)
+        content = None
+        if self.content is not None:
+            native = column(self.content)
+            values = native.to_numpy() if hasattr(native, "to_numpy") else np.asarray(native)
+            content = content_bits(values)
+        groups = self.max_groups if self.by else None
+        return keep_mask(ids, pairs, words, content, self.max_rows, groups, self.key)
+
+    def apply(self, frame: Any) -> Any:
+        """The kept rows of a pandas DataFrame, with the :data:`FIRST` column."""
+        keep, first = self.masks(frame.__getitem__, len(frame))
+        out = frame.assign(**{FIRST: first.astype(np.int64)})
+        return out[keep].reset_index(drop=True)
+
+
+def bound_contributions(frame: Any, bounding: Bounding) -> Any:
+    """The rows ``bounding`` keeps of a narwhals frame (see the module docstring), with the
+    :data:`FIRST` column. An eager frame is bounded in one part; a lazy one by its engine
+    (:func:`dpkit.tables.engines.by_id`), which brings each id's rows together first."""
+    nw = narwhals()
+    if isinstance(frame, nw.LazyFrame):
+        from dpkit.tables.engines import by_id
+
+        return by_id(frame, bounding)
+    keep, first = bounding.masks(lambda c: frame.get_column(c).to_native(), frame.shape[0])
+    backend = frame.implementation
+    columns = [
+        nw.new_series(FIRST, first.astype(np.int64), nw.Int64, backend=backend),
+        nw.new_series(_KEEP, keep, nw.Boolean, backend=backend),
+    ]
+    return frame.with_columns(*columns).filter(nw.col(_KEEP)).drop(_KEEP)

@@ -57,6 +57,10 @@ def is_table(data: Any) -> bool:
 def as_frame(data: Any, *, owner: str) -> Any:
     """``data`` as a narwhals DataFrame or LazyFrame (public phase: no value is read)."""
     nw = narwhals()
+    if type(data).__module__.split(".", 1)[0] in ("dask", "pyspark"):
+        from dpkit.tables.engines import quiet
+
+        quiet()  # two version warnings of narwhals and PySpark (not about the data)
     try:
         return nw.from_native(data)
     except TypeError:
@@ -85,9 +89,16 @@ def _kind(dtype: Any, nw: Any) -> ColumnKind:
 
 
 def column_kinds(frame: Any) -> dict[str, ColumnKind]:
-    """Each column's kind, from the schema (``collect_schema``: lazy frames are not run)."""
+    """Each column's kind, from the schema (``collect_schema``: lazy frames are not run; a
+    Dask frame's ``object`` columns, which narwhals takes for text, are ``"object"``, read
+    value by value as a pandas object column is)."""
     nw = narwhals()
-    return {str(name): _kind(dtype, nw) for name, dtype in frame.collect_schema().items()}
+    kinds = {str(name): _kind(dtype, nw) for name, dtype in frame.collect_schema().items()}
+    if implementation(frame) == "dask":  # narwhals reads a Dask object column as text
+        for name, dtype in frame.to_native().dtypes.items():
+            if str(dtype) == "object":  # numpy's object dtype (not a pandas string dtype)
+                kinds[str(name)] = "object"
+    return kinds
 
 
 def require_columns(

@@ -22,7 +22,7 @@ import numpy as np
 from numpy.typing import NDArray
 
 from dpkit import InvalidParameter
-from dpkit.tables import narwhals
+from dpkit.tables import narwhals, per_partition
 from dpkit_central._validation import total_floats
 from dpkit_central.keys import PublicKeys, coerce, coerce_all
 from dpkit_central.queries import Histogram
@@ -39,9 +39,7 @@ __all__ = [
     "numeric_value",
     "only_keys",
     "only_keys_expr",
-    "per_group",
     "plain_labels",
-    "run_starts",
     "sorted_keys",
     "unsigned_zero",
 ]
@@ -49,7 +47,6 @@ __all__ = [
 #: The working columns a query adds to the frame.
 VALUE = "__dpkit_value"
 CELL = "__dpkit_cell"
-_ORDER = "__dpkit_order"
 
 
 @attrs.frozen
@@ -60,20 +57,37 @@ class Aggregates:
     for public keys, the groups present in the data (sorted) for private keys. ``values``
     holds per-group arrays by name (``count``, ``sum``, ``centred_sum``, ``cells`` of shape
     (groups, cells), ``units`` — distinct ids per group, for partition selection);
-    ``samples`` the clamped values of each group (quantile only). Not private: for tests and
-    for building on; only :meth:`TableQuery.release` makes them DP.
+    ``lattice`` a quantile's per-group (lattice cells ⌊z/h⌋ in increasing order, records in
+    each), what its mechanism reads (:meth:`~dpkit_central.Quantile.cell_log_weights`). Not
+    private: for tests and for building on; only :meth:`TableQuery.release` makes them DP.
     """
 
     keys: tuple[tuple[Any, ...], ...]
     values: dict[str, NDArray[Any]] = attrs.field(eq=False)
-    samples: tuple[NDArray[np.float64], ...] | None = attrs.field(default=None, eq=False)
+    lattice: tuple[tuple[NDArray[np.float64], NDArray[np.int64]], ...] | None = attrs.field(
+        default=None, eq=False
+    )
+
+    def identical(self, other: Aggregates) -> bool:
+        """Whether ``other`` holds exactly the same keys and values (array by array, bit for
+        bit): what two engines computing one query on one table must give."""
+        if other.keys != self.keys or sorted(other.values) != sorted(self.values):
+            return False
+        if any(not np.array_equal(other.values[n], a) for n, a in self.values.items()):
+            return False
+        if (self.lattice is None) != (other.lattice is None):
+            return False
+        return all(
+            np.array_equal(c, d) and np.array_equal(m, k)
+            for (c, m), (d, k) in zip(self.lattice or (), other.lattice or (), strict=True)
+        )
 
     def subset(self, keep: NDArray[np.bool_]) -> Aggregates:
         index = np.flatnonzero(keep)
         return Aggregates(
             tuple(self.keys[i] for i in index),
             {name: array[index] for name, array in self.values.items()},
-            None if self.samples is None else tuple(self.samples[i] for i in index),
+            None if self.lattice is None else tuple(self.lattice[i] for i in index),
         )
 
 
@@ -92,21 +106,26 @@ def only_keys_expr(nw: Any, column: str, keys: PublicKeys, kinds: Mapping[str, s
 def only_keys(
     nw: Any, frame: Any, by: tuple[str, ...], keys: PublicKeys, kinds: Mapping[str, str]
 ) -> Any:
-    """Rows whose key is among the public keys (a per-record filter)."""
-    if len(by) == 1:
-        wanted = coerce_all([k[0] for k in keys.values], kinds[by[0]], by[0])
-        return frame.filter(nw.col(by[0]).is_in(wanted))
-    schema = frame.collect_schema()
-    columns = {c: coerce_all([k[i] for k in keys.values], kinds[c], c) for i, c in enumerate(by)}
-    backend = frame.implementation if isinstance(frame, nw.DataFrame) else None
-    table = nw.from_dict(columns, backend=backend or "pyarrow")
-    table = table.with_columns(*(nw.col(c).cast(schema[c]) for c in by))
-    if isinstance(frame, nw.LazyFrame):
-        table = table.lazy(backend=frame.implementation)
-        return frame.join(table, on=list(by), how="semi")
-    # Joins may reorder rows; restore the input order, which the bounding priorities follow.
-    indexed = frame.with_row_index(_ORDER)
-    return indexed.join(table, on=list(by), how="semi").sort(_ORDER).drop(_ORDER)
+    """Rows whose key (several group columns) is among the public keys: a per-record filter.
+
+    Each key column's value is mapped to its position among that column's declared values
+    (−1 if none), the positions are combined into one integer, and the row is kept when that
+    integer is one of the declared keys' — narwhals expressions only (no join), so every
+    engine runs it partition by partition and the row order of an eager frame is kept.
+    """
+    code = nw.lit(0, dtype=nw.Int64)
+    wanted = [0] * len(keys.values)
+    for i, column in enumerate(by):
+        declared = coerce_all([k[i] for k in keys.values], kinds[column], column)
+        position = {value: j for j, value in enumerate(dict.fromkeys(declared))}
+        width = len(position) + 1
+        code = (
+            code * width
+            + nw.col(column).replace_strict(position, default=-1, return_dtype=nw.Int64)
+            + 1
+        )
+        wanted = [w * width + position[declared[k]] + 1 for k, w in enumerate(wanted)]
+    return frame.filter(code.is_in(wanted))
 
 
 def _plain_label(value: Any) -> Any:
@@ -158,29 +177,73 @@ def unsigned_zero(nw: Any, column: str) -> Any:
     return nw.when(value == 0).then(nw.lit(0.0)).otherwise(value).alias(column)
 
 
+def _id_value(value: Any) -> Any:
+    """An id of an object column in one canonical form per value (per record): equal values
+    become identical objects — booleans and integral numbers ints, other reals the float that
+    is exactly them or else their exact fraction, text itself — so that an engine's shuffle,
+    which hashes an object column by its text, sends all of one person's rows to one
+    partition (1, 1.0 and True are one id, as Python's equality says; 0.1 and the decimal
+    1/10 are two)."""
+    value = _plain_label(value)
+    if value is None or isinstance(value, str):
+        return value
+    if isinstance(value, (bool, np.bool_)):
+        return int(value)
+    try:
+        exact = Fraction(value)
+    except Exception:  # ±inf, or a number-like that Fraction cannot read
+        try:
+            return float(value)
+        except Exception:
+            return None
+    if exact.denominator == 1:
+        return int(exact)
+    try:
+        near = float(exact)
+    except OverflowError:
+        return exact
+    return near if Fraction(near) == exact else exact
+
+
 _plain_labels = np.frompyfunc(_plain_label, 1, 1)
+_id_values = np.frompyfunc(_id_value, 1, 1)
 
 
-def plain_labels(nw: Any, frame: Any, column: str) -> Any:
+@attrs.frozen
+class _ObjectColumn:
+    """A per-record conversion of one ``object`` column of an eager frame: ``labels`` (text
+    and real numbers, :func:`_plain_label`), ``ids`` (the same in canonical form,
+    :func:`_id_value`) or ``numbers`` (float64 into ``VALUE``). A picklable value, so that an
+    engine can run it on every partition."""
+
+    column: str
+    convert: str
+
+    def __call__(self, eager: Any) -> Any:
+        nw = narwhals()
+        values = eager.get_column(self.column).to_numpy()
+        backend = eager.implementation
+        if self.convert == "numbers":
+            floats = total_floats(values)
+            return eager.with_columns(nw.new_series(VALUE, floats, nw.Float64, backend=backend))
+        clean = _id_values if self.convert == "ids" else _plain_labels
+        with np.errstate(all="ignore"):  # per-record conversions: never a warning
+            cleaned = np.asarray(clean(values), dtype=object) if values.size else values
+        return eager.with_columns(nw.new_series(self.column, cleaned, nw.Object, backend=backend))
+
+
+def plain_labels(nw: Any, frame: Any, column: str, *, ids: bool = False) -> Any:
     """An object column's values made total for grouping and matching (per record:
-    :func:`_plain_label`), so no unhashable or uncomparable value can make a group-by raise."""
-    if isinstance(frame, nw.LazyFrame):
-        frame = frame.collect()
-    values = frame.get_column(column).to_numpy()
-    cleaned = np.asarray(_plain_labels(values), dtype=object) if values.size else values
-    series = nw.new_series(column, cleaned, nw.Object, backend=frame.implementation)
-    return frame.with_columns(series)
+    :func:`_plain_label`, or :func:`_id_value` for an id column), so no unhashable or
+    uncomparable value can make a group-by, a shuffle or a hash raise."""
+    return per_partition(frame, _ObjectColumn(column, "ids" if ids else "labels"), {})
 
 
 def numeric_value(nw: Any, frame: Any, column: str | None, kind: str) -> Any:
     """``VALUE``: the value column as float64, NaN where missing (total per record)."""
     assert column is not None
     if kind == "object":  # e.g. a pandas object column: converted element by element
-        if isinstance(frame, nw.LazyFrame):
-            frame = frame.collect()
-        values = total_floats(frame.get_column(column).to_numpy())
-        series = nw.new_series(VALUE, values, nw.Float64, backend=frame.implementation)
-        return frame.with_columns(series)
+        return per_partition(frame, _ObjectColumn(column, "numbers"), {VALUE: "float64"})
     return frame.with_columns(nw.col(column).cast(nw.Float64).fill_null(math.nan).alias(VALUE))
 
 
@@ -213,39 +276,6 @@ def key_tuples(frame: Any, by: tuple[str, ...]) -> list[tuple[Any, ...]]:
     if not by:
         return [()] * frame.shape[0]
     return list(zip(*(frame.get_column(c).to_list() for c in by), strict=True))
-
-
-def per_group(
-    frame: Any, by: tuple[str, ...], aggregations: list[Any], ordered: list[tuple[Any, ...]]
-) -> dict[str, NDArray[Any]]:
-    """Aggregations per group, as arrays in the order of ``ordered`` (0 for an absent group)."""
-    table = collect(frame.group_by(*by).agg(*aggregations))
-    where = {k: i for i, k in enumerate(key_tuples(table, by))}
-    index = np.array([where.get(k, -1) for k in ordered], dtype=np.int64)
-    out = {}
-    for column in table.columns:
-        if column in by:
-            continue
-        found = table.get_column(column).to_numpy()
-        out[column] = (
-            np.where(index >= 0, found[np.maximum(index, 0)], 0)
-            if found.size
-            else np.zeros(len(ordered), dtype=np.int64)
-        )
-    return out
-
-
-def run_starts(frame: Any, by: tuple[str, ...]) -> list[int]:
-    """Where each run of equal keys starts in a frame sorted by ``by`` (vectorised)."""
-    n = frame.shape[0]
-    if n == 0:
-        return []
-    change = np.zeros(n, dtype=np.bool_)
-    change[0] = True
-    for column in by:
-        values = frame.get_column(column).to_numpy()
-        change[1:] |= np.asarray(values[1:] != values[:-1], dtype=np.bool_)
-    return [int(i) for i in np.flatnonzero(change)]
 
 
 def sorted_keys(keys: Any) -> list[tuple[Any, ...]]:
@@ -283,13 +313,13 @@ def aligned(found: Aggregates, keys: tuple[tuple[Any, ...], ...]) -> Aggregates:
             if j is not None:
                 out[i] = array[j]
         values[name] = out
-    samples = None
-    if found.samples is not None:
-        empty = np.zeros(0, dtype=np.float64)
-        samples = tuple(
-            found.samples[j] if (j := _position(position, k)) is not None else empty for k in keys
+    lattice = None
+    if found.lattice is not None:
+        empty = (np.zeros(0, dtype=np.float64), np.zeros(0, dtype=np.int64))
+        lattice = tuple(
+            found.lattice[j] if (j := _position(position, k)) is not None else empty for k in keys
         )
-    return Aggregates(keys, values, samples)
+    return Aggregates(keys, values, lattice)
 
 
 def _position(position: dict[tuple[Any, ...], int], key: tuple[Any, ...]) -> int | None:

@@ -866,8 +866,56 @@ class Quantile(_PublicPhase):
             log_count = np.log(np.diff(bounds))
         return int(base_f), bounds, log_count - 0.5 * self.epsilon * np.abs(rank - self.q * n)
 
+    def lattice_cell(self, values: Any) -> NDArray[np.float64]:
+        """⌊clamp(x, L, U)/h⌋ of each value, as exact integers held in float64 (h a power of
+        two: the division is exact). The cells and how many records lie in each are all that
+        the secure-mode mechanism reads of the data (:meth:`cell_log_weights`)."""
+        return np.floor(
+            _clamped(np.asarray(values, dtype=np.float64), self.lower, self.upper)
+            / self.lattice_step()
+        )
+
+    def cell_log_weights(
+        self, cells: Any, counts: Any, /
+    ) -> tuple[int, NDArray[np.float64], NDArray[np.float64]]:
+        """:meth:`lattice_log_weights` from the distinct cells ⌊z/h⌋ of the clamped records
+        (increasing) and the number of records in each, instead of the records.
+
+        With distinct cells d₁ < … < d_K holding m₁, …, m_K records, the ranks of the records'
+        intervals (z_i, z_{i+1}] that hold a lattice point are M_k = m₁ + … + m_k: rank 0 on
+        (first, d₁], rank M_k on (d_k, d_{k+1}], rank n on (d_K, last]; every other rank's
+        interval is empty (c_i = 0, weight 0). So the mechanism is the same distribution over
+        Ω, from K + 1 weights — an aggregate an engine computes per group (a count per cell)
+        without sending any record to the driver. Returns (base, bounds, log weights) with
+        bounds = (first, d₁ − base, …, d_K − base, last) and the interval k's log weight
+        ln c_k − ε·|M_k − q·n|/2.
+        """
+        cell = np.asarray(cells, dtype=np.float64).reshape(-1)
+        count = np.asarray(counts, dtype=np.int64).reshape(-1)
+        h = self.lattice_step()
+        low = self.lower / h
+        base_f = math.floor(low)
+        first = -1.0 if low == base_f else 0.0
+        last = float(math.floor(self.upper / h)) - float(base_f)
+        bounds = np.concatenate(([first], cell - float(base_f), [last]))
+        ranks = np.concatenate(([0], np.cumsum(count))).astype(np.float64)
+        n = float(ranks[-1])
+        with np.errstate(divide="ignore"):
+            log_count = np.log(np.diff(bounds))
+        return int(base_f), bounds, log_count - 0.5 * self.epsilon * np.abs(ranks - self.q * n)
+
+    def run_cells(self, cells: Any, counts: Any, /, *, rng: Any = None) -> QueryResult:
+        """The secure-mode mechanism (:meth:`cell_log_weights`) on per-cell counts, with
+        either kind of ``rng`` (the output is a lattice point in both modes)."""
+        rng = dpkit.resolve_rng(rng, owner=self.name)[0]
+        return self._sample_lattice(*self.cell_log_weights(cells, counts), rng)
+
     def _lattice_run(self, data: Any, rng: Any) -> QueryResult:
-        base, bounds, log_w = self.lattice_log_weights(data)
+        return self._sample_lattice(*self.lattice_log_weights(data), rng)
+
+    def _sample_lattice(
+        self, base: int, bounds: NDArray[np.float64], log_w: NDArray[np.float64], rng: Any
+    ) -> QueryResult:
         i = int(sample_by_weight(log_w, rng))
         below, count = int(bounds[i]), int(bounds[i + 1] - bounds[i])
         m = base + below + 1 + int(rng.integers(0, count))

@@ -17,8 +17,17 @@ from dpkit_central._noise import AdditiveNoise, symmetric_interval
 __all__ = ["TableResult"]
 
 #: Eager libraries a result table is built with, by the input's library (lazy inputs map to
-#: an eager library of the same family; anything else gets PyArrow).
-_EAGER = {"polars": "polars", "pandas": "pandas", "pyarrow": "pyarrow", "modin": "pandas"}
+#: an eager library of the same family — a Dask or Spark input gives a pandas table, as their
+#: ``compute()`` and ``toPandas()`` do; anything else gets PyArrow).
+_EAGER = {
+    "polars": "polars",
+    "pandas": "pandas",
+    "pyarrow": "pyarrow",
+    "modin": "pandas",
+    "dask": "pandas",
+    "pyspark": "pandas",
+    "pyspark_connect": "pandas",
+}
 
 
 @attrs.frozen

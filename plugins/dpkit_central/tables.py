@@ -67,6 +67,7 @@ matches the cell ``"1"``).
 
 from __future__ import annotations
 
+import itertools
 import math
 from fractions import Fraction
 from typing import Any
@@ -79,6 +80,9 @@ import dpkit
 from dpkit import ApproximateDP, DPKitError, InvalidData, InvalidParameter, PrivacyEvent
 from dpkit.accounting import exact
 from dpkit.tables import (
+    FIRST,
+    Bounding,
+    BoundingKey,
     ColumnKind,
     as_frame,
     bound_contributions,
@@ -87,7 +91,6 @@ from dpkit.tables import (
     is_table,
     narwhals,
     require_columns,
-    with_priority,
 )
 from dpkit.units import IdUnit, RecordUnit, privacy_unit
 from dpkit_central._noise import AdditiveNoise
@@ -104,9 +107,7 @@ from dpkit_central.aggregates import (
     numeric_value,
     only_keys,
     only_keys_expr,
-    per_group,
     plain_labels,
-    run_starts,
     sorted_keys,
     unsigned_zero,
 )
@@ -180,6 +181,18 @@ def _upper_float(value: Fraction) -> float:
     if exact(out) < value:
         out = math.nextafter(out, math.inf)
     return out
+
+
+def _empty_like(frame: Any) -> Any:
+    """No rows of ``frame`` as an eager frame of its column types, without computing a lazy
+    frame (None where the engine offers none: e.g. Spark)."""
+    nw = narwhals()
+    if isinstance(frame, nw.DataFrame):
+        return frame.head(0)
+    meta = getattr(frame.to_native(), "_meta", None)  # a Dask DataFrame's empty pandas frame
+    if meta is not None and type(meta).__module__.split(".", 1)[0] == "pandas":
+        return nw.from_native(meta, eager_only=True)
+    return None
 
 
 @attrs.frozen
@@ -394,9 +407,14 @@ class TableQuery:
     def _dry_run(self, frame: Any) -> None:
         """Steps 1–3 on no rows of ``frame``: what an engine cannot do with these column types
         (an is_in of Float32 against integer keys, a float16 group-by, a 128-bit id) fails
-        here, from the schema alone, instead of after the spend."""
+        here, from the schema alone, instead of after the spend. A lazy frame is never
+        computed in the public phase: a Dask frame is tried on its empty pandas ``_meta``
+        (its partitions are pandas frames of those dtypes); other engines are not tried."""
+        empty = _empty_like(frame)
+        if empty is None:
+            return
         try:
-            self._aggregate(self._prepared(frame.head(0), np.random.default_rng(0)))
+            self._aggregate(self._prepared(empty, np.random.default_rng(0)))
         except DPKitError:
             raise
         except Exception:
@@ -448,7 +466,7 @@ class TableQuery:
             if kinds[column] == "object" and (
                 column in self.by or self._is_label(column) or self._is_id(column)
             ):
-                frame = plain_labels(nw, frame, column)
+                frame = plain_labels(nw, frame, column, ids=self._is_id(column))
             elif _as_float(schema[column]) and (column in self.by or self._is_id(column)):
                 frame = frame.with_columns(unsigned_zero(nw, column))
         value_kind = kinds[self.column] if self.column is not None else "other"
@@ -480,82 +498,86 @@ class TableQuery:
             value = nw.col(VALUE).clip(stat.lower, stat.upper)
             if isinstance(stat, Mean):
                 value = value - stat.midpoint
-            if not isinstance(stat, Quantile):  # fixed point: k = ⌊x/g + 1/2⌋, exact sums
+            if isinstance(stat, Quantile):  # the lattice cell ⌊z/h⌋ (exact, h a power of 2)
+                value = (value / self._quantile().lattice_step()).floor().cast(nw.Float64)
+            else:  # fixed point: k = ⌊x/g + 1/2⌋, exact sums
                 value = (value / self._grid() + 0.5).floor().cast(nw.Int64)
             frame = frame.with_columns(value.alias(VALUE))
         elif isinstance(stat, Histogram):
             frame = cells(nw, frame, self.column, stat, value_kind)
+        elif self.column is not None:  # a count reads no value: nothing more to carry
+            frame = frame.drop(self.column)
         if isinstance(self.unit, IdUnit):
-            groups, rows = self.unit.require_groups() if self.by else 1, self.unit.max_rows
-            frame = bound_contributions(
-                with_priority(frame, rng),
+            if kinds[self.unit.column] == "number":  # −0.0 and 0.0 are one id on any engine
+                frame = frame.with_columns(nw.col(self.unit.column) + 0)
+            content = CELL if isinstance(stat, Histogram) else VALUE if numeric else None
+            bounding = Bounding(
                 id_column=self.unit.column,
                 by=self.by,
-                max_rows=rows,
-                max_groups=groups,
+                content=content,
+                max_rows=self.unit.max_rows,
+                max_groups=self.unit.require_groups() if self.by else None,
+                key=BoundingKey.draw(rng),
             )
+            frame = bound_contributions(frame, bounding)
         return frame
 
     def _aggregate(self, frame: Any) -> Aggregates:
-        """Step 3: per-group elementary aggregations, collected as small arrays."""
+        """Step 3: per-group elementary aggregations, in one pass of the engine, collected as
+        small arrays: per group its count, sum and ids (the bounding's :data:`FIRST` rows);
+        per group and cell (a histogram's category, a quantile's lattice cell) its count."""
         nw = narwhals()
         stat, by = self.statistic, self.by
-        unit = self.unit
-        units = (nw.col(unit.column).n_unique() if isinstance(unit, IdUnit) else nw.len()).alias(
-            "units"
-        )
-        extra: list[Any] = [units] if self._selection is not None else []
-        if isinstance(stat, Quantile) and not by:  # one group: the quantile sorts its values
-            values = collect(frame.select(VALUE)).get_column(VALUE).to_numpy()
-            return Aggregates(((),), {}, (np.asarray(values, dtype=np.float64),))
-        if isinstance(stat, Quantile):
-            rows = collect(frame.select(*by, VALUE).sort(*by, VALUE))
-            values = rows.get_column(VALUE).to_numpy().astype(np.float64)
-            starts = run_starts(rows, by)  # rows are sorted by key: one run per group
-            ends = [*starts[1:], values.shape[0]] if starts else []
-            runs = {
-                key_tuples(rows[i : i + 1], by)[0]: (i, j)
-                for i, j in zip(starts, ends, strict=True)
-            }
-            if not by:
-                runs = {(): (0, values.shape[0])}
-            ordered = sorted_keys(runs)
-            samples = tuple(values[runs[k][0] : runs[k][1]] for k in ordered)
-            found = per_group(frame, by, extra, ordered) if extra and by else {}
-            return Aggregates(tuple(ordered), found, samples)
-        if isinstance(stat, Histogram):
-            counted = collect(frame.group_by(*by, CELL).agg(nw.len().alias("n")))
-            keys = key_tuples(counted, by)
-            ordered = sorted_keys(keys)
-            row = {k: i for i, k in enumerate(ordered)}
-            matrix = np.zeros((len(ordered), len(stat.cells)), dtype=np.int64)
-            cell = counted.get_column(CELL).to_numpy().astype(np.int64)
-            count = counted.get_column("n").to_numpy().astype(np.int64)
-            rows_of = np.array([row[k] for k in keys], dtype=np.int64)
-            np.add.at(matrix, (rows_of, cell), count)
-            found = {"cells": matrix}
-            if extra and by:
-                found.update(per_group(frame, by, extra, ordered))
-            return Aggregates(tuple(ordered), found)
-        aggregations = [nw.len().alias("count"), *extra]
+        aggregations = [nw.len().alias("count")]
+        if self._selection is not None:
+            ids = nw.col(FIRST).sum() if isinstance(self.unit, IdUnit) else nw.len()
+            aggregations.append(ids.alias("units"))
         if isinstance(stat, (Sum, Mean)):
             aggregations.append(nw.col(VALUE).sum().alias("sum"))
-        table = collect(
-            frame.group_by(*by).agg(*aggregations) if by else frame.select(*aggregations)
+        cell = (
+            CELL if isinstance(stat, Histogram) else VALUE if isinstance(stat, Quantile) else None
         )
-        keys = key_tuples(table, by)
-        ordered = sorted_keys(keys)
-        where = {k: i for i, k in enumerate(keys)}
-        order = np.array([where[k] for k in ordered], dtype=np.int64)
-        values = {
-            name: table.get_column(name).to_numpy()[order]
-            for name in ("count", "sum", "units")
+        keys = (*by, cell) if cell is not None else by
+        table = collect(
+            frame.group_by(*keys).agg(*aggregations) if keys else frame.select(*aggregations)
+        )
+        rows = key_tuples(table, by)
+        ordered = sorted_keys(rows) if by else [()]
+        where = {k: i for i, k in enumerate(ordered)}
+        group = np.array([where[k] for k in rows], dtype=np.int64)
+        found = {  # an engine may give a null sum for no rows: that sum is 0
+            name: table.get_column(name).fill_null(0).to_numpy().astype(np.int64)
+            for name in ("count", "units", "sum")
             if name in table.columns
         }
-        values["count"] = values["count"].astype(np.int64)
-        if "sum" in values:  # integers of the fixed-point step → the sum (exact, then rounded)
-            total = values.pop("sum").astype(np.int64).astype(np.float64) * self._grid()
-            values["centred_sum" if isinstance(stat, Mean) else "sum"] = total
+
+        def per_group(name: str) -> NDArray[np.int64]:
+            total = np.zeros(len(ordered), dtype=np.int64)
+            np.add.at(total, group, found[name])
+            return total
+
+        values: dict[str, NDArray[Any]] = {}
+        if "units" in found:
+            values["units"] = per_group("units")
+        if isinstance(stat, Histogram):
+            matrix = np.zeros((len(ordered), len(stat.cells)), dtype=np.int64)
+            cell_of = table.get_column(CELL).to_numpy().astype(np.int64)
+            np.add.at(matrix, (group, cell_of), found["count"])
+            values["cells"] = matrix
+            return Aggregates(tuple(ordered), values)
+        if isinstance(stat, Quantile):
+            lattice = table.get_column(VALUE).to_numpy().astype(np.float64)
+            order = np.lexsort((lattice, group))
+            bounds = np.searchsorted(group[order], np.arange(len(ordered) + 1))
+            runs = tuple(
+                (lattice[order[a:b]], found["count"][order[a:b]])
+                for a, b in itertools.pairwise(bounds)
+            )
+            return Aggregates(tuple(ordered), values, runs)
+        values["count"] = per_group("count")
+        if "sum" in found:  # integers of the fixed-point step → the sum (exact, then rounded)
+            name = "centred_sum" if isinstance(stat, Mean) else "sum"
+            values[name] = per_group("sum").astype(np.float64) * self._grid()
         return Aggregates(tuple(ordered), values)
 
     def _is_label(self, column: str) -> bool:
@@ -618,8 +640,10 @@ class TableQuery:
         values = aggregates.values
         if isinstance(stat, Quantile):
             per_group = self._quantile()
-            samples = aggregates.samples or ()
-            out = np.array([per_group.run(s, rng=rng).value for s in samples], dtype=np.float64)
+            lattice = aggregates.lattice or ()
+            out = np.array(
+                [per_group.run_cells(c, n, rng=rng).value for c, n in lattice], dtype=np.float64
+            )
             return out, "exponential", None, []
         if isinstance(stat, Mean):
             sum_mech, count_mech = stat.parts(l1, l2, self._grid())
@@ -652,7 +676,7 @@ class TableQuery:
         l1, l2, changed = self._sensitivities()
         needed = None if self._selection is None else self._selection.units_needed(1.0 - alpha)
         if isinstance(stat, Quantile):  # each group's quantile, at ε/(G·R)
-            found = self._quantile().accuracy(alpha, rng=rng)
+            found = self._quantile().accuracy(alpha)  # the lattice mechanism in both modes
             return attrs.evolve(found, privacy=self.privacy, selection=needed)
         if isinstance(stat, Mean):
             found = mean_accuracy(stat, stat.parts(l1, l2, self._grid()), alpha, rng, changed)

@@ -181,6 +181,9 @@ def run_page(page: Path, cwd: Path) -> None:
 #: Pages whose examples need a PostgreSQL ledger: they read its URL from DPKIT_LEDGER_URL, set
 #: here to a fresh ledger on the tests' own server (tests/conftest.py).
 POSTGRES_PAGES = ("scaling.md",)
+#: Pages whose examples run Spark: the tests' own session is started first, so that the page's
+#: ``getOrCreate()`` reuses it (one Spark session for the whole test run; tests/conftest.py).
+SPARK_PAGES = ("scaling.md",)
 
 
 @pytest.mark.parametrize("page", pages(), ids=_page_id)
@@ -191,6 +194,8 @@ def test_page_examples_run(
     monkeypatch.setenv("MPLBACKEND", "Agg")
     if page.name in POSTGRES_PAGES:
         monkeypatch.setenv("DPKIT_LEDGER_URL", request.getfixturevalue("postgres_server").url())
+    if page.name in SPARK_PAGES:
+        request.getfixturevalue("spark")
     run_page(page, tmp_path)
 
 

@@ -168,6 +168,7 @@ def test_the_api_reference_has_every_public_name(site: Path) -> None:
         ("dpkit.spec", "spec"),
         ("dpkit.testing", "testing"),
         ("dpkit.ledger", "ledger"),
+        ("dpkit.tables", "tables"),
         ("dpkit_central", "dpkit_central"),
     ):
         module = importlib.import_module(module_name)

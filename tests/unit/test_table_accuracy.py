@@ -116,6 +116,8 @@ def test_quantile_rank_bound_and_private_keys() -> None:
     assert secure.half_width == pytest.approx(
         8 * (np.log(query._quantile().lattice_points()) + np.log(20))
     )
-    assert query.accuracy(0.05, rng=np.random.default_rng(0)).half_width is None
+    # A table quantile runs the lattice mechanism in both modes (its engines send only
+    # per-cell counts to the driver), so fast mode has the same bound.
+    assert query.accuracy(0.05, rng=np.random.default_rng(0)).half_width == secure.half_width
     assert secure.selection == query.selection.units_needed(0.95)
     assert secure.privacy == query.privacy

@@ -157,14 +157,18 @@ def test_quantile_utilities_move_by_at_most_r(pair: tuple[pa.Table, pa.Table]) -
     small, large = pair
     a = query.aggregate(small, rng=np.random.default_rng(9))
     b = query.aggregate(large, rng=np.random.default_rng(9))
-    candidates = np.linspace(0, 100, 41)
-    assert a.samples is not None and b.samples is not None
+    step = query._quantile().lattice_step()
+    candidates = np.floor(np.linspace(0, 100, 41) / step)  # lattice points m (outputs m·h)
+    assert a.lattice is not None and b.lattice is not None
     moved = 0
-    for x, y in zip(a.samples, b.samples, strict=True):
-        ux = -np.abs((x[None, :] < candidates[:, None]).sum(1) - 0.3 * x.size)
-        uy = -np.abs((y[None, :] < candidates[:, None]).sum(1) - 0.3 * y.size)
+    for (x_cells, x_counts), (y_cells, y_counts) in zip(a.lattice, b.lattice, strict=True):
+        # rank of m·h: the records x < m·h, i.e. those of cell ⌊x/h⌋ < m
+        below_x = (x_cells[None, :] < candidates[:, None]) @ x_counts
+        below_y = (y_cells[None, :] < candidates[:, None]) @ y_counts
+        ux = -np.abs(below_x - 0.3 * x_counts.sum())
+        uy = -np.abs(below_y - 0.3 * y_counts.sum())
         assert np.max(np.abs(ux - uy)) <= rows
-        moved += int(y.size != x.size)
+        moved += int(y_counts.sum() != x_counts.sum())
     assert moved <= 2
 
 
@@ -185,91 +189,155 @@ def test_without_truncation_the_same_check_fails() -> None:
     assert _check(untruncated, "count", 1.0, base, large) != []
 
 
-def test_bounding_keeps_exactly_what_the_bounds_allow() -> None:
-    """Each id keeps min(G, its groups) groups, and min(R, its rows there) rows in each."""
-    from dpkit.tables import as_frame, bound_contributions, with_priority
+def _bounding(by: tuple[str, ...], rows: int, groups: int, seed: int, content: Any = None) -> Any:
+    from dpkit.tables import Bounding, BoundingKey
 
+    key = BoundingKey.draw(np.random.default_rng(seed))
+    return Bounding("user", by, content, rows, groups if by else None, key)
+
+
+def test_bounding_keeps_exactly_what_the_bounds_allow() -> None:
+    """Each id keeps min(G, its groups) groups, and min(R, its rows there) rows in each; the
+    FIRST column marks one row per kept pair."""
     rng = np.random.default_rng(1)
     n = 5000
-    table = pd.DataFrame({"user": rng.integers(0, 50, n), "city": rng.choice(list("abcdefgh"), n)})
+    table = pd.DataFrame(
+        {
+            "user": rng.integers(0, 50, n),
+            "city": rng.choice(list("abcdefgh"), n),
+            "value": rng.integers(0, 4, n),
+        }
+    )
     original = table.groupby(["user", "city"]).size()
-    for groups, rows in itertools.product((1, 2, 5), (1, 3)):
-        frame = with_priority(as_frame(table, owner="test"), np.random.default_rng(2))
-        kept = bound_contributions(
-            frame, id_column="user", by=("city",), max_rows=rows, max_groups=groups
-        ).to_native()
+    for groups, rows, content in itertools.product((1, 2, 5), (1, 3), (None, "value")):
+        kept = _bounding(("city",), rows, groups, 2, content).apply(table)
         per_pair = kept.groupby(["user", "city"]).size()
         assert (per_pair == original[per_pair.index].clip(upper=rows)).all()
         chosen = kept.groupby("user")["city"].nunique()
         available = table.groupby("user")["city"].nunique().clip(upper=groups)
         assert (chosen == available[chosen.index]).all() and chosen.size == available.size
+        assert (kept.groupby(["user", "city"])["__dpkit_first"].sum() == 1).all()
+
+
+def _kept(frame: pd.DataFrame, bounding: Any) -> list[tuple[Any, ...]]:
+    """The kept rows as a sorted list (a multiset) of what the bounding reads: id, groups and
+    content (without content, a pair's rows are interchangeable: a count reads no value)."""
+    columns = [bounding.id_column, *bounding.by, *([bounding.content] if bounding.content else [])]
+    kept = bounding.apply(frame)[columns]
+    return sorted(kept.itertuples(index=False, name=None))
+
+
+@st.composite
+def id_tables(draw: Any) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """(D, rows of one more id x): ids with repeated rows, repeated values and ties."""
+    rows = []
+    for person in range(draw(st.integers(0, 6))):
+        for _ in range(draw(st.integers(1, 8))):
+            rows.append((f"p{person}", draw(st.sampled_from("abc")), draw(st.integers(0, 3))))
+    extra = [("x", draw(st.sampled_from("abc")), draw(st.integers(0, 3))) for _ in range(5)]
+    columns = ["user", "city", "value"]
+    return pd.DataFrame(rows, columns=columns), pd.DataFrame(extra, columns=columns)
+
+
+@settings(max_examples=60, deadline=None)
+@given(tables=id_tables(), seed=st.integers(0, 2**32), content=st.sampled_from([None, "value"]))
+def test_every_other_id_keeps_the_same_rows_when_one_id_is_added(
+    tables: tuple[pd.DataFrame, pd.DataFrame], seed: int, content: Any
+) -> None:
+    """Id-stability, directly: with one key, adding all the rows of id x — anywhere in the
+    table, here in the middle — leaves every other id's kept rows (as a multiset) unchanged,
+    and x keeps at most R rows in at most G groups. The rows are also kept whatever their order."""
+    base, extra = tables
+    bounding = _bounding(("city",), 2, 2, seed, content)
+    middle = len(base) // 2
+    larger = pd.concat([base.iloc[:middle], extra, base.iloc[middle:]], ignore_index=True)
+    before = _kept(base, bounding)
+    after = _kept(larger, bounding)
+    assert [r for r in after if r[0] != "x"] == before
+    mine = [r for r in after if r[0] == "x"]
+    assert len({r[1] for r in mine}) <= 2 and len(mine) <= 4
+    shuffled = larger.sample(frac=1.0, random_state=seed % 1000).reset_index(drop=True)
+    assert _kept(shuffled, bounding) == after
+
+
+def test_positional_priorities_would_fail_the_stability_check() -> None:
+    """The variant the bounding module rules out: priorities from a row's *position* (here
+    its index is made the content the priority hashes). Adding one id before the others shifts
+    their positions and changes which of their rows are kept; with the content itself as the
+    hashed content the same addition changes nothing."""
+    rng = np.random.default_rng(3)
+    base = pd.DataFrame({"user": rng.integers(0, 20, 400), "city": rng.choice(list("ab"), 400)})
+    base["value"] = rng.integers(0, 1000, 400)
+    extra = pd.DataFrame({"user": [99] * 3, "city": ["a"] * 3, "value": [1, 2, 3]})
+    larger = pd.concat([extra, base], ignore_index=True)
+
+    def others(frame: pd.DataFrame, content: str) -> list[Any]:
+        """The (user, city, value) rows kept for the ids other than 99."""
+        bounding = _bounding(("city",), 1, 1, 5, content)
+        kept = bounding.apply(frame.assign(position=np.arange(len(frame))))
+        rows = kept[["user", "city", "value"]].itertuples(index=False, name=None)
+        return sorted(r for r in rows if r[0] != 99)
+
+    assert others(larger, "position") != others(base, "position")
+    assert others(larger, "value") == others(base, "value")
 
 
 def test_group_choice_is_uniform_whatever_the_group_sizes() -> None:
     """5,000 ids, each with one row in group 'a' and 30 in group 'b', G = 1: each id keeps a
-    uniform group (its score n·ln(max u) is a uniform variable), not the larger one. The
-    number of ids keeping 'a' lies within the binomial(5000, 1/2) quantiles at 1e-7 and
-    1 − 1e-7 (false-positive rate 2e-7). A variant scoring groups by max u alone keeps 'b'
-    with probability 30/31 and fails."""
+    uniform group (the pair priority is a hash of the pair, not of its rows), not the larger
+    one. The number of ids keeping 'a' lies within the binomial(5000, 1/2) quantiles at 1e-7
+    and 1 − 1e-7 (false-positive rate 2e-7). A variant scoring a pair by its rows' largest
+    priority keeps 'b' with probability 30/31 and fails (next test)."""
     from scipy import stats
-
-    from dpkit.tables import as_frame, bound_contributions, with_priority
 
     ids = 5_000
     table = pd.DataFrame(
-        {"user": np.repeat(np.arange(ids), 31), "city": np.tile(["a"] + ["b"] * 30, ids)}
+        {
+            "user": np.repeat(np.arange(ids), 31),
+            "city": np.tile(["a"] + ["b"] * 30, ids),
+            "value": np.tile(np.arange(31), ids),
+        }
     )
-    frame = with_priority(as_frame(table, owner="test"), np.random.default_rng(4))
-    kept = bound_contributions(frame, id_column="user", by=("city",), max_rows=1, max_groups=1)
-    kept_a = int((kept.to_native()["city"] == "a").sum())
+    kept = _bounding(("city",), 1, 1, 4, "value").apply(table)
+    kept_a = int((kept["city"] == "a").sum())
     low, high = stats.binom.ppf([1e-7, 1 - 1e-7], ids, 0.5)
     assert low <= kept_a <= high
 
 
-def test_a_max_priority_group_score_would_fail_the_uniformity_check() -> None:
-    """The variant the docstring above names: keep the group whose *largest* priority is
-    highest. On the same 5,000 ids it keeps 'a' about 1/31 of the time, outside the bounds."""
+def test_a_max_row_priority_group_score_would_fail_the_uniformity_check() -> None:
+    """The variant named above: keep the group whose *largest row priority* is highest. On
+    the same 5,000 ids it keeps 'a' about 1/31 of the time, outside the bounds."""
     from scipy import stats
 
-    from dpkit.tables import PRIORITY, as_frame, with_priority
+    from dpkit.tables import BoundingKey
+    from dpkit.tables.bounding import row_priority
+    from dpkit.tables.encoding import mix
 
     ids = 5_000
-    table = pd.DataFrame(
-        {"user": np.repeat(np.arange(ids), 31), "city": np.tile(["a"] + ["b"] * 30, ids)}
-    )
-    frame = with_priority(as_frame(table, owner="test"), np.random.default_rng(4)).to_native()
-    top = frame.groupby(["user", "city"])[PRIORITY].max().unstack()
-    kept_a = int((top["a"] > top["b"]).sum())
+    key = BoundingKey.draw(np.random.default_rng(4))
+    user = np.repeat(np.arange(ids), 31).astype(np.uint64)
+    city = np.tile(np.r_[0, np.ones(30)], ids).astype(np.uint64)
+    value = np.tile(np.arange(31), ids).astype(np.uint64)
+    pair = mix(mix(user) ^ city)
+    priority = row_priority(pair, value, np.zeros(user.size, dtype=np.int64), key)
+    top = pd.DataFrame({"user": user, "city": city, "p": priority})
+    top = top.groupby(["user", "city"])["p"].max().unstack()
+    kept_a = int((top[0] > top[1]).sum())
     low, high = stats.binom.ppf([1e-7, 1 - 1e-7], ids, 0.5)
     assert not low <= kept_a <= high
 
 
-@pytest.mark.parametrize(("groups", "rows"), [(1, 1), (2, 3), (4, 2)])
-def test_lazy_window_bounding_keeps_the_same_rows_as_the_eager_one(groups: int, rows: int) -> None:
-    """The narwhals window formulation (what a lazy or distributed engine runs) and the numpy
-    one on an eager frame keep exactly the same rows, given the same priorities."""
-    import polars as pl
-
-    from dpkit.tables import as_frame, bound_contributions, with_priority
-
-    rng = np.random.default_rng(6)
-    n = 4000
-    table = pl.DataFrame(
-        {
-            "row": np.arange(n),
-            "user": rng.integers(0, 300, n),
-            "city": rng.choice(list("abcdef"), n),
-        }
-    )
-    eager = with_priority(as_frame(table, owner="test"), np.random.default_rng(3))
-    lazy = as_frame(eager.to_native().lazy(), owner="test")
-    for by in ((), ("city",)):
-        kept_eager = bound_contributions(
-            eager, id_column="user", by=by, max_rows=rows, max_groups=groups
-        )
-        kept_lazy = bound_contributions(
-            lazy, id_column="user", by=by, max_rows=rows, max_groups=groups
-        ).collect()
-        assert sorted(kept_eager.get_column("row").to_list()) == sorted(
-            kept_lazy.get_column("row").to_list()
-        )
+@settings(max_examples=40, deadline=None)
+@given(tables=id_tables(), seed=st.integers(0, 2**32), parts=st.integers(1, 4))
+def test_bounding_each_ids_part_keeps_what_bounding_the_whole_table_keeps(
+    tables: tuple[pd.DataFrame, pd.DataFrame], seed: int, parts: int
+) -> None:
+    """What an engine does after its shuffle by id — bound each partition on its own — keeps
+    exactly the rows that bounding the whole table keeps, however the ids are spread."""
+    base, extra = tables
+    table = pd.concat([base, extra], ignore_index=True)
+    bounding = _bounding(("city",), 2, 1, seed, "value")
+    bucket = table["user"].map(lambda u: hash(u) % parts)
+    pieces = [bounding.apply(table[bucket == b]) for b in range(parts)]
+    joined = pd.concat(pieces, ignore_index=True)[["user", "city", "value"]]
+    assert sorted(joined.itertuples(index=False, name=None)) == _kept(table, bounding)

@@ -1,0 +1,127 @@
+"""Thin engine adapters: the two steps of a table query that narwhals cannot express lazily.
+
+A table query runs as narwhals expressions on every backend (:mod:`dpkit_central.tables`):
+its per-record transformations and its per-group aggregations are the engine's own, partition
+by partition, and only the small aggregates are collected. Two steps need more than narwhals'
+lazy API offers on Dask and Spark, and this module does them with each engine's own
+partition-wise primitive, calling the *same* pandas function that bounds an eager table:
+
+* **contribution bounding** (:func:`by_id`): each id's rows are brought together by the
+  engine's shuffle on the id column — Dask ``DataFrame.shuffle(on=id)``, Spark
+  ``repartition(id)`` — and :meth:`~dpkit.tables.bounding.Bounding.apply` runs on every
+  resulting partition (``map_partitions``; ``mapInPandas``). A shuffle puts all the rows of one
+  id in one partition however many partitions they started in, and the priorities are keyed
+  hashes of each row's content, so each partition keeps exactly the rows the whole table
+  would keep (narwhals on Dask has no ranking window, and no engine can draw a per-row random
+  number that a retried task would draw again);
+* **per-record conversions of pandas ``object`` columns** (:func:`per_partition`), which are
+  Python functions of one value: Dask ``map_partitions``.
+
+Other lazy frames (Polars LazyFrame, DuckDB, Ibis: one-machine engines) are collected first
+and handled as an eager table. Nothing here reads a value before the caller's spend: these
+build the engine's plan, which runs when the aggregates are collected.
+
+narwhals 2.29 warns (``FutureWarning``) that its Dask support is moving into a separate
+``narwhals-dask`` package, and PySpark 4 warns that it does not fully support pandas 3; both
+warnings are about library versions, not about the data, and :func:`quiet` silences exactly
+those two messages.
+"""
+
+from __future__ import annotations
+
+import warnings
+from collections.abc import Callable, Iterator
+from typing import Any
+
+import attrs
+
+from dpkit.tables.bounding import FIRST, Bounding
+from dpkit.tables.frame import implementation, narwhals
+
+__all__ = ["DISTRIBUTED", "by_id", "per_partition", "quiet"]
+
+#: The engines whose frames are bounded where their data are (the others are collected).
+DISTRIBUTED = ("dask", "pyspark", "pyspark_connect")
+
+_VERSION_WARNINGS = (
+    "Dask support is moving out of Narwhals",
+    "PySpark does not yet fully support pandas",
+)
+
+
+def quiet() -> None:
+    """Ignore the two version warnings named in the module docstring (and nothing else)."""
+    for message in _VERSION_WARNINGS:
+        warnings.filterwarnings("ignore", message=message, category=FutureWarning)
+
+
+def by_id(frame: Any, bounding: Bounding) -> Any:
+    """``frame`` (a narwhals LazyFrame) bounded by ``bounding``, each id's rows together."""
+    nw = narwhals()
+    engine = implementation(frame)
+    quiet()
+    if engine == "dask":
+        return nw.from_native(_dask_by_id(frame.to_native(), bounding))
+    if engine.startswith("pyspark"):
+        return nw.from_native(_spark_by_id(frame.to_native(), bounding))
+    from dpkit.tables.bounding import bound_contributions
+
+    return bound_contributions(frame.collect(), bounding)
+
+
+def _dask_by_id(native: Any, bounding: Bounding) -> Any:
+    meta = {**dict(native.dtypes), FIRST: "int64"}
+    # Dask's default shuffle on a cluster (P2P) moves partitions as Arrow tables, which cannot
+    # hold every Python object a pandas ``object`` column may; the task-based shuffle pickles
+    # them, and hashes such a column by each value's text (the ids' canonical form makes equal
+    # ids one text, dpkit_central.aggregates).
+    method = "tasks" if any(str(t) == "object" for t in native.dtypes) else None
+    shuffled = native.shuffle(on=bounding.id_column, shuffle_method=method)
+    return shuffled.map_partitions(bounding.apply, meta=meta)
+
+
+def _spark_by_id(native: Any, bounding: Bounding) -> Any:
+    from pyspark.sql import types
+
+    schema = types.StructType(
+        [*native.schema.fields, types.StructField(FIRST, types.LongType(), False)]
+    )
+    apply = bounding.apply
+
+    def run(batches: Iterator[Any]) -> Iterator[Any]:
+        import pandas as pd
+
+        parts = list(batches)  # every Arrow batch of the partition: all rows of its ids
+        if parts:
+            yield apply(pd.concat(parts, ignore_index=True))
+
+    return native.repartition(bounding.id_column).mapInPandas(run, schema)
+
+
+def per_partition(frame: Any, function: Callable[[Any], Any], added: dict[str, str]) -> Any:
+    """``function`` (a narwhals eager frame → frame, a per-record transformation, picklable)
+    applied to
+    every partition of a Dask frame, or to the collected frame of another lazy engine; the
+    result has the input's columns plus ``added`` (name → pandas dtype) where it replaces
+    none. An eager frame is passed through ``function`` as it is."""
+    nw = narwhals()
+    if not isinstance(frame, nw.LazyFrame):
+        return function(frame)
+    quiet()
+    if implementation(frame) == "dask":
+        native = frame.to_native()
+        meta = {**dict(native.dtypes), **added}
+        return nw.from_native(native.map_partitions(_OnPandas(function), meta=meta))
+    return function(frame.collect())
+
+
+@attrs.frozen
+class _OnPandas:
+    """A function of an eager narwhals frame, called on a pandas partition (picklable, so
+    that Dask can name its tasks deterministically and ship them to its workers)."""
+
+    function: Callable[[Any], Any]
+
+    def __call__(self, part: Any) -> Any:
+        nw = narwhals()
+        return self.function(nw.from_native(part, eager_only=True)).to_native()

@@ -1,0 +1,293 @@
+"""Red-team tests of the cluster paths: table queries on Dask and Spark DataFrames.
+
+An analyst who hands a session an engine's DataFrame tries to learn about one person from
+anything but the DP release:
+
+* by a refusal that would need the data (the public phase must decide from the schema, the
+  declared parameters and the budget alone — here the frames are *poisoned*: computing any
+  partition raises, so a public phase that ran the engine would fail with that error instead
+  of the typed refusal);
+* by the order of spend and read (the engine may run only after the spend is committed: a
+  poisoned frame with enough budget spends, then fails as ``ReleaseFailed`` with a message
+  that names neither the data nor the engine's error);
+* by whatever a person's rows change besides the release (one person's rows added, spread
+  over several partitions, with a key only they hold);
+* by odd values that might make an engine or the bounding raise after the spend.
+
+Dask runs on the test session's LocalCluster (2 worker processes), Spark in local mode.
+"""
+
+from __future__ import annotations
+
+from decimal import Decimal
+from fractions import Fraction
+from typing import Any
+
+import numpy as np
+import pandas as pd
+import pytest
+from dpkit_central import Count, Histogram, Mean, PrivateKeys, Quantile, Sum
+
+import dpkit
+
+pytestmark = pytest.mark.cluster
+
+UNIT = dpkit.IdUnit("user", max_rows=2, max_groups=1)
+ENGINES = ["dask", "spark"]
+
+
+def _people(extra: list[tuple[Any, ...]] = ()) -> pd.DataFrame:  # type: ignore[assignment]
+    cities = ["Lyon", "Paris", "Lille"]
+    rows = [(f"u{i % 70:03d}", cities[i % 3], float((i * 7) % 90), i % 50) for i in range(300)]
+    for at, row in enumerate(extra):  # the person's rows spread through the table
+        rows.insert(37 * at % len(rows), row)
+    return pd.DataFrame(rows, columns=["user", "city", "minutes", "age"])
+
+
+def _dask(table: pd.DataFrame, client: Any) -> Any:
+    import dask.dataframe as dd
+
+    return dd.from_pandas(table, npartitions=3, sort=False)
+
+
+def _spark(table: pd.DataFrame, session: Any) -> Any:
+    return session.createDataFrame(table).repartition(3)
+
+
+def _frame(request: pytest.FixtureRequest, engine: str, table: pd.DataFrame) -> Any:
+    if engine == "dask":
+        return _dask(table, request.getfixturevalue("dask_client"))
+    return _spark(table, request.getfixturevalue("spark"))
+
+
+def _explode(part: Any) -> Any:
+    raise RuntimeError("the engine ran")
+
+
+def _poisoned(request: pytest.FixtureRequest, engine: str) -> Any:
+    """A frame with the table's schema whose every partition raises when computed."""
+    frame = _frame(request, engine, _people())
+    if engine == "dask":
+        return frame.map_partitions(_explode, meta=dict(frame.dtypes))
+    from pyspark.sql import functions, types
+
+    explode = functions.udf(lambda value: 1 / 0, types.DoubleType())
+    return frame.withColumn("minutes", explode("minutes"))
+
+
+REFUSALS = {
+    "missing_column": (Sum(lower=0, upper=5, epsilon=1.0).on("hours"), dpkit.InvalidData),
+    "text_value_column": (Sum(lower=0, upper=5, epsilon=1.0).on("city"), dpkit.InvalidData),
+    "keys_of_another_type": (
+        Count(epsilon=1.0).on(by="age", keys=["twenty"], unit=UNIT),
+        dpkit.InvalidParameter,
+    ),
+    "over_budget": (
+        Mean(lower=0, upper=5, epsilon=5.0).on("minutes", by="city", keys=["Lyon"], unit=UNIT),
+        dpkit.BudgetExceeded,
+    ),
+}
+
+
+@pytest.mark.parametrize("engine", ENGINES)
+def test_the_public_phase_never_runs_the_engine(
+    request: pytest.FixtureRequest, engine: str
+) -> None:
+    """Attack: refusals that would need the data. Every refusal comes from the schema, the
+    declared parameters and the budget — the poisoned frame is never computed — and nothing
+    is spent; accuracy before spending reads nothing either."""
+    frame = _poisoned(request, engine)
+    session = dpkit.Session(budget=(1.0, 0.0), ledger=":memory:")
+    for name, (query, error) in REFUSALS.items():
+        with pytest.raises(error):
+            session.release(query, frame)
+        assert session.spent.epsilon == 0, name
+    assert (
+        Sum(lower=0, upper=5, epsilon=1.0)
+        .on("minutes", by="city", keys=["Lyon"], unit=UNIT)
+        .accuracy(0.05)
+        .half_width
+    )
+
+
+@pytest.mark.parametrize("engine", ENGINES)
+def test_the_engine_runs_only_after_the_spend(request: pytest.FixtureRequest, engine: str) -> None:
+    """Attack: make the private phase fail to learn something from how. The spend is
+    committed first (it stays), and the failure is a ReleaseFailed whose message says
+    nothing of the engine's error."""
+    frame = _poisoned(request, engine)
+    session = dpkit.Session(budget=(1.0, 0.0), ledger=":memory:")
+    query = Sum(lower=0, upper=5, epsilon=0.5).on("minutes", by="city", keys=["Lyon"], unit=UNIT)
+    with pytest.raises(dpkit.ReleaseFailed) as info:
+        session.release(query, frame)
+    assert session.spent.epsilon == Fraction(1, 2)
+    assert "engine ran" not in str(info.value) and "division" not in str(info.value)
+
+
+PROBES = {
+    "sum": Sum(lower=0, upper=90, epsilon=1.0).on(
+        "minutes", by="city", keys=["Lyon", "Brest"], unit=UNIT
+    ),
+    "quantile": Quantile(q=0.5, lower=0, upper=90, epsilon=1.0).on(
+        "minutes", by="city", keys=["Brest", "Paris"], unit=UNIT
+    ),
+    "private_keys": Count(epsilon=1.0).on(
+        by="city", keys=PrivateKeys(epsilon=1.0, delta=1e-6), unit=UNIT
+    ),
+}
+
+
+def _observable(release: Any) -> dict[str, Any]:
+    """Everything a release shows except the released values (and, for private keys, the
+    released key set, which is part of the DP release)."""
+    result, entry = release.values, release.entry
+    private = isinstance(entry.parameters["keys"], dict)  # PrivateKeys' (ε, δ), not a list
+    assert private or isinstance(entry.parameters["keys"], list)  # public: the declared list
+    return {
+        "keys": None if private else result.keys,
+        "mechanism": result.mechanism,
+        "privacy": result.privacy,
+        "noise_scale": result.noise_scale,
+        "unit": result.unit,
+        "backend": result.backend,
+        "entry": (entry.mechanism, entry.parameters, entry.event, entry.cost, entry.randomness),
+    }
+
+
+@pytest.mark.parametrize("engine", ENGINES)
+def test_one_persons_rows_change_nothing_but_the_release(
+    request: pytest.FixtureRequest, engine: str
+) -> None:
+    """Attack: is p999 — 30 rows in a city nobody else visits and in a common one, spread
+    over every partition — in the data? Everything but the release is equal with and
+    without them, on the engine, in secure mode."""
+    person = [("p999", "Brest", 80.0, 41)] * 15 + [("p999", "Paris", 89.0, 41)] * 15
+    worlds = {
+        name: _frame(request, engine, _people(rows))
+        for name, rows in (("without", []), ("with", person))
+    }
+    for name, query in PROBES.items():
+        seen = []
+        for frame in worlds.values():
+            session = dpkit.Session(budget=(10.0, 1e-3), ledger=":memory:")
+            seen.append(_observable(session.release(query, frame)))
+        assert seen[0] == seen[1], name
+
+
+def _odd_dask(client: Any) -> Any:
+    """Object columns with values no group-by or hash expects: unhashable lists and dicts, a
+    signalling NaN whose comparison raises, a lone surrogate, bytes, huge and exact numbers,
+    and ids equal in value but not in type (1, 1.0, True: one person)."""
+    import dask.dataframe as dd
+
+    ids = [
+        1,
+        1.0,
+        True,
+        [2],
+        {"k": 1},
+        Decimal("sNaN"),
+        "\ud800",
+        b"x",
+        10**400,
+        Fraction(1, 3),
+        None,
+        np.nan,
+        "u7",
+        "u7",
+    ]
+    cities = [
+        "a",
+        "a",
+        "b",
+        ["a"],
+        Decimal("sNaN"),
+        "\ud800",
+        None,
+        np.nan,
+        1,
+        1.0,
+        "b",
+        "a",
+        "a",
+        "b",
+    ]
+    minutes = [
+        1.0,
+        2,
+        "x",
+        None,
+        Decimal("sNaN"),
+        np.inf,
+        -np.inf,
+        1e308,
+        10**400,
+        Fraction(1, 3),
+        b"1",
+        [1],
+        3.0,
+        4.0,
+    ]
+    table = pd.DataFrame(
+        {
+            "user": pd.Series(ids, dtype=object),
+            "city": pd.Series(cities, dtype=object),
+            "minutes": pd.Series(minutes, dtype=object),
+        }
+    )
+    import dask
+
+    with dask.config.set({"dataframe.convert-string": False}):  # keep the Python objects
+        return dd.from_pandas(table, npartitions=4, sort=False)
+
+
+def _odd_spark(session: Any) -> Any:
+    from pyspark.sql import types
+
+    schema = types.StructType(
+        [
+            types.StructField("user", types.StringType()),
+            types.StructField("city", types.StringType()),
+            types.StructField("minutes", types.DoubleType()),
+        ]
+    )
+    rows = [
+        ("u1", "a", 1.0), (None, "a", 2.0), ("u2", None, 3.0), ("u3", "b", float("nan")),
+        ("u3", "b", float("inf")), ("", "", -float("inf")), ("ü" * 50, "a", 1e308),
+        ("u4", "a", None), ("u4", "a", -0.0), ("u5", "\x00", 5.0),
+    ]  # fmt: skip
+    return session.createDataFrame(rows, schema).repartition(4)
+
+
+ODD_QUERIES = [
+    Count(epsilon=1.0).on("minutes", by="city", keys=["a", "b"], unit=UNIT),
+    Sum(lower=0, upper=5, epsilon=1.0).on(
+        "minutes", by="city", keys=PrivateKeys(epsilon=1.0, delta=1e-6), unit=UNIT
+    ),
+    Quantile(q=0.5, lower=0, upper=5, epsilon=1.0).on("minutes", by="city", keys=["a"], unit=UNIT),
+    Histogram(categories=("a", "b"), epsilon=1.0, other=True).on("city", unit=UNIT),
+]
+
+
+@pytest.mark.parametrize("engine", ENGINES)
+@pytest.mark.parametrize("rng", ["secure", "fast"])
+def test_odd_values_never_fail_after_the_spend(
+    request: pytest.FixtureRequest, engine: str, rng: str
+) -> None:
+    """Every record is handled on its own on the engine too: no value makes the bounding's
+    shuffle, its hashing or an aggregation raise (a ReleaseFailed would say some value is
+    odd). Also a table with no rows, and one whose partitions are partly empty."""
+    if engine == "dask":
+        odd = _odd_dask(request.getfixturevalue("dask_client"))
+    else:
+        odd = _odd_spark(request.getfixturevalue("spark"))
+    if engine == "dask":
+        frames = [odd, odd.loc[odd.index < 0], odd.loc[odd.index < 2]]
+    else:
+        frames = [odd, odd.limit(0), odd.filter("user = 'u1'")]
+    generator = None if rng == "secure" else np.random.default_rng(0)
+    session = dpkit.Session(budget=(100.0, 1e-3), ledger=":memory:")
+    for frame in frames:
+        for query in ODD_QUERIES:
+            release = session.release(query, frame, rng=generator)
+            assert release.values.query == query.name

@@ -291,3 +291,18 @@ def test_odd_values_never_fail_after_the_spend(
         for query in ODD_QUERIES:
             release = session.release(query, frame, rng=generator)
             assert release.values.query == query.name
+
+
+def test_the_public_dry_run_uses_a_dask_frames_empty_meta(request: pytest.FixtureRequest) -> None:
+    """The public phase tries a query on no rows of its table (column types an engine cannot
+    process are refused before the spend); for a Dask frame that is the frame's empty pandas
+    ``_meta`` — the same dtypes, and the poisoned partitions are never computed."""
+    import narwhals as nw
+    from dpkit_central.tables import _empty_like
+
+    frame = _poisoned(request, "dask")
+    empty = _empty_like(nw.from_native(frame))
+    assert isinstance(empty, nw.DataFrame) and empty.shape[0] == 0
+    assert dict(empty.to_native().dtypes) == dict(frame.dtypes)
+    spark = _poisoned(request, "spark")
+    assert _empty_like(nw.from_native(spark)) is None  # Spark offers no local empty frame

@@ -22,10 +22,10 @@ F chains MurmurHash3's finaliser (:func:`~dpkit.tables.encoding.mix`) over the w
 keyed by a word of the key. Rows with equal content are interchangeable — they add the same
 to every aggregate — so numbering them j = 0, 1, … gives each row its own priority while
 the *multiset* of priorities depends on the multiset of rows only. Ties (equal p for distinct
-content, which needs a 64-bit collision) are broken by the content v, and a tie among pair
-priorities keeps *none* of the tied pairs that do not all fit among the G (a pair is kept when
-at most G of its id's pairs have a priority ≥ its own), so that what is kept never depends on
-row order or on the engine. Where the hash behaves like a random function, step 1 keeps a
+content, which needs a 64-bit collision) are broken by a fixed hash of the content v, then
+by v, and a tie among pair priorities keeps *none* of the tied pairs that do not all fit among
+the G (a pair is kept when at most G of its id's pairs have a priority ≥ its own), so that
+what is kept never depends on row order or on the engine. Where the hash behaves like a random function, step 1 keeps a
 uniformly random R-subset of each pair's rows and step 2 a uniformly random G-subset of each
 id's groups, whatever their sizes.
 
@@ -82,6 +82,7 @@ __all__ = [
     "BoundingKey",
     "bound_contributions",
     "keep_mask",
+    "lexsort_codes",
     "pair_priority",
     "row_priority",
 ]
@@ -182,14 +183,16 @@ def keep_mask(
     if content is None:
         order = np.argsort(pairs, kind="stable")
     else:
-        by_content = np.lexsort((content, pairs))
+        # Rows by pair, then by a hash of their content, then content: equal (pair, content)
+        # rows end up together, in input order (the hash only makes the order fast to find).
+        by_content = lexsort_codes(pairs, mix(content ^ _ODD), content)
         sorted_pairs, sorted_content = pairs[by_content], content[by_content]
         starts = _runs(sorted_pairs, sorted_content)
         occurrence = np.arange(n) - np.repeat(starts, np.diff(np.r_[starts, n]))
         priority = row_priority(pair_words[by_content], sorted_content, occurrence, key)
-        # Within a pair: highest priority first; equal priorities by content (a collision):
-        # the rows are in content order already, and lexsort is stable.
-        order = by_content[np.lexsort((~priority, sorted_pairs))]
+        # Within a pair: highest priority first; equal priorities (a collision) in the order
+        # above, by the content's hash and the content (the sort is stable).
+        order = by_content[lexsort_codes(sorted_pairs, ~priority)]
     starts = _runs(pairs[order])
     lengths = np.diff(np.r_[starts, n])
     rank = np.arange(n) - np.repeat(starts, lengths)
@@ -199,7 +202,7 @@ def keep_mask(
         # pair's rows whatever their order, even if a backend spelled one value two ways.
         priority = np.maximum.reduceat(pair_priority(pair_words[order], key), starts)
         pair_ids = ids[order][starts]
-        ranked = np.lexsort((~priority, pair_ids))
+        ranked = lexsort_codes(pair_ids, ~priority)
         ids_sorted, priority_sorted = pair_ids[ranked], priority[ranked]
         id_starts = _runs(ids_sorted)
         id_first = np.repeat(id_starts, np.diff(np.r_[id_starts, ranked.shape[0]]))
@@ -212,6 +215,42 @@ def keep_mask(
     keep[order] = kept
     first[order] = kept & (rank == 0)
     return keep, first
+
+
+#: The fewest bits of the hash that the packed sort key of :func:`lexsort_codes` must keep.
+_PACKED_MIN_BITS = 24
+
+
+def lexsort_codes(major: NDArray[np.int64], *minors: NDArray[np.uint64]) -> NDArray[np.intp]:
+    """``np.lexsort((*reversed(minors), major))``: rows by ``major`` (non-negative codes), then
+    by each of ``minors`` (64-bit words, the first a hash), ties in input order — the same
+    permutation, found faster.
+
+    The fast path packs ``major`` and the top bits of ``minors[0]`` into one 64-bit key and
+    sorts it stably once (one pass of numpy's stable sort instead of one per key). That order
+    is the lexicographic one unless two packed keys are equal while their rows differ in a
+    minor word (for a hash, as likely as equal top bits: ≈ rows per code²·2⁻ᵇ); then, and when
+    ``major`` leaves fewer than ``_PACKED_MIN_BITS`` bits, the exact ``np.lexsort`` runs. Either
+    way the result is the lexicographic order, so it never depends on which path ran.
+    """
+    n = major.shape[0]
+    exact = (*reversed(minors), major)
+    if n == 0 or int(major.min()) < 0:
+        return np.lexsort(exact)
+    free = min(63, 64 - int(major.max()).bit_length())
+    if free < _PACKED_MIN_BITS:
+        return np.lexsort(exact)
+    packed = (major.astype(np.uint64) << np.uint64(free)) | (minors[0] >> np.uint64(64 - free))
+    order = np.argsort(packed, kind="stable")
+    ordered = packed[order]
+    tied = np.flatnonzero(ordered[1:] == ordered[:-1])
+    for minor in minors:
+        if tied.size == 0:
+            break
+        words = minor[order]
+        if np.any(words[tied] != words[tied + 1]):
+            return np.lexsort(exact)
+    return order
 
 
 def _combine(codes: list[NDArray[np.int64]]) -> NDArray[np.int64]:

@@ -33,8 +33,10 @@ that descriptor (a swapped or grown file is read as no records).
 from __future__ import annotations
 
 import csv
+import hashlib
 import io
 import os
+import re
 import sys
 import threading
 from collections.abc import Callable, Iterable
@@ -173,39 +175,50 @@ def labels(cells: Any, keep: Iterable[str] = ()) -> Any:
 
 
 def ids(cells: Any) -> Any:
-    """Cells → an int64 code per distinct id (empty or null → null; total).
+    """Cells → an int64 code per id, a function of the cell alone (empty or null → null; total).
 
-    Each cell is read on its own: a plain integer (an optional sign and ASCII digits) is
-    the integer it spells, so ``7``, ``+7`` and ``007`` are one id (merging ids only tightens
-    each person's bound); any other cell is its exact bytes. Whether a cell is an integer
-    never depends on the other cells (a column read as integers only when *every* cell was
-    one let a single odd id split every other person in two).
+    A plain integer (an optional sign and ASCII digits) within int64 is the integer it spells,
+    so ``7``, ``+7`` and ``007`` are one id (merging ids only tightens each person's bound);
+    any other cell is a 64-bit hash of its exact bytes (BLAKE2b; a collision merges two ids,
+    which again only tightens). The code never depends on the other cells: contribution
+    bounding keys each person's priorities on it, so a code that moved when someone else was
+    added (a dictionary index in order of appearance) would change which of *other* people's
+    rows are kept. A typed integer column is its values (uint64 reinterpreted as int64, the
+    same 64 bits).
     """
     pa = pyarrow()
     pc = pa.compute
-    if pa.types.is_integer(cells.type) and cells.type != pa.uint64():
-        return pc.cast(cells, pa.int64())
-    if pa.types.is_uint64(cells.type):  # values ≥ 2⁶³ fit no int64: a code per distinct value
-        return pc.dictionary_encode(cells).indices.cast(pa.int64())
+    if pa.types.is_integer(cells.type):
+        return pc.cast(cells, pa.int64(), safe=False)  # uint64 ≥ 2⁶³: the same bits, wrapped
     if not (pa.types.is_binary(cells.type) or pa.types.is_string(cells.type)):
         cells = pc.cast(cells, pa.string())
     if pa.types.is_string(cells.type):
         cells = cells.cast(pa.binary())
     cells = pc.if_else(pc.equal(pc.binary_length(cells), 0), pa.scalar(None, pa.binary()), cells)
-    integer = pc.fill_null(pc.match_substring_regex(cells, _INTEGER), False)
-    # The integer's canonical text: no sign or leading zeros, "-" only before a non-zero.
-    digits = pc.replace_substring_regex(cells, r"^[+-]?0*", "")
-    digits = pc.if_else(pc.equal(pc.binary_length(digits), 0), pa.scalar(b"0"), digits)
-    negative = pc.and_(
-        pc.fill_null(pc.match_substring_regex(cells, "^-"), False),
-        pc.not_equal(digits, pa.scalar(b"0")),
-    )
-    number = pc.binary_join_element_wise(
-        pc.if_else(negative, pa.scalar(b"i-"), pa.scalar(b"i")), digits, b""
-    )
-    text = pc.binary_join_element_wise(pa.scalar(b"b"), cells, b"")
-    key = pc.if_else(integer, number, text)
-    return pc.dictionary_encode(key).indices.cast(pa.int64())
+    integer = pc.fill_null(pc.match_substring_regex(cells, _INTEGER), True)
+    if pc.all(integer).as_py():  # every cell an integer: one cast, the same codes as below
+        try:
+            unsigned = pc.replace_substring_regex(cells, r"^\+", "")
+            return pc.cast(pc.cast(unsigned, pa.string()), pa.int64())
+        except (pa.ArrowInvalid, pa.ArrowNotImplementedError):
+            pass  # an integer beyond int64: cell by cell
+    encoded = pc.dictionary_encode(cells)
+    codes = [_id_code(value) for value in encoded.dictionary.to_pylist()]
+    return pa.array(codes, pa.int64()).take(encoded.indices)
+
+
+_INT64 = range(-(1 << 63), 1 << 63)
+
+
+def _id_code(cell: bytes) -> int:
+    """The code of one non-empty id cell (see :func:`ids`)."""
+    if re.fullmatch(rb"[+-]?[0-9]+", cell):
+        value = int(cell)
+        if value in _INT64:
+            return value
+        cell = b"i" + str(value).encode()
+    digest = hashlib.blake2b(b"dpkit id\0" + cell, digest_size=8).digest()
+    return int.from_bytes(digest, "little", signed=True)
 
 
 _CONVERT: dict[str, Callable[[Any, tuple[str, ...]], Any]] = {

@@ -90,8 +90,8 @@ def _strip_keys(document: Any) -> Any:
     """The released key set is part of a private-keys release: removed before comparing."""
     if isinstance(document, dict):
         return {k: _strip_keys(v) for k, v in document.items() if k != "keys"}
-    if isinstance(document, list):
-        return [_strip_keys(v) for v in document]
+    if isinstance(document, (list, tuple)):  # observable() is a tuple (code, stderr, document)
+        return type(document)(_strip_keys(v) for v in document)
     return document
 
 

@@ -96,6 +96,22 @@ def test_labels_and_ids() -> None:
         assert numbers[2] is None and len({numbers[0], numbers[3], numbers[5], numbers[7]}) == 4
 
 
+def test_an_id_code_is_a_function_of_its_cell_alone() -> None:
+    """Contribution bounding keys each person's priorities on their id code, so a code must
+    not move when other people are added (a dictionary index in order of first appearance
+    did: one new person at the top shifted everyone's code, and with it which of their rows
+    were kept). Each cell's code, read alone, equals its code within any column."""
+    cells = [b"7", b"007", b"alice", b"+7", b"bob", b"0x10", b"99999999999999999999", b"-3"]
+    alone = [columnar.ids(pa.array([cell], pa.binary())).to_pylist()[0] for cell in cells]
+    for column in (cells, [b"zed", *cells], [b"12", *cells], cells[::-1]):
+        found = columnar.ids(pa.array(column, pa.binary())).to_pylist()
+        codes = dict(zip(column, found, strict=True))
+        assert [codes[cell] for cell in cells] == alone
+    assert alone[0] == alone[1] == alone[3] == 7 and alone[7] == -3
+    big = columnar.ids(pa.array([2**64 - 1, 3], pa.uint64())).to_pylist()
+    assert big == [-1, 3]  # the same 64 bits, whatever the other values
+
+
 def _spec(tmp_path: Path, queries: list[dict[str, Any]]) -> dict[str, Any]:
     return {
         "dpkit": "1",

@@ -22,7 +22,8 @@ Each query then converts the columns it needs (cached):
   categories or keys (so ``"NA"`` can be a category);
 * **ids** (:func:`ids`): an integer code per distinct id (an empty cell is missing): a cell
   that spells a plain integer is that integer (so ``7`` and ``007`` are one id: merging ids
-  only tightens each person's bound), any other cell its exact bytes — cell by cell.
+  only tightens each person's bound), any other cell a 64-bit hash of its exact bytes — cell
+  by cell, so a person's code never moves when others are added.
 
 Every conversion is vectorised (PyArrow compute) and per cell: converting a cell never depends
 on another. The file read is the one checked in the public phase: it is opened once, its
@@ -70,7 +71,7 @@ BLOCK_BYTES = 16 << 20
 _SPACE = r"[ \t\r\n\v\f]*"
 _DECIMAL = rf"^{_SPACE}[+-]?([0-9]+(\.[0-9]*)?|\.[0-9]+)([eE][+-]?[0-9]+)?{_SPACE}$"
 _INFINITE = rf"(?i)^{_SPACE}([+-]?)inf(inity)?{_SPACE}$"
-_INTEGER = r"^[+-]?[0-9]+$"
+_INTEGER = re.compile(rb"[+-]?[0-9]+")
 
 #: ``progress(file_name, bytes_read, total_bytes)``, called from a watcher thread.
 Progress = Callable[[str, int, int], None]
@@ -195,13 +196,12 @@ def ids(cells: Any) -> Any:
     if pa.types.is_string(cells.type):
         cells = cells.cast(pa.binary())
     cells = pc.if_else(pc.equal(pc.binary_length(cells), 0), pa.scalar(None, pa.binary()), cells)
-    integer = pc.fill_null(pc.match_substring_regex(cells, _INTEGER), True)
-    if pc.all(integer).as_py():  # every cell an integer: one cast, the same codes as below
-        try:
-            unsigned = pc.replace_substring_regex(cells, r"^\+", "")
-            return pc.cast(pc.cast(unsigned, pa.string()), pa.int64())
-        except (pa.ArrowInvalid, pa.ArrowNotImplementedError):
-            pass  # an integer beyond int64: cell by cell
+    try:  # a column of plain integers (the usual case): one cast, the same codes as below
+        # PyArrow's cast reads [-]digits, and also 0x-hexadecimal, which is text here.
+        if not pc.any(pc.match_substring(cells, "x", ignore_case=True)).as_py():
+            return pc.cast(pc.cast(cells, pa.string()), pa.int64())
+    except (pa.ArrowInvalid, pa.ArrowNotImplementedError):
+        pass  # text, a '+' sign, an integer beyond int64, invalid UTF-8: cell by cell
     encoded = pc.dictionary_encode(cells)
     codes = [_id_code(value) for value in encoded.dictionary.to_pylist()]
     return pa.array(codes, pa.int64()).take(encoded.indices)
@@ -212,7 +212,7 @@ _INT64 = range(-(1 << 63), 1 << 63)
 
 def _id_code(cell: bytes) -> int:
     """The code of one non-empty id cell (see :func:`ids`)."""
-    if re.fullmatch(rb"[+-]?[0-9]+", cell):
+    if _INTEGER.fullmatch(cell):
         value = int(cell)
         if value in _INT64:
             return value

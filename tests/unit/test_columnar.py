@@ -108,6 +108,10 @@ def test_an_id_code_is_a_function_of_its_cell_alone() -> None:
         codes = dict(zip(column, found, strict=True))
         assert [codes[cell] for cell in cells] == alone
     assert alone[0] == alone[1] == alone[3] == 7 and alone[7] == -3
+    # a column of integers is one cast, which would read 0X10 as 16: it is text, as alone
+    hexadecimal = columnar.ids(pa.array([b"0X10"], pa.binary())).to_pylist()[0]
+    assert columnar.ids(pa.array([b"7", b"0X10"], pa.binary())).to_pylist() == [7, hexadecimal]
+    assert hexadecimal != 16
     big = columnar.ids(pa.array([2**64 - 1, 3], pa.uint64())).to_pylist()
     assert big == [-1, 3]  # the same 64 bits, whatever the other values
 

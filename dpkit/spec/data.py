@@ -225,6 +225,11 @@ def _file_issue(path: Path, shown: str, policy: DataPolicy, at: str) -> SpecIssu
     return None
 
 
+def _cannot_open(shown: str, at: str) -> tuple[None, None, SpecIssue]:
+    """The public-phase refusal of an input that is not a regular file one can open."""
+    return None, None, SpecIssue(at, "data_unreadable", f"cannot open {shown} as a regular file")
+
+
 def _header(
     path: Path, shown: str, at: str
 ) -> tuple[list[str] | None, tuple[int, int] | None, SpecIssue | None]:
@@ -233,11 +238,7 @@ def _header(
     and the identity of the file it was read from."""
     handle = open_regular(path)
     if handle is None:
-        return (
-            None,
-            None,
-            SpecIssue(at, "data_unreadable", f"cannot open {shown} as a regular file"),
-        )
+        return _cannot_open(shown, at)
     with handle:
         info = os.fstat(handle.fileno())
         raw = handle.read(MAX_HEADER_BYTES)
@@ -276,11 +277,7 @@ def _parquet_header(
     """A Parquet file's column names, from its footer (the schema only), and its identity."""
     handle = open_regular(path)
     if handle is None:
-        return (
-            None,
-            None,
-            SpecIssue(at, "data_unreadable", f"cannot open {shown} as a regular file"),
-        )
+        return _cannot_open(shown, at)
     with handle:
         info = os.fstat(handle.fileno())
         names = columnar.parquet_columns(handle)

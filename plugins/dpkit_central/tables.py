@@ -363,6 +363,11 @@ class TableQuery:
             return tuple(stat.parts(l1, l2, self._grid()))
         return (self._mechanism(),)
 
+    def _lattice(self) -> tuple[float, float]:
+        """(h, ⌊L/h⌋): a quantile's lattice step and the cell of its lower bound."""
+        step = self._quantile().lattice_step()
+        return step, float(math.floor(self.statistic.lower / step))
+
     def _quantile(self) -> Quantile:
         stat = self.statistic
         groups, rows = self.bounds()
@@ -498,8 +503,12 @@ class TableQuery:
             value = nw.col(VALUE).clip(stat.lower, stat.upper)
             if isinstance(stat, Mean):
                 value = value - stat.midpoint
-            if isinstance(stat, Quantile):  # the lattice cell ⌊z/h⌋ (exact, h a power of 2)
-                value = (value / self._quantile().lattice_step()).floor().cast(nw.Float64)
+            if isinstance(stat, Quantile):
+                # The lattice cell ⌊z/h⌋ − ⌊L/h⌋: both exact (h a power of two) and their
+                # difference an integer below 2³², so an exact Int64 (engines hash integers
+                # far faster than floats: 0.13 s vs 4 s for 10⁷ rows in PyArrow).
+                step, base = self._lattice()
+                value = ((value / step).floor() - base).cast(nw.Int64)
             else:  # fixed point: k = ⌊x/g + 1/2⌋, exact sums
                 value = (value / self._grid() + 0.5).floor().cast(nw.Int64)
             frame = frame.with_columns(value.alias(VALUE))
@@ -565,8 +574,8 @@ class TableQuery:
             np.add.at(matrix, (group, cell_of), found["count"])
             values["cells"] = matrix
             return Aggregates(tuple(ordered), values)
-        if isinstance(stat, Quantile):
-            lattice = table.get_column(VALUE).to_numpy().astype(np.float64)
+        if isinstance(stat, Quantile):  # back to ⌊z/h⌋ (exact: an integer double)
+            lattice = table.get_column(VALUE).to_numpy().astype(np.float64) + self._lattice()[1]
             order = np.lexsort((lattice, group))
             bounds = np.searchsorted(group[order], np.arange(len(ordered) + 1))
             runs = tuple(

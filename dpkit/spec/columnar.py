@@ -109,9 +109,7 @@ def numbers(cells: Any) -> Any:
             cells = pc.cast(cells, pa.string())
     if not (pa.types.is_binary(cells.type) or pa.types.is_string(cells.type)):
         cells = pc.cast(cells, pa.string())  # e.g. dictionary or large types: their text
-    raw = cells.cast(pa.binary()) if pa.types.is_string(cells.type) else cells
-    empty = pc.equal(pc.binary_length(raw), 0)
-    raw = pc.if_else(empty, pa.scalar(None, pa.binary()), raw)
+    raw = _empty_as_null(cells.cast(pa.binary()) if pa.types.is_string(cells.type) else cells)
     try:
         return pc.fill_null(pc.cast(pc.cast(raw, pa.string()), pa.float64()), np.nan)
     except (pa.ArrowInvalid, pa.ArrowNotImplementedError):
@@ -127,27 +125,59 @@ def numbers(cells: Any) -> Any:
     return pc.if_else(infinite, signed, values)
 
 
+def _empty_as_null(raw: Any) -> Any:
+    """Binary cells with every empty cell null (a null stays null), chunk by chunk.
+
+    A new validity bitmap over the same offsets and bytes: no cell is copied (``if_else``
+    copied every cell, 0.7 s per 10⁷)."""
+    pa = pyarrow()
+    pc = pa.compute
+    if isinstance(raw, pa.ChunkedArray):
+        return pa.chunked_array([_empty_as_null(chunk) for chunk in raw.chunks], raw.type)
+    filled = pc.fill_null(pc.greater(pc.binary_length(raw), 0), False)
+    if pc.all(filled).as_py() is not False:
+        return raw
+    if raw.offset or filled.offset or not pa.types.is_binary(raw.type):
+        return pc.if_else(filled, raw, pa.scalar(None, raw.type))
+    return pa.Array.from_buffers(raw.type, len(raw), [filled.buffers()[1], *raw.buffers()[1:]])
+
+
 def _decode(value: bytes | None) -> str | None:
     return None if value is None else value.decode("utf-8", errors="replace")
 
 
-def _dictionary(cells: Any) -> Any:
-    """The cells dictionary-encoded as binary (one dictionary entry per distinct cell)."""
+def _dictionary(cells: Any) -> tuple[list[Any], list[Any]]:
+    """The cells dictionary-encoded as binary: (the distinct cells, each chunk's indices into
+    them). One dictionary for all chunks (PyArrow encodes a chunked array with one table)."""
     pa = pyarrow()
     pc = pa.compute
     if not (pa.types.is_binary(cells.type) or pa.types.is_string(cells.type)):
         cells = pc.cast(cells, pa.string())
     if pa.types.is_string(cells.type):
         cells = cells.cast(pa.binary())
-    return pc.dictionary_encode(cells)
+    encoded = pc.dictionary_encode(cells)
+    chunks = encoded.chunks if isinstance(encoded, pa.ChunkedArray) else [encoded]
+    distinct = chunks[0].dictionary.to_pylist() if chunks else []
+    return distinct, [chunk.indices for chunk in chunks]
+
+
+def _mapped(position: Any, indices: list[Any], dictionary: Any = None) -> Any:
+    """``position`` taken at every chunk's indices (a dictionary array's, if ``dictionary``)."""
+    pa = pyarrow()
+    parts = [position.take(chunk) for chunk in indices]
+    if dictionary is not None:
+        parts = [pa.DictionaryArray.from_arrays(part, dictionary) for part in parts]
+        kind = pa.dictionary(position.type, dictionary.type)
+    else:
+        kind = position.type
+    return parts[0] if len(parts) == 1 else pa.chunked_array(parts, kind)
 
 
 def texts(cells: Any) -> Any:
     """Cells → their text as written (invalid UTF-8 replaced; PyArrow string array)."""
     pa = pyarrow()
-    encoded = _dictionary(cells)
-    decoded = pa.array([_decode(v) for v in encoded.dictionary.to_pylist()], pa.string())
-    return decoded.take(encoded.indices)
+    distinct, indices = _dictionary(cells)
+    return _mapped(pa.array([_decode(v) for v in distinct], pa.string()), indices)
 
 
 def labels(cells: Any, keep: Iterable[str] = ()) -> Any:
@@ -161,18 +191,17 @@ def labels(cells: Any, keep: Iterable[str] = ()) -> Any:
     and keys).
     """
     pa = pyarrow()
-    encoded = _dictionary(cells)
+    distinct, indices = _dictionary(cells)
     kept = set(keep)
     texts: dict[str, int] = {}
     position: list[int | None] = []
-    for raw in encoded.dictionary.to_pylist():
+    for raw in distinct:
         text = (_decode(raw) or "").strip()
         if text.lower() in MISSING_TOKENS and text not in kept:
             position.append(None)
         else:
             position.append(texts.setdefault(text, len(texts)))
-    indices = pa.array(position, pa.int32()).take(encoded.indices)
-    return pa.DictionaryArray.from_arrays(indices, pa.array(list(texts), pa.string()))
+    return _mapped(pa.array(position, pa.int32()), indices, pa.array(list(texts), pa.string()))
 
 
 def ids(cells: Any) -> Any:
@@ -195,16 +224,15 @@ def ids(cells: Any) -> Any:
         cells = pc.cast(cells, pa.string())
     if pa.types.is_string(cells.type):
         cells = cells.cast(pa.binary())
-    cells = pc.if_else(pc.equal(pc.binary_length(cells), 0), pa.scalar(None, pa.binary()), cells)
+    cells = _empty_as_null(cells)
     try:  # a column of plain integers (the usual case): one cast, the same codes as below
         # PyArrow's cast reads [-]digits, and also 0x-hexadecimal, which is text here.
-        if not pc.any(pc.match_substring(cells, "x", ignore_case=True)).as_py():
+        if not any(pc.any(pc.match_substring(cells, x)).as_py() for x in "xX"):
             return pc.cast(pc.cast(cells, pa.string()), pa.int64())
     except (pa.ArrowInvalid, pa.ArrowNotImplementedError):
         pass  # text, a '+' sign, an integer beyond int64, invalid UTF-8: cell by cell
-    encoded = pc.dictionary_encode(cells)
-    codes = [_id_code(value) for value in encoded.dictionary.to_pylist()]
-    return pa.array(codes, pa.int64()).take(encoded.indices)
+    distinct, indices = _dictionary(cells)
+    return _mapped(pa.array([_id_code(value) for value in distinct], pa.int64()), indices)
 
 
 _INT64 = range(-(1 << 63), 1 << 63)
@@ -392,7 +420,7 @@ def _read_parquet(handle: io.BufferedReader, wanted: list[str]) -> dict[str, Any
         table = pq.read_table(handle, columns=wanted)
     except Exception:  # a damaged data page: documented as read as no records
         return {}
-    return {name: table.column(name).combine_chunks() for name in table.column_names}
+    return {name: table.column(name) for name in table.column_names}
 
 
 def _read_csv(
@@ -428,7 +456,9 @@ def _read_csv(
                 parse_options=parse,
                 convert_options=convert,
             )
-            return {name: table.column(name).combine_chunks() for name in table.column_names}
+            # Chunks as read: every conversion is per cell, so it runs chunk by chunk
+            # (combining them first cost a copy of every column).
+            return {name: table.column(name) for name in table.column_names}
         except Exception:
             continue
     handle.seek(start)

@@ -5,6 +5,7 @@ decimal patterns), and each file read once per spec."""
 from __future__ import annotations
 
 import io
+import itertools
 import json
 import math
 from pathlib import Path
@@ -116,6 +117,26 @@ def test_an_id_code_is_a_function_of_its_cell_alone() -> None:
     assert big == [-1, 3]  # the same 64 bits, whatever the other values
 
 
+CELLS = st.sampled_from(
+    [b"", b"7", b"007", b" 1.5 ", b"-inf", b"NA", b"nan", b"bus", b"x", b"0x10", b"\xe9", b"+7"]
+)
+
+
+@settings(max_examples=200, deadline=None)
+@given(cells=st.lists(CELLS, max_size=12), cuts=st.lists(st.integers(0, 12), max_size=4))
+def test_conversions_read_chunks_as_one_array(cells: list[bytes], cuts: list[int]) -> None:
+    """The reader hands over its blocks as chunks; each conversion is per cell, so converting
+    a column chunk by chunk gives what converting it whole gives."""
+    edges = sorted({0, len(cells), *(min(c, len(cells)) for c in cuts)})
+    chunked = pa.chunked_array(
+        [pa.array(cells[a:b], pa.binary()) for a, b in itertools.pairwise(edges)], pa.binary()
+    )
+    whole = pa.array(cells, pa.binary())
+    for convert in (columnar.numbers, columnar.labels, columnar.ids, columnar.texts):
+        left, right = convert(chunked).to_pylist(), convert(whole).to_pylist()
+        assert [None if v != v else v for v in left] == [None if v != v else v for v in right]
+
+
 def _spec(tmp_path: Path, queries: list[dict[str, Any]]) -> dict[str, Any]:
     return {
         "dpkit": "1",
@@ -156,6 +177,54 @@ def test_each_file_is_read_once_whatever_the_number_of_queries(
     document = run_spec(_spec(tmp_path, queries), base_dir=tmp_path, ledger=tmp_path / "l.sqlite")
     assert len(document["results"]) == 3
     assert reads == [["g", "u", "x"]]  # one pass, only the needed columns
+
+
+def test_a_file_read_in_many_blocks_gives_the_same_results(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    rng = np.random.default_rng(3)
+    rows = [
+        f"{x},{g},{u}\n"
+        for x, g, u in zip(
+            rng.choice(["1.5", "", "NA", "7", " 3 ", "x"], 4000),
+            rng.choice(["a", "b", " c", "", "NA"], 4000),
+            rng.choice(["1", "007", "alice", "", "7", "0x7"], 4000),
+            strict=True,
+        )
+    ]
+    (tmp_path / "d.csv").write_text("x,g,u\n" + "".join(rows))
+    unit = {"kind": "id", "column": "u", "max_rows": 2, "max_groups": 1}
+    queries = [
+        {"statistic": "count", "budget": {"epsilon": 1}},
+        {"statistic": "sum", "params": {"lower": 0, "upper": 9}, "budget": {"epsilon": 1}},
+        {
+            "statistic": "mean",
+            "params": {"lower": 0, "upper": 9},
+            "group_by": {"columns": ["g"], "keys": ["a", "b", "c"]},
+            "privacy_unit": unit,
+            "budget": {"epsilon": 1},
+        },
+        {
+            "statistic": "count",
+            "group_by": {
+                "columns": ["g"],
+                "keys": "private",
+                "selection": {"epsilon": 1, "delta": 1e-6},
+            },
+            "privacy_unit": unit,
+            "budget": {"epsilon": 1},
+        },
+    ]
+    spec = {**_spec(tmp_path, queries), "budget": {"epsilon": 100, "delta": 1e-5}}
+    results = []
+    for block in (columnar.BLOCK_BYTES, 1 << 10):  # one block, then some 40
+        monkeypatch.setattr(columnar, "BLOCK_BYTES", block)
+        document = run_spec(spec, base_dir=tmp_path, ledger=tmp_path / f"{block}.sqlite")
+        results.append(
+            [{k: v for k, v in r.items() if k != "release_id"} for r in document["results"]]
+        )
+    assert len(results[0]) == 4
+    assert results[0] == results[1]
 
 
 def test_parquet_inputs(tmp_path: Path) -> None:

@@ -41,6 +41,7 @@ import re
 import sys
 import threading
 from collections.abc import Callable, Iterable
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
@@ -173,14 +174,17 @@ def _mapped(position: Any, indices: list[Any], dictionary: Any = None) -> Any:
     return parts[0] if len(parts) == 1 else pa.chunked_array(parts, kind)
 
 
-def texts(cells: Any) -> Any:
-    """Cells → their text as written (invalid UTF-8 replaced; PyArrow string array)."""
+def texts(cells: Any, encoded: tuple[list[Any], list[Any]] | None = None) -> Any:
+    """Cells → their text as written (invalid UTF-8 replaced; PyArrow string array).
+    ``encoded``: the cells' dictionary encoding, if already made (for several conversions)."""
     pa = pyarrow()
-    distinct, indices = _dictionary(cells)
+    distinct, indices = encoded or _dictionary(cells)
     return _mapped(pa.array([_decode(v) for v in distinct], pa.string()), indices)
 
 
-def labels(cells: Any, keep: Iterable[str] = ()) -> Any:
+def labels(
+    cells: Any, keep: Iterable[str] = (), encoded: tuple[list[Any], list[Any]] | None = None
+) -> Any:
     """Cells → stripped text, null where missing (total), dictionary-encoded.
 
     The distinct cells are decoded once each (invalid UTF-8 replaced) and mapped back, so the
@@ -191,7 +195,7 @@ def labels(cells: Any, keep: Iterable[str] = ()) -> Any:
     and keys).
     """
     pa = pyarrow()
-    distinct, indices = _dictionary(cells)
+    distinct, indices = encoded or _dictionary(cells)
     kept = set(keep)
     texts: dict[str, int] = {}
     position: list[int | None] = []
@@ -249,12 +253,23 @@ def _id_code(cell: bytes) -> int:
     return int.from_bytes(digest, "little", signed=True)
 
 
-_CONVERT: dict[str, Callable[[Any, tuple[str, ...]], Any]] = {
-    "numbers": lambda cells, _keep: numbers(cells),
-    "labels": labels,
-    "text": lambda cells, _keep: texts(cells),
-    "ids": lambda cells, _keep: ids(cells),
-}
+def _conversions(cells: Any, wanted: list[tuple[str, tuple[str, ...]]]) -> list[Any]:
+    """One column's conversions (``(how, keep)`` each), its dictionary encoding made once for
+    all its ``labels`` and ``text`` conversions."""
+    encoded = None
+    if sum(how in ("labels", "text") for how, _ in wanted) > 1:
+        encoded = _dictionary(cells)
+    out = []
+    for how, keep in wanted:
+        if how == "numbers":
+            out.append(numbers(cells))
+        elif how == "ids":
+            out.append(ids(cells))
+        elif how == "text":
+            out.append(texts(cells, encoded))
+        else:
+            out.append(labels(cells, keep, encoded))
+    return out
 
 
 class _Counting(io.RawIOBase):
@@ -356,20 +371,32 @@ class FileTable:
         unexpected conversion is an empty column (a query must declare what it reads)."""
         with self._lock:
             if self._converted is None:
-                raw = self._read()
-                converted = {}
-                for key in sorted(self.conversions):
-                    name, kind, kept = key
-                    cells = raw.get(name, pyarrow().array([], pyarrow().binary()))
-                    converted[key] = _CONVERT[kind](cells, kept)
-                    if not any(other[0] == name for other in self.conversions - converted.keys()):
-                        raw.pop(name, None)  # no other use: free the raw cells now
-                self._converted = converted
+                self._converted = self._convert_all(self._read())
         found = self._converted.get((column, how, tuple(keep)))
         if found is None:
             pa = pyarrow()
             return pa.array([], pa.float64() if how == "numbers" else pa.string())
         return found
+
+    def _convert_all(self, raw: dict[str, Any]) -> dict[tuple[str, str, tuple[str, ...]], Any]:
+        """Every expected conversion, column by column on two threads (PyArrow's kernels
+        release the GIL); a column's raw cells are freed once its conversions are made."""
+        pa = pyarrow()
+        by_column: dict[str, list[tuple[str, tuple[str, ...]]]] = {}
+        for name, how, keep in sorted(self.conversions):
+            by_column.setdefault(name, []).append((how, keep))
+
+        def convert(name: str, wanted: list[tuple[str, tuple[str, ...]]]) -> list[Any]:
+            cells = raw.pop(name, None)
+            return _conversions(pa.array([], pa.binary()) if cells is None else cells, wanted)
+
+        converted = {}
+        with ThreadPoolExecutor(max_workers=2) as pool:
+            futures = {name: pool.submit(convert, name, w) for name, w in by_column.items()}
+            for name, wanted in by_column.items():
+                for (how, keep), array in zip(wanted, futures[name].result(), strict=True):
+                    converted[(name, how, keep)] = array
+        return converted
 
     def _read(self) -> dict[str, Any]:
         from dpkit.spec.data import open_regular

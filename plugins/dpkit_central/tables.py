@@ -517,8 +517,6 @@ class TableQuery:
         elif self.column is not None:  # a count reads no value: nothing more to carry
             frame = frame.drop(self.column)
         if isinstance(self.unit, IdUnit):
-            if kinds[self.unit.column] == "number":  # −0.0 and 0.0 are one id on any engine
-                frame = frame.with_columns(nw.col(self.unit.column) + 0)
             content = CELL if isinstance(stat, Histogram) else VALUE if numeric else None
             bounding = Bounding(
                 id_column=self.unit.column,

@@ -168,7 +168,7 @@ def keep_mask(
     max_groups: int | None,
     key: BoundingKey,
 ) -> tuple[NDArray[np.bool_], NDArray[np.bool_]]:
-    """(kept rows, first kept row of each kept pair), in input order.
+    """(kept rows, one marked kept row of each kept pair), in input order.
 
     ``ids`` and ``pairs`` are exact codes of the rows' id and (id, group) (equal exactly for
     equal values), ``pair_words`` the rows' chained words g, ``content`` the 64-bit content v
@@ -180,28 +180,35 @@ def keep_mask(
     first = np.zeros(n, dtype=np.bool_)
     if n == 0:
         return keep, first
-    if content is None:
-        order = np.argsort(pairs, kind="stable")
-    else:
-        # Rows by pair, then by a hash of their content, then content: equal (pair, content)
-        # rows end up together, in input order (the hash only makes the order fast to find).
-        by_content = lexsort_codes(pairs, mix(content ^ _ODD), content)
-        sorted_pairs, sorted_content = pairs[by_content], content[by_content]
-        starts = _runs(sorted_pairs, sorted_content)
-        occurrence = np.arange(n) - np.repeat(starts, np.diff(np.r_[starts, n]))
-        priority = row_priority(pair_words[by_content], sorted_content, occurrence, key)
-        # Within a pair: highest priority first; equal priorities (a collision) in the order
-        # above, by the content's hash and the content (the sort is stable).
-        order = by_content[lexsort_codes(sorted_pairs, ~priority)]
-    starts = _runs(pairs[order])
+    # Rows by pair (then, with content, by a hash of their content and the content: equal
+    # (pair, content) rows end up together, in input order; the hash makes the order fast).
+    order = (
+        lexsort_codes(pairs)
+        if content is None
+        else lexsort_codes(pairs, mix(content ^ _ODD), content)
+    )
+    sorted_pairs = pairs[order]
+    starts = _runs(sorted_pairs)
     lengths = np.diff(np.r_[starts, n])
+    if content is not None:
+        # Only the rows of a pair with more than R rows need priorities (a pair with at most
+        # R keeps them all): rank those, within their pair, by priority, highest first; equal
+        # priorities (a collision) stay in the order above (the sort is stable).
+        crowded = np.flatnonzero(np.repeat(lengths > max_rows, lengths))
+        if crowded.size:
+            rows = order[crowded]
+            crowded_pairs, crowded_content = sorted_pairs[crowded], content[rows]
+            equal = _runs(crowded_pairs, crowded_content)
+            occurrence = np.arange(rows.size) - np.repeat(equal, np.diff(np.r_[equal, rows.size]))
+            priority = row_priority(pair_words[rows], crowded_content, occurrence, key)
+            order[crowded] = rows[lexsort_codes(crowded_pairs, ~priority)]
     rank = np.arange(n) - np.repeat(starts, lengths)
     pair_kept = np.ones(starts.shape[0], dtype=np.bool_)
     if max_groups is not None:
         # Every row of a pair has the pair's words; the maximum makes this a function of the
         # pair's rows whatever their order, even if a backend spelled one value two ways.
         priority = np.maximum.reduceat(pair_priority(pair_words[order], key), starts)
-        pair_ids = ids[order][starts]
+        pair_ids = ids[order[starts]]
         ranked = lexsort_codes(pair_ids, ~priority)
         ids_sorted, priority_sorted = pair_ids[ranked], priority[ranked]
         id_starts = _runs(ids_sorted)
@@ -217,39 +224,52 @@ def keep_mask(
     return keep, first
 
 
-#: The fewest bits of the hash that the packed sort key of :func:`lexsort_codes` must keep.
-_PACKED_MIN_BITS = 24
-
-
 def lexsort_codes(major: NDArray[np.int64], *minors: NDArray[np.uint64]) -> NDArray[np.intp]:
     """``np.lexsort((*reversed(minors), major))``: rows by ``major`` (non-negative codes), then
     by each of ``minors`` (64-bit words, the first a hash), ties in input order — the same
     permutation, found faster.
 
-    The fast path packs ``major`` and the top bits of ``minors[0]`` into one 64-bit key and
-    sorts it stably once (one pass of numpy's stable sort instead of one per key). That order
-    is the lexicographic one unless two packed keys are equal while their rows differ in a
-    minor word (for a hash, as likely as equal top bits: ≈ rows per code²·2⁻ᵇ); then, and when
-    ``major`` leaves fewer than ``_PACKED_MIN_BITS`` bits, the exact ``np.lexsort`` runs. Either
-    way the result is the lexicographic order, so it never depends on which path ran.
+    One 64-bit key per row packs ``major``, as many top bits of ``minors[0]`` as fit and the
+    row's index, and is sorted by value (numpy's vectorised sort of plain integers, several
+    times faster than a stable argsort); the index in the low bits makes the order stable and
+    is read back as the permutation. That is the lexicographic order except within a run of
+    rows whose packed keys differ only in the index (equal ``major``, equal top bits) while
+    their minor words differ — for a hash as likely as equal top bits — so exactly the rows of
+    such runs are re-ordered by ``np.lexsort`` on their full words, run by run. When ``major``
+    and the index need more than 64 bits, or ``major`` is negative, ``np.lexsort`` orders all.
+    Either way the result is the lexicographic order, so it never depends on which path ran.
     """
     n = major.shape[0]
     exact = (*reversed(minors), major)
     if n == 0 or int(major.min()) < 0:
         return np.lexsort(exact)
-    free = min(63, 64 - int(major.max()).bit_length())
-    if free < _PACKED_MIN_BITS:
+    index_bits = max(1, (n - 1).bit_length())
+    hash_bits = 64 - index_bits - int(major.max()).bit_length()
+    if hash_bits < 0:
         return np.lexsort(exact)
-    packed = (major.astype(np.uint64) << np.uint64(free)) | (minors[0] >> np.uint64(64 - free))
-    order = np.argsort(packed, kind="stable")
-    ordered = packed[order]
-    tied = np.flatnonzero(ordered[1:] == ordered[:-1])
-    for minor in minors:
-        if tied.size == 0:
-            break
-        words = minor[order]
-        if np.any(words[tied] != words[tied + 1]):
-            return np.lexsort(exact)
+    shift = np.uint64(index_bits)
+    packed: NDArray[np.uint64] = major.astype(np.uint64) << np.uint64(index_bits + hash_bits)
+    if minors and hash_bits:
+        packed |= (minors[0] >> np.uint64(64 - hash_bits)) << shift
+    packed |= np.arange(n, dtype=np.uint64)
+    packed.sort()
+    order: NDArray[np.intp] = np.asarray(packed & np.uint64((1 << index_bits) - 1), np.intp)
+    if not minors:
+        return order
+    head = packed >> shift
+    tied = head[1:] == head[:-1]
+    if not tied.any():
+        return order
+    # The rows of each run of equal heads (a run's first row and every row tied to the one
+    # before), ordered by their full words within the run; the run's rows are in input order
+    # already, so the stable lexsort keeps ties in input order.
+    in_run = np.zeros(n, dtype=np.bool_)
+    in_run[1:] = tied
+    in_run[:-1] |= tied
+    at = np.flatnonzero(in_run)
+    run = np.cumsum(np.r_[True, ~tied][at])
+    rows = order[at]
+    order[at] = rows[np.lexsort((*(m[rows] for m in reversed(minors)), run))]
     return order
 
 
@@ -319,8 +339,11 @@ class Bounding:
     def apply(self, frame: Any) -> Any:
         """The kept rows of a pandas DataFrame, with the :data:`FIRST` column."""
         keep, first = self.masks(frame.__getitem__, len(frame))
-        out = frame.assign(**{FIRST: first.astype(np.int64)})
-        return out[keep].reset_index(drop=True)
+        kept = np.flatnonzero(keep)
+        # Copy the kept rows once (most rows are dropped), then add the column to the copy.
+        out = frame.take(kept).reset_index(drop=True)
+        out[FIRST] = first[kept].astype(np.int64)
+        return out
 
 
 def bound_contributions(frame: Any, bounding: Bounding) -> Any:

@@ -50,3 +50,19 @@ def test_codes_that_leave_too_few_bits_and_odd_inputs() -> None:
     assert np.array_equal(lexsort_codes(zeros, minor), _reference(zeros, minor))
     empty = np.zeros(0, dtype=np.int64)
     assert lexsort_codes(empty, np.zeros(0, dtype=np.uint64)).size == 0
+
+
+def test_major_alone_is_a_stable_argsort() -> None:
+    rng = np.random.default_rng(11)
+    major = rng.integers(0, 30, 4000)
+    assert np.array_equal(lexsort_codes(major), np.argsort(major, kind="stable"))
+
+
+def test_no_bit_left_for_the_hash_orders_every_run_by_its_words() -> None:
+    """60-bit codes and 16 rows (4 index bits) leave no bit of the hash in the packed key: every
+    run of equal codes is ordered by its full words; 61-bit codes do not fit with the index."""
+    rng = np.random.default_rng(12)
+    minor = rng.integers(0, 4, 16).astype(np.uint64) << np.uint64(62)
+    for top in (1 << 60, 1 << 61):
+        major = rng.integers(top - 3, top, 16)
+        assert np.array_equal(lexsort_codes(major, minor), _reference(major, minor))

@@ -211,9 +211,15 @@ def _arrow_codes(
     if isinstance(array, pa.ChunkedArray):
         array = array.combine_chunks() if array.num_chunks else pa.array([], array.type)
     kind = array.type
-    if pa.types.is_dictionary(kind):
-        array = array.dictionary_decode()
-        kind = array.type
+    if pa.types.is_dictionary(kind):  # the entries' codes and words, spread by the indices
+        if len(array.dictionary) == 0:  # no entry: every row is missing (dropped before)
+            return np.zeros(len(array), dtype=np.int64), np.zeros(len(array), dtype=np.uint64)
+        entry_codes, entry_words = _arrow_codes(array.dictionary, lanes)
+        indices = array.indices
+        if indices.null_count:
+            indices = pc.fill_null(indices, 0)
+        at = np.asarray(indices.to_numpy(zero_copy_only=False), dtype=np.intp)
+        return entry_codes[at], entry_words[at]
     if pa.types.is_integer(kind) or pa.types.is_floating(kind) or pa.types.is_boolean(kind):
         return _number_codes(np.asarray(array.to_numpy(zero_copy_only=False)))
     if (

@@ -1,0 +1,51 @@
+"""Codes and words of a dictionary-encoded column (PyArrow, Polars categoricals) equal those
+of its decoded values: codes equal exactly for equal values (whatever duplicate or unused
+dictionary entries there are), words the same per value."""
+
+from __future__ import annotations
+
+import numpy as np
+import polars as pl
+import pyarrow as pa
+import pytest
+
+from dpkit.tables.encoding import encode_column
+
+LANES = (12345, 67890)
+
+
+def _same_partition(a: np.ndarray, b: np.ndarray) -> bool:
+    """Whether two code arrays group the rows alike (equal in one exactly when in the other)."""
+    return bool(np.array_equal(a[:, None] == a[None, :], b[:, None] == b[None, :]))
+
+
+@pytest.mark.parametrize(
+    "column",
+    [
+        # duplicate entries ("b" twice) and an unused one ("zz")
+        pa.DictionaryArray.from_arrays(
+            pa.array([0, 1, 3, 1, 0, 3], pa.int32()), pa.array(["a", "b", "zz", "b"])
+        ),
+        pa.DictionaryArray.from_arrays(
+            pa.array([2, 0, 1, 1], pa.int8()), pa.array([1.5, -0.0, 0.0])
+        ),
+        pa.chunked_array(
+            [
+                pa.DictionaryArray.from_arrays(pa.array([0, 1], pa.int32()), pa.array(["x", "y"])),
+                pa.DictionaryArray.from_arrays(pa.array([1, 0], pa.int32()), pa.array(["x", "w"])),
+            ]
+        ),
+        pl.Series(["p", "q", "p", "r"], dtype=pl.Categorical),
+    ],
+)
+def test_a_dictionary_column_is_coded_as_its_values(column: object) -> None:
+    codes, words = encode_column(column, LANES)
+    if isinstance(column, pl.Series):
+        decoded = pa.array(column.cast(pl.String).to_list())
+    elif isinstance(column, pa.ChunkedArray):
+        decoded = pa.chunked_array([c.dictionary_decode() for c in column.chunks])
+    else:
+        decoded = column.dictionary_decode()
+    plain_codes, plain_words = encode_column(decoded, LANES)
+    assert _same_partition(codes, plain_codes)
+    assert np.array_equal(words, plain_words)

@@ -52,12 +52,16 @@ _INT64 = float(1 << 63)
 def mix(x: NDArray[np.uint64]) -> NDArray[np.uint64]:
     """MurmurHash3's 64-bit finaliser (Appleby 2011): a bijection of 64-bit words whose every
     output bit depends on every input bit. Wraps modulo 2⁶⁴ (array arithmetic: no warning)."""
-    x = np.asarray(x, dtype=np.uint64)
-    x = x ^ (x >> _S33)
-    x = x * _M1
-    x = x ^ (x >> _S33)
-    x = x * _M2
-    return np.asarray(x ^ (x >> _S33), dtype=np.uint64)
+    x = np.array(x, dtype=np.uint64)  # one copy, then in place: two arrays, not six
+    shifted = x >> _S33
+    x ^= shifted
+    x *= _M1
+    np.right_shift(x, _S33, out=shifted)
+    x ^= shifted
+    x *= _M2
+    np.right_shift(x, _S33, out=shifted)
+    x ^= shifted
+    return x
 
 
 def number_words(values: NDArray[Any]) -> NDArray[np.uint64]:

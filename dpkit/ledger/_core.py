@@ -55,7 +55,7 @@ from dpkit.ledger._values import (
     fraction_text,
 )
 
-__all__ = ["Composition", "Ledger"]
+__all__ = ["PENDING", "Composition", "Ledger"]
 
 Composition = Literal["basic", "zcdp", "gdp", "best"]
 
@@ -70,7 +70,7 @@ _SELECT_ENTRIES = f"SELECT {', '.join(entry_column_names())} FROM {{entries}}"
 
 
 #: The result of a session's entry until its release stores one (see SpendRequest.final).
-_PENDING = json.dumps({"stored": "pending"})
+PENDING = json.dumps({"stored": "pending"})
 
 
 def _zero() -> Totals:
@@ -490,8 +490,8 @@ class Ledger:
             "label": label,
         }
         if request.final:  # data are read next: a stored result makes abort refuse it
-            entry = attrs.evolve(entry, result=json.loads(_PENDING))
-            record["result"] = _PENDING
+            entry = attrs.evolve(entry, result=json.loads(PENDING))
+            record["result"] = PENDING
         return entry, record
 
     def _write_totals(self, tx: Tx, totals: Totals) -> None:

@@ -45,7 +45,7 @@ from typing import Any
 import attrs
 
 from dpkit.errors import InvalidParameter
-from dpkit.ledger._core import Ledger
+from dpkit.ledger._core import PENDING, Ledger
 from dpkit.ledger._errors import (
     VERIFY_HINT,
     LedgerCorrupt,
@@ -56,11 +56,13 @@ from dpkit.ledger._errors import (
 from dpkit.ledger._location import parse_location, require_persistent
 from dpkit.ledger._schema import MOVE_KEYS, SCHEMA_VERSION, Tx, entry_column_names
 from dpkit.ledger._store import Store, open_store
-from dpkit.ledger._values import Budget, LedgerEntry, MoveState
+from dpkit.ledger._values import Budget, MoveState
 
 __all__ = ["MoveResult", "move_ledger"]
 
 _COLUMNS = entry_column_names()
+_SELECT_ROWS = f"SELECT {', '.join(_COLUMNS)} FROM {{entries}} ORDER BY seq"
+_RESULT = _COLUMNS.index("result")
 #: What makes two ledgers the same budget: a destination must agree with the source on these.
 _SETTINGS = {
     "dataset_id": "dataset",
@@ -133,14 +135,13 @@ def move_ledger(
             mine = _settings(src.path, _read_meta(src._store))
             with dst.read() as tx:
                 _check_destination(src.path, mine, dst, tx, src_at)
+    src.verify()  # a damaged ledger is not moved (every entry read, before taking the lock)
     move_id = uuid.uuid4().hex
     with src._store.guarded("moving the ledger"), src._store.write() as tx:
         src._require_live(tx)  # again, under the lock: a concurrent move may have sealed it
-        src._checked_totals(tx)  # a damaged ledger is not moved
+        src._checked_totals(tx)  # and the totals still agree with the entries
         meta = _meta(tx)
-        rows = tx.rows(f"SELECT {', '.join(_COLUMNS)} FROM {{entries}} ORDER BY seq")
-        for row in rows:  # every entry readable (its JSON and amounts)
-            src._entry(dict(zip(_COLUMNS, row, strict=True)))
+        rows = tx.rows(_SELECT_ROWS)
         _copy(src, dst, meta, rows, move_id=move_id, moved_from=src_at)  # step 1, committed
         _set_state(tx, state="sealed", move_id=move_id, moved_to=dst_at)  # step 2, at commit
     _activate(dst, move_id)  # step 3
@@ -295,13 +296,14 @@ def _resume(
 def _verified(
     src: Ledger, destination: str | os.PathLike[str], move_id: str, outcome: str
 ) -> MoveResult:
-    """Both ledgers verified, and every entry of the (sealed) source equal to its copy."""
+    """Both ledgers verified, and every entry of the (sealed) source equal to its copy, as
+    stored (text for text, under the same number)."""
     dst = Ledger(destination, timeout=src.timeout)
     spent = src.verify()
     dst.verify()
-    moved = src.entries()
-    copies = {e.release_id: e for e in dst.entries()}
-    differ = [e.seq for e in moved if not _same(e, copies.get(e.release_id))]
+    moved = _rows(src)
+    copies = {row[0]: row for row in _rows(dst)}
+    differ = [row[0] for row in moved if not _same(row, copies.get(row[0]))]
     if differ:
         raise LedgerCorrupt(
             f"ledger {dst.path} does not hold the entries {differ[:10]} of {src.path} as "
@@ -311,9 +313,14 @@ def _verified(
     return MoveResult(src.path, dst.path, move_id, outcome, len(moved), spent)
 
 
-def _same(moved: LedgerEntry, copy: LedgerEntry | None) -> bool:
+def _rows(ledger: Ledger) -> list[tuple[Any, ...]]:
+    with ledger._store.guarded("reading the entries"), ledger._store.read() as tx:
+        return tx.rows(_SELECT_ROWS)
+
+
+def _same(moved: tuple[Any, ...], copy: tuple[Any, ...] | None) -> bool:
     """The copy is the entry as moved (a result still pending at the move may have been
     stored in the destination since)."""
-    if copy is not None and moved.result == {"stored": "pending"}:
-        copy = attrs.evolve(copy, result=moved.result)
+    if copy is not None and moved[_RESULT] == PENDING:
+        copy = (*copy[:_RESULT], PENDING, *copy[_RESULT + 1 :])
     return copy == moved

@@ -129,12 +129,14 @@ def move_ledger(
     if state.state == "sealed":
         return _resume(src, destination, state, dst_at)
     src._refuse_unless_live(state)  # a source awaiting its own move cannot be moved on
+    with src._store.guarded("reading the ledger"), src._store.read() as tx:
+        mine = _meta(tx)
     with dst.guarded("opening the destination"):
-        if dst.open(creating=True):
-            Ledger(destination, timeout=timeout).close()  # a ledger (migrated if older)
-            mine = _settings(src.path, _read_meta(src._store))
-            with dst.read() as tx:
-                _check_destination(src.path, mine, dst, tx, src_at)
+        exists = dst.open(creating=True)
+    if exists:
+        Ledger(destination, timeout=timeout).close()  # a ledger (migrated if older)
+        with dst.guarded("opening the destination"), dst.read() as tx:
+            _check_destination(src.path, mine, dst, tx, src_at)
     src.verify()  # a damaged ledger is not moved (every entry read, before taking the lock)
     move_id = uuid.uuid4().hex
     with src._store.guarded("moving the ledger"), src._store.write() as tx:
@@ -149,29 +151,31 @@ def move_ledger(
 
 
 def _where(location: str | os.PathLike[str], shown: str) -> str:
-    """A ledger's location as a move records it: an SQLite file's absolute path (the same
-    from any working directory), or a PostgreSQL URL without its password."""
+    """A ledger's location as a move records it: an SQLite file's real path (the same from
+    any working directory, through any link), or a PostgreSQL URL without its password."""
     kind, target = parse_location(location)
-    return os.path.abspath(target) if kind == "sqlite" else shown
+    return os.path.realpath(target) if kind == "sqlite" else shown
 
 
 def _meta(tx: Tx) -> dict[str, str]:
     return {str(k): str(v) for k, v in tx.rows("SELECT key, value FROM {meta}")}
 
 
-def _read_meta(store: Store) -> dict[str, str]:
-    with store.read() as tx:
-        return _meta(tx)
-
-
 def _check_destination(
     src_path: str, mine: dict[str, str], dst: Store, tx: Tx, src_at: str
 ) -> None:
-    """Refuse a destination that is not empty and like the source, unless it is an
-    ``awaiting`` copy of this source left by an interrupted move (which the copy replaces)."""
+    """Refuse a destination that is not empty and like the source (``mine``: its metadata),
+    unless it is an ``awaiting`` copy of this source left by an interrupted move (which the
+    copy replaces)."""
     found = _meta(tx)
     if not found:
         return  # tables without metadata: a creator is between its statements, or an empty one
+    if found == mine:  # e.g. one PostgreSQL ledger named by two URLs, or a copy of the file
+        raise InvalidParameter(
+            "destination",
+            dst.path,
+            "a ledger other than the source (this is the source, or a copy of it)",
+        )
     state = MoveState(*(found.get(key, "") for key in MOVE_KEYS))
     if state.state == "awaiting" and state.moved_from == src_at:
         return
@@ -193,7 +197,7 @@ def _check_destination(
             "nothing was written",
             path=dst.path,
         )
-    theirs = _settings(dst.path, found)
+    mine, theirs = _settings(src_path, mine), _settings(dst.path, found)
     for key, field in _SETTINGS.items():
         if mine[key] != theirs[key]:
             raise LedgerMismatch(field, theirs[key] or "none", mine[key] or "none", path=dst.path)
@@ -225,8 +229,7 @@ def _copy(
     """Step 1: the destination's whole state in one transaction, marked ``awaiting``."""
     with dst.guarded("copying into the destination"), dst.claim() as tx:
         found = _meta(tx)
-        mine = _settings(src.path, meta)
-        _check_destination(src.path, mine, dst, tx, moved_from)  # again, under its locks
+        _check_destination(src.path, meta, dst, tx, moved_from)  # again, under its locks
         tx.run("DELETE FROM {entries}")
         tx.run("DELETE FROM {meta} WHERE key <> 'format'")  # spenders queue on 'format'
         copied = dict(meta, schema_version=str(SCHEMA_VERSION), state="awaiting")

@@ -12,7 +12,9 @@ tests/security/test_ledger_move.py.
 
 from __future__ import annotations
 
+import contextlib
 import json
+import sqlite3
 import urllib.parse
 from fractions import Fraction
 from pathlib import Path
@@ -180,6 +182,16 @@ def test_refusals_write_nothing(kind: str, place: Any) -> None:
     unchanged()
     with pytest.raises(InvalidParameter, match="other than the source"):
         move_ledger(source, source)
+    link = Path(source).with_name("link.sqlite")
+    link.symlink_to(source)
+    with pytest.raises(InvalidParameter, match="other than the source"):
+        move_ledger(source, f"sqlite:///{link}")
+    copy = Path(source).with_name("copy.sqlite")
+    with contextlib.closing(sqlite3.connect(source)) as db:  # all of it in the main file
+        db.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+    copy.write_bytes(Path(source).read_bytes())  # a copy of the file: the same ledger twice
+    with pytest.raises(InvalidParameter, match="or a copy of it"):
+        move_ledger(source, str(copy))
     with pytest.raises(InvalidParameter, match="persistent"):
         move_ledger(source, ":memory:")
     with pytest.raises(LedgerError, match="no ledger"):

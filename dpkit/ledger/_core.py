@@ -95,7 +95,10 @@ class Ledger:
     ledger cannot be used (a missing directory, a server that is down, a failed login, a lock
     held past ``timeout`` seconds) raises :class:`LedgerError`. Each thread (and each process,
     after ``fork``) uses its own connection; any number of ``Ledger`` objects may be open on
-    one ledger. ``path`` is kept as shown in messages: a URL without its password.
+    one ledger. ``path`` is kept as shown in messages: a URL without its password. A ledger
+    moved elsewhere (:func:`~dpkit.ledger.move_ledger`) still opens and reads, but refuses every
+    write with :class:`LedgerMoved`, checked inside each write transaction; so does the
+    destination of a move that has not finished (:meth:`move_state`).
 
     ``composition`` is one of :data:`dpkit.filters.RULES` (the privacy filter that admits each
     spend); the budget must carry ``rho`` for ``"zcdp"`` and ``mu2`` for ``"gdp"`` (and both,

@@ -230,13 +230,21 @@ def _copy(
     with dst.guarded("copying into the destination"), dst.claim() as tx:
         found = _meta(tx)
         _check_destination(src.path, meta, dst, tx, moved_from)  # again, under its locks
-        tx.run("DELETE FROM {entries}")
-        tx.run("DELETE FROM {meta} WHERE key <> 'format'")  # spenders queue on 'format'
+        stale = tx.one("SELECT count(*) FROM {entries}")
+        if stale is not None and int(stale[0]):  # an awaiting copy from an interrupted run
+            tx.run("DELETE FROM {entries}")
         copied = dict(meta, schema_version=str(SCHEMA_VERSION), state="awaiting")
         copied.update(move_id=move_id, moved_to="", moved_from=moved_from)
-        if "format" in found:
-            del copied["format"]
-        tx.run_many("INSERT INTO {meta} (key, value) VALUES (?, ?)", copied.items())
+        # keys already there are updated in place (spenders queue on the 'format' row, which
+        # is never deleted), the others inserted: no DELETE privilege needed on the metadata
+        extra = [key for key in found if key not in copied]
+        if extra:
+            tx.run_many("DELETE FROM {meta} WHERE key = ?", [(key,) for key in extra])
+        _set_state(tx, **{k: v for k, v in copied.items() if k in found})
+        tx.run_many(
+            "INSERT INTO {meta} (key, value) VALUES (?, ?)",
+            [(k, v) for k, v in copied.items() if k not in found],
+        )
         marks = ", ".join("?" for _ in _COLUMNS)
         tx.run_many(
             f"INSERT INTO {{entries}} ({', '.join(_COLUMNS)}){tx.dialect.given_key}"

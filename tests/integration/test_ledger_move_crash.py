@@ -239,5 +239,5 @@ def test_a_move_killed_at_random_moments(
     # after "started", the move waits for the source's lock (the spender holds it for each of
     # its commits) and connects to both databases: some 0.1-0.8 s here, under load; the kills
     # spread over that window (which points each kill fell between is not asserted: it varies)
-    for delay in np.random.default_rng(20261124).uniform(0.0, 0.8, size=3):
+    for delay in np.random.default_rng(20261124).uniform(0.0, 0.8, size=2):
         _scenario(*places(kinds), tmp_path, "random", float(delay))

@@ -50,6 +50,7 @@ from dpkit.ledger import (
     LedgerEntry,
     LedgerError,
     LedgerMismatch,
+    LedgerMoved,
     NotALedger,
 )
 from dpkit.mean_estimate import MeanEstimate, MeanSums
@@ -106,6 +107,7 @@ __all__ = [
     "LedgerEntry",
     "LedgerError",
     "LedgerMismatch",
+    "LedgerMoved",
     "MeanAdvice",
     "MeanEstimate",
     "MeanSums",

@@ -1,5 +1,6 @@
 """``dpkit budget show|history|verify --ledger LEDGER [--json]``: what a ledger has spent, on what,
-with which result, and whether it is consistent."""
+with which result, and whether it is consistent; ``dpkit budget move SOURCE DESTINATION``: move
+a ledger to another location (:func:`dpkit.ledger.move_ledger`)."""
 
 from __future__ import annotations
 
@@ -8,7 +9,7 @@ import json
 from typing import Any
 
 from dpkit.commands._output import table
-from dpkit.ledger import Ledger, LedgerEntry, require_persistent
+from dpkit.ledger import Ledger, LedgerEntry, MoveState, move_ledger, require_persistent
 
 NOT_STORED = "result not stored (spent)"
 ABORTED = "none (reservation released before data were read)"
@@ -37,6 +38,18 @@ def add_parser(subparsers: Any) -> None:
                 help="also list each release with its label and stored result",
             )
         sub.set_defaults(handler=handler)
+    move = actions.add_parser(
+        "move",
+        help="move a ledger to another location (e.g. SQLite to PostgreSQL), sealing the old one",
+    )
+    move.add_argument("source", metavar="SOURCE", help="the ledger to move (it is sealed)")
+    move.add_argument(
+        "destination",
+        metavar="DESTINATION",
+        help="where it goes: a new or empty ledger (file, sqlite:///PATH or postgresql://...)",
+    )
+    move.add_argument("--json", action="store_true", help="print JSON")
+    move.set_defaults(handler=_move)
 
 
 def _open(path: str) -> Ledger:
@@ -113,6 +126,9 @@ def _show(args: argparse.Namespace) -> int:
     print(f"spent        {_spent_text(spent, ledger.rule)}")
     print(f"remaining    {remaining}")
     print(f"releases     {record['releases']} ({record['aborted']} aborted)")
+    moved = _moved_text(ledger.move_state())
+    if moved:
+        print(f"moved        {moved}")
     if args.releases and entries:
         print()
         print(_release_table(entries, detail=False))
@@ -160,12 +176,16 @@ def _verify(args: argparse.Namespace) -> int:
     ledger = _open(args.ledger)
     spent = ledger.verify()
     entries = ledger.entries()
+    state = ledger.move_state()
     record = {
         "ledger": ledger.path,
         "consistent": True,
         "spent": _spent_record(spent, ledger.rule),
         "releases": sum(e.status == "spent" for e in entries),
         "results_not_stored": sum(e.status == "spent" and not e.result_stored for e in entries),
+        "state": state.state,
+        "moved_to": state.moved_to or None,
+        "moved_from": state.moved_from or None,
     }
     if args.json:
         print(json.dumps(record, indent=2))
@@ -174,5 +194,35 @@ def _verify(args: argparse.Namespace) -> int:
         f"ledger {ledger.path} is consistent: spent "
         f"{_spent_text(spent, ledger.rule)} of {ledger.budget} in "
         f"{record['releases']} releases ({record['results_not_stored']} without a stored result)"
+    )
+    moved = _moved_text(state)
+    if moved:
+        print(moved)
+    return 0
+
+
+def _moved_text(state: MoveState) -> str:
+    """A ledger's move, as ``show`` and ``verify`` say it ('' for a ledger never moved)."""
+    if state.state == "sealed":
+        return f"sealed: moved to {state.moved_to}; it takes no more spends"
+    if state.state == "awaiting":
+        return (
+            f"awaiting: the destination of an unfinished move from {state.moved_from}; it "
+            "takes no spend until `dpkit budget move` is run again"
+        )
+    return f"moved here from {state.moved_from}" if state.moved_from else ""
+
+
+def _move(args: argparse.Namespace) -> int:
+    """Move SOURCE to DESTINATION; both are verified and compared entry by entry afterwards."""
+    result = move_ledger(args.source, args.destination)
+    if args.json:
+        print(json.dumps(result.as_dict(), indent=2))
+        return 0
+    verb = {"moved": "moved", "finished": "finished moving", "already moved": "already moved"}
+    print(
+        f"{verb[result.outcome]} {result.source} to {result.destination}: {result.entries} "
+        f"entries, spent {result.spent} (both verified, every entry compared); "
+        f"{result.source} is sealed and takes no more spends"
     )
     return 0

@@ -25,6 +25,11 @@ The contract (one implementation, :class:`Ledger`, over both databases):
   only for a reservation released before any data were read, and the released result is kept
   with its entry (:meth:`Ledger.record_result`), so nothing released is lost.
 
+A ledger moves to another location (SQLite → PostgreSQL, when a budget outgrows one host) with
+:func:`move_ledger` (``dpkit budget move``): every entry and total is copied, the old ledger is
+sealed (it refuses every spend with :class:`LedgerMoved`, naming the new one) and the new one
+takes over, so at most one of them ever takes spends, even if the move is killed.
+
 A location that cannot hold a ledger is refused with :class:`LedgerError` or
 :class:`NotALedger` before anything is written; damaged metadata or totals raise
 :class:`LedgerCorrupt`; the ledger of another dataset raises :class:`LedgerMismatch`.
@@ -33,10 +38,17 @@ A location that cannot hold a ledger is refused with :class:`LedgerError` or
 from __future__ import annotations
 
 from dpkit.ledger._core import Composition, Ledger  # noqa: F401  (Composition: a type)
-from dpkit.ledger._errors import LedgerCorrupt, LedgerError, LedgerMismatch, NotALedger
+from dpkit.ledger._errors import (
+    LedgerCorrupt,
+    LedgerError,
+    LedgerMismatch,
+    LedgerMoved,
+    NotALedger,
+)
 from dpkit.ledger._location import require_persistent
+from dpkit.ledger._move import MoveResult, move_ledger
 from dpkit.ledger._schema import FORMAT, SCHEMA_VERSION
-from dpkit.ledger._values import Budget, Cost, LedgerEntry, SpendRequest, exact_text
+from dpkit.ledger._values import Budget, Cost, LedgerEntry, MoveState, SpendRequest, exact_text
 
 __all__ = [
     "FORMAT",
@@ -48,8 +60,12 @@ __all__ = [
     "LedgerEntry",
     "LedgerError",
     "LedgerMismatch",
+    "LedgerMoved",
+    "MoveResult",
+    "MoveState",
     "NotALedger",
     "SpendRequest",
     "exact_text",
+    "move_ledger",
     "require_persistent",
 ]

@@ -24,11 +24,19 @@ import attrs
 from dpkit import filters
 from dpkit.errors import BudgetExceeded, InvalidParameter
 from dpkit.filters import CURRENCIES, RULES
-from dpkit.ledger._errors import VERIFY_HINT, LedgerCorrupt, LedgerError, LedgerMismatch, NotALedger
+from dpkit.ledger._errors import (
+    VERIFY_HINT,
+    LedgerCorrupt,
+    LedgerError,
+    LedgerMismatch,
+    LedgerMoved,
+    NotALedger,
+)
 from dpkit.ledger._schema import (
     ADDED_META,
     ENTRY_COLUMNS,
     FORMAT,
+    MOVE_KEYS,
     SCHEMA_VERSION,
     TOTALS,
     Total,
@@ -36,9 +44,18 @@ from dpkit.ledger._schema import (
     entry_column_names,
 )
 from dpkit.ledger._store import Store, open_store
-from dpkit.ledger._values import Budget, Cost, LedgerEntry, SpendRequest, exact_text, fraction_text
+from dpkit.ledger._values import (
+    STATES,
+    Budget,
+    Cost,
+    LedgerEntry,
+    MoveState,
+    SpendRequest,
+    exact_text,
+    fraction_text,
+)
 
-__all__ = ["Composition", "Ledger"]
+__all__ = ["PENDING", "Composition", "Ledger"]
 
 Composition = Literal["basic", "zcdp", "gdp", "best"]
 
@@ -53,7 +70,7 @@ _SELECT_ENTRIES = f"SELECT {', '.join(entry_column_names())} FROM {{entries}}"
 
 
 #: The result of a session's entry until its release stores one (see SpendRequest.final).
-_PENDING = json.dumps({"stored": "pending"})
+PENDING = json.dumps({"stored": "pending"})
 
 
 def _zero() -> Totals:
@@ -78,7 +95,10 @@ class Ledger:
     ledger cannot be used (a missing directory, a server that is down, a failed login, a lock
     held past ``timeout`` seconds) raises :class:`LedgerError`. Each thread (and each process,
     after ``fork``) uses its own connection; any number of ``Ledger`` objects may be open on
-    one ledger. ``path`` is kept as shown in messages: a URL without its password.
+    one ledger. ``path`` is kept as shown in messages: a URL without its password. A ledger
+    moved elsewhere (:func:`~dpkit.ledger.move_ledger`) still opens and reads, but refuses every
+    write with :class:`LedgerMoved`, checked inside each write transaction; so does the
+    destination of a move that has not finished (:meth:`move_state`).
 
     ``composition`` is one of :data:`dpkit.filters.RULES` (the privacy filter that admits each
     spend); the budget must carry ``rho`` for ``"zcdp"`` and ``mu2`` for ``"gdp"`` (and both,
@@ -138,6 +158,7 @@ class Ledger:
             "budget_mu2": fraction_text(budget.mu2) if budget.mu2 is not None else "",
             **{total.key: "0/1" for total in TOTALS},
             "rule": "",
+            **{key: ADDED_META[key] for key in MOVE_KEYS},
             "created": _now(),
         }
         self._store.create(meta)
@@ -179,6 +200,7 @@ class Ledger:
         rule = meta.get("rule", "")
         if rule and (composition != "best" or rule not in CURRENCIES):
             raise self._damaged("rule", rule, "a currency (basic, zcdp, gdp) of a 'best' ledger")
+        self._move_state(meta)
         return dataset, composition, Budget(epsilon, delta, rho, mu2)  # type: ignore[return-value]
 
     def _optional_fraction(self, meta: dict[str, str], key: str, required: bool) -> Fraction | None:
@@ -228,6 +250,48 @@ class Ledger:
         if value is None or value < 0:
             raise self._damaged(key, meta[key], "an exact fraction >= 0 such as '1/10'")
         return value
+
+    # -- the move state ----------------------------------------------------------------------
+    def _move_state(self, meta: dict[str, str]) -> MoveState:
+        state = MoveState(*(meta.get(key, ADDED_META[key]) for key in MOVE_KEYS))
+        if state.state not in STATES:
+            raise self._damaged("state", state.state, "one of " + ", ".join(STATES))
+        return state
+
+    def _read_move_state(self, tx: Tx) -> MoveState:
+        keys = ", ".join(f"'{key}'" for key in MOVE_KEYS)
+        rows = tx.rows(f"SELECT key, value FROM {{meta}} WHERE key IN ({keys})")
+        return self._move_state({str(k): str(v) for k, v in rows})
+
+    def move_state(self) -> MoveState:
+        """Where this ledger stands in a move (:func:`~dpkit.ledger.move_ledger`): ``live``
+        unless it was moved away (``sealed``) or is a move's unfinished destination."""
+        with self._store.guarded("reading the move state"), self._store.read() as tx:
+            return self._read_move_state(tx)
+
+    def _require_live(self, tx: Tx) -> None:
+        """Refuse any write to a ledger that is not live, inside the write transaction (so a
+        handle opened before a move sees the seal): :class:`LedgerMoved`, nothing written."""
+        self._refuse_unless_live(self._read_move_state(tx))
+
+    def _refuse_unless_live(self, state: MoveState) -> None:
+        if state.state == "sealed":
+            raise LedgerMoved(
+                f"ledger {self.path} was moved to {state.moved_to}: it takes no more spends "
+                f"and stores no more results; use the ledger {state.moved_to}",
+                path=self.path,
+                state=state.state,
+                moved_to=state.moved_to,
+            )
+        if state.state == "awaiting":
+            raise LedgerMoved(
+                f"ledger {self.path} is the destination of an unfinished move from "
+                f"{state.moved_from}: it takes no spend until the move finishes; run "
+                f"`dpkit budget move {state.moved_from} {self.path}` again",
+                path=self.path,
+                state=state.state,
+                moved_from=state.moved_from,
+            )
 
     # -- totals and admission ----------------------------------------------------------------
     def _cached_totals(self, tx: Tx) -> Totals:
@@ -358,6 +422,7 @@ class Ledger:
             return []
         entries: list[LedgerEntry] = []
         with self._store.guarded("spending"), self._store.write() as tx:
+            self._require_live(tx)
             spent = self._checked_totals(tx)
             rule = self._rule(tx)
             if rule is None:  # a "best" ledger's first spend (every other ledger has a rule)
@@ -428,8 +493,8 @@ class Ledger:
             "label": label,
         }
         if request.final:  # data are read next: a stored result makes abort refuse it
-            entry = attrs.evolve(entry, result=json.loads(_PENDING))
-            record["result"] = _PENDING
+            entry = attrs.evolve(entry, result=json.loads(PENDING))
+            record["result"] = PENDING
         return entry, record
 
     def _write_totals(self, tx: Tx, totals: Totals) -> None:
@@ -451,6 +516,7 @@ class Ledger:
                 "result", type(result).__name__, f"a JSON-serialisable value ({error})"
             ) from None
         with self._store.guarded("storing a result"), self._store.write() as tx:
+            self._require_live(tx)
             row = tx.one("SELECT status FROM {entries} WHERE release_id = ?", (release_id,))
             if row is None:
                 raise LedgerError(
@@ -478,6 +544,7 @@ class Ledger:
         """
         names = ", ".join(total.name for total in TOTALS)
         with self._store.guarded("aborting a reservation"), self._store.write() as tx:
+            self._require_live(tx)
             row = tx.one(
                 f"SELECT {names}, result FROM {{entries}} WHERE release_id = ? AND status = 'spent'",
                 (release_id,),

@@ -6,7 +6,14 @@ from typing import Any
 
 from dpkit.errors import DPKitError
 
-__all__ = ["VERIFY_HINT", "LedgerCorrupt", "LedgerError", "LedgerMismatch", "NotALedger"]
+__all__ = [
+    "VERIFY_HINT",
+    "LedgerCorrupt",
+    "LedgerError",
+    "LedgerMismatch",
+    "LedgerMoved",
+    "NotALedger",
+]
 
 #: Appended to messages about a damaged ledger (``{path}`` is the ledger as displayed).
 VERIFY_HINT = "run `dpkit budget verify --ledger {path}`"
@@ -52,3 +59,23 @@ class LedgerMismatch(LedgerError):
             "a ledger belongs to one dataset and one budget (use another ledger)",
             path=path,
         )
+
+
+class LedgerMoved(LedgerError):
+    """The ledger takes no spend because of a move (:func:`~dpkit.ledger.move_ledger`).
+
+    ``state`` is ``"sealed"`` for a ledger that was moved away (``moved_to`` says where: spend
+    there), or ``"awaiting"`` for the destination of a move that has not finished (``moved_from``
+    says from where: run the move again to finish it). Locations are shown without passwords.
+    Nothing was written.
+    """
+
+    code = "ledger_moved"
+
+    def __init__(
+        self, message: str, *, path: str = "", state: str, moved_to: str = "", moved_from: str = ""
+    ):
+        self.state = state
+        self.moved_to = moved_to
+        self.moved_from = moved_from
+        super().__init__(message, path=path)

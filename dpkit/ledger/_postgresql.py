@@ -171,6 +171,7 @@ class PostgresStore:
             placeholder="%s",
             key_column="BIGINT GENERATED ALWAYS AS IDENTITY PRIMARY KEY",
             returning=True,
+            given_key=" OVERRIDING SYSTEM VALUE",
             meta=f"{schema}.dpkit_meta",
             entries=f"{schema}.dpkit_entries",
         )
@@ -301,6 +302,14 @@ class PostgresStore:
         return False
 
     def create(self, meta: dict[str, str]) -> None:
+        with self.claim() as tx:
+            tx.run_many(
+                "INSERT INTO {meta} (key, value) VALUES (?, ?) ON CONFLICT (key) DO NOTHING",
+                meta.items(),
+            )
+
+    @contextmanager
+    def claim(self) -> Iterator[Tx]:
         with self._transaction(self._begin_write("BEGIN")) as tx:
             # concurrent creators of this ledger take turns; the later ones find it made
             tx.run("SELECT pg_advisory_xact_lock(?)", (self._create_lock,))
@@ -313,10 +322,18 @@ class PostgresStore:
                 tx.run(f'CREATE SCHEMA "{self.name}"')
             for statement in table_statements(self._dialect):
                 tx.run(statement)
-            tx.run_many(
-                "INSERT INTO {meta} (key, value) VALUES (?, ?) ON CONFLICT (key) DO NOTHING",
-                meta.items(),
-            )
+            # spenders queue on the format row (see write); a new ledger has none yet
+            tx.run("SELECT key FROM {meta} WHERE key = 'format' FOR UPDATE")
+            yield tx
+
+    def entries_copied(self, tx: Tx) -> None:
+        """Move the identity sequence past the copied keys (``setval``; PostgreSQL
+        documentation, "Sequence Manipulation Functions" §9.17)."""
+        tx.run(
+            "SELECT setval(pg_get_serial_sequence(?, 'seq'), COALESCE(max(seq), 0) + 1, false)"
+            " FROM {entries}",
+            (f'"{self.name}".dpkit_entries',),
+        )
 
     def columns(self, tx: Tx) -> set[str]:
         rows = tx.rows(

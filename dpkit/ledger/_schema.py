@@ -23,6 +23,7 @@ __all__ = [
     "ADDED_META",
     "ENTRY_COLUMNS",
     "FORMAT",
+    "MOVE_KEYS",
     "SCHEMA_VERSION",
     "TOTALS",
     "Column",
@@ -35,8 +36,10 @@ __all__ = [
 
 FORMAT = "dpkit-ledger"
 #: 2 added the ``label`` and ``result`` columns; 3 the ``mu2`` and ``rule`` columns, the
-#: Gaussian-DP totals and the ``rule`` of a "best" ledger. Older ledgers are migrated when opened.
-SCHEMA_VERSION = 3
+#: Gaussian-DP totals and the ``rule`` of a "best" ledger; 4 the move state (``state``,
+#: ``move_id``, ``moved_to``, ``moved_from``), so that a dpkit that does not know a sealed ledger
+#: refuses to open it rather than spend it. Older ledgers are migrated when opened.
+SCHEMA_VERSION = 4
 
 
 @attrs.frozen
@@ -109,9 +112,19 @@ TOTALS: tuple[Total, ...] = (
 )
 
 #: Metadata keys added after version 1, with the value a migration gives them: the Gaussian-DP
-#: budget ('' when the ledger does not compose in μ²) and a "best" ledger's currency ('' until
-#: its first spend fixes it).
-ADDED_META: dict[str, str] = {"budget_mu2": "", "rule": ""}
+#: budget ('' when the ledger does not compose in μ²), a "best" ledger's currency ('' until
+#: its first spend fixes it), and the move state (:mod:`dpkit.ledger._move`): a ledger is
+#: ``live`` until it is moved.
+ADDED_META: dict[str, str] = {
+    "budget_mu2": "",
+    "rule": "",
+    "state": "live",
+    "move_id": "",
+    "moved_to": "",
+    "moved_from": "",
+}
+#: The metadata keys of the move state, which a move sets rather than copies.
+MOVE_KEYS = ("state", "move_id", "moved_to", "moved_from")
 
 
 def entry_column_names() -> tuple[str, ...]:
@@ -122,11 +135,13 @@ def entry_column_names() -> tuple[str, ...]:
 @attrs.frozen
 class Dialect:
     """How one backend's SQL differs: its placeholder, its auto-numbered key column, whether
-    ``INSERT ... RETURNING`` gives the key, and the (qualified) names of the two tables."""
+    ``INSERT ... RETURNING`` gives the key, what lets an ``INSERT`` give the key itself (a
+    move keeps every entry's number), and the (qualified) names of the two tables."""
 
     placeholder: str
     key_column: str
     returning: bool
+    given_key: str = ""
     meta: str = "dpkit_meta"
     entries: str = "dpkit_entries"
 

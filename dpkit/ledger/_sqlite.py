@@ -147,17 +147,25 @@ class SqliteStore:
         return int(count) > 0  # an empty database: another process is creating it, or create
 
     def create(self, meta: dict[str, str]) -> None:
+        with self.claim() as tx:
+            # a concurrent creator may have won the race: INSERT OR IGNORE keeps its values
+            tx.run_many("INSERT OR IGNORE INTO {meta} (key, value) VALUES (?, ?)", meta.items())
+
+    @contextmanager
+    def claim(self) -> Iterator[Tx]:
         connection = self._connection()
         if (
             self._memory is None
             and connection.execute("PRAGMA journal_mode").fetchone()[0] != "wal"
         ):
-            connection.execute("PRAGMA journal_mode=WAL")
-        with self.write() as tx:
+            connection.execute("PRAGMA journal_mode=WAL")  # not inside a transaction
+        with self.write() as tx:  # BEGIN IMMEDIATE: creators and spenders alike wait
             for statement in table_statements(_DIALECT):
                 tx.run(statement)
-            # a concurrent creator may have won the race: INSERT OR IGNORE keeps its values
-            tx.run_many("INSERT OR IGNORE INTO {meta} (key, value) VALUES (?, ?)", meta.items())
+            yield tx
+
+    def entries_copied(self, tx: Tx) -> None:
+        """Nothing to do: an AUTOINCREMENT key given explicitly moves ``sqlite_sequence``."""
 
     # -- connections -------------------------------------------------------------------------
     def _connection(self) -> sqlite3.Connection:

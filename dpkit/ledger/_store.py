@@ -93,6 +93,17 @@ class Store(Protocol):
         win if it committed first."""
         ...
 
+    def claim(self) -> AbstractContextManager[Tx]:
+        """A write transaction on a location that may hold no ledger yet (a move's
+        destination): it creates the tables if they are missing and holds, to its commit, both
+        the lock that creators take and the write lock that spenders take (once the ledger's
+        ``format`` row exists). Rolled back if the block raises."""
+        ...
+
+    def entries_copied(self, tx: Tx) -> None:
+        """After entries were inserted with their own ``seq``: new entries number after them."""
+        ...
+
     def columns(self, tx: Tx) -> set[str]:
         """The columns the entries table has (for migrations)."""
         ...

@@ -11,7 +11,16 @@ from typing import Any
 
 import attrs
 
-__all__ = ["Budget", "Cost", "LedgerEntry", "SpendRequest", "exact_text", "fraction_text"]
+__all__ = [
+    "STATES",
+    "Budget",
+    "Cost",
+    "LedgerEntry",
+    "MoveState",
+    "SpendRequest",
+    "exact_text",
+    "fraction_text",
+]
 
 
 def fraction_text(value: Fraction) -> str:
@@ -164,3 +173,28 @@ class SpendRequest:
     #: The release starts reading private data once this spend commits (a session's spend):
     #: the entry is written with the result ``{"stored": "pending"}``, so it is never aborted.
     final: bool = False
+
+
+#: A ledger's move states: it takes spends only while ``live``.
+STATES = ("live", "awaiting", "sealed")
+
+
+@attrs.frozen
+class MoveState:
+    """Where a ledger stands in a move (:func:`~dpkit.ledger.move_ledger`).
+
+    ``state`` is ``"live"`` (it takes spends; ``moved_from`` names the ledger it was moved
+    from, if it was), ``"awaiting"`` (the destination of a move that has not finished: it takes
+    no spend until its source is sealed and the move is run to its end) or ``"sealed"`` (moved
+    to ``moved_to``: it takes no spend, for ever). ``move_id`` ties a sealed source to its
+    destination. Locations are shown without passwords.
+    """
+
+    state: str = "live"
+    move_id: str = ""
+    moved_to: str = ""
+    moved_from: str = ""
+
+    @property
+    def live(self) -> bool:
+        return self.state == "live"

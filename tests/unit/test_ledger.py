@@ -418,7 +418,7 @@ def test_version_1_ledgers_are_migrated_by_concurrent_openers(tmp_path: Path) ->
         "SELECT value FROM dpkit_meta WHERE key = 'schema_version'"
     ).fetchone()[0]
     connection.close()
-    assert version == str(SCHEMA_VERSION) == "3"
+    assert version == str(SCHEMA_VERSION) == "4"
 
 
 def _open_at_once(location: str, openers: int = 8) -> list[BaseException]:

@@ -1,0 +1,337 @@
+"""Moving a ledger to another location (SQLite → PostgreSQL, or any other pair) without ever
+having two ledgers that take spends, and without losing a committed spend.
+
+A budget must never be reset: a team that moves its ledger and starts a fresh one has forgotten
+everything it spent. :func:`move_ledger` copies a ledger's complete state — metadata (dataset,
+budget, composition rule, totals, creation time) and every entry as stored, with its number —
+and hands the budget over in three commits, each of which a crash (SIGKILL, power loss) either
+completes or leaves out:
+
+1. **Copy**, holding the *source's* write lock from before the first read to after step 2 (so a
+   spender racing the move either commits before the copy, and is copied, or waits and is then
+   refused): the destination is written in ONE transaction, marked ``awaiting`` (it takes no
+   spend), and committed.
+2. **Seal** the source, in the transaction that holds that lock: it becomes ``sealed`` with the
+   destination's location and the move's id, and from then on refuses every spend (and every
+   stored result and abort), naming where the ledger went (without a password).
+3. **Activate** the destination: ``awaiting`` → ``live``, if its move id is the sealed source's.
+
+So the source is live until step 2 commits and the destination only after step 3: at most one
+of them takes spends at any moment, and the one that does holds every committed spend. A crash
+
+* before 1 commits leaves the source live and the destination untouched (or still an older
+  ``awaiting`` copy);
+* between 1 and 2 leaves the source live and the destination ``awaiting``: a stale copy, which
+  the next run of the same move replaces (the source may have spent since);
+* between 2 and 3 leaves no ledger live: the next run sees the sealed source, finds the
+  destination awaiting the same move, and activates it;
+* after 3 leaves the move done; running it again reports that (``MoveResult.outcome``).
+
+Every check that needs no write comes first, with a typed error and nothing written: a location
+that is not persistent, the source and destination the same ledger, a source that is sealed (to
+another destination) or awaiting a move of its own, a destination that holds entries, another
+ledger's move, or another dataset, budget or composition rule (:class:`LedgerMismatch`). The
+copy re-checks them under both locks. Finally both ledgers are verified
+(:meth:`~dpkit.ledger.Ledger.verify`) and every entry of the source is compared with its copy.
+"""
+
+from __future__ import annotations
+
+import os
+import uuid
+from fractions import Fraction
+from typing import Any
+
+import attrs
+
+from dpkit.errors import InvalidParameter
+from dpkit.ledger._core import PENDING, Ledger
+from dpkit.ledger._errors import (
+    VERIFY_HINT,
+    LedgerCorrupt,
+    LedgerError,
+    LedgerMismatch,
+    LedgerMoved,
+)
+from dpkit.ledger._location import parse_location, require_persistent
+from dpkit.ledger._schema import MOVE_KEYS, SCHEMA_VERSION, Tx, entry_column_names
+from dpkit.ledger._store import Store, open_store
+from dpkit.ledger._values import Budget, MoveState
+
+__all__ = ["MoveResult", "move_ledger"]
+
+_COLUMNS = entry_column_names()
+_SELECT_ROWS = f"SELECT {', '.join(_COLUMNS)} FROM {{entries}} ORDER BY seq"
+_RESULT = _COLUMNS.index("result")
+#: What makes two ledgers the same budget: a destination must agree with the source on these.
+_SETTINGS = {
+    "dataset_id": "dataset",
+    "composition": "composition",
+    "budget_epsilon": "budget ε",
+    "budget_delta": "budget δ",
+    "budget_rho": "budget ρ",
+    "budget_mu2": "budget μ²",
+}
+
+
+@attrs.frozen
+class MoveResult:
+    """What :func:`move_ledger` did.
+
+    ``outcome`` is ``"moved"`` (this call made the whole move), ``"finished"`` (it completed a
+    move that an earlier, interrupted call had sealed) or ``"already moved"`` (an earlier call
+    had completed it). ``entries`` is the number of entries moved and ``spent`` their verified
+    totals, equal on both sides; locations are shown without passwords.
+    """
+
+    source: str
+    destination: str
+    move_id: str
+    outcome: str
+    entries: int
+    spent: Budget
+
+    def as_dict(self) -> dict[str, Any]:
+        return {
+            "source": self.source,
+            "destination": self.destination,
+            "move_id": self.move_id,
+            "outcome": self.outcome,
+            "entries": self.entries,
+            "spent": self.spent.as_dict(),
+        }
+
+
+def move_ledger(
+    source: str | os.PathLike[str],
+    destination: str | os.PathLike[str],
+    *,
+    timeout: float = 60.0,
+) -> MoveResult:
+    """Move the ledger at ``source`` to ``destination`` (see the module docstring).
+
+    Either location is a file path, ``sqlite:///PATH`` or a PostgreSQL URL; the destination may
+    hold no ledger yet, or an empty one with the same dataset, budget and composition rule.
+    Afterwards the source refuses every spend with :class:`~dpkit.ledger.LedgerMoved` (naming
+    the destination) and the destination carries on from the same totals. Running the same move
+    again after an interruption finishes it, or reports that it was done. ``timeout`` is the
+    longest wait for either ledger's lock. Typed errors (:class:`~dpkit.ledger.LedgerError` and
+    its subclasses, :class:`~dpkit.errors.InvalidParameter`) name the ledger without a password.
+    """
+    for location in (source, destination):
+        require_persistent(location)
+    src = Ledger(source, timeout=timeout)
+    dst = open_store(destination, timeout=timeout)
+    src_at, dst_at = _where(source, src.path), _where(destination, dst.path)
+    if src_at == dst_at:
+        raise InvalidParameter("destination", dst.path, "a ledger other than the source")
+    state = src.move_state()
+    if state.state == "sealed":
+        return _resume(src, destination, state, dst_at)
+    src._refuse_unless_live(state)  # a source awaiting its own move cannot be moved on
+    with src._store.guarded("reading the ledger"), src._store.read() as tx:
+        mine = _meta(tx)
+    with dst.guarded("opening the destination"):
+        exists = dst.open(creating=True)
+    if exists:
+        Ledger(destination, timeout=timeout).close()  # a ledger (migrated if older)
+        with dst.guarded("opening the destination"), dst.read() as tx:
+            _check_destination(src.path, mine, dst, tx, src_at)
+    src.verify()  # a damaged ledger is not moved (every entry read, before taking the lock)
+    move_id = uuid.uuid4().hex
+    with src._store.guarded("moving the ledger"), src._store.write() as tx:
+        src._require_live(tx)  # again, under the lock: a concurrent move may have sealed it
+        src._checked_totals(tx)  # and the totals still agree with the entries
+        meta = _meta(tx)
+        rows = tx.rows(_SELECT_ROWS)
+        _copy(src, dst, meta, rows, move_id=move_id, moved_from=src_at)  # step 1, committed
+        _set_state(tx, state="sealed", move_id=move_id, moved_to=dst_at)  # step 2, at commit
+    _activate(dst, move_id)  # step 3
+    return _verified(src, destination, move_id, "moved")
+
+
+def _where(location: str | os.PathLike[str], shown: str) -> str:
+    """A ledger's location as a move records it: an SQLite file's real path (the same from
+    any working directory, through any link), or a PostgreSQL URL without its password."""
+    kind, target = parse_location(location)
+    return os.path.realpath(target) if kind == "sqlite" else shown
+
+
+def _meta(tx: Tx) -> dict[str, str]:
+    return {str(k): str(v) for k, v in tx.rows("SELECT key, value FROM {meta}")}
+
+
+def _check_destination(
+    src_path: str, mine: dict[str, str], dst: Store, tx: Tx, src_at: str
+) -> None:
+    """Refuse a destination that is not empty and like the source (``mine``: its metadata),
+    unless it is an ``awaiting`` copy of this source left by an interrupted move (which the
+    copy replaces)."""
+    found = _meta(tx)
+    if not found:
+        return  # tables without metadata: a creator is between its statements, or an empty one
+    if found == mine:  # e.g. one PostgreSQL ledger named by two URLs, or a copy of the file
+        raise InvalidParameter(
+            "destination",
+            dst.path,
+            "a ledger other than the source (this is the source, or a copy of it)",
+        )
+    state = MoveState(*(found.get(key, "") for key in MOVE_KEYS))
+    if state.state == "awaiting" and state.moved_from == src_at:
+        return
+    if state.state != "live":
+        why = (
+            f"was itself moved to {state.moved_to}"
+            if state.state == "sealed"
+            else f"awaits another move (from {state.moved_from})"
+        )
+        raise LedgerError(
+            f"cannot move {src_path} to {dst.path}: the destination {why}; nothing was written",
+            path=dst.path,
+        )
+    count = tx.one("SELECT count(*) FROM {entries}")
+    if count is None or int(count[0]):
+        raise LedgerError(
+            f"cannot move {src_path} to {dst.path}: the destination is not empty (it holds "
+            f"{count[0] if count else '?'} entries of its own); move to an empty location; "
+            "nothing was written",
+            path=dst.path,
+        )
+    mine, theirs = _settings(src_path, mine), _settings(dst.path, found)
+    for key, field in _SETTINGS.items():
+        if mine[key] != theirs[key]:
+            raise LedgerMismatch(field, theirs[key] or "none", mine[key] or "none", path=dst.path)
+
+
+def _settings(path: str, meta: dict[str, str]) -> dict[str, str]:
+    """The values that make a budget, as comparable text (fractions in lowest terms)."""
+    out = {}
+    for key in _SETTINGS:
+        text = meta.get(key, "")
+        try:
+            out[key] = str(Fraction(text)) if key.startswith("budget_") and text else text
+        except (ValueError, ZeroDivisionError):
+            raise LedgerCorrupt(
+                f"ledger {path} has damaged metadata: {key}={text!r}", path=path
+            ) from None
+    return out
+
+
+def _copy(
+    src: Ledger,
+    dst: Store,
+    meta: dict[str, str],
+    rows: list[tuple[Any, ...]],
+    *,
+    move_id: str,
+    moved_from: str,
+) -> None:
+    """Step 1: the destination's whole state in one transaction, marked ``awaiting``."""
+    with dst.guarded("copying into the destination"), dst.claim() as tx:
+        found = _meta(tx)
+        _check_destination(src.path, meta, dst, tx, moved_from)  # again, under its locks
+        stale = tx.one("SELECT count(*) FROM {entries}")
+        if stale is not None and int(stale[0]):  # an awaiting copy from an interrupted run
+            tx.run("DELETE FROM {entries}")
+        copied = dict(meta, schema_version=str(SCHEMA_VERSION), state="awaiting")
+        copied.update(move_id=move_id, moved_to="", moved_from=moved_from)
+        # keys already there are updated in place (spenders queue on the 'format' row, which
+        # is never deleted), the others inserted: no DELETE privilege needed on the metadata
+        extra = [key for key in found if key not in copied]
+        if extra:
+            tx.run_many("DELETE FROM {meta} WHERE key = ?", [(key,) for key in extra])
+        _set_state(tx, **{k: v for k, v in copied.items() if k in found})
+        tx.run_many(
+            "INSERT INTO {meta} (key, value) VALUES (?, ?)",
+            [(k, v) for k, v in copied.items() if k not in found],
+        )
+        marks = ", ".join("?" for _ in _COLUMNS)
+        tx.run_many(
+            f"INSERT INTO {{entries}} ({', '.join(_COLUMNS)}){tx.dialect.given_key}"
+            f" VALUES ({marks})",
+            rows,
+        )
+        dst.entries_copied(tx)
+
+
+def _set_state(tx: Tx, **values: str) -> None:
+    tx.run_many("UPDATE {meta} SET value = ? WHERE key = ?", [(v, k) for k, v in values.items()])
+
+
+def _activate(dst: Store, move_id: str) -> bool:
+    """Step 3: the destination takes spends, if it awaits this move. False if it already did
+    (an earlier run activated it)."""
+    with dst.guarded("activating the destination"), dst.write() as tx:
+        found = _meta(tx)
+        state = found.get("state")
+        if found.get("move_id") != move_id or state not in ("awaiting", "live"):
+            raise LedgerError(
+                f"ledger {dst.path} is not the destination of move {move_id} (its state is "
+                f"{state!r}, from move {found.get('move_id')!r}): it was changed after the "
+                "copy; nothing was activated, and no ledger takes spends",
+                path=dst.path,
+            )
+        if state == "live":
+            return False
+        _set_state(tx, state="live")
+        return True
+
+
+def _resume(
+    src: Ledger, destination: str | os.PathLike[str], state: MoveState, dst_at: str
+) -> MoveResult:
+    """The source is sealed: finish (or report) its move, if it went to this destination."""
+    if state.moved_to != dst_at:
+        raise LedgerMoved(
+            f"cannot move {src.path}: it was already moved to {state.moved_to} and is sealed "
+            "(a ledger is moved once; move that one instead); nothing was written",
+            path=src.path,
+            state=state.state,
+            moved_to=state.moved_to,
+        )
+    dst = open_store(destination, timeout=src.timeout)
+    with dst.guarded("opening the destination"):
+        exists = dst.open(creating=False)
+    if not exists:
+        raise LedgerError(
+            f"ledger {src.path} was sealed for its move to {dst.path}, but {dst.path} holds no "
+            "ledger (was it deleted?): no ledger takes spends; restore the destination from a "
+            "backup and run the move again",
+            path=dst.path,
+        )
+    Ledger(destination, timeout=src.timeout).close()  # a ledger, readable
+    done = _activate(dst, state.move_id)
+    return _verified(src, destination, state.move_id, "finished" if done else "already moved")
+
+
+def _verified(
+    src: Ledger, destination: str | os.PathLike[str], move_id: str, outcome: str
+) -> MoveResult:
+    """Both ledgers verified, and every entry of the (sealed) source equal to its copy, as
+    stored (text for text, under the same number)."""
+    dst = Ledger(destination, timeout=src.timeout)
+    spent = src.verify()
+    dst.verify()
+    moved = _rows(src)
+    copies = {row[0]: row for row in _rows(dst)}
+    differ = [row[0] for row in moved if not _same(row, copies.get(row[0]))]
+    if differ:
+        raise LedgerCorrupt(
+            f"ledger {dst.path} does not hold the entries {differ[:10]} of {src.path} as "
+            "they were moved; " + VERIFY_HINT.format(path=dst.path),
+            path=dst.path,
+        )
+    return MoveResult(src.path, dst.path, move_id, outcome, len(moved), spent)
+
+
+def _rows(ledger: Ledger) -> list[tuple[Any, ...]]:
+    with ledger._store.guarded("reading the entries"), ledger._store.read() as tx:
+        return tx.rows(_SELECT_ROWS)
+
+
+def _same(moved: tuple[Any, ...], copy: tuple[Any, ...] | None) -> bool:
+    """The copy is the entry as moved (a result still pending at the move may have been
+    stored in the destination since)."""
+    if copy is not None and moved[_RESULT] == PENDING:
+        copy = (*copy[:_RESULT], PENDING, *copy[_RESULT + 1 :])
+    return copy == moved

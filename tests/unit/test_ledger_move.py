@@ -1,0 +1,271 @@
+"""Moving a ledger (``dpkit.ledger.move_ledger``, ``dpkit budget move``) between real databases:
+SQLite files and ledgers on the PostgreSQL server the tests start (tests/conftest.py).
+
+Every entry kind survives the move unchanged (number, amounts, label, stored, pending and
+aborted results, rule), the totals are equal, the source refuses every write afterwards and the
+destination carries on; a destination that is not empty, or holds another budget, is refused
+before anything is written; each interrupted step of the protocol (made by stopping the move
+between its commits) is finished by running the move again. SIGKILL of a real move process and a
+spender racing it are in tests/integration/test_ledger_move_crash.py; red-team tests in
+tests/security/test_ledger_move.py.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import sqlite3
+import urllib.parse
+from fractions import Fraction
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from dpkit.cli import main
+from dpkit.errors import InvalidParameter
+from dpkit.ledger import (
+    Budget,
+    Cost,
+    Ledger,
+    LedgerEntry,
+    LedgerError,
+    LedgerMismatch,
+    LedgerMoved,
+    SpendRequest,
+    _move,
+    move_ledger,
+)
+from dpkit.testing._postgres import PostgresServer
+
+TENTH = Cost(Fraction(1, 10), Fraction(0))
+GAUSS = Cost(Fraction(1, 2), Fraction(1, 10**6), Fraction(1, 8), Fraction(1, 4))
+BUDGET = Budget(Fraction(3), Fraction(1, 10**5))
+
+PAIRS = [
+    ("sqlite", "postgresql"),
+    ("postgresql", "sqlite"),
+    ("sqlite", "sqlite"),
+    ("postgresql", "postgresql"),
+]
+
+
+@pytest.fixture
+def place(request: pytest.FixtureRequest, tmp_path: Path) -> Any:
+    """``place(kind)``: a new ledger location of that kind (a file, or a fresh PostgreSQL
+    ledger on the tests' server)."""
+    count = iter(range(100))
+
+    def make(kind: str) -> str:
+        if kind == "sqlite":
+            return str(tmp_path / f"ledger-{next(count)}.sqlite")
+        server: PostgresServer = request.getfixturevalue("postgres_server")
+        return server.url()
+
+    return make
+
+
+def _spend(ledger: Ledger, cost: Cost = TENTH, **kwargs: Any) -> LedgerEntry:
+    request = SpendRequest(
+        cost,
+        "m",
+        {"p": 1},
+        {"kind": "pure"},
+        "s",
+        "fast",
+        kwargs.get("label"),
+        final=kwargs.get("final", False),
+    )
+    return ledger.spend_all([request])[0]
+
+
+def _filled(location: str) -> Ledger:
+    """A ledger with an entry of every kind: plain, labelled, stored result, pending result
+    (a session's spend), aborted, and one with δ, ρ and μ² amounts."""
+    ledger = Ledger(location, dataset="survey", budget=BUDGET)
+    _spend(ledger)
+    _spend(ledger, label="counts")
+    stored = _spend(ledger, label="histogram")
+    ledger.record_result(stored.release_id, {"values": [1.5, float("nan"), None]})
+    _spend(ledger, final=True, label="pending")
+    aborted = _spend(ledger)
+    ledger.abort(aborted.release_id)
+    _spend(ledger, GAUSS, label="gauss")
+    return ledger
+
+
+def _cli(*argv: str, capsys: pytest.CaptureFixture[str]) -> tuple[int, str, str]:
+    code = main(list(argv))
+    out, err = capsys.readouterr()
+    return code, out, err
+
+
+@pytest.mark.parametrize("kinds", PAIRS, ids=lambda k: "-to-".join(k))
+def test_every_entry_and_total_moves(kinds: tuple[str, str], place: Any) -> None:
+    source, destination = place(kinds[0]), place(kinds[1])
+    before = _filled(source)
+    entries, spent = before.entries(), before.verify()
+    assert {e.status for e in entries} == {"spent", "aborted"}
+
+    result = move_ledger(source, destination)
+
+    assert (result.outcome, result.entries, result.spent) == ("moved", 6, spent)
+    moved = Ledger(destination)
+    assert moved.entries() == entries  # every field, the number (seq) included
+    assert moved.verify() == spent == Budget(Fraction(9, 10), Fraction(1, 10**6))
+    assert (moved.dataset, moved.composition, moved.budget) == ("survey", "basic", BUDGET)
+    assert moved.move_state().state == "live"
+    assert Ledger(source).move_state().moved_to == result.destination
+    # the destination carries on after the copied entries; the source takes nothing any more
+    assert _spend(moved).seq == entries[-1].seq + 1
+    assert moved.remaining().epsilon == Fraction(3) - Fraction(1)
+    with pytest.raises(LedgerMoved, match="was moved to") as refused:
+        _spend(before)  # a handle opened before the move
+    assert refused.value.moved_to == result.destination
+    with pytest.raises(LedgerMoved):
+        before.record_result(entries[0].release_id, 1)
+    with pytest.raises(LedgerMoved):
+        before.abort(entries[0].release_id)
+    assert Ledger(source).entries() == entries  # the sealed ledger still reads, unchanged
+
+
+@pytest.mark.parametrize("composition", ["zcdp", "gdp", "best"])
+def test_other_compositions_move_with_their_currency(composition: str, place: Any) -> None:
+    source, destination = place("sqlite"), place("postgresql")
+    budget = Budget(Fraction(3), Fraction(1, 10**5), Fraction(1), Fraction(2))
+    ledger = Ledger(source, dataset="d", budget=budget, composition=composition)  # type: ignore[arg-type]
+    _spend(ledger, GAUSS)
+    move_ledger(source, destination)
+    moved = Ledger(destination)
+    assert (moved.composition, moved.rule, moved.budget) == (composition, ledger.rule, budget)
+    assert moved.entries() == ledger.entries()
+    assert moved.spent() == ledger.spent()
+
+
+def test_an_empty_destination_ledger_like_the_source_is_accepted(place: Any) -> None:
+    # e.g. the PostgreSQL ledger was opened with the same budget before anyone moved to it
+    source, destination = place("sqlite"), place("postgresql")
+    _filled(source)
+    Ledger(destination, dataset="survey", budget=BUDGET).close()
+    assert move_ledger(source, destination).outcome == "moved"
+    assert len(Ledger(destination).entries()) == 6
+
+
+@pytest.mark.parametrize("kind", ["sqlite", "postgresql"])
+def test_refusals_write_nothing(kind: str, place: Any) -> None:
+    source = place("sqlite")
+    _filled(source)
+    busy = place(kind)
+    _spend(Ledger(busy, dataset="survey", budget=BUDGET))
+    other = place(kind)
+    Ledger(other, dataset="survey", budget=Budget(Fraction(2), Fraction(1, 10**5))).close()
+    elsewhere = place(kind)
+    Ledger(elsewhere, dataset="another", budget=BUDGET).close()
+
+    def unchanged() -> None:
+        assert Ledger(source).move_state().state == "live"
+        assert len(Ledger(busy).entries()) == 1
+        for location in (other, elsewhere):
+            assert Ledger(location).entries() == []
+            assert Ledger(location).move_state().state == "live"
+
+    with pytest.raises(LedgerError, match="not empty") as error:
+        move_ledger(source, busy)
+    assert type(error.value) is LedgerError
+    unchanged()
+    with pytest.raises(LedgerMismatch, match="budget ε") as mismatch:
+        move_ledger(source, other)
+    assert (mismatch.value.found, mismatch.value.given) == ("2", "3")
+    unchanged()
+    with pytest.raises(LedgerMismatch, match="dataset"):
+        move_ledger(source, elsewhere)
+    unchanged()
+    with pytest.raises(InvalidParameter, match="other than the source"):
+        move_ledger(source, source)
+    link = Path(source).with_name("link.sqlite")
+    link.symlink_to(source)
+    with pytest.raises(InvalidParameter, match="other than the source"):
+        move_ledger(source, f"sqlite:///{link}")
+    copy = Path(source).with_name("copy.sqlite")
+    with contextlib.closing(sqlite3.connect(source)) as db:  # all of it in the main file
+        db.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+    copy.write_bytes(Path(source).read_bytes())  # a copy of the file: the same ledger twice
+    with pytest.raises(InvalidParameter, match="or a copy of it"):
+        move_ledger(source, str(copy))
+    with pytest.raises(InvalidParameter, match="persistent"):
+        move_ledger(source, ":memory:")
+    with pytest.raises(LedgerError, match="no ledger"):
+        move_ledger(place("sqlite"), place(kind))  # nothing to move
+    unchanged()
+
+
+class Stop(Exception):
+    """Raised in place of a step of the protocol: the process stops there."""
+
+
+def _stop_at(monkeypatch: pytest.MonkeyPatch, step: str) -> None:
+    """Make the move fail at ``step`` (``copy``: before the destination commits; ``seal``:
+    after it, before the source's seal commits; ``activate``: after the seal)."""
+
+    original = _move._copy
+
+    def stop(*args: Any, **kwargs: Any) -> Any:
+        if step == "seal":
+            original(*args, **kwargs)  # the destination commits; the seal does not
+        raise Stop(step)
+
+    monkeypatch.setattr(_move, "_activate" if step == "activate" else "_copy", stop)
+
+
+@pytest.mark.parametrize("step", ["copy", "seal", "activate"])
+@pytest.mark.parametrize("kinds", PAIRS[:2], ids=lambda k: "-to-".join(k))
+def test_an_interrupted_move_is_finished_by_running_it_again(
+    step: str, kinds: tuple[str, str], place: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    source, destination = place(kinds[0]), place(kinds[1])
+    entries = _filled(source).entries()
+    with monkeypatch.context() as patch:
+        _stop_at(patch, step)
+        with pytest.raises(Stop):
+            move_ledger(source, destination)
+    src = Ledger(source)
+    live = [src.move_state().state == "live"]
+    if step != "copy":
+        dst = Ledger(destination)
+        assert dst.move_state().state == "awaiting"
+        with pytest.raises(LedgerMoved, match="unfinished move") as refused:
+            _spend(dst)
+        assert refused.value.moved_from == _move._where(source, src.path)
+        live.append(False)
+    assert live.count(True) == (0 if step == "activate" else 1)  # never two
+    if step == "seal":  # the source still takes spends: the next run copies them too
+        _spend(src, label="after the interruption")
+        entries = src.entries()
+    result = move_ledger(source, destination)
+    assert result.outcome == ("finished" if step == "activate" else "moved")
+    assert Ledger(destination).entries() == entries
+    assert move_ledger(source, destination).outcome == "already moved"
+
+
+def test_the_command_moves_and_verify_reports_both_sides(
+    place: Any, capsys: pytest.CaptureFixture[str]
+) -> None:
+    source, destination = place("sqlite"), place("postgresql")
+    spent = _filled(source).verify()
+    code, out, err = _cli("budget", "move", source, destination, capsys=capsys)
+    assert (code, err) == (0, "")
+    shown = Ledger(destination).path
+    assert f"moved {source} to {shown}: 6 entries" in out
+    password = urllib.parse.urlsplit(destination).password
+    assert password and password not in out
+    code, out, _ = _cli("budget", "verify", "--ledger", source, "--json", capsys=capsys)
+    record = json.loads(out)
+    assert (code, record["state"], record["moved_to"]) == (0, "sealed", shown)
+    code, out, _ = _cli("budget", "verify", "--ledger", destination, "--json", capsys=capsys)
+    record = json.loads(out)
+    assert (record["state"], record["moved_from"]) == ("live", str(Path(source).resolve()))
+    assert record["spent"]["epsilon_exact"] == str(spent.epsilon)
+    code, out, _ = _cli("budget", "move", source, destination, "--json", capsys=capsys)
+    assert (code, json.loads(out)["outcome"]) == (0, "already moved")
+    code, out, err = _cli("budget", "move", source, place("sqlite"), capsys=capsys)
+    assert code == 2 and "already moved to" in err

@@ -80,6 +80,7 @@ __all__ = [
     "FIRST",
     "Bounding",
     "BoundingKey",
+    "ChainedWords",
     "bound_contributions",
     "keep_mask",
     "lexsort_codes",
@@ -131,6 +132,18 @@ def _pair_words(words: list[NDArray[np.uint64]], key: BoundingKey) -> NDArray[np
     return out
 
 
+@attrs.frozen(eq=False)
+class ChainedWords:
+    """The chained words g of the rows, computed only for the rows asked (``words[rows]``):
+    bounding needs them at one row per pair and at the rows of crowded pairs, not at all."""
+
+    columns: list[NDArray[np.uint64]]
+    key: BoundingKey
+
+    def __getitem__(self, rows: NDArray[np.intp]) -> NDArray[np.uint64]:
+        return _pair_words([column[rows] for column in self.columns], self.key)
+
+
 def pair_priority(pair: NDArray[np.uint64], key: BoundingKey) -> NDArray[np.uint64]:
     """q: the priority of an (id, group) pair from its chained words g."""
     return mix(pair ^ key.word(1))
@@ -162,7 +175,7 @@ def _runs(*sorted_keys: NDArray[Any]) -> NDArray[np.int64]:
 def keep_mask(
     ids: NDArray[np.int64],
     pairs: NDArray[np.int64],
-    pair_words: NDArray[np.uint64],
+    pair_words: NDArray[np.uint64] | ChainedWords,
     content: NDArray[np.uint64] | None,
     max_rows: int,
     max_groups: int | None,
@@ -171,7 +184,10 @@ def keep_mask(
     """(kept rows, one marked kept row of each kept pair), in input order.
 
     ``ids`` and ``pairs`` are exact codes of the rows' id and (id, group) (equal exactly for
-    equal values), ``pair_words`` the rows' chained words g, ``content`` the 64-bit content v
+    equal values), ``pair_words`` the rows' chained words g (an array, or a
+    :class:`ChainedWords`; indexed by rows), equal for rows of one pair — encoded words are a
+    function of the codes (:mod:`dpkit.tables.encoding` spreads one word per distinct value by
+    the codes), so a pair's priority is that of any of its rows —, ``content`` the 64-bit content v
     (None: the rows of a pair are interchangeable, as for a count). ``max_groups`` None keeps
     every pair (an ungrouped query). See the module docstring for the rule.
     """
@@ -205,10 +221,10 @@ def keep_mask(
     rank = np.arange(n) - np.repeat(starts, lengths)
     pair_kept = np.ones(starts.shape[0], dtype=np.bool_)
     if max_groups is not None:
-        # Every row of a pair has the pair's words; the maximum makes this a function of the
-        # pair's rows whatever their order, even if a backend spelled one value two ways.
-        priority = np.maximum.reduceat(pair_priority(pair_words[order], key), starts)
-        pair_ids = ids[order[starts]]
+        # Every row of a pair has the pair's words (see above): its first row's will do.
+        heads = order[starts]
+        priority = pair_priority(pair_words[heads], key)
+        pair_ids = ids[heads]
         ranked = lexsort_codes(pair_ids, ~priority)
         ids_sorted, priority_sorted = pair_ids[ranked], priority[ranked]
         id_starts = _runs(ids_sorted)
@@ -250,10 +266,14 @@ def lexsort_codes(major: NDArray[np.int64], *minors: NDArray[np.uint64]) -> NDAr
     shift = np.uint64(index_bits)
     packed: NDArray[np.uint64] = major.astype(np.uint64) << np.uint64(index_bits + hash_bits)
     if minors and hash_bits:
-        packed |= (minors[0] >> np.uint64(64 - hash_bits)) << shift
+        top = minors[0] >> np.uint64(64 - hash_bits)
+        top <<= shift
+        packed |= top
+        del top
     packed |= np.arange(n, dtype=np.uint64)
     packed.sort()
-    order: NDArray[np.intp] = np.asarray(packed & np.uint64((1 << index_bits) - 1), np.intp)
+    # The index bits, read in place as signed (they are below 2⁶³): no copy.
+    order: NDArray[np.intp] = (packed & np.uint64((1 << index_bits) - 1)).view(np.intp)
     if not minors:
         return order
     head = packed >> shift
@@ -327,7 +347,7 @@ class Bounding:
         encoded = [encode_column(column(c), lanes) for c in (self.id_column, *self.by)]
         ids = encoded[0][0]
         pairs = _combine([codes for codes, _ in encoded]) if self.by else ids
-        words = _pair_words([w for _, w in encoded], self.key)
+        words = ChainedWords([w for _, w in encoded], self.key)
         content = None
         if self.content is not None:
             native = column(self.content)

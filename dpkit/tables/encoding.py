@@ -198,7 +198,7 @@ def _number_codes(values: NDArray[Any]) -> tuple[NDArray[np.int64], NDArray[np.u
     if values.dtype.kind in "iu" and values.size:
         low, high = int(values.min()), int(values.max())
         if high - low < 1 << 40:
-            codes = (values - values.dtype.type(low)).astype(np.int64)
+            codes = np.subtract(values, values.dtype.type(low), dtype=np.int64)
             return codes, number_words(values)
     if values.dtype.kind == "f":
         values = values + 0.0

@@ -260,7 +260,7 @@ def _solve(
         else:
             bad = (x, bound)
     # Illinois regula falsi on u = ln x; the bracket [good, bad] always keeps its two kinds.
-    # Safeguard: bisect when two steps have not halved the bracket, or when the good end's ε
+    # Safeguard: bisect when three steps have not halved the bracket, or when the good end's ε
     # is 0 (ε is flat at 0 beyond the σ where δ(0) = δ: interpolation there creeps along the
     # flat end).
     side = 0
@@ -271,7 +271,7 @@ def _solve(
         width = abs(ug - ub)
         if width <= math.log1p(rtol) or -excess(good[1]) <= rtol * target:
             break
-        slow = len(widths) >= 2 and width > 0.5 * widths[-2]
+        slow = len(widths) >= 3 and width > 0.5 * widths[-3]
         widths.append(width)
         if slow or good[1].epsilon == 0:
             u = 0.5 * (ug + ub)

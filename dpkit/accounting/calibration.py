@@ -194,6 +194,11 @@ def calibrate(
             raise InvalidParameter(
                 "epsilon", epsilon, f"reachable with a per-query ε above {_LIMITS[kind][0]:g}"
             )
+        if 0 < delta < 1:
+            start, step = (
+                max(start, _pure_guess(float(epsilon), float(delta), count, sampling_rate)),
+                1.05,
+            )
     elif kind == "noise_multiplier" and isinstance(sample, GaussianDP) and 0 < delta < 1:
         start, step = _gaussian_guess(float(epsilon), float(delta), count, sampling_rate), 1.05
     value, bound = _solve(bound_at, epsilon, kind, rtol, start, step)
@@ -219,6 +224,19 @@ def _gaussian_guess(epsilon: float, delta: float, count: int, rate: float | None
         spread = ratio * ratio / count
         guess = 1.0 / math.sqrt(math.log1p(spread)) if spread > 0 else high
     return min(max(guess, low), high)
+
+
+def _pure_guess(epsilon: float, delta: float, count: int, rate: float | None) -> float:
+    """A first per-query ε to try for k pure events (a guess, like :func:`_gaussian_guess`).
+
+    Randomized response at a small ε₀ is close to μ = ε₀·√(π/2)-GDP (Dong, Roth & Su 2022,
+    Section 2.2: μ = 2Φ⁻¹(e^ε₀/(1 + e^ε₀))), subsampling at rate q scales a small μ by about
+    q, and k uses compose to √k times it (ibid., Corollary 3.3 and Theorem 3.7), so
+    ε₀ ≈ μ/(q√k) with μ the largest μ-GDP meeting (ε, δ).
+    """
+    mu = gdp_mu_for(epsilon, delta)
+    guess = mu / ((rate or 1.0) * math.sqrt(count) * math.sqrt(math.pi / 2))
+    return min(guess, epsilon) if rate is None else guess
 
 
 def _solve(

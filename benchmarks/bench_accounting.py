@@ -147,10 +147,14 @@ def _ours(case: dict[str, Any]) -> tuple[Callable[[], float], Callable[[], float
             "count": case["count"],
             "sampling_rate": case["sampling_rate"],
         }
-        return (
-            lambda: calibrate("gaussian", **kwargs).value,
-            lambda: calibrate("gaussian", method="rdp", **kwargs).value,
-        )
+
+        def rdp_sigma() -> float | None:
+            try:  # RDP's ε stays above ~5e-4 here at every σ: it cannot reach ε = 1e-9
+                return calibrate("gaussian", method="rdp", **kwargs).value
+            except dpkit.DPKitError:
+                return None
+
+        return (lambda: calibrate("gaussian", **kwargs).value), rdp_sigma
     events = _events(case)
 
     def rdp() -> float | None:

@@ -209,8 +209,9 @@ def _gaussian_guess(epsilon: float, delta: float, count: int, rate: float | None
     """A first σ to try (only a guess: every answer is checked with the accountant).
 
     k uses of σ compose to μ = √k/σ-GDP (Dong, Roth & Su 2022, Corollary 3.3); k uses
-    subsampled at rate q tend to μ = q·√(k(e^{1/σ²} − 1))-GDP as k grows (ibid., Theorem
-    3.7, their central limit theorem), so σ = 1/√ln(1 + μ²/(q²k)) with μ the largest μ-GDP
+    subsampled at rate q tend to μ = q·√(k(e^{1/σ²} − 1))-GDP as k grows (the central limit
+    theorem for noisy SGD of Bu, Dong, Long & Su 2020, "Deep Learning with Gaussian
+    Differential Privacy", Section 2), so σ = 1/√ln(1 + μ²/(q²k)) with μ the largest μ-GDP
     meeting (ε, δ). The limit under-states ε at large ε, by ~10 % in σ for DP-SGD's ε = 8.
     """
     low, high = _LIMITS["noise_multiplier"]
@@ -229,10 +230,10 @@ def _gaussian_guess(epsilon: float, delta: float, count: int, rate: float | None
 def _pure_guess(epsilon: float, delta: float, count: int, rate: float | None) -> float:
     """A first per-query ε to try for k pure events (a guess, like :func:`_gaussian_guess`).
 
-    Randomized response at a small ε₀ is close to μ = ε₀·√(π/2)-GDP (Dong, Roth & Su 2022,
-    Section 2.2: μ = 2Φ⁻¹(e^ε₀/(1 + e^ε₀))), subsampling at rate q scales a small μ by about
-    q, and k uses compose to √k times it (ibid., Corollary 3.3 and Theorem 3.7), so
-    ε₀ ≈ μ/(q√k) with μ the largest μ-GDP meeting (ε, δ).
+    A pure ε₀ event is dominated by μ = 2Φ⁻¹(e^ε₀/(1 + e^ε₀))-GDP
+    (:func:`dpkit.accounting.gdp.pure_mu`), about ε₀·√(π/2) for a small ε₀; as in that
+    central limit, subsampling at rate q scales a small per-use μ by about q, and k uses
+    compose to √k times it, so ε₀ ≈ μ/(q√k·√(π/2)) with μ the largest μ-GDP meeting (ε, δ).
     """
     mu = gdp_mu_for(epsilon, delta)
     guess = mu / ((rate or 1.0) * math.sqrt(count) * math.sqrt(math.pi / 2))

@@ -6,8 +6,10 @@
 (37.306, True)
 
 The accountant's ε is monotone in the parameter: it falls as the noise multiplier σ grows and
-rises with each query's ε. :func:`calibrate` brackets the answer and narrows the bracket with
-the Illinois variant of regula falsi on ln(parameter) (Dowell & Jarratt 1971), keeping one end
+rises with each query's ε. :func:`calibrate` brackets the answer from a central-limit guess
+(:func:`_gaussian_guess`, :func:`_pure_guess`) and narrows the bracket with the Illinois variant
+of regula falsi on ln(parameter) (Dowell & Jarratt 1971), bisecting when that stalls (ε is flat
+at 0 beyond the noise at which δ(0) = δ), keeping one end
 that meets the target and one that does not; every value it returns was checked with the
 accountant, so the reported ε is what ``account`` says of it. Two cases are solved exactly
 instead: the Gaussian without subsampling or other events — k releases of σ are one Gaussian

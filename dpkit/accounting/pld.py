@@ -39,6 +39,15 @@ h/2 is about a third of ε(h) − ε(h/2) (Richardson), and refinement stops whe
 bound, so the smallest is reported. A single ε shared by all pure events is put exactly on the
 grid, so randomized response is exact.
 
+"Below ``tolerance``·ε" cannot be met when ε is tiny (δ close to the total variation distance
+δ(0) of the composition: ε = 1e-9 would ask for a grid of 1e-12). There the error is measured
+in δ instead: δ is convex in ε, so an answer t above the ε at which δ(ε) = δ on the grid is
+exact for δ − t·s or above, with s = −δ′(ε) = Σ_{L_i > ε} p_i e^{ε − L_i}; refinement stops
+when the error is below ``tolerance``·max(ε, δ/s) — ε is then at most the exact ε at
+δ·(1 − ``tolerance``), wherever it is. For an ε of order 1 the first term is the larger, so
+the stopping rule there is unchanged. An answer of 0 stops refinement at once (nothing is
+smaller).
+
 **ε from δ.** The reported ε solves δ(ε) = δ on the discrete distribution from suffix sums
 computed once: on (l_{i−1}, l_i], δ(ε) = P∞ + S₁(i) − e^ε·S₂(i) with S₁(i) = Σ_{j≥i} p_j and
 S₂(i) = Σ_{j≥i} p_j e^{−l_j}; the interval is found by one search and the answer checked by a
@@ -158,6 +167,16 @@ class DiscretePLD:
         """δ(ε) = P[L = ∞] + Σ_{L_i > ε} p_i (1 − e^{ε − L_i})."""
         start = max(0, min(len(self.pmf), math.floor(epsilon / self.h) - self.offset))
         return self._tail_delta(epsilon, start)
+
+    def slope(self, epsilon: float) -> float:
+        """−δ′(ε) = Σ_{L_i > ε} p_i e^{ε − L_i}: how fast δ falls as ε grows (rounded up).
+
+        δ is convex in ε, so δ(ε + t) ≥ δ(ε) − t·slope(ε) for every t ≥ 0.
+        """
+        start = max(0, min(len(self.pmf), math.floor(epsilon / self.h) - self.offset))
+        losses = (self.offset + np.arange(start, len(self.pmf))) * self.h
+        above = losses > epsilon
+        return _up(float(np.sum(self.pmf[start:][above] * np.exp(epsilon - losses[above]))))
 
     def epsilon(self, delta: float) -> float:
         """The smallest ε ≥ 0 with δ(ε) ≤ delta on this distribution (module docstring)."""
@@ -539,12 +558,14 @@ def _plan(items: list[tuple[PrivacyEvent, int]]) -> _Plan:
 class _Level:
     """One grid's answer: ε (max over the directions), the largest composed grid, and how many
     uses were not on the grid: ``atoms_off`` counts uses with an atom between grid points,
-    ``smooth`` uses with a continuous part (each moves the answer by at most h)."""
+    ``smooth`` uses with a continuous part (each moves the answer by at most h); ``slope`` is
+    −δ′(ε) of the direction that gave ε."""
 
     epsilon: float
     size: int
     atoms_off: int
     smooth: int
+    slope: float = 0.0
 
 
 def _off_grid(law: LossLaw, h: float) -> bool:
@@ -555,7 +576,7 @@ def _off_grid(law: LossLaw, h: float) -> bool:
 
 
 def _level(plan: _Plan, h: float, delta: float) -> _Level:
-    worst, size, atoms_off, smooth = 0.0, 0, 0, 0
+    worst, size, atoms_off, smooth, slope = 0.0, 0, 0, 0, 0.0
     for direction in plan.directions:
         laws = [(pld_of(event, direction), count) for event, count in plan.others]
         # the events' own mass at L = ∞; what δ leaves above it is the margin that rounding
@@ -584,9 +605,12 @@ def _level(plan: _Plan, h: float, delta: float) -> _Level:
             part = discretise(gaussian_law(plan.mu), h, budget.tail)
             result = part if result is None else _convolve(result, part, budget)
         assert result is not None
-        worst = max(worst, result.epsilon(delta))
+        epsilon = result.epsilon(delta)
+        if epsilon >= worst:
+            worst = epsilon
+            slope = result.slope(epsilon) if math.isfinite(epsilon) else 0.0
         size = max(size, len(result.pmf))
-    return _Level(worst, size, atoms_off, smooth)
+    return _Level(worst, size, atoms_off, smooth, slope)
 
 
 def _grids(plan: _Plan) -> tuple[float, float]:
@@ -607,6 +631,19 @@ def _grids(plan: _Plan) -> tuple[float, float]:
         h = plan.aligned / math.ceil(plan.aligned / h)
     required = max(min(s for s, _ in scales) / 2, composed / 4096)
     return h, required
+
+
+def _scale_of(level: _Level, delta: float) -> float:
+    """What the grid error in ε is measured against: ε itself, or, when ε is tiny, δ/slope —
+    the shift in ε that changes δ by δ itself (module docstring, "Adaptive grid").
+
+    δ is convex in ε, so an ε that is t too high on a PLD whose δ(ε) = δ is exact at
+    δ − t·slope or above: within ``tolerance``·δ/slope of ε, the answer is at most the exact
+    ε at δ·(1 − ``tolerance``).
+    """
+    if level.slope > 0:
+        return max(level.epsilon, delta / level.slope)
+    return level.epsilon
 
 
 def compose_pld(
@@ -632,10 +669,10 @@ def compose_pld(
     h, required = _grids(plan)
     level = _level(plan, h, target)
     best, previous, levels = level.epsilon, math.inf, 1
-    while levels < _MAX_LEVELS and math.isfinite(level.epsilon):
+    while levels < _MAX_LEVELS and 0 < level.epsilon < math.inf:  # 0 is exact: nothing is below
         # atoms only: the bound below is rigorous and grids of atoms are cheap (sparse), so aim
         # ten times closer
-        allowed = tolerance * level.epsilon * (1.0 if level.smooth else 0.1)
+        allowed = tolerance * _scale_of(level, target) * (1.0 if level.smooth else 0.1)
         if (level.atoms_off + level.smooth) * h <= allowed:
             break  # rigorous: within h per use of the rounded-down (optimistic) distribution
         richardson = abs(previous - level.epsilon) / 3  # the error of a second-order scheme

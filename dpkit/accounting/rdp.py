@@ -118,7 +118,20 @@ def _laplace_curve(epsilon: float, orders: NDArray[np.float64]) -> NDArray[np.fl
 
 
 _lgamma = np.frompyfunc(math.lgamma, 1, 1)
-_log_phi_array = np.frompyfunc(_log_phi, 1, 1)
+_log_phi_each = np.frompyfunc(_log_phi, 1, 1)
+_LOG_PHI: list[Any] = []
+
+
+def _log_phi_array(x: NDArray[np.float64]) -> NDArray[np.float64]:
+    """ln Φ elementwise: scipy's ``log_ndtr`` when scipy is installed (vectorised; accurate to
+    a few ulps in both tails), else :func:`dpkit.privacy._log_phi` value by value."""
+    if not _LOG_PHI:
+        try:
+            from scipy.special import log_ndtr  # type: ignore[import-untyped]
+        except ImportError:  # pragma: no cover - scipy comes with the test and audit extras
+            log_ndtr = _log_phi_each
+        _LOG_PHI.append(log_ndtr)
+    return np.asarray(_LOG_PHI[0](x), dtype=np.float64)
 
 
 @functools.lru_cache(maxsize=4096)

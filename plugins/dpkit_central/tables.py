@@ -67,6 +67,7 @@ matches the cell ``"1"``).
 
 from __future__ import annotations
 
+import functools
 import itertools
 import math
 from fractions import Fraction
@@ -90,6 +91,7 @@ from dpkit.tables import (
     implementation,
     is_table,
     narwhals,
+    per_record,
     require_columns,
 )
 from dpkit.units import IdUnit, RecordUnit, privacy_unit
@@ -459,10 +461,33 @@ class TableQuery:
     # -- private phase -----------------------------------------------------------------------
 
     def _prepared(self, frame: Any, rng: Any) -> Any:
-        """Steps 1–2: the per-record transformations and the contribution bounding (total)."""
+        """Steps 1–2: the per-record transformations and the contribution bounding (total).
+
+        Step 1 is decided from the schema alone (the column kinds and types) and then runs
+        where the rows are (:func:`dpkit.tables.per_record`): on each partition of a Dask
+        frame as one task, on other engines as their own expressions."""
+        schema = dict(frame.collect_schema())
+        records = functools.partial(self._records, kinds=column_kinds(frame), schema=schema)
+        frame = per_record(frame, records)
+        if isinstance(self.unit, IdUnit):
+            stat = self.statistic
+            numeric = isinstance(stat, (Sum, Mean, Quantile))
+            content = CELL if isinstance(stat, Histogram) else VALUE if numeric else None
+            bounding = Bounding(
+                id_column=self.unit.column,
+                by=self.by,
+                content=content,
+                max_rows=self.unit.max_rows,
+                max_groups=self.unit.require_groups() if self.by else None,
+                key=BoundingKey.draw(rng),
+            )
+            frame = bound_contributions(frame, bounding)
+        return frame
+
+    def _records(self, frame: Any, *, kinds: dict[str, ColumnKind], schema: dict[str, Any]) -> Any:
+        """Step 1 on ``frame`` (any rows of the table: a whole table or one partition): the
+        needed columns, the per-record drops, clamping and the value's fixed point or cell."""
         nw = narwhals()
-        kinds = column_kinds(frame)
-        schema = frame.collect_schema()
         columns = list(self._needs())
         if columns:  # a row count needs no column at all
             frame = frame.select(*columns)
@@ -516,17 +541,6 @@ class TableQuery:
             frame = cells(nw, frame, self.column, stat, value_kind)
         elif self.column is not None:  # a count reads no value: nothing more to carry
             frame = frame.drop(self.column)
-        if isinstance(self.unit, IdUnit):
-            content = CELL if isinstance(stat, Histogram) else VALUE if numeric else None
-            bounding = Bounding(
-                id_column=self.unit.column,
-                by=self.by,
-                content=content,
-                max_rows=self.unit.max_rows,
-                max_groups=self.unit.require_groups() if self.by else None,
-                key=BoundingKey.draw(rng),
-            )
-            frame = bound_contributions(frame, bounding)
         return frame
 
     def _aggregate(self, frame: Any) -> Aggregates:

@@ -6,12 +6,19 @@ column any query needs from it, and reads them all at the first load after the s
 multi-threaded CSV reader, or its Parquet reader), keeping the raw columns for the other queries.
 Each query then converts the columns it needs (cached):
 
-* **cells** are the CSV records as PyArrow parses them (RFC 4180 quoting, quoted newlines, a
-  UTF-8 BOM skipped, CR, LF or CRLF line ends), read as raw bytes so that no byte sequence
-  can make the reader fail. A record whose number of fields differs from the header's is
-  **dropped**, and so is an empty line (per-record transformations). If PyArrow cannot parse
-  the file at all (a field longer than the block size even with the whole file as one block),
-  the records are read by Python's ``csv`` module with the same rules, so nothing raises;
+* **cells** are the CSV records, **one per line** (CR, LF or CRLF line ends), each line
+  parsed alone with RFC 4180 quoting (quoted commas, doubled quotes; a UTF-8 BOM skipped),
+  read as raw bytes so that no byte sequence can make the reader fail. A quoted value cannot
+  span lines: a line that leaves a quote open is one record, cut at its line end. Framing by
+  lines is what makes a file's records stable — with quoted line ends, one person's record
+  that opens a quote and never closes it would swallow every record after it — so a file's
+  privacy unit (under :class:`~dpkit.units.RecordUnit`) is a line. A record whose number of
+  fields differs from the header's is **dropped**, and so is an empty line (per-record
+  transformations). PyArrow parses the file when its records are its lines
+  (:func:`_line_framed`: always when the file has no quote); otherwise, or if PyArrow cannot
+  parse the file at all (a record of the wrong width, a field longer than the whole file as
+  one block), Python's ``csv`` module reads it line by line with the same rules, so nothing
+  raises;
 * **numbers** (:func:`numbers`): a cell is a number if it is a decimal number — optional sign,
   digits with an optional fraction or a fraction alone, optional exponent — or ``inf`` /
   ``infinity`` (any case, optional sign), with optional surrounding whitespace; ``1e999``
@@ -40,7 +47,7 @@ import os
 import re
 import sys
 import threading
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
@@ -68,6 +75,9 @@ __all__ = [
 MISSING_TOKENS = ("", "na", "nan", "null", "none")
 #: CSV blocks parsed at a time; a record longer than this is retried with the file as one block.
 BLOCK_BYTES = 16 << 20
+#: Bytes scanned at a time when checking that the records are framed by lines.
+SCAN_BYTES = 4 << 20
+_LF, _CR = 10, 13
 
 _SPACE = r"[ \t\r\n\v\f]*"
 _DECIMAL = rf"^{_SPACE}[+-]?([0-9]+(\.[0-9]*)?|\.[0-9]+)([eE][+-]?[0-9]+)?{_SPACE}$"
@@ -322,20 +332,72 @@ def _parquet_schema(handle: io.BufferedReader) -> Any:
 
 
 def _python_records(handle: io.BufferedReader, header_width: int) -> Iterable[list[str]]:
-    """The records as Python's csv module parses them, with PyArrow's rules: the header
-    skipped, records of another width dropped (the fallback for files PyArrow refuses)."""
+    """The records line by line, each line parsed *alone* by Python's csv module with
+    PyArrow's rules: the header's lines skipped (parsed as the public phase parses it), empty
+    lines skipped, records of another width dropped. The line-framed path (see
+    :func:`_read_csv`), also the fallback for files PyArrow refuses."""
     text = io.TextIOWrapper(handle, encoding="utf-8-sig", errors="surrogateescape", newline="")
     csv.field_size_limit(sys.maxsize if sys.maxsize < 2**63 else 2**62)
-    reader = csv.reader(text, strict=False)
     try:
-        next(reader, None)
-        for row in reader:
+        lines = iter(text)  # split at LF, CRLF and CR, each line ending with its terminator
+        next(csv.reader(lines, strict=False), None)  # the header, over as many lines as it took
+        for line in lines:
+            content = line.rstrip("\r\n")  # a line holds no CR or LF but its terminator
+            if not content:
+                continue
+            row = next(csv.reader((content,), strict=False), [])
             if len(row) == header_width:
                 yield row
-    except csv.Error:
+    except csv.Error:  # not reached by these rules (non-strict, no size limit): never raise
         return
     finally:
         text.detach()  # the caller owns (and closes) the file, not this wrapper
+
+
+def _blocks(handle: io.BufferedReader, start: int, size: int) -> Iterator[bytes]:
+    """The bytes ``start`` to ``size`` of the file, a block at a time (read, not mapped: a
+    mapped file's pages would count in the process's peak memory)."""
+    handle.seek(start)
+    for _ in range(start, size, SCAN_BYTES):
+        block = handle.read(SCAN_BYTES)
+        if not block:
+            return
+        yield block
+
+
+def _line_framed(handle: io.BufferedReader, start: int, size: int, records: int) -> bool:
+    """Whether PyArrow's ``records`` are the file's lines one for one — false exactly when a
+    quoted value holds a line end, so that PyArrow's framing depends on more than one line.
+
+    A file without a quote character cannot have one. Otherwise the non-empty lines (runs of
+    bytes that are neither CR nor LF) are counted block by block: each record of a
+    line-framed file is one of them (the header another), and a record whose quote spans a
+    line end covers at least two (its line up to the quote, and the line of the closing
+    quote), so the counts differ — except for the file's last record, whose open quote can
+    swallow the final line ends alone: that record's line is parsed on its own, with a line
+    after it, to see whether it leaves a quote open."""
+    if not any(b'"' in block for block in _blocks(handle, start, size)):
+        return True
+    runs, before, last = 0, True, b""  # before: the byte before the block is a line end
+    for block in _blocks(handle, start, size):
+        data = np.frombuffer(block, dtype=np.uint8)
+        ends = data == _LF
+        ends |= data == _CR
+        # A run starts at a byte that is no line end, after one that is.
+        runs += int(np.count_nonzero(ends[:-1] > ends[1:])) + int(before and not ends[0])
+        content = block.rstrip(b"\r\n")
+        if content:  # the last non-empty line: all in this block, or continued from the last
+            cut = max(content.rfind(b"\n"), content.rfind(b"\r"))
+            last = content[cut + 1 :] if cut >= 0 else content if before else last + content
+        before = bool(ends[-1])
+        del data, ends
+    if runs != records + 1:  # the header's line and one line per record
+        return False
+    if b'"' not in last:
+        return True
+    reader = csv.reader((last.decode("utf-8", "surrogateescape"), "x"), strict=False)
+    next(reader, None)
+    return reader.line_num == 1  # the next line was not needed: no quote left open
 
 
 @attrs.define
@@ -463,7 +525,8 @@ def _read_csv(
     pa = pyarrow()
     # No invalid-row handler: PyArrow decodes a bad row as UTF-8 to hand it over, and a row
     # that is not UTF-8 then prints an "Exception ignored" traceback. A file with a row of the
-    # wrong width is read by the Python path instead (same cells, same rules).
+    # wrong width, or whose quoted values span lines, is read by the Python path instead (line
+    # by line; the same cells wherever PyArrow's records are the lines).
     parse = pa.csv.ParseOptions(newlines_in_values=True)
     convert = pa.csv.ConvertOptions(
         column_types=dict.fromkeys(wanted, pa.binary()),
@@ -486,11 +549,13 @@ def _read_csv(
                 parse_options=parse,
                 convert_options=convert,
             )
+        except Exception:
+            continue
+        if _line_framed(handle, start, size, table.num_rows):
             # Chunks as read: every conversion is per cell, so it runs chunk by chunk
             # (combining them first cost a copy of every column).
             return {name: table.column(name) for name in table.column_names}
-        except Exception:
-            continue
+        break  # a quoted value spans lines: the records are read line by line instead
     handle.seek(start)
     index = {name: header.index(name) for name in wanted if name in header}
     cells: dict[str, list[bytes]] = {name: [] for name in index}

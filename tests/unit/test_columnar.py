@@ -4,12 +4,15 @@ decimal patterns), and each file read once per spec."""
 
 from __future__ import annotations
 
+import csv
 import io
 import itertools
 import json
 import math
+import re
 from pathlib import Path
 from typing import Any
+from unittest import mock
 
 import numpy as np
 import pyarrow as pa
@@ -39,13 +42,42 @@ def _both(raw: bytes) -> tuple[dict[str, Any], dict[str, Any]]:
 
 
 @settings(max_examples=400, deadline=None)
-@given(body=st.lists(st.sampled_from(PIECES), max_size=30).map(b"".join))
-def test_pyarrow_and_python_paths_read_the_same_cells(body: bytes) -> None:
+@given(
+    body=st.lists(st.sampled_from(PIECES), max_size=30).map(b"".join),
+    scan=st.sampled_from([columnar.SCAN_BYTES, 1, 2, 3, 7]),
+)
+def test_pyarrow_and_python_paths_read_the_same_cells(body: bytes, scan: int) -> None:
     """Random bodies of digits, commas, quotes, CR/LF, NUL, invalid UTF-8: whichever path
-    reads the file (PyArrow when it parses, Python otherwise), the cells are the Python csv
-    module's, records of the wrong width dropped."""
-    read, python = _both(b"a,b\n" + body)
+    reads the file (PyArrow when it parses and its records are the lines, Python line by line
+    otherwise), the cells are the Python csv module's of each line alone, records of the wrong
+    width dropped — also when the check of the lines reads the file a few bytes at a time."""
+    with mock.patch.object(columnar, "SCAN_BYTES", scan):
+        read, python = _both(b"a,b\n" + body)
     assert read == python
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    body=st.lists(st.sampled_from(PIECES), max_size=30).map(b"".join),
+    scan=st.integers(1, 9),
+    offset=st.sampled_from([-1, 0, 1]),
+)
+def test_the_line_check_read_in_blocks_is_the_rule_on_the_whole_file(
+    body: bytes, scan: int, offset: int
+) -> None:
+    """``_line_framed`` (the file in blocks of a few bytes) against the rule on the whole
+    file at once: no quote at all, or one non-empty line per record plus the header's, and a
+    last line that leaves no quote open (a regular expression finds the lines here)."""
+    raw = b"a,b\n" + body
+    lines = re.findall(rb"[^\r\n]+", raw)
+    records = len(lines) - 1 + offset
+    last = lines[-1].decode("utf-8", "surrogateescape")
+    reader = csv.reader((last, "x"), strict=False)
+    next(reader)
+    expected = b'"' not in raw or (len(lines) == records + 1 and reader.line_num == 1)
+    with mock.patch.object(columnar, "SCAN_BYTES", scan):
+        found = columnar._line_framed(io.BufferedReader(io.BytesIO(raw)), 0, len(raw), records)
+    assert found == expected
 
 
 def test_a_record_longer_than_a_block_is_read(capfd: pytest.CaptureFixture[str]) -> None:
@@ -264,3 +296,33 @@ def test_header_is_parsed_as_the_reader_parses_it(tmp_path: Path) -> None:
     read, python = _both((tmp_path / "d.csv").read_bytes())
     assert read == python == {"a,b": [b"1"], "c": [b"2"]}
     assert np.isnan(columnar.numbers(pa.array([b"x"], pa.binary())).to_pylist()[0])
+
+
+@pytest.mark.parametrize(
+    ("body", "expected"),
+    [
+        # A quoted value cannot span lines: each line is its own record, parsed alone.
+        (b'1,"x\ny"\n2,3\n', {"a": [b"1", b"2"], "b": [b"x", b"3"]}),
+        # An open quote on the last line, with or without line ends after it.
+        (b'1,2\n3,"open\n\n', {"a": [b"1", b"3"], "b": [b"2", b"open"]}),
+        (b'1,2\n3,"open', {"a": [b"1", b"3"], "b": [b"2", b"open"]}),
+        # CR and CRLF line ends frame records too; doubled quotes and quoted commas stay.
+        (
+            b'1,"p,q"\r2,"r""s"\r\n3,"t\r4,5',
+            {"a": [b"1", b"2", b"3", b"4"], "b": [b"p,q", b'r"s', b"t", b"5"]},
+        ),
+        # A line of the wrong width is dropped alone.
+        (b'"one field, open\n1,2\n3,4\n', {"a": [b"1", b"3"], "b": [b"2", b"4"]}),
+    ],
+)
+def test_records_are_framed_by_lines(
+    tmp_path: Path, body: bytes, expected: dict[str, list[bytes]]
+) -> None:
+    """A record is one line (LF, CRLF or CR), so a quote left open by one record never
+    swallows the records after it (RFC 4180's quoted line ends are not accepted: the
+    privacy unit of a CSV file is a line). Read from a file on disk (the mapped path)."""
+    (tmp_path / "d.csv").write_bytes(b"a,b\n" + body)
+    with open(tmp_path / "d.csv", "rb") as handle:
+        read = columnar._read_csv(handle, [0], ["a", "b"], len(body) + 4, ("a", "b"))
+    assert {k: v.to_pylist() for k, v in read.items()} == expected
+    assert _both(b"a,b\n" + body)[1] == expected

@@ -39,6 +39,7 @@ from __future__ import annotations
 
 import os
 import uuid
+from collections.abc import Iterable, Iterator
 from fractions import Fraction
 from typing import Any
 
@@ -58,11 +59,17 @@ from dpkit.ledger._schema import MOVE_KEYS, SCHEMA_VERSION, Tx, entry_column_nam
 from dpkit.ledger._store import Store, open_store
 from dpkit.ledger._values import Budget, MoveState
 
-__all__ = ["MoveResult", "move_ledger"]
+__all__ = ["MoveResult", "compare_entries", "move_ledger"]
 
 _COLUMNS = entry_column_names()
 _SELECT_ROWS = f"SELECT {', '.join(_COLUMNS)} FROM {{entries}} ORDER BY seq"
 _RESULT = _COLUMNS.index("result")
+#: Entries per batch of a move's copy: one fetch from the source, one write (SQLite:
+#: ``executemany``; PostgreSQL: ``COPY``) into the destination, a few MB in memory.
+_BATCH = 5000
+#: Seconds a move's source transaction may sit idle beyond the wait for the destination's lock
+#: (see move_ledger).
+_IDLE = 60.0
 #: What makes two ledgers the same budget: a destination must agree with the source on these.
 _SETTINGS = {
     "dataset_id": "dataset",
@@ -140,10 +147,13 @@ def move_ledger(
     src.verify()  # a damaged ledger is not moved (every entry read, before taking the lock)
     move_id = uuid.uuid4().hex
     with src._store.guarded("moving the ledger"), src._store.write() as tx:
+        # waits of the copy between the source's statements: the destination's lock (up to
+        # `timeout`) and its commit; each batch copied is a statement (see _IDLE)
+        src._store.allow_idle(tx, timeout + _IDLE)
         src._require_live(tx)  # again, under the lock: a concurrent move may have sealed it
         src._checked_totals(tx)  # and the totals still agree with the entries
         meta = _meta(tx)
-        rows = tx.rows(_SELECT_ROWS)
+        rows = _batches(src, tx)
         _copy(src, dst, meta, rows, move_id=move_id, moved_from=src_at)  # step 1, committed
         _set_state(tx, state="sealed", move_id=move_id, moved_to=dst_at)  # step 2, at commit
     _activate(dst, move_id)  # step 3
@@ -217,11 +227,23 @@ def _settings(path: str, meta: dict[str, str]) -> dict[str, str]:
     return out
 
 
+def _batches(ledger: Ledger, tx: Tx) -> Iterator[list[tuple[Any, ...]]]:
+    """A ledger's entries in ``seq`` order, :data:`_BATCH` at a time; a failure to read them
+    names that ledger (the caller may be inside the other ledger's error translation)."""
+    rows = ledger._store.batches(tx, _SELECT_ROWS, _BATCH)
+    while True:
+        with ledger._store.guarded("reading the entries"):
+            batch = next(rows, None)
+        if batch is None:
+            return
+        yield batch
+
+
 def _copy(
     src: Ledger,
     dst: Store,
     meta: dict[str, str],
-    rows: list[tuple[Any, ...]],
+    rows: Iterable[list[tuple[Any, ...]]],
     *,
     move_id: str,
     moved_from: str,
@@ -245,12 +267,8 @@ def _copy(
             "INSERT INTO {meta} (key, value) VALUES (?, ?)",
             [(k, v) for k, v in copied.items() if k not in found],
         )
-        marks = ", ".join("?" for _ in _COLUMNS)
-        tx.run_many(
-            f"INSERT INTO {{entries}} ({', '.join(_COLUMNS)}){tx.dialect.given_key}"
-            f" VALUES ({marks})",
-            rows,
-        )
+        for batch in rows:  # fetched from the source as they are written
+            dst.insert_entries(tx, batch)
         dst.entries_copied(tx)
 
 
@@ -312,21 +330,49 @@ def _verified(
     dst = Ledger(destination, timeout=src.timeout)
     spent = src.verify()
     dst.verify()
-    moved = _rows(src)
-    copies = {row[0]: row for row in _rows(dst)}
-    differ = [row[0] for row in moved if not _same(row, copies.get(row[0]))]
+    moved, _ = compare_entries(src, dst)
+    return MoveResult(src.path, dst.path, move_id, outcome, moved, spent)
+
+
+def compare_entries(src: Ledger, dst: Ledger) -> tuple[int, int]:
+    """Check that ``dst`` holds every entry of the (sealed) ``src`` as it was moved: the same
+    number, every column equal as stored (text for text), except a result that was pending at
+    the move and stored since. Returns ``(moved, since)``: the source's entry count, and the
+    destination's entries beyond them (spends made after the move). Both are read in ``seq``
+    order, a batch at a time, side by side (never a whole ledger in memory); reads only.
+    :class:`LedgerCorrupt` names up to 10 entries that are missing or differ."""
+    differ: list[int] = []
+    moved = since = 0
+    with (
+        src._store.guarded("reading the entries"),
+        src._store.snapshot() as src_tx,
+        dst._store.guarded("reading the entries"),
+        dst._store.snapshot() as dst_tx,
+    ):
+        copies = _rows(dst, dst_tx)
+        copy = next(copies, None)
+        for row in _rows(src, src_tx):
+            moved += 1
+            while copy is not None and copy[0] < row[0]:
+                since, copy = since + 1, next(copies, None)
+            if copy is None or copy[0] != row[0] or not _same(row, copy):
+                differ.append(int(row[0]))
+            else:
+                copy = next(copies, None)
+        since += (copy is not None) + sum(1 for _ in copies)
     if differ:
         raise LedgerCorrupt(
             f"ledger {dst.path} does not hold the entries {differ[:10]} of {src.path} as "
-            "they were moved; " + VERIFY_HINT.format(path=dst.path),
+            f"they were moved ({len(differ)} of {moved} missing or changed); "
+            + VERIFY_HINT.format(path=dst.path),
             path=dst.path,
         )
-    return MoveResult(src.path, dst.path, move_id, outcome, len(moved), spent)
+    return moved, since
 
 
-def _rows(ledger: Ledger) -> list[tuple[Any, ...]]:
-    with ledger._store.guarded("reading the entries"), ledger._store.read() as tx:
-        return tx.rows(_SELECT_ROWS)
+def _rows(ledger: Ledger, tx: Tx) -> Iterator[tuple[Any, ...]]:
+    for batch in _batches(ledger, tx):
+        yield from batch
 
 
 def _same(moved: tuple[Any, ...], copy: tuple[Any, ...] | None) -> bool:

@@ -54,6 +54,7 @@ import os
 import re
 import threading
 import urllib.parse
+import uuid
 from collections.abc import Iterator
 from contextlib import contextmanager, suppress
 from typing import Any
@@ -61,7 +62,7 @@ from typing import Any
 from dpkit.errors import InvalidParameter, MissingDependency
 from dpkit.ledger._errors import VERIFY_HINT, LedgerCorrupt, LedgerError, NotALedger
 from dpkit.ledger._location import ALLOWED
-from dpkit.ledger._schema import Dialect, Tx, table_statements
+from dpkit.ledger._schema import Dialect, Tx, entry_column_names, table_statements
 from dpkit.ledger._store import Handle
 
 __all__ = ["DEFAULT_NAME", "PostgresStore", "parse_url"]
@@ -75,8 +76,14 @@ _NAME_ALLOWED = (
 )
 #: URL query parameters whose values are secret: never shown.
 _SECRET_PARAMETERS = frozenset({"password", "sslpassword"})
-#: Seconds: how long a session may sit idle inside a transaction before the server ends it.
-_IDLE_IN_TRANSACTION = 60
+#: Seconds: how long a session may sit idle inside a write transaction before the server ends
+#: it (and its locks). Not public; the tests lower it (tests/unit/test_ledger_move.py).
+_IDLE_IN_TRANSACTION = 60.0
+
+
+def _ms(seconds: float) -> int:
+    """A server timeout in whole milliseconds, at least 1 (0 would mean: wait for ever)."""
+    return max(1, round(seconds * 1000))
 
 
 def _query_key(item: str) -> str:
@@ -171,7 +178,6 @@ class PostgresStore:
             placeholder="%s",
             key_column="BIGINT GENERATED ALWAYS AS IDENTITY PRIMARY KEY",
             returning=True,
-            given_key=" OVERRIDING SYSTEM VALUE",
             meta=f"{schema}.dpkit_meta",
             entries=f"{schema}.dpkit_entries",
         )
@@ -262,10 +268,10 @@ class PostgresStore:
         """``begin`` followed by the write settings, for this transaction only (``SET LOCAL``,
         so that they hold even through a connection pooler that hands sessions around), in
         one round trip. The values are this object's own numbers, never user text."""
-        lock_ms = max(1, round(self.timeout * 1000))  # 0 would mean: wait for ever
         return (
-            f"{begin}; SET LOCAL lock_timeout = '{lock_ms}ms'; SET LOCAL synchronous_commit = on;"
-            f" SET LOCAL idle_in_transaction_session_timeout = '{_IDLE_IN_TRANSACTION}s'"
+            f"{begin}; SET LOCAL lock_timeout = '{_ms(self.timeout)}ms';"
+            " SET LOCAL synchronous_commit = on;"
+            f" SET LOCAL idle_in_transaction_session_timeout = '{_ms(_IDLE_IN_TRANSACTION)}ms'"
         )
 
     @contextmanager
@@ -325,6 +331,35 @@ class PostgresStore:
             # spenders queue on the format row (see write); a new ledger has none yet
             tx.run("SELECT key FROM {meta} WHERE key = 'format' FOR UPDATE")
             yield tx
+
+    def batches(self, tx: Tx, template: str, size: int) -> Iterator[list[tuple[Any, ...]]]:
+        """A server-side cursor (``DECLARE``/``FETCH``, closed with the transaction): the
+        server keeps the result, this process holds one batch at a time."""
+        cursor = tx.connection.cursor(name=f"dpkit_{uuid.uuid4().hex}")
+        try:
+            cursor.execute(self._dialect.sql(template))
+            while rows := cursor.fetchmany(size):
+                yield rows
+        finally:
+            with suppress(Exception):  # a lost connection has no cursor left to close
+                cursor.close()
+
+    def insert_entries(self, tx: Tx, rows: list[tuple[Any, ...]]) -> None:
+        """``COPY ... FROM STDIN``: one statement and one stream per batch (several times
+        faster than ``executemany`` even in pipeline mode). COPY writes the given value of an
+        identity column, as ``INSERT ... OVERRIDING SYSTEM VALUE`` does (PostgreSQL
+        documentation, ``COPY``, "Notes"); it needs only the ``INSERT`` privilege."""
+        columns = ", ".join(entry_column_names())
+        with tx.connection.cursor().copy(
+            f"COPY {self._dialect.entries} ({columns}) FROM STDIN"
+        ) as copy:
+            for row in rows:
+                copy.write_row(row)
+
+    def allow_idle(self, tx: Tx, seconds: float) -> None:
+        """``SET LOCAL idle_in_transaction_session_timeout`` (whole milliseconds; at least 1,
+        since 0 would mean never)."""
+        tx.run(f"SET LOCAL idle_in_transaction_session_timeout = '{_ms(seconds)}ms'")
 
     def entries_copied(self, tx: Tx) -> None:
         """Move the identity sequence past the copied keys (``setval``; PostgreSQL

@@ -20,12 +20,21 @@ import socket
 import subprocess
 import tempfile
 import uuid
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import attrs
 
-__all__ = ["ADMIN_USER", "DATABASE", "USER", "PostgresServer", "Unavailable", "start_server"]
+__all__ = [
+    "ADMIN_USER",
+    "DATABASE",
+    "USER",
+    "PostgresServer",
+    "Unavailable",
+    "database",
+    "start_server",
+]
 
 USER = "dpkit"
 ADMIN_USER = "dpkit_admin"
@@ -164,3 +173,17 @@ def start_server() -> PostgresServer:
         server.stop()
         raise
     return server
+
+
+@contextlib.contextmanager
+def database(url: str | None = None) -> Iterator[str]:
+    """``url`` if one is given (a benchmark's ``--postgres``), else the test database of a
+    throwaway server started here and stopped at the end of the block."""
+    if url:
+        yield url
+        return
+    server = start_server()
+    try:
+        yield server.base()
+    finally:
+        server.stop()

@@ -594,6 +594,19 @@ class Ledger:
         for row in tx.rows(_SELECT_ENTRIES + " ORDER BY seq"):
             yield self._entry(dict(zip(names, row, strict=True)))
 
+    def _release_counts(self) -> tuple[int, int]:
+        """``(spent releases, those without a stored result)``, counted by the database (a
+        result is not stored while NULL, JSON ``null`` or :data:`PENDING`, as
+        :attr:`LedgerEntry.result_stored` says)."""
+        with self._store.guarded("counting the releases"), self._store.read() as tx:
+            row = tx.one(
+                "SELECT count(*), COALESCE(SUM(CASE WHEN result IS NULL OR result IN ('null', ?)"
+                " THEN 1 ELSE 0 END), 0) FROM {entries} WHERE status = 'spent'",
+                (PENDING,),
+            )
+        assert row is not None
+        return int(row[0]), int(row[1])
+
     def _load(self, seq: Any, column: str, text: Any) -> Any:
         """A JSON column of entry ``seq``; :class:`LedgerCorrupt` if it does not parse."""
         if text is None:

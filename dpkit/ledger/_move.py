@@ -59,7 +59,13 @@ from dpkit.ledger._schema import MOVE_KEYS, SCHEMA_VERSION, Tx, entry_column_nam
 from dpkit.ledger._store import Store, open_store
 from dpkit.ledger._values import Budget, MoveState
 
-__all__ = ["MoveResult", "compare_entries", "move_ledger"]
+__all__ = [
+    "DestinationCheck",
+    "MoveResult",
+    "compare_entries",
+    "move_ledger",
+    "verify_destination",
+]
 
 _COLUMNS = entry_column_names()
 _SELECT_ROWS = f"SELECT {', '.join(_COLUMNS)} FROM {{entries}} ORDER BY seq"
@@ -332,6 +338,63 @@ def _verified(
     dst.verify()
     moved, _ = compare_entries(src, dst)
     return MoveResult(src.path, dst.path, move_id, outcome, moved, spent)
+
+
+@attrs.frozen
+class DestinationCheck:
+    """What :func:`verify_destination` found: the destination (a :class:`Ledger`, opened),
+    its verified totals ``spent``, its move state, the number of the source's entries it holds
+    as moved (all of them) and the number of entries made there since the move."""
+
+    ledger: Ledger
+    spent: Budget
+    state: MoveState
+    moved: int
+    since: int
+
+
+def verify_destination(
+    src: Ledger, destination: str | os.PathLike[str] | None = None
+) -> DestinationCheck:
+    """Verify the destination of the sealed ledger ``src`` and that it holds every entry of
+    ``src`` as moved (:func:`compare_entries`); reads only. ``destination`` defaults to the
+    location the seal names, which has no password (by design): pass the full location (or
+    let libpq find the password in ``PGPASSWORD`` or ``~/.pgpass``) when the server needs
+    one; a location naming another ledger is refused (:class:`InvalidParameter`) before it is
+    opened. A destination that cannot be opened raises :class:`LedgerError` saying how to
+    give its password; one that is not this move's raises :class:`LedgerCorrupt`."""
+    state = src.move_state()
+    if state.state != "sealed":
+        raise InvalidParameter("ledger", src.path, "a ledger that was moved (sealed)")
+    location = state.moved_to if destination is None else destination
+    shown = open_store(location, timeout=src.timeout).path
+    if _where(location, shown) != state.moved_to:
+        raise InvalidParameter(
+            "destination", shown, f"the ledger {src.path} was moved to: {state.moved_to}"
+        )
+    try:
+        dst = Ledger(location, timeout=src.timeout)
+    except LedgerCorrupt:
+        raise
+    except LedgerError as error:
+        raise LedgerError(
+            f"ledger {src.path} was moved to {state.moved_to}, which could not be opened to "
+            f"check it ({error}); a sealed ledger keeps its destination without a password: "
+            "give the password in PGPASSWORD or ~/.pgpass, or the destination's full URL "
+            "with --destination",
+            path=shown,
+        ) from None
+    found = dst.move_state()
+    if found.move_id != state.move_id:  # a move's id is unique: this copy is of this move
+        raise LedgerCorrupt(
+            f"ledger {dst.path} is not the destination of the move of {src.path} (move "
+            f"{state.move_id!r}): it records move {found.move_id!r} from "
+            f"{found.moved_from or 'nowhere'}; " + VERIFY_HINT.format(path=dst.path),
+            path=dst.path,
+        )
+    spent = dst.verify()
+    moved, since = compare_entries(src, dst)
+    return DestinationCheck(dst, spent, found, moved, since)
 
 
 def compare_entries(src: Ledger, dst: Ledger) -> tuple[int, int]:

@@ -405,6 +405,14 @@ class PostgresStore:
                 "the user and the password (e.g. in ~/.pgpass or PGPASSWORD)",
                 path=self.path,
             )
+        if "certificate" in lowered or "ssl" in lowered or "tls" in lowered:
+            return LedgerError(
+                f"cannot open a secure connection to the PostgreSQL server of ledger "
+                f"{self.path} ({text}): check sslmode, and that sslrootcert names the "
+                "certificate authority that signed the server's certificate; nothing was "
+                "written",
+                path=self.path,
+            )
         if "invalid" in lowered and ("option" in lowered or "value" in lowered):
             return InvalidParameter("ledger", self.path, f"{ALLOWED} ({text})")
         if re.search(r'database "[^"]*" does not exist', lowered):

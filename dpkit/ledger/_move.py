@@ -32,7 +32,29 @@ that is not persistent, the source and destination the same ledger, a source tha
 another destination) or awaiting a move of its own, a destination that holds entries, another
 ledger's move, or another dataset, budget or composition rule (:class:`LedgerMismatch`). The
 copy re-checks them under both locks. Finally both ledgers are verified
-(:meth:`~dpkit.ledger.Ledger.verify`) and every entry of the source is compared with its copy.
+(:meth:`~dpkit.ledger.Ledger.verify`) and every entry of the source is compared with its copy
+(:func:`compare_entries`; ``dpkit budget verify`` of a sealed ledger does the same, through
+:func:`verify_destination`).
+
+**Large ledgers.** The copy streams the entries in ``seq`` order, :data:`_BATCH` at a time:
+each batch is fetched from the source (a server-side cursor on PostgreSQL) and written into the
+destination (PostgreSQL: ``COPY ... FROM STDIN``; SQLite: ``executemany`` of one ``INSERT``),
+all in the destination's one transaction; memory holds one batch, whatever the ledger's size.
+
+The source's write transaction lasts as long as the copy. PostgreSQL ends a session that sits
+idle inside a transaction for longer than ``idle_in_transaction_session_timeout``, which dpkit
+sets to 60 s for its writes (:data:`dpkit.ledger._postgresql._IDLE_IN_TRANSACTION`), so that a
+hung client cannot hold a ledger's lock for ever. Before streaming, the source sat idle for the
+whole copy, and a copy longer than 60 s (about 10⁶ entries) lost its session at the seal, on
+every run. Now the source runs a statement (the next batch's fetch) between every two writes,
+so it is idle only while one batch is written, while the destination's lock is awaited (at
+most ``timeout``: the destination's ``lock_timeout``) and while the destination commits. So its
+limit is raised, for the move's transaction only (``SET LOCAL``), to ``timeout`` + :data:`_IDLE`
+(60 s), not removed: a copy of any length keeps the lock while it makes progress, and a mover
+that hangs (stopped, or stuck on a dead destination) loses the source's lock within
+``timeout`` + 60 s, when the server ends its session. Nothing is sealed then: the source takes
+spends again and the destination stays ``awaiting``, so two ledgers are never live; the next
+run copies again. An SQLite source has no such limit (a hung mover holds it until killed).
 """
 
 from __future__ import annotations
@@ -128,7 +150,8 @@ def move_ledger(
     Afterwards the source refuses every spend with :class:`~dpkit.ledger.LedgerMoved` (naming
     the destination) and the destination carries on from the same totals. Running the same move
     again after an interruption finishes it, or reports that it was done. ``timeout`` is the
-    longest wait for either ledger's lock. Typed errors (:class:`~dpkit.ledger.LedgerError` and
+    longest wait for either ledger's lock (and, with 60 s more, the longest a PostgreSQL
+    source's transaction may sit idle during the copy: see the module docstring). Typed errors (:class:`~dpkit.ledger.LedgerError` and
     its subclasses, :class:`~dpkit.errors.InvalidParameter`) name the ledger without a password.
     """
     for location in (source, destination):

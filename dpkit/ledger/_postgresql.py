@@ -4,7 +4,9 @@
 PostgreSQL schema holding the two ledger tables) in ``DATABASE``; one database can hold the
 ledgers of many datasets, one schema each (``ledger`` defaults to ``dpkit``). Every other part of
 the URL is libpq's (``sslmode``, ``connect_timeout``, several hosts, ...), and a password is best
-kept out of it, in ``~/.pgpass`` or ``PGPASSWORD``. The driver is ``psycopg`` 3
+kept out of it, in ``~/.pgpass`` or ``PGPASSWORD``. TLS is libpq's too
+(``sslmode=verify-full&sslrootcert=CA.crt``); a certificate that does not verify is a
+:class:`LedgerError` naming the ledger. The driver is ``psycopg`` 3
 (``pip install 'dpkit[postgresql]'``), imported only when a PostgreSQL ledger is opened. The
 ledger shows its location without the password (``Ledger.path``), and no message quotes it.
 
@@ -29,8 +31,9 @@ take no lock and never block a spend (MVCC). ``timeout`` is the longest wait for
 **Crash safety.** A spend is one transaction: a client killed or disconnected before its commit
 leaves nothing (the server rolls back), and a commit is durable once acknowledged: every write
 transaction sets ``synchronous_commit = on`` (a server or database default of ``off`` could lose
-acknowledged spends in a server crash), and ``idle_in_transaction_session_timeout`` ends the
-session of a client that stops responding while it holds the lock. These settings are local to
+acknowledged spends in a server crash), and ``idle_in_transaction_session_timeout`` (60 s)
+ends the session of a client that stops responding while it holds the lock (a move's copy
+raises it for its own transaction by its lock wait: :mod:`dpkit.ledger._move`). These settings are local to
 the transaction and no statement is prepared, so they hold through a connection pooler in
 transaction mode too. If the connection is lost
 while committing, whether the commit happened is unknown: the error says so, and nothing is

@@ -218,7 +218,7 @@ def _verify(args: argparse.Namespace) -> int:
             f"{ledger.path} as moved (equal amounts, so equal totals: {_spent_text(spent, ledger.rule)}); "
             f"{check.since} made there since the move"
         )
-        if check.state.state == "awaiting":
+        if check.state.state != "live":  # awaiting its activation, or moved on since
             lines.append(_moved_text(check.state))
     if args.json:
         print(json.dumps(record, indent=2))

@@ -151,8 +151,9 @@ def move_ledger(
     the destination) and the destination carries on from the same totals. Running the same move
     again after an interruption finishes it, or reports that it was done. ``timeout`` is the
     longest wait for either ledger's lock (and, with 60 s more, the longest a PostgreSQL
-    source's transaction may sit idle during the copy: see the module docstring). Typed errors (:class:`~dpkit.ledger.LedgerError` and
-    its subclasses, :class:`~dpkit.errors.InvalidParameter`) name the ledger without a password.
+    source's transaction may sit idle during the copy: see the module docstring). Typed
+    errors (:class:`~dpkit.ledger.LedgerError` and its subclasses,
+    :class:`~dpkit.errors.InvalidParameter`) name the ledger without a password.
     """
     for location in (source, destination):
         require_persistent(location)
@@ -408,7 +409,10 @@ def verify_destination(
             path=shown,
         ) from None
     found = dst.move_state()
-    if found.move_id != state.move_id:  # a move's id is unique: this copy is of this move
+    # a move's id is unique: this copy is of this move (a destination moved on since has the
+    # id of its own move, and still names this source)
+    chained = found.state == "sealed" and found.moved_from == _where(src.path, src.path)
+    if found.move_id != state.move_id and not chained:
         raise LedgerCorrupt(
             f"ledger {dst.path} is not the destination of the move of {src.path} (move "
             f"{state.move_id!r}): it records move {found.move_id!r} from "

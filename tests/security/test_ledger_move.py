@@ -66,7 +66,7 @@ def _source(path: Path, spends: int = 3) -> str:
 
 
 def test_moving_twice_gives_no_second_live_copy(
-    rt: Any, tmp_path: Path, postgres_server: PostgresServer
+    rt: Any, tmp_path: Path, postgres_server: PostgresServer, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """Attack: move the ledger to B, then move the (old) ledger again to C, or back onto
     itself, to get a second copy of the budget. Every second move is refused (exit 2, one
@@ -86,6 +86,13 @@ def test_moving_twice_gives_no_second_live_copy(
     assert rt.fork_cli("budget", "move", b, d).returncode == 0
     assert [_takes_spends(x) for x in (a, b, c, d)] == [False, False, False, True]
     assert Ledger(d).verify().epsilon == Fraction(5, 100)  # 3 + the two probes of A and B
+    monkeypatch.setenv("PGPASSWORD", postgres_server.password)  # verify A: B, moved on, holds A
+    checked = rt.fork_cli("budget", "verify", "--ledger", a)
+    assert checked.returncode == 0, checked.explain()
+    assert (
+        checked.stdout.splitlines()[-1]
+        == f"sealed: moved to {Path(d).resolve()}; it takes no more spends"
+    )
 
 
 def test_two_moves_at_once_leave_one_live_copy(

@@ -305,28 +305,29 @@ def test_the_command_moves_and_verify_reports_both_sides(
 def test_a_copy_longer_than_the_idle_limit_keeps_the_sources_lock(
     kind: str, place: Any, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """A PostgreSQL source's session may sit idle in its transaction for the server's limit
-    only (dpkit's ``idle_in_transaction_session_timeout``, lowered here to 0.5 s through its
-    non-public knobs, with the move's lock wait also 0.5 s: the source may idle 1 s). The
-    destination is made slow (0.2 s per batch of 4 entries, 40 entries: a 2 s copy). Streamed,
-    the copy reads a batch from the source before each write, so the source is never idle for
-    long, and the move succeeds. The control reads every batch first and then writes (the
-    source idle for the whole 2 s copy, as before the fix): the server ends the source's
-    session, the seal fails, and no ledger is sealed — so the knob really bites."""
+    """A PostgreSQL source's session may sit idle in the move's transaction for ``timeout`` +
+    ``_move._IDLE`` only; here, through the non-public knobs, 0.5 + 0.5 = 1 s (and the idle
+    limit of dpkit's other write transactions, the destination's included, is 1.5 s). The
+    destination is made slow: 0.15 s per batch of 4 entries, 56 entries, a 2.1 s copy.
+    Streamed, the copy fetches a batch from the source before each write, so neither session
+    is idle for more than about 0.15 s, and the move succeeds. The control reads every batch
+    first and then writes (the source idle for the whole copy, as before the fix): the server
+    ends the source's session, the seal fails, and nothing is sealed — the limit really bites
+    (margins: 1 s against 0.15 s, and 2.1 s against 1 s)."""
     from dpkit.ledger import _postgresql
 
-    monkeypatch.setattr(_postgresql, "_IDLE_IN_TRANSACTION", 0.5)
+    monkeypatch.setattr(_postgresql, "_IDLE_IN_TRANSACTION", 1.5)
     monkeypatch.setattr(_move, "_IDLE", 0.5)
     monkeypatch.setattr(_move, "_BATCH", 4)
     source = place("postgresql")
     ledger = Ledger(source, dataset="survey", budget=BUDGET)
     tiny = Cost(Fraction(1, 100), Fraction(0))
-    ledger.spend_all([SpendRequest(tiny, "m", {"i": i}, {}, "s", "fast") for i in range(40)])
+    ledger.spend_all([SpendRequest(tiny, "m", {"i": i}, {}, "s", "fast") for i in range(56)])
     store = type(_open(place(kind)))
     slow_insert = store.insert_entries
 
     def slow(self: Any, tx: Any, rows: Any) -> None:
-        time.sleep(0.2)
+        time.sleep(0.15)
         slow_insert(self, tx, rows)
 
     monkeypatch.setattr(store, "insert_entries", slow)
@@ -338,7 +339,7 @@ def test_a_copy_longer_than_the_idle_limit_keeps_the_sources_lock(
     assert Ledger(source).move_state().state == "live"
     destination = place(kind)
     result = move_ledger(source, destination, timeout=0.5)
-    assert (result.outcome, result.entries) == ("moved", 40)
+    assert (result.outcome, result.entries) == ("moved", 56)
     assert Ledger(destination).entries() == ledger.entries()
 
 

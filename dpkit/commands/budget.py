@@ -208,6 +208,7 @@ def _verify(args: argparse.Namespace) -> int:
         record["destination"], line = _consistent(check.ledger, check.spent)
         record["destination"].update(
             state=check.state.state,
+            moved_to=check.state.moved_to or None,
             holds_every_source_entry=True,  # else verify_destination raised
             source_entries=check.moved,
             entries_since_move=check.since,
@@ -215,8 +216,8 @@ def _verify(args: argparse.Namespace) -> int:
         lines.append(f"destination {line}")
         lines.append(
             f"destination {check.ledger.path} holds all {check.moved} entries of source "
-            f"{ledger.path} as moved (equal amounts, so equal totals: {_spent_text(spent, ledger.rule)}); "
-            f"{check.since} made there since the move"
+            f"{ledger.path} as moved (equal amounts, so equal totals: "
+            f"{_spent_text(spent, ledger.rule)}); {check.since} made there since the move"
         )
         if check.state.state != "live":  # awaiting its activation, or moved on since
             lines.append(_moved_text(check.state))

@@ -34,6 +34,7 @@ from _results import Run
 from _timing import Timing, measure, ratio
 
 from dpkit.ledger import Budget, Cost, Ledger
+from dpkit.testing._postgres import database
 
 COST = Cost(Fraction(1, 100), Fraction(0))
 FLOOR_SCHEMA = (
@@ -160,16 +161,10 @@ def main() -> None:
     args = parser.parse_args()
     command = ("python benchmarks/bench_ledger.py " + " ".join(sys.argv[1:])).strip()
     run = Run("ledger", command, harness={"rounds": args.repeat, "warmup": 1})
-    server = None
-    if args.postgres:
-        base = args.postgres
-    else:
-        from dpkit.testing._postgres import start_server
-
-        server = start_server()
-        base = server.base()
-    directory = tempfile.mkdtemp(prefix="dpkit-bench-ledger-")
-    try:
+    with (
+        database(args.postgres) as base,
+        tempfile.TemporaryDirectory(prefix="dpkit-bench-ledger-") as directory,
+    ):
         n = args.spends
 
         def sqlite_location() -> str:
@@ -198,12 +193,6 @@ def main() -> None:
             for threads in ("", ", 4 threads")
         }
         print(f"PostgreSQL ÷ SQLite (dpkit, wall): {between}")
-    finally:
-        import shutil
-
-        shutil.rmtree(directory, ignore_errors=True)
-        if server is not None:
-            server.stop()
     if not args.no_save:
         run.save(
             title=f"Ledger.spend on SQLite and PostgreSQL against a raw durable transaction, "

@@ -9,7 +9,10 @@ import json
 from typing import Any
 
 from dpkit.commands._output import table
+from dpkit.errors import InvalidParameter
 from dpkit.ledger import Ledger, LedgerEntry, MoveState, move_ledger, require_persistent
+from dpkit.ledger._move import verify_destination
+from dpkit.ledger._store import open_store
 
 NOT_STORED = "result not stored (spent)"
 ABORTED = "none (reservation released before data were read)"
@@ -31,6 +34,14 @@ def add_parser(subparsers: Any) -> None:
             help="ledger file, sqlite:///PATH, or postgresql://USER@HOST/DATABASE?ledger=NAME",
         )
         sub.add_argument("--json", action="store_true", help="print JSON")
+        if name == "verify":
+            sub.add_argument(
+                "--destination",
+                metavar="LEDGER",
+                help="for a moved (sealed) ledger: its destination's full location, if the one "
+                "the seal names (without a password) is not enough to connect; by default "
+                "libpq's PGPASSWORD or ~/.pgpass give the password",
+            )
         if name == "show":
             sub.add_argument(
                 "--releases",
@@ -172,33 +183,67 @@ def _history(args: argparse.Namespace) -> int:
 
 
 def _verify(args: argparse.Namespace) -> int:
-    """Exit 0 if consistent; a damaged or inconsistent ledger raises a LedgerError (exit 2)."""
+    """Exit 0 if consistent; a damaged or inconsistent ledger raises a LedgerError (exit 2).
+    A sealed ledger's destination is verified too, and compared entry by entry."""
     ledger = _open(args.ledger)
     spent = ledger.verify()
-    entries = ledger.entries()
+    record, line = _consistent(ledger, spent)
     state = ledger.move_state()
-    record = {
-        "ledger": ledger.path,
-        "consistent": True,
-        "spent": _spent_record(spent, ledger.rule),
-        "releases": sum(e.status == "spent" for e in entries),
-        "results_not_stored": sum(e.status == "spent" and not e.result_stored for e in entries),
-        "state": state.state,
-        "moved_to": state.moved_to or None,
-        "moved_from": state.moved_from or None,
-    }
+    record.update(
+        state=state.state, moved_to=state.moved_to or None, moved_from=state.moved_from or None
+    )
+    if args.destination is not None and state.state != "sealed":
+        raise InvalidParameter(
+            "--destination",
+            open_store(args.destination, timeout=ledger.timeout).path,  # without a password
+            f"given only for a ledger that was moved ({ledger.path} is {state.state})",
+        )
+    lines = [f"ledger {line}"]
+    moved = _moved_text(state)
+    if moved:
+        lines.append(moved)
+    record["destination"] = None
+    if state.state == "sealed":
+        check = verify_destination(ledger, args.destination)
+        record["destination"], line = _consistent(check.ledger, check.spent)
+        record["destination"].update(
+            state=check.state.state,
+            moved_to=check.state.moved_to or None,
+            holds_every_source_entry=True,  # else verify_destination raised
+            source_entries=check.moved,
+            entries_since_move=check.since,
+        )
+        lines.append(f"destination {line}")
+        lines.append(
+            f"destination {check.ledger.path} holds all {check.moved} entries of source "
+            f"{ledger.path} as moved (equal amounts, so equal totals: "
+            f"{_spent_text(spent, ledger.rule)}); {check.since} made there since the move"
+        )
+        if check.state.state != "live":  # awaiting its activation, or moved on since
+            lines.append(_moved_text(check.state))
     if args.json:
         print(json.dumps(record, indent=2))
         return 0
-    print(
-        f"ledger {ledger.path} is consistent: spent "
-        f"{_spent_text(spent, ledger.rule)} of {ledger.budget} in "
-        f"{record['releases']} releases ({record['results_not_stored']} without a stored result)"
-    )
-    moved = _moved_text(state)
-    if moved:
-        print(moved)
+    print("\n".join(lines))
     return 0
+
+
+def _consistent(ledger: Ledger, spent: Any) -> tuple[dict[str, Any], str]:
+    """A verified ledger as ``verify`` reports it: its JSON record and its line."""
+    releases, not_stored = ledger._release_counts()  # counted by the database
+    record: dict[str, Any] = {
+        "ledger": ledger.path,
+        "consistent": True,
+        "spent": _spent_record(spent, ledger.rule),
+        "releases": releases,
+        "results_not_stored": not_stored,
+    }
+    line = (
+        f"{ledger.path} is consistent: spent {_spent_text(spent, ledger.rule)} of "
+        f"{ledger.budget} in {record['releases']} releases ({record['results_not_stored']} "
+        "without a stored result)"
+    )
+    return record, line
 
 
 def _moved_text(state: MoveState) -> str:

@@ -67,6 +67,11 @@ Totals = dict[str, Fraction]
 #: The amounts every entry must have (the others, such as ``rho``, may be missing).
 _REQUIRED = frozenset(c.name for c in ENTRY_COLUMNS if not c.nullable)
 _SELECT_ENTRIES = f"SELECT {', '.join(entry_column_names())} FROM {{entries}}"
+_AMOUNTS = tuple(total.name for total in TOTALS)
+_AMOUNTS_AT = tuple(entry_column_names().index(name) for name in _AMOUNTS)
+_STATUS_AT = entry_column_names().index("status")
+_JSON_AT = tuple((entry_column_names().index(c), c) for c in ("parameters", "event", "result"))
+_VERIFY_BATCH = 5000
 
 
 #: The result of a session's entry until its release stores one (see SpendRequest.final).
@@ -589,19 +594,35 @@ class Ledger:
         for row in tx.rows(_SELECT_ENTRIES + " ORDER BY seq"):
             yield self._entry(dict(zip(names, row, strict=True)))
 
+    def _release_counts(self) -> tuple[int, int]:
+        """``(spent releases, those without a stored result)``, counted by the database (a
+        result is not stored while NULL, JSON ``null`` or :data:`PENDING`, as
+        :attr:`LedgerEntry.result_stored` says)."""
+        with self._store.guarded("counting the releases"), self._store.read() as tx:
+            row = tx.one(
+                "SELECT count(*), COALESCE(SUM(CASE WHEN result IS NULL OR result IN ('null', ?)"
+                " THEN 1 ELSE 0 END), 0) FROM {entries} WHERE status = 'spent'",
+                (PENDING,),
+            )
+        assert row is not None
+        return int(row[0]), int(row[1])
+
+    def _load(self, seq: Any, column: str, text: Any) -> Any:
+        """A JSON column of entry ``seq``; :class:`LedgerCorrupt` if it does not parse."""
+        if text is None:
+            return None
+        try:
+            return json.loads(text)
+        except (TypeError, ValueError):
+            raise LedgerCorrupt(
+                f"ledger {self.path} has damaged {column} JSON in entry {seq}: "
+                f"{text!r:.80}; " + VERIFY_HINT.format(path=self.path),
+                path=self.path,
+            ) from None
+
     def _entry(self, r: dict[str, Any]) -> LedgerEntry:
         def load(column: str) -> Any:
-            text = r[column]
-            if text is None:
-                return None
-            try:
-                return json.loads(text)
-            except (TypeError, ValueError):
-                raise LedgerCorrupt(
-                    f"ledger {self.path} has damaged {column} JSON in entry {r['seq']}: "
-                    f"{text!r:.80}; " + VERIFY_HINT.format(path=self.path),
-                    path=self.path,
-                ) from None
+            return self._load(r["seq"], column, r[column])
 
         return LedgerEntry(
             int(r["seq"]),
@@ -626,20 +647,28 @@ class Ledger:
         and the totals within the budget.
 
         Returns the totals; raises :class:`LedgerCorrupt` saying everything that is wrong.
+        The entries are read in batches (a ledger of millions is never held in memory) in one
+        snapshot; each distinct cost is parsed once and summed times its count (exact).
         """
         with self._store.guarded("verifying"), self._store.snapshot() as tx:
             problem = self._store.integrity_problem(tx)
             if problem is not None:
                 raise LedgerCorrupt(f"ledger {self.path} {problem}", path=self.path)
             cached = self._cached_totals(tx)
-            spent = [e for e in self._entries(tx) if e.status == "spent"]
+            costs = self._readable_costs(tx)
             rule = self._rule(tx)
-        summed = {t.name: sum((_amount(e.cost, t) for e in spent), Fraction(0)) for t in TOTALS}
+        summed, count = _zero(), 0
+        for (status, amounts), (seq, times) in costs.items():
+            cost = self._row_cost(dict(zip(_AMOUNTS, amounts, strict=True)), where=f"entry {seq}")
+            if status == "spent":
+                count += times
+                for total in TOTALS:
+                    summed[total.name] += _amount(cost, total) * times
         problems = []
         if cached != summed:
             problems.append(
                 f"its cached totals {_totals_text(cached)} disagree with the sum of its "
-                f"{len(spent)} spent entries {_totals_text(summed)}"
+                f"{count} spent entries {_totals_text(summed)}"
             )
         if not self._within_budget(summed, rule):
             problems.append(
@@ -650,6 +679,21 @@ class Ledger:
                 f"ledger {self.path} is inconsistent: " + "; ".join(problems), path=self.path
             )
         return self._as_budget(cached, rule)
+
+    def _readable_costs(self, tx: Tx) -> dict[tuple[Any, tuple[Any, ...]], list[Any]]:
+        """Every entry's JSON checked; ``(status, amounts as stored) -> [first seq, count]``."""
+        costs: dict[tuple[Any, tuple[Any, ...]], list[Any]] = {}
+        for batch in self._store.batches(tx, _SELECT_ENTRIES + " ORDER BY seq", _VERIFY_BATCH):
+            for row in batch:
+                for at, column in _JSON_AT:
+                    self._load(row[0], column, row[at])
+                key = (row[_STATUS_AT], tuple(row[at] for at in _AMOUNTS_AT))
+                found = costs.get(key)
+                if found is None:
+                    costs[key] = [row[0], 1]
+                else:
+                    found[1] += 1
+        return costs
 
     def close(self) -> None:
         """Close this thread's connection."""

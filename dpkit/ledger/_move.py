@@ -32,13 +32,36 @@ that is not persistent, the source and destination the same ledger, a source tha
 another destination) or awaiting a move of its own, a destination that holds entries, another
 ledger's move, or another dataset, budget or composition rule (:class:`LedgerMismatch`). The
 copy re-checks them under both locks. Finally both ledgers are verified
-(:meth:`~dpkit.ledger.Ledger.verify`) and every entry of the source is compared with its copy.
+(:meth:`~dpkit.ledger.Ledger.verify`) and every entry of the source is compared with its copy
+(:func:`compare_entries`; ``dpkit budget verify`` of a sealed ledger does the same, through
+:func:`verify_destination`).
+
+**Large ledgers.** The copy streams the entries in ``seq`` order, :data:`_BATCH` at a time:
+each batch is fetched from the source (a server-side cursor on PostgreSQL) and written into the
+destination (PostgreSQL: ``COPY ... FROM STDIN``; SQLite: ``executemany`` of one ``INSERT``),
+all in the destination's one transaction; memory holds one batch, whatever the ledger's size.
+
+The source's write transaction lasts as long as the copy. PostgreSQL ends a session that sits
+idle inside a transaction for longer than ``idle_in_transaction_session_timeout``, which dpkit
+sets to 60 s for its writes (:data:`dpkit.ledger._postgresql._IDLE_IN_TRANSACTION`), so that a
+hung client cannot hold a ledger's lock for ever. Before streaming, the source sat idle for the
+whole copy, and a copy longer than 60 s (about 10⁶ entries) lost its session at the seal, on
+every run. Now the source runs a statement (the next batch's fetch) between every two writes,
+so it is idle only while one batch is written, while the destination's lock is awaited (at
+most ``timeout``: the destination's ``lock_timeout``) and while the destination commits. So its
+limit is raised, for the move's transaction only (``SET LOCAL``), to ``timeout`` + :data:`_IDLE`
+(60 s), not removed: a copy of any length keeps the lock while it makes progress, and a mover
+that hangs (stopped, or stuck on a dead destination) loses the source's lock within
+``timeout`` + 60 s, when the server ends its session. Nothing is sealed then: the source takes
+spends again and the destination stays ``awaiting``, so two ledgers are never live; the next
+run copies again. An SQLite source has no such limit (a hung mover holds it until killed).
 """
 
 from __future__ import annotations
 
 import os
 import uuid
+from collections.abc import Iterable, Iterator
 from fractions import Fraction
 from typing import Any
 
@@ -58,11 +81,23 @@ from dpkit.ledger._schema import MOVE_KEYS, SCHEMA_VERSION, Tx, entry_column_nam
 from dpkit.ledger._store import Store, open_store
 from dpkit.ledger._values import Budget, MoveState
 
-__all__ = ["MoveResult", "move_ledger"]
+__all__ = [
+    "DestinationCheck",
+    "MoveResult",
+    "compare_entries",
+    "move_ledger",
+    "verify_destination",
+]
 
 _COLUMNS = entry_column_names()
 _SELECT_ROWS = f"SELECT {', '.join(_COLUMNS)} FROM {{entries}} ORDER BY seq"
 _RESULT = _COLUMNS.index("result")
+#: Entries per batch of a move's copy: one fetch from the source, one write (SQLite:
+#: ``executemany``; PostgreSQL: ``COPY``) into the destination, a few MB in memory.
+_BATCH = 5000
+#: Seconds a move's source transaction may sit idle beyond the wait for the destination's lock
+#: (see move_ledger).
+_IDLE = 60.0
 #: What makes two ledgers the same budget: a destination must agree with the source on these.
 _SETTINGS = {
     "dataset_id": "dataset",
@@ -115,8 +150,10 @@ def move_ledger(
     Afterwards the source refuses every spend with :class:`~dpkit.ledger.LedgerMoved` (naming
     the destination) and the destination carries on from the same totals. Running the same move
     again after an interruption finishes it, or reports that it was done. ``timeout`` is the
-    longest wait for either ledger's lock. Typed errors (:class:`~dpkit.ledger.LedgerError` and
-    its subclasses, :class:`~dpkit.errors.InvalidParameter`) name the ledger without a password.
+    longest wait for either ledger's lock (and, with 60 s more, the longest a PostgreSQL
+    source's transaction may sit idle during the copy: see the module docstring). Typed
+    errors (:class:`~dpkit.ledger.LedgerError` and its subclasses,
+    :class:`~dpkit.errors.InvalidParameter`) name the ledger without a password.
     """
     for location in (source, destination):
         require_persistent(location)
@@ -140,10 +177,13 @@ def move_ledger(
     src.verify()  # a damaged ledger is not moved (every entry read, before taking the lock)
     move_id = uuid.uuid4().hex
     with src._store.guarded("moving the ledger"), src._store.write() as tx:
+        # waits of the copy between the source's statements: the destination's lock (up to
+        # `timeout`) and its commit; each batch copied is a statement (see _IDLE)
+        src._store.allow_idle(tx, timeout + _IDLE)
         src._require_live(tx)  # again, under the lock: a concurrent move may have sealed it
         src._checked_totals(tx)  # and the totals still agree with the entries
         meta = _meta(tx)
-        rows = tx.rows(_SELECT_ROWS)
+        rows = _batches(src, tx)
         _copy(src, dst, meta, rows, move_id=move_id, moved_from=src_at)  # step 1, committed
         _set_state(tx, state="sealed", move_id=move_id, moved_to=dst_at)  # step 2, at commit
     _activate(dst, move_id)  # step 3
@@ -217,11 +257,23 @@ def _settings(path: str, meta: dict[str, str]) -> dict[str, str]:
     return out
 
 
+def _batches(ledger: Ledger, tx: Tx) -> Iterator[list[tuple[Any, ...]]]:
+    """A ledger's entries in ``seq`` order, :data:`_BATCH` at a time; a failure to read them
+    names that ledger (the caller may be inside the other ledger's error translation)."""
+    rows = ledger._store.batches(tx, _SELECT_ROWS, _BATCH)
+    while True:
+        with ledger._store.guarded("reading the entries"):
+            batch = next(rows, None)
+        if batch is None:
+            return
+        yield batch
+
+
 def _copy(
     src: Ledger,
     dst: Store,
     meta: dict[str, str],
-    rows: list[tuple[Any, ...]],
+    rows: Iterable[list[tuple[Any, ...]]],
     *,
     move_id: str,
     moved_from: str,
@@ -245,12 +297,8 @@ def _copy(
             "INSERT INTO {meta} (key, value) VALUES (?, ?)",
             [(k, v) for k, v in copied.items() if k not in found],
         )
-        marks = ", ".join("?" for _ in _COLUMNS)
-        tx.run_many(
-            f"INSERT INTO {{entries}} ({', '.join(_COLUMNS)}){tx.dialect.given_key}"
-            f" VALUES ({marks})",
-            rows,
-        )
+        for batch in rows:  # fetched from the source as they are written
+            dst.insert_entries(tx, batch)
         dst.entries_copied(tx)
 
 
@@ -312,21 +360,109 @@ def _verified(
     dst = Ledger(destination, timeout=src.timeout)
     spent = src.verify()
     dst.verify()
-    moved = _rows(src)
-    copies = {row[0]: row for row in _rows(dst)}
-    differ = [row[0] for row in moved if not _same(row, copies.get(row[0]))]
+    moved, _ = compare_entries(src, dst)
+    return MoveResult(src.path, dst.path, move_id, outcome, moved, spent)
+
+
+@attrs.frozen
+class DestinationCheck:
+    """What :func:`verify_destination` found: the destination (a :class:`Ledger`, opened),
+    its verified totals ``spent``, its move state, the number of the source's entries it holds
+    as moved (all of them) and the number of entries made there since the move."""
+
+    ledger: Ledger
+    spent: Budget
+    state: MoveState
+    moved: int
+    since: int
+
+
+def verify_destination(
+    src: Ledger, destination: str | os.PathLike[str] | None = None
+) -> DestinationCheck:
+    """Verify the destination of the sealed ledger ``src`` and that it holds every entry of
+    ``src`` as moved (:func:`compare_entries`); reads only. ``destination`` defaults to the
+    location the seal names, which has no password (by design): pass the full location (or
+    let libpq find the password in ``PGPASSWORD`` or ``~/.pgpass``) when the server needs
+    one; a location naming another ledger is refused (:class:`InvalidParameter`) before it is
+    opened. A destination that cannot be opened raises :class:`LedgerError` saying how to
+    give its password; one that is not this move's raises :class:`LedgerCorrupt`."""
+    state = src.move_state()
+    if state.state != "sealed":
+        raise InvalidParameter("ledger", src.path, "a ledger that was moved (sealed)")
+    location = state.moved_to if destination is None else destination
+    shown = open_store(location, timeout=src.timeout).path
+    if _where(location, shown) != state.moved_to:
+        raise InvalidParameter(
+            "destination", shown, f"the ledger {src.path} was moved to: {state.moved_to}"
+        )
+    try:
+        dst = Ledger(location, timeout=src.timeout)
+    except LedgerCorrupt:
+        raise
+    except LedgerError as error:
+        raise LedgerError(
+            f"ledger {src.path} was moved to {state.moved_to}, which could not be opened to "
+            f"check it ({error}); a sealed ledger keeps its destination without a password: "
+            "give the password in PGPASSWORD or ~/.pgpass, or the destination's full URL "
+            "with --destination",
+            path=shown,
+        ) from None
+    found = dst.move_state()
+    # a move's id is unique: this copy is of this move (a destination moved on since has the
+    # id of its own move, and still names this source)
+    chained = found.state == "sealed" and found.moved_from == _where(src.path, src.path)
+    if found.move_id != state.move_id and not chained:
+        raise LedgerCorrupt(
+            f"ledger {dst.path} is not the destination of the move of {src.path} (move "
+            f"{state.move_id!r}): it records move {found.move_id!r} from "
+            f"{found.moved_from or 'nowhere'}; " + VERIFY_HINT.format(path=dst.path),
+            path=dst.path,
+        )
+    spent = dst.verify()
+    moved, since = compare_entries(src, dst)
+    return DestinationCheck(dst, spent, found, moved, since)
+
+
+def compare_entries(src: Ledger, dst: Ledger) -> tuple[int, int]:
+    """Check that ``dst`` holds every entry of the (sealed) ``src`` as it was moved: the same
+    number, every column equal as stored (text for text), except a result that was pending at
+    the move and stored since. Returns ``(moved, since)``: the source's entry count, and the
+    destination's entries beyond them (spends made after the move). Both are read in ``seq``
+    order, a batch at a time, side by side (never a whole ledger in memory); reads only.
+    :class:`LedgerCorrupt` names up to 10 entries that are missing or differ."""
+    differ: list[int] = []
+    moved = since = 0
+    with (
+        src._store.guarded("reading the entries"),
+        src._store.snapshot() as src_tx,
+        dst._store.guarded("reading the entries"),
+        dst._store.snapshot() as dst_tx,
+    ):
+        copies = _rows(dst, dst_tx)
+        copy = next(copies, None)
+        for row in _rows(src, src_tx):
+            moved += 1
+            while copy is not None and copy[0] < row[0]:
+                since, copy = since + 1, next(copies, None)
+            if copy is None or copy[0] != row[0] or not _same(row, copy):
+                differ.append(int(row[0]))
+            else:
+                copy = next(copies, None)
+        since += (copy is not None) + sum(1 for _ in copies)
     if differ:
         raise LedgerCorrupt(
             f"ledger {dst.path} does not hold the entries {differ[:10]} of {src.path} as "
-            "they were moved; " + VERIFY_HINT.format(path=dst.path),
+            f"they were moved ({len(differ)} of {moved} missing or changed); "
+            + VERIFY_HINT.format(path=dst.path),
             path=dst.path,
         )
-    return MoveResult(src.path, dst.path, move_id, outcome, len(moved), spent)
+    return moved, since
 
 
-def _rows(ledger: Ledger) -> list[tuple[Any, ...]]:
-    with ledger._store.guarded("reading the entries"), ledger._store.read() as tx:
-        return tx.rows(_SELECT_ROWS)
+def _rows(ledger: Ledger, tx: Tx) -> Iterator[tuple[Any, ...]]:
+    for batch in _batches(ledger, tx):
+        yield from batch
 
 
 def _same(moved: tuple[Any, ...], copy: tuple[Any, ...] | None) -> bool:

@@ -4,7 +4,9 @@
 PostgreSQL schema holding the two ledger tables) in ``DATABASE``; one database can hold the
 ledgers of many datasets, one schema each (``ledger`` defaults to ``dpkit``). Every other part of
 the URL is libpq's (``sslmode``, ``connect_timeout``, several hosts, ...), and a password is best
-kept out of it, in ``~/.pgpass`` or ``PGPASSWORD``. The driver is ``psycopg`` 3
+kept out of it, in ``~/.pgpass`` or ``PGPASSWORD``. TLS is libpq's too
+(``sslmode=verify-full&sslrootcert=CA.crt``); a certificate that does not verify is a
+:class:`LedgerError` naming the ledger. The driver is ``psycopg`` 3
 (``pip install 'dpkit[postgresql]'``), imported only when a PostgreSQL ledger is opened. The
 ledger shows its location without the password (``Ledger.path``), and no message quotes it.
 
@@ -29,8 +31,9 @@ take no lock and never block a spend (MVCC). ``timeout`` is the longest wait for
 **Crash safety.** A spend is one transaction: a client killed or disconnected before its commit
 leaves nothing (the server rolls back), and a commit is durable once acknowledged: every write
 transaction sets ``synchronous_commit = on`` (a server or database default of ``off`` could lose
-acknowledged spends in a server crash), and ``idle_in_transaction_session_timeout`` ends the
-session of a client that stops responding while it holds the lock. These settings are local to
+acknowledged spends in a server crash), and ``idle_in_transaction_session_timeout`` (60 s)
+ends the session of a client that stops responding while it holds the lock (a move's copy
+raises it for its own transaction by its lock wait: :mod:`dpkit.ledger._move`). These settings are local to
 the transaction and no statement is prepared, so they hold through a connection pooler in
 transaction mode too. If the connection is lost
 while committing, whether the commit happened is unknown: the error says so, and nothing is
@@ -54,6 +57,7 @@ import os
 import re
 import threading
 import urllib.parse
+import uuid
 from collections.abc import Iterator
 from contextlib import contextmanager, suppress
 from typing import Any
@@ -61,7 +65,7 @@ from typing import Any
 from dpkit.errors import InvalidParameter, MissingDependency
 from dpkit.ledger._errors import VERIFY_HINT, LedgerCorrupt, LedgerError, NotALedger
 from dpkit.ledger._location import ALLOWED
-from dpkit.ledger._schema import Dialect, Tx, table_statements
+from dpkit.ledger._schema import Dialect, Tx, entry_column_names, table_statements
 from dpkit.ledger._store import Handle
 
 __all__ = ["DEFAULT_NAME", "PostgresStore", "parse_url"]
@@ -75,8 +79,14 @@ _NAME_ALLOWED = (
 )
 #: URL query parameters whose values are secret: never shown.
 _SECRET_PARAMETERS = frozenset({"password", "sslpassword"})
-#: Seconds: how long a session may sit idle inside a transaction before the server ends it.
-_IDLE_IN_TRANSACTION = 60
+#: Seconds: how long a session may sit idle inside a write transaction before the server ends
+#: it (and its locks). Not public; the tests lower it (tests/unit/test_ledger_move.py).
+_IDLE_IN_TRANSACTION = 60.0
+
+
+def _ms(seconds: float) -> int:
+    """A server timeout in whole milliseconds, at least 1 (0 would mean: wait for ever)."""
+    return max(1, round(seconds * 1000))
 
 
 def _query_key(item: str) -> str:
@@ -171,7 +181,6 @@ class PostgresStore:
             placeholder="%s",
             key_column="BIGINT GENERATED ALWAYS AS IDENTITY PRIMARY KEY",
             returning=True,
-            given_key=" OVERRIDING SYSTEM VALUE",
             meta=f"{schema}.dpkit_meta",
             entries=f"{schema}.dpkit_entries",
         )
@@ -262,10 +271,10 @@ class PostgresStore:
         """``begin`` followed by the write settings, for this transaction only (``SET LOCAL``,
         so that they hold even through a connection pooler that hands sessions around), in
         one round trip. The values are this object's own numbers, never user text."""
-        lock_ms = max(1, round(self.timeout * 1000))  # 0 would mean: wait for ever
         return (
-            f"{begin}; SET LOCAL lock_timeout = '{lock_ms}ms'; SET LOCAL synchronous_commit = on;"
-            f" SET LOCAL idle_in_transaction_session_timeout = '{_IDLE_IN_TRANSACTION}s'"
+            f"{begin}; SET LOCAL lock_timeout = '{_ms(self.timeout)}ms';"
+            " SET LOCAL synchronous_commit = on;"
+            f" SET LOCAL idle_in_transaction_session_timeout = '{_ms(_IDLE_IN_TRANSACTION)}ms'"
         )
 
     @contextmanager
@@ -326,6 +335,35 @@ class PostgresStore:
             tx.run("SELECT key FROM {meta} WHERE key = 'format' FOR UPDATE")
             yield tx
 
+    def batches(self, tx: Tx, template: str, size: int) -> Iterator[list[tuple[Any, ...]]]:
+        """A server-side cursor (``DECLARE``/``FETCH``, closed with the transaction): the
+        server keeps the result, this process holds one batch at a time."""
+        cursor = tx.connection.cursor(name=f"dpkit_{uuid.uuid4().hex}")
+        try:
+            cursor.execute(self._dialect.sql(template))
+            while rows := cursor.fetchmany(size):
+                yield rows
+        finally:
+            with suppress(Exception):  # a lost connection has no cursor left to close
+                cursor.close()
+
+    def insert_entries(self, tx: Tx, rows: list[tuple[Any, ...]]) -> None:
+        """``COPY ... FROM STDIN``: one statement and one stream per batch (several times
+        faster than ``executemany`` even in pipeline mode). COPY writes the given value of an
+        identity column, as ``INSERT ... OVERRIDING SYSTEM VALUE`` does (PostgreSQL
+        documentation, ``COPY``, "Notes"); it needs only the ``INSERT`` privilege."""
+        columns = ", ".join(entry_column_names())
+        with tx.connection.cursor().copy(
+            f"COPY {self._dialect.entries} ({columns}) FROM STDIN"
+        ) as copy:
+            for row in rows:
+                copy.write_row(row)
+
+    def allow_idle(self, tx: Tx, seconds: float) -> None:
+        """``SET LOCAL idle_in_transaction_session_timeout`` (whole milliseconds; at least 1,
+        since 0 would mean never)."""
+        tx.run(f"SET LOCAL idle_in_transaction_session_timeout = '{_ms(seconds)}ms'")
+
     def entries_copied(self, tx: Tx) -> None:
         """Move the identity sequence past the copied keys (``setval``; PostgreSQL
         documentation, "Sequence Manipulation Functions" §9.17)."""
@@ -368,6 +406,14 @@ class PostgresStore:
             return LedgerError(
                 f"cannot log in to the PostgreSQL server of ledger {self.path} ({text}): check "
                 "the user and the password (e.g. in ~/.pgpass or PGPASSWORD)",
+                path=self.path,
+            )
+        if "certificate" in lowered or "ssl" in lowered or "tls" in lowered:
+            return LedgerError(
+                f"cannot open a secure connection to the PostgreSQL server of ledger "
+                f"{self.path} ({text}): check sslmode, and that sslrootcert names the "
+                "certificate authority that signed the server's certificate; nothing was "
+                "written",
                 path=self.path,
             )
         if "invalid" in lowered and ("option" in lowered or "value" in lowered):

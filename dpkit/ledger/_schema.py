@@ -135,13 +135,11 @@ def entry_column_names() -> tuple[str, ...]:
 @attrs.frozen
 class Dialect:
     """How one backend's SQL differs: its placeholder, its auto-numbered key column, whether
-    ``INSERT ... RETURNING`` gives the key, what lets an ``INSERT`` give the key itself (a
-    move keeps every entry's number), and the (qualified) names of the two tables."""
+    ``INSERT ... RETURNING`` gives the key, and the (qualified) names of the two tables."""
 
     placeholder: str
     key_column: str
     returning: bool
-    given_key: str = ""
     meta: str = "dpkit_meta"
     entries: str = "dpkit_entries"
 

@@ -29,12 +29,16 @@ from contextlib import contextmanager, nullcontext, suppress
 from typing import Any
 
 from dpkit.ledger._errors import VERIFY_HINT, LedgerCorrupt, LedgerError, NotALedger
-from dpkit.ledger._schema import Dialect, Tx, table_statements
+from dpkit.ledger._schema import Dialect, Tx, entry_column_names, table_statements
 from dpkit.ledger._store import Handle
 
 __all__ = ["SqliteStore"]
 
 _DIALECT = Dialect(placeholder="?", key_column="INTEGER PRIMARY KEY AUTOINCREMENT", returning=False)
+_INSERT_ENTRY = (
+    f"INSERT INTO {{entries}} ({', '.join(entry_column_names())})"
+    f" VALUES ({', '.join('?' for _ in entry_column_names())})"
+)
 
 # Fork safety. SQLite keeps per-process lock bookkeeping per file (inode), and a forked child
 # inherits a copy that says the parent's locks are held, so a fresh connection in the child would
@@ -163,6 +167,18 @@ class SqliteStore:
             for statement in table_statements(_DIALECT):
                 tx.run(statement)
             yield tx
+
+    def batches(self, tx: Tx, template: str, size: int) -> Iterator[list[tuple[Any, ...]]]:
+        cursor = tx.connection.execute(_DIALECT.sql(template))
+        while rows := cursor.fetchmany(size):
+            yield rows
+
+    def insert_entries(self, tx: Tx, rows: list[tuple[Any, ...]]) -> None:
+        """``executemany`` of one prepared ``INSERT``, inside the caller's transaction."""
+        tx.run_many(_INSERT_ENTRY, rows)
+
+    def allow_idle(self, tx: Tx, seconds: float) -> None:
+        """Nothing to do: SQLite never ends a transaction that waits."""
 
     def entries_copied(self, tx: Tx) -> None:
         """Nothing to do: an AUTOINCREMENT key given explicitly moves ``sqlite_sequence``."""

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import itertools
 import os
+from collections.abc import Iterator
 from contextlib import AbstractContextManager, suppress
 from typing import Any, Protocol
 
@@ -98,6 +99,23 @@ class Store(Protocol):
         destination): it creates the tables if they are missing and holds, to its commit, both
         the lock that creators take and the write lock that spenders take (once the ledger's
         ``format`` row exists). Rolled back if the block raises."""
+        ...
+
+    def batches(self, tx: Tx, template: str, size: int) -> Iterator[list[tuple[Any, ...]]]:
+        """The rows of ``template`` (a query inside ``tx``), ``size`` at a time, fetched as
+        they are consumed (each fetch is a statement of ``tx``): a big table is never held
+        in memory whole."""
+        ...
+
+    def insert_entries(self, tx: Tx, rows: list[tuple[Any, ...]]) -> None:
+        """Insert entries given with every column of :func:`entry_column_names` (``seq``
+        included), as fast as the database allows (a move copies millions)."""
+        ...
+
+    def allow_idle(self, tx: Tx, seconds: float) -> None:
+        """Let ``tx`` sit idle between its statements for up to ``seconds`` (for this
+        transaction only) before the server may end its session (PostgreSQL's
+        ``idle_in_transaction_session_timeout``; SQLite has no such limit)."""
         ...
 
     def entries_copied(self, tx: Tx) -> None:

@@ -20,12 +20,24 @@ import socket
 import subprocess
 import tempfile
 import uuid
+from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
 import attrs
 
-__all__ = ["ADMIN_USER", "DATABASE", "USER", "PostgresServer", "Unavailable", "start_server"]
+__all__ = [
+    "ADMIN_USER",
+    "DATABASE",
+    "USER",
+    "Certificates",
+    "PostgresServer",
+    "Unavailable",
+    "database",
+    "make_certificates",
+    "start_server",
+    "tls",
+]
 
 USER = "dpkit"
 ADMIN_USER = "dpkit_admin"
@@ -164,3 +176,141 @@ def start_server() -> PostgresServer:
         server.stop()
         raise
     return server
+
+
+@contextlib.contextmanager
+def database(url: str | None = None) -> Iterator[str]:
+    """``url`` if one is given (a benchmark's ``--postgres``), else the test database of a
+    throwaway server started here and stopped at the end of the block."""
+    if url:
+        yield url
+        return
+    server = start_server()
+    try:
+        yield server.base()
+    finally:
+        server.stop()
+
+
+@attrs.frozen
+class Certificates:
+    """PEM files for TLS tests: a certificate authority, and a server certificate it signed
+    for 127.0.0.1 and localhost (with its key)."""
+
+    ca: str
+    cert: str
+    key: str
+
+
+def make_certificates(directory: str, *, hosts: tuple[str, ...] = ("127.0.0.1",)) -> Certificates:
+    """A new CA and a server certificate for ``hosts`` (IP addresses; ``localhost`` too),
+    written as PEM files in ``directory`` with the ``cryptography`` package (no ``openssl``
+    binary). Keys are ECDSA P-256; valid from an hour ago for a day."""
+    import datetime
+    import ipaddress
+
+    from cryptography import x509
+    from cryptography.hazmat.primitives import hashes, serialization
+    from cryptography.hazmat.primitives.asymmetric import ec
+    from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
+
+    now = datetime.datetime.now(datetime.timezone.utc)
+
+    def name(text: str) -> x509.Name:
+        return x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, text)])
+
+    def signed(builder: x509.CertificateBuilder, key: Any) -> x509.Certificate:
+        return builder.sign(key, hashes.SHA256())
+
+    def base(subject: str, issuer: str, public: Any) -> x509.CertificateBuilder:
+        return (
+            x509.CertificateBuilder()
+            .subject_name(name(subject))
+            .issuer_name(name(issuer))
+            .public_key(public)
+            .serial_number(x509.random_serial_number())
+            .not_valid_before(now - datetime.timedelta(hours=1))
+            .not_valid_after(now + datetime.timedelta(days=1))
+        )
+
+    ca_key, key = ec.generate_private_key(ec.SECP256R1()), ec.generate_private_key(ec.SECP256R1())
+    issuer = f"dpkit test CA {uuid.uuid4().hex[:8]}"
+    ca = signed(
+        base(issuer, issuer, ca_key.public_key())
+        .add_extension(x509.BasicConstraints(ca=True, path_length=0), critical=True)
+        .add_extension(
+            x509.KeyUsage(False, False, False, False, False, True, True, False, False),
+            critical=True,
+        ),
+        ca_key,
+    )
+    names: list[x509.GeneralName] = [x509.DNSName("localhost")]
+    names += [x509.IPAddress(ipaddress.ip_address(host)) for host in hosts]
+    cert = signed(
+        base("localhost", issuer, key.public_key())
+        .add_extension(x509.SubjectAlternativeName(names), critical=False)
+        .add_extension(x509.ExtendedKeyUsage([ExtendedKeyUsageOID.SERVER_AUTH]), critical=False),
+        ca_key,
+    )
+    paths = Certificates(
+        *(os.path.join(directory, n) for n in ("ca.crt", "server.crt", "server.key"))
+    )
+    Path(paths.ca).write_bytes(ca.public_bytes(serialization.Encoding.PEM))
+    Path(paths.cert).write_bytes(cert.public_bytes(serialization.Encoding.PEM))
+    Path(paths.key).write_bytes(
+        key.private_bytes(
+            serialization.Encoding.PEM,
+            serialization.PrivateFormat.PKCS8,
+            serialization.NoEncryption(),
+        )
+    )
+    os.chmod(paths.key, 0o600)  # the server refuses a key others can read
+    return paths
+
+
+@contextlib.contextmanager
+def tls(server: PostgresServer) -> Iterator[Certificates]:
+    """TLS on ``server`` inside the block (``ssl = on`` with a new CA's certificate, set with
+    ``ALTER SYSTEM`` and a configuration reload: PostgreSQL 10+ reloads its SSL settings);
+    connections made before it, or without ``sslmode``, are unaffected or stay as they were.
+    Turned off again at the end."""
+    directory = tempfile.mkdtemp(prefix="tls-", dir=server.root)
+    certificates = make_certificates(directory)
+    owner = os.stat(server.root)
+    for path in (directory, certificates.cert, certificates.key):
+        os.chown(path, owner.st_uid, owner.st_gid)  # the server's user reads them
+    settings = {"ssl_cert_file": certificates.cert, "ssl_key_file": certificates.key, "ssl": "on"}
+    try:
+        _reconfigure(server, settings)
+        yield certificates
+    finally:
+        _reconfigure(server, dict.fromkeys(settings))
+        shutil.rmtree(directory, ignore_errors=True)
+
+
+def _reconfigure(server: PostgresServer, settings: Mapping[str, str | None]) -> None:
+    """``ALTER SYSTEM SET`` (or ``RESET``, for None) each setting, reload, and wait until a new
+    session sees the last one (the reload is asynchronous)."""
+    import time
+
+    from psycopg import sql
+
+    with server.admin() as admin:
+        for key, value in settings.items():
+            if value is None:
+                admin.execute(sql.SQL("ALTER SYSTEM RESET {}").format(sql.Identifier(key)))
+            else:
+                admin.execute(
+                    sql.SQL("ALTER SYSTEM SET {} = {}").format(sql.Identifier(key), value)
+                )
+        admin.execute("SELECT pg_reload_conf()")
+    key, value = list(settings.items())[-1]
+    deadline = time.monotonic() + 30
+    while True:
+        with server.admin() as admin:
+            row = admin.execute(sql.SQL("SHOW {}").format(sql.Identifier(key))).fetchone()
+        if row is not None and row[0] == (value or "off"):
+            return
+        if time.monotonic() > deadline:
+            raise RuntimeError(f"the server did not reload {key} = {value}")
+        time.sleep(0.05)

@@ -11,7 +11,13 @@ message, document and stored location.
 
 from __future__ import annotations
 
+import contextlib
+import signal
+import sqlite3
+import subprocess
+import sys
 import threading
+import time
 import urllib.parse
 from fractions import Fraction
 from pathlib import Path
@@ -27,6 +33,7 @@ from dpkit.ledger import (
     Ledger,
     LedgerError,
     LedgerMoved,
+    SpendRequest,
     move_ledger,
 )
 
@@ -35,6 +42,7 @@ PostgresServer = Any
 
 STEP = Cost(Fraction(1, 100), Fraction(0))
 AGES = [23, 35, 41, 52, 67, 29, 33]
+TABLES = ("dpkit_meta", "dpkit_entries")
 
 
 def _takes_spends(location: str) -> bool:
@@ -58,7 +66,7 @@ def _source(path: Path, spends: int = 3) -> str:
 
 
 def test_moving_twice_gives_no_second_live_copy(
-    rt: Any, tmp_path: Path, postgres_server: PostgresServer
+    rt: Any, tmp_path: Path, postgres_server: PostgresServer, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """Attack: move the ledger to B, then move the (old) ledger again to C, or back onto
     itself, to get a second copy of the budget. Every second move is refused (exit 2, one
@@ -78,6 +86,13 @@ def test_moving_twice_gives_no_second_live_copy(
     assert rt.fork_cli("budget", "move", b, d).returncode == 0
     assert [_takes_spends(x) for x in (a, b, c, d)] == [False, False, False, True]
     assert Ledger(d).verify().epsilon == Fraction(5, 100)  # 3 + the two probes of A and B
+    monkeypatch.setenv("PGPASSWORD", postgres_server.password)  # verify A: B, moved on, holds A
+    checked = rt.fork_cli("budget", "verify", "--ledger", a)
+    assert checked.returncode == 0, checked.explain()
+    assert (
+        checked.stdout.splitlines()[-1]
+        == f"sealed: moved to {Path(d).resolve()}; it takes no more spends"
+    )
 
 
 def test_two_moves_at_once_leave_one_live_copy(
@@ -192,3 +207,107 @@ def test_no_password_is_shown_or_stored(
         assert urllib.parse.quote(secret) not in result.stdout + result.stderr
     assert Ledger(a).move_state().moved_to == Ledger(url).path
     assert secret not in Ledger(a).move_state().moved_to
+
+
+def _contents(location: str) -> list[Any]:
+    """Everything a ledger stores (both tables, every row), read without a Ledger."""
+    if "://" not in location:
+        with contextlib.closing(sqlite3.connect(location)) as db:
+            return [db.execute(f"SELECT * FROM {t} ORDER BY 1").fetchall() for t in TABLES]
+    import psycopg
+
+    name = urllib.parse.parse_qs(urllib.parse.urlsplit(location).query)["ledger"][0]
+    with psycopg.connect(location.partition("?")[0]) as db:
+        return [db.execute(f'SELECT * FROM "{name}".{t} ORDER BY 1').fetchall() for t in TABLES]
+
+
+def test_verify_of_a_moved_ledger_never_writes_either_side(
+    rt: Any,
+    tmp_path: Path,
+    postgres_server: PostgresServer,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """``budget verify`` of a sealed ledger opens its destination: it must not write there
+    (nor make an awaiting destination live), nor create a ledger at a ``--destination`` that
+    names another place, nor vouch for one. A move stopped before its activation leaves the
+    destination awaiting: verify reports it, and afterwards neither side changed and only
+    running the move again makes it live."""
+    from dpkit.ledger import _move
+
+    a, b = _source(tmp_path / "a.sqlite"), postgres_server.url()
+    with monkeypatch.context() as patch:
+        patch.setattr(_move, "_activate", lambda *a: (_ for _ in ()).throw(KeyboardInterrupt))
+        with pytest.raises(KeyboardInterrupt):
+            move_ledger(a, b)
+    monkeypatch.setenv("PGPASSWORD", postgres_server.password)
+    before = [_contents(a), _contents(b)]
+    checked = rt.fork_cli("budget", "verify", "--ledger", a)
+    assert checked.returncode == 0, checked.explain()
+    assert "awaiting: the destination of an unfinished move" in checked.stdout
+    elsewhere, fresh = tmp_path / "elsewhere.sqlite", postgres_server.url()
+    for other in (str(elsewhere), fresh):
+        refused = rt.fork_cli("budget", "verify", "--ledger", a, "--destination", other)
+        assert refused.returncode == 2 and "must be the ledger" in refused.stderr
+        rt.assert_no_traceback(refused)
+    assert [_contents(a), _contents(b)] == before
+    assert not elsewhere.exists() and not _takes_spends(fresh)
+    assert [_takes_spends(a), _takes_spends(b)] == [False, False]  # b still awaits its move
+    assert move_ledger(a, b).outcome == "finished"
+    assert _takes_spends(b)
+
+
+HUNG_MOVER = r"""
+import os, signal, sys
+from dpkit.ledger import _move, _postgresql
+
+_postgresql._IDLE_IN_TRANSACTION = 1.0  # the server's idle limit for dpkit's writes
+_move._IDLE, _move._BATCH = 1.0, 2      # the source may idle 1 s + the 1 s lock wait
+insert = _postgresql.PostgresStore.insert_entries
+fd = os.open(sys.argv[3], os.O_WRONLY | os.O_CREAT | os.O_APPEND)
+
+def hang(self, tx, rows):
+    insert(self, tx, rows)
+    os.write(fd, b"hung\n")
+    os.kill(os.getpid(), signal.SIGSTOP)  # mid-copy, holding the source's lock
+
+_postgresql.PostgresStore.insert_entries = hang
+_move.move_ledger(sys.argv[1], sys.argv[2], timeout=1.0)
+"""
+
+
+def test_a_hung_mover_loses_the_lock_and_no_second_ledger_goes_live(
+    tmp_path: Path, postgres_server: PostgresServer
+) -> None:
+    """The move's source transaction may idle longer than a spend's (the wait for the
+    destination's lock), so a mover that hangs (SIGSTOP) mid-copy holds the source's lock for
+    at most that long: the server then ends its session, a spender waiting on the source goes
+    on, and the destination never takes spends; the resumed mover fails (typed error, no
+    seal) and running the move again moves everything, the new spend included."""
+    source, destination = postgres_server.url(), postgres_server.url()
+    ledger = Ledger(source, dataset="redteam", budget=Budget(Fraction(1), Fraction(0)))
+    ledger.spend_all([SpendRequest(STEP, "m", {"i": i}, {}, "s", "-") for i in range(6)])
+    log = tmp_path / "mover.log"
+    mover = subprocess.Popen(
+        [sys.executable, "-c", HUNG_MOVER, source, destination, str(log)],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+    )
+    try:
+        deadline = time.monotonic() + 60
+        while "hung" not in (log.read_text() if log.exists() else ""):
+            assert mover.poll() is None and time.monotonic() < deadline, "the mover never hung"
+            time.sleep(0.05)
+        start = time.monotonic()
+        Ledger(source, timeout=30).spend(
+            STEP, mechanism="m", parameters={}, event={}, session_id="s", randomness="-"
+        )  # waits for the hung mover's lock, which the server takes back
+        assert time.monotonic() - start < 20
+        assert not _takes_spends(destination)
+    finally:
+        mover.send_signal(signal.SIGCONT)
+        _, errors = mover.communicate(timeout=60)
+    assert mover.returncode != 0 and b"LedgerError" in errors and b"Traceback" in errors
+    assert Ledger(source).move_state().state == "live"
+    assert move_ledger(source, destination).outcome == "moved"
+    assert Ledger(destination).verify().epsilon == 7 * STEP.epsilon
+    assert [_takes_spends(source), _takes_spends(destination)] == [False, True]

@@ -255,3 +255,37 @@ def test_short_sessions_from_many_processes_spend_exactly(postgres_server: Postg
     assert ledger.verify().epsilon == 1 and len(ledger.entries()) == 20
     with pytest.raises(BudgetExceeded):
         _spend(ledger)
+
+
+def test_a_ledger_over_verified_tls(tmp_path: Path, postgres_server: PostgresServer) -> None:
+    """TLS, as a deployment would use it: the test server gets ``ssl = on`` with a certificate
+    signed by a new CA (made with ``cryptography``), and the ledger URL asks for
+    ``sslmode=verify-full`` with that CA as ``sslrootcert``. A release goes through, and the
+    ledger's own session is encrypted (``pg_stat_ssl``). With another CA as the root the
+    connection is refused before anything is written: a typed ``LedgerError`` naming the
+    ledger, not the password; so is ``verify-full`` against a server whose TLS is off."""
+    from dpkit.testing._postgres import make_certificates, tls
+
+    other = make_certificates(str(tmp_path))  # a CA that did not sign the server's certificate
+    with tls(postgres_server) as certificates:
+        url = f"{postgres_server.url()}&sslmode=verify-full&sslrootcert={certificates.ca}"
+        with dpkit.Session(budget=(1.0, 0.0), ledger=url, dataset="tls") as session:
+            session.release(dpkit.mechanism("rr", epsilon=0.25), np.array([1, 0, 1]))
+        ledger = Ledger(url)
+        assert ledger.verify().epsilon == Fraction(1, 4)
+        with ledger._store.read() as tx:  # the ledger's own connection
+            row = tx.one("SELECT ssl, version FROM pg_stat_ssl WHERE pid = pg_backend_pid()")
+        assert row is not None and row[0] is True and str(row[1]).startswith("TLS"), row
+        wrong = url.replace(certificates.ca, other.ca)
+        with pytest.raises(LedgerError, match="secure connection") as refused:
+            Ledger(wrong)
+        assert type(refused.value) is LedgerError
+        assert "certificate verify failed" in str(refused.value)
+        assert refused.value.path == Ledger(url).path.replace(certificates.ca, other.ca)
+        assert postgres_server.password not in str(refused.value)
+    with pytest.raises(LedgerError, match="secure connection") as refused:  # TLS off again
+        Ledger(url)
+    assert postgres_server.password not in str(refused.value)
+    assert Ledger(postgres_server.url(url.partition("ledger=")[2].partition("&")[0])).spent() == (
+        Budget(Fraction(1, 4), Fraction(0))
+    )

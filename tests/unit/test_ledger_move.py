@@ -15,6 +15,7 @@ from __future__ import annotations
 import contextlib
 import json
 import sqlite3
+import time
 import urllib.parse
 from fractions import Fraction
 from pathlib import Path
@@ -248,7 +249,7 @@ def test_an_interrupted_move_is_finished_by_running_it_again(
 
 
 def test_the_command_moves_and_verify_reports_both_sides(
-    place: Any, capsys: pytest.CaptureFixture[str]
+    place: Any, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
 ) -> None:
     source, destination = place("sqlite"), place("postgresql")
     spent = _filled(source).verify()
@@ -258,14 +259,125 @@ def test_the_command_moves_and_verify_reports_both_sides(
     assert f"moved {source} to {shown}: 6 entries" in out
     password = urllib.parse.urlsplit(destination).password
     assert password and password not in out
+    _spend(Ledger(destination))  # the destination carries on
+    code, out, err = _cli("budget", "verify", "--ledger", source, capsys=capsys)
+    assert code == 2 and "no password supplied" in err  # the seal keeps no password: say how
+    assert "PGPASSWORD or ~/.pgpass, or the destination's full URL with --destination" in err
+    code, out, err = _cli(
+        "budget", "verify", "--ledger", source, "--destination", destination, capsys=capsys
+    )
+    assert (code, err) == (0, "") and password not in out
+    monkeypatch.setenv("PGPASSWORD", password)  # libpq's way, as the docs advise
     code, out, _ = _cli("budget", "verify", "--ledger", source, "--json", capsys=capsys)
     record = json.loads(out)
     assert (code, record["state"], record["moved_to"]) == (0, "sealed", shown)
+    assert (record["ledger"], record["releases"], record["results_not_stored"]) == (source, 5, 4)
+    assert record["spent"]["epsilon_exact"] == str(spent.epsilon)
+    other = record["destination"]  # the destination, verified and compared from the source
+    assert (other["ledger"], other["state"], other["releases"]) == (shown, "live", 6)
+    assert other["spent"]["epsilon_exact"] == str(spent.epsilon + TENTH.epsilon)
+    assert (other["holds_every_source_entry"], other["source_entries"]) == (True, 6)
+    assert other["entries_since_move"] == 1
+    code, out, _ = _cli("budget", "verify", "--ledger", source, capsys=capsys)
+    assert code == 0
+    assert out.splitlines() == [
+        f"ledger {source} is consistent: spent ε=0.9, δ=1e-06 of {BUDGET} in 5 releases "
+        "(4 without a stored result)",
+        f"sealed: moved to {shown}; it takes no more spends",
+        f"destination {shown} is consistent: spent ε=1, δ=1e-06 of {BUDGET} in 6 releases "
+        "(5 without a stored result)",
+        f"destination {shown} holds all 6 entries of source {source} as moved (equal "
+        "amounts, so equal totals: ε=0.9, δ=1e-06); 1 made there since the move",
+    ]
     code, out, _ = _cli("budget", "verify", "--ledger", destination, "--json", capsys=capsys)
     record = json.loads(out)
     assert (record["state"], record["moved_from"]) == ("live", str(Path(source).resolve()))
-    assert record["spent"]["epsilon_exact"] == str(spent.epsilon)
+    assert record["destination"] is None
+    code, out, _ = _cli("budget", "verify", "--ledger", destination, capsys=capsys)
+    assert out.splitlines()[-1] == f"moved here from {Path(source).resolve()}"
     code, out, _ = _cli("budget", "move", source, destination, "--json", capsys=capsys)
     assert (code, json.loads(out)["outcome"]) == (0, "already moved")
     code, out, err = _cli("budget", "move", source, place("sqlite"), capsys=capsys)
     assert code == 2 and "already moved to" in err
+
+
+@pytest.mark.parametrize("kind", ["postgresql", "sqlite"])
+def test_a_copy_longer_than_the_idle_limit_keeps_the_sources_lock(
+    kind: str, place: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A PostgreSQL source's session may sit idle in the move's transaction for ``timeout`` +
+    ``_move._IDLE`` only; here, through the non-public knobs, 0.5 + 0.5 = 1 s (and the idle
+    limit of dpkit's other write transactions, the destination's included, is 1.5 s). The
+    destination is made slow: 0.15 s per batch of 4 entries, 56 entries, a 2.1 s copy.
+    Streamed, the copy fetches a batch from the source before each write, so neither session
+    is idle for more than about 0.15 s, and the move succeeds. The control reads every batch
+    first and then writes (the source idle for the whole copy, as before the fix): the server
+    ends the source's session, the seal fails, and nothing is sealed — the limit really bites
+    (margins: 1 s against 0.15 s, and 2.1 s against 1 s)."""
+    from dpkit.ledger import _postgresql
+
+    monkeypatch.setattr(_postgresql, "_IDLE_IN_TRANSACTION", 1.5)
+    monkeypatch.setattr(_move, "_IDLE", 0.5)
+    monkeypatch.setattr(_move, "_BATCH", 4)
+    source = place("postgresql")
+    ledger = Ledger(source, dataset="survey", budget=BUDGET)
+    tiny = Cost(Fraction(1, 100), Fraction(0))
+    ledger.spend_all([SpendRequest(tiny, "m", {"i": i}, {}, "s", "fast") for i in range(56)])
+    store = type(_open(place(kind)))
+    slow_insert = store.insert_entries
+
+    def slow(self: Any, tx: Any, rows: Any) -> None:
+        time.sleep(0.15)
+        slow_insert(self, tx, rows)
+
+    monkeypatch.setattr(store, "insert_entries", slow)
+    read_first = _move._batches
+    with monkeypatch.context() as patch:  # the control: every batch read before the writes
+        patch.setattr(_move, "_batches", lambda *a: iter(list(read_first(*a))))
+        with pytest.raises(LedgerError, match=r"lost its connection .* while moving the ledger"):
+            move_ledger(source, place(kind), timeout=0.5)
+    assert Ledger(source).move_state().state == "live"
+    destination = place(kind)
+    result = move_ledger(source, destination, timeout=0.5)
+    assert (result.outcome, result.entries) == ("moved", 56)
+    assert Ledger(destination).entries() == ledger.entries()
+
+
+def _open(location: str) -> Any:
+    from dpkit.ledger._store import open_store
+
+    return open_store(location, timeout=1)
+
+
+@pytest.mark.parametrize("damage", ["changed", "missing"])
+def test_verify_of_a_moved_ledger_finds_a_damaged_destination(
+    damage: str, place: Any, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The destination is consistent on its own (its totals agree with its entries) but no
+    longer holds the source's entries as moved: one relabelled, or one deleted with the
+    totals lowered to match. ``verify`` of the source finds it (exit 2, naming the entry and
+    the destination); each ledger's own verify passes."""
+    source, destination = place("sqlite"), place("postgresql")
+    entries = _filled(source).entries()
+    move_ledger(source, destination)
+    name = urllib.parse.parse_qs(urllib.parse.urlsplit(destination).query)["ledger"][0]
+    seq = entries[1].seq
+    import psycopg
+
+    with psycopg.connect(destination.partition("?")[0], autocommit=True) as db:
+        table = f'"{name}".dpkit_entries'
+        if damage == "changed":
+            db.execute(f"UPDATE {table} SET label = 'renamed' WHERE seq = %s", (seq,))
+        else:
+            db.execute(f"DELETE FROM {table} WHERE seq = %s", (seq,))
+            left = Ledger(source).spent().epsilon - TENTH.epsilon
+            db.execute(
+                f"UPDATE \"{name}\".dpkit_meta SET value = %s WHERE key = 'spent_epsilon'",
+                (f"{left.numerator}/{left.denominator}",),
+            )
+    Ledger(destination).verify()  # consistent on its own
+    monkeypatch.setenv("PGPASSWORD", urllib.parse.urlsplit(destination).password or "")
+    code, out, err = _cli("budget", "verify", "--ledger", source, capsys=capsys)
+    shown = Ledger(destination).path
+    assert code == 2 and out == ""
+    assert f"ledger {shown} does not hold the entries [{seq}] of {source}" in err

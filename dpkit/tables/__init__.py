@@ -10,7 +10,7 @@ and :mod:`dpkit.tables.engines` the thin adapters that run it on Dask and Spark.
 from __future__ import annotations
 
 from dpkit.tables.bounding import FIRST, Bounding, BoundingKey, bound_contributions
-from dpkit.tables.engines import per_partition
+from dpkit.tables.engines import per_partition, positions
 from dpkit.tables.frame import (
     ColumnKind,
     as_frame,
@@ -33,5 +33,6 @@ __all__ = [
     "is_table",
     "narwhals",
     "per_partition",
+    "positions",
     "require_columns",
 ]

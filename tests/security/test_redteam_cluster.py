@@ -311,3 +311,60 @@ def test_the_public_dry_run_uses_a_dask_frames_empty_meta(request: pytest.Fixtur
     assert dict(empty.to_native().dtypes) == dict(frame.dtypes)
     for engine in ("spark", "spark_connect"):  # Spark offers no local empty frame
         assert _empty_like(nw.from_native(_poisoned(request, engine))) is None
+
+
+SPARK_ENGINES = ["spark", "spark_connect"]
+
+
+def test_a_connect_plan_that_does_not_analyse_is_refused_before_the_spend(
+    request: pytest.FixtureRequest,
+) -> None:
+    """Attack: a Connect DataFrame is only a plan — the server analyses it on demand, so a
+    frame may name a column, a table or an expression that does not resolve. The public phase
+    asks for the schema (an analysis, no job): a typed refusal, nothing spent, and none of the
+    engine's message (a schema inferred from a file's rows could quote them)."""
+    session_on_server = request.getfixturevalue("spark_connect")
+    frame = _spark(_people(), session_on_server)
+    unresolved = {
+        "column": frame.select("nope", "minutes"),
+        "expression": frame.filter("minutes >>> 3"),
+        "table": session_on_server.table("dpkit_no_such_table"),
+    }
+    session = dpkit.Session(budget=(1.0, 0.0), ledger=":memory:")
+    query = Sum(lower=0, upper=5, epsilon=1.0).on("minutes", by="city", keys=["Lyon"], unit=UNIT)
+    for name, plan in unresolved.items():
+        with pytest.raises(dpkit.InvalidData) as refused:
+            session.release(query, plan)
+        assert "AnalysisException" in str(refused.value), name
+        assert not any(word in str(refused.value) for word in ("nope", "UNRESOLVED", ">>>"))
+        assert session.spent.epsilon == 0, name
+
+
+@pytest.mark.parametrize("engine", SPARK_ENGINES)
+def test_column_types_spark_cannot_process_are_refused_before_the_spend(
+    request: pytest.FixtureRequest, engine: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Attack: an id column of a type the engine cannot shuffle into a pandas function
+    (an interval, a variant) passes the schema's kind check (ids may be of any type). The
+    public phase has Spark analyse the query's whole plan (no job runs: the frame is poisoned),
+    and refuses, typed, with nothing spent. Without that analysis the same releases spend and
+    then fail — shown on the unpoisoned frame — so the refusal is a real catch."""
+    from dpkit_central import tables
+
+    unit = dpkit.IdUnit("uid", max_rows=2, max_groups=1)
+    query = Count(epsilon=0.25).on(by="city", keys=["Lyon"], unit=unit)
+    types = ("INTERVAL '1' YEAR", """parse_json('{"a": 1}')""")
+
+    def with_id(frame: Any, sql: str) -> Any:
+        return frame.selectExpr("*", f"{sql} AS uid")
+
+    session = dpkit.Session(budget=(1.0, 0.0), ledger=":memory:")
+    for sql in types:
+        with pytest.raises(dpkit.InvalidData, match="cannot be processed"):
+            session.release(query, with_id(_poisoned(request, engine), sql))
+        assert session.spent.epsilon == 0, sql
+    monkeypatch.setattr(tables, "_analysable", lambda frame, needs: False)
+    for sql in types:
+        with pytest.raises(dpkit.ReleaseFailed):
+            session.release(query, with_id(_frame(request, engine, _people()), sql))
+    assert session.spent.epsilon == Fraction(1, 2)

@@ -228,9 +228,20 @@ def launch_spark_connect(cores: int = 2, partitions: int = 4, memory: str = "1g"
     began = time.monotonic()
     with open(log, "wb") as output:
         process = subprocess.Popen(
-            command, env=env, stdout=output, stderr=subprocess.STDOUT, start_new_session=True
+            command, env=env, stdout=output, stderr=subprocess.STDOUT, preexec_fn=_detached
         )
     return ConnectLaunch(process, port, log, began)
+
+
+def _detached() -> None:
+    """In the server's process before it runs the JVM: a process group of its own (stopped as
+    one), and, on Linux, SIGTERM when the process that launched it dies — the scripts ``exec``
+    the JVM, which keeps this — so that a killed test run leaves no server behind."""
+    os.setsid()
+    if sys.platform.startswith("linux"):
+        import ctypes
+
+        ctypes.CDLL(None).prctl(1, signal.SIGTERM)  # 1: PR_SET_PDEATHSIG
 
 
 def start_spark_connect(

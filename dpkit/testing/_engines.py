@@ -150,7 +150,8 @@ class ConnectLaunch:
 
     def stop(self, grace: float = 30.0) -> None:
         """Stop the server and the Python workers it started: SIGTERM to its process group
-        (the JVM's shutdown hook stops Spark), SIGKILL after ``grace`` seconds."""
+        (the JVM's shutdown hook stops Spark), SIGKILL after ``grace`` seconds; then remove
+        its log's directory."""
         if self.process.poll() is None:
             with contextlib.suppress(ProcessLookupError):
                 os.killpg(self.process.pid, signal.SIGTERM)
@@ -160,6 +161,7 @@ class ConnectLaunch:
                 with contextlib.suppress(ProcessLookupError):
                     os.killpg(self.process.pid, signal.SIGKILL)
                 self.process.wait()
+        shutil.rmtree(os.path.dirname(self.log), ignore_errors=True)
 
 
 def _free_port() -> int:

@@ -59,11 +59,12 @@ def postgres_server() -> Iterator[PostgresServer]:
         server.stop()
 
 
-# -- a Dask cluster and a Spark session for the queries and estimators on engines --------------
-# Started once per test session: a distributed LocalCluster of 2 worker processes, and Spark in
+# -- a Dask cluster and Spark sessions for the queries and estimators on engines ---------------
+# Started once per test session: a distributed LocalCluster of 2 worker processes, Spark in
 # local mode (local[2], 4 shuffle partitions; its startup is slow, so one session for the whole
-# run). Without the packages (the `cluster` extra) or a Java runtime the tests that need them
-# skip and say why, unless DPKIT_REQUIRE_CLUSTER=1 (set by .ci/run): then they fail.
+# run), and a Spark Connect server with a client session on it. Without the packages (the
+# `cluster` extra) or a Java runtime the tests that need them skip and say why, unless
+# DPKIT_REQUIRE_CLUSTER=1 (set by .ci/run): then they fail.
 def _engine_unavailable(reason: Exception) -> None:
     if os.environ.get("DPKIT_REQUIRE_CLUSTER") == "1":
         pytest.fail(f"{reason} (DPKIT_REQUIRE_CLUSTER=1: these tests must run)")
@@ -93,6 +94,44 @@ def spark() -> Iterator[Any]:
         yield session
     finally:
         session.stop()
+
+
+# A Spark Connect server of its own (a second JVM, local[2]; dpkit/testing/_engines.py) for the
+# tests of Connect DataFrames, shared by them all. Its JVM takes some 20 s to start, so it is
+# launched as soon as the collected tests are known to need it, and starts while others run.
+_CONNECT_LAUNCH = pytest.StashKey[_engines.ConnectLaunch]()
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    if not any("spark_connect_server" in getattr(i, "fixturenames", ()) for i in items):
+        return
+    try:
+        launch = _engines.launch_spark_connect(cores=2, partitions=4)
+    except _engines.Unavailable:
+        return  # the fixture tries again, and reports why
+    config.stash[_CONNECT_LAUNCH] = launch
+    config.add_cleanup(launch.stop)
+
+
+@pytest.fixture(scope="session")
+def spark_connect_server(request: pytest.FixtureRequest) -> Iterator[_engines.ConnectServer]:
+    try:
+        launch = request.config.stash.get(_CONNECT_LAUNCH, None)
+        if launch is None:  # not launched at collection (e.g. a docs page asked for it)
+            launch = _engines.launch_spark_connect(cores=2, partitions=4)
+        server = launch.ready()
+    except _engines.Unavailable as reason:
+        _engine_unavailable(reason)
+    try:
+        yield server
+    finally:
+        server.stop()
+
+
+@pytest.fixture(scope="session")
+def spark_connect(spark_connect_server: _engines.ConnectServer) -> Any:
+    """A Spark Connect client session (``pyspark.sql.connect``) on the tests' server."""
+    return spark_connect_server.session
 
 
 @attrs.frozen

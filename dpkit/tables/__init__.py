@@ -10,7 +10,7 @@ and :mod:`dpkit.tables.engines` the thin adapters that run it on Dask and Spark.
 from __future__ import annotations
 
 from dpkit.tables.bounding import FIRST, Bounding, BoundingKey, bound_contributions
-from dpkit.tables.engines import per_partition, per_record
+from dpkit.tables.engines import per_partition, per_record, positions
 from dpkit.tables.frame import (
     ColumnKind,
     as_frame,
@@ -34,5 +34,6 @@ __all__ = [
     "narwhals",
     "per_partition",
     "per_record",
+    "positions",
     "require_columns",
 ]

@@ -20,6 +20,10 @@ partition-wise primitive, calling the *same* pandas function that bounds an eage
   and per-record conversions of pandas ``object`` columns (:func:`per_partition`), which are
   Python functions of one value.
 
+And one expression narwhals lacks on one engine: a value's position among declared values
+(:func:`positions`; narwhals' ``replace_strict``, which it does not implement on Spark
+Connect).
+
 Other lazy frames (Polars LazyFrame, DuckDB, Ibis: one-machine engines) are collected first
 and handled as an eager table. Nothing here reads a value before the caller's spend: these
 build the engine's plan, which runs when the aggregates are collected.
@@ -33,7 +37,7 @@ those two messages.
 from __future__ import annotations
 
 import warnings
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
 from typing import Any
 
 import attrs
@@ -41,7 +45,7 @@ import attrs
 from dpkit.tables.bounding import FIRST, Bounding
 from dpkit.tables.frame import implementation, narwhals
 
-__all__ = ["DISTRIBUTED", "by_id", "per_partition", "per_record", "quiet"]
+__all__ = ["DISTRIBUTED", "by_id", "per_partition", "per_record", "positions", "quiet"]
 
 #: The engines whose frames are bounded where their data are (the others are collected).
 DISTRIBUTED = ("dask", "pyspark", "pyspark_connect")
@@ -135,6 +139,32 @@ def per_partition(frame: Any, function: Callable[[Any], Any], added: dict[str, s
         meta = {**dict(native.dtypes), **added}
         return nw.from_native(native.map_partitions(_OnPandas(function), meta=meta))
     return function(frame.collect())
+
+
+def positions(frame: Any, name: str, column: str, mapping: Mapping[Any, int], default: int) -> Any:
+    """``frame`` (narwhals) with the Int64 column ``name``: ``mapping[value]`` where
+    ``column``'s value is one of ``mapping``'s keys, ``default`` elsewhere (a missing value
+    included) — a per-record lookup.
+
+    narwhals' ``replace_strict`` on every engine but Spark Connect, where narwhals 2.29 raises
+    ``NotImplementedError``; there, the very lookup narwhals builds on classic Spark (a literal
+    ``create_map`` read where ``array_contains(map_keys(...))``), in Connect's own functions,
+    so a value finds the same position on both Spark APIs. A chain of ``when`` expressions,
+    narwhals' alternative, nests one level per value and fails (``RecursionError``) for a few
+    hundred categories."""
+    nw = narwhals()
+    if not mapping:
+        return frame.with_columns(nw.lit(default, dtype=nw.Int64).alias(name))
+    if implementation(frame) != "pyspark_connect":
+        looked_up = nw.col(column).replace_strict(mapping, default=default, return_dtype=nw.Int64)
+        return frame.with_columns(looked_up.cast(nw.Int64).alias(name))
+    from pyspark.sql.connect import functions as spark
+
+    lookup = spark.create_map(*(spark.lit(part) for pair in mapping.items() for part in pair))
+    value = spark.col(column)
+    found = spark.array_contains(spark.map_keys(lookup), value)
+    looked_up = spark.when(found, lookup[value]).otherwise(spark.lit(default))
+    return nw.from_native(frame.to_native().withColumn(name, looked_up.cast("bigint")))
 
 
 @attrs.frozen

@@ -110,7 +110,16 @@ def require_columns(
     ``needs`` maps a column name to (its role, the kinds allowed): ``{"amount": ("value",
     ("number", "boolean", "object"))}``. Returns the kinds of the needed columns.
     """
-    kinds = column_kinds(frame)
+    try:
+        kinds = column_kinds(frame)
+    except Exception as error:  # e.g. a Spark Connect plan that does not analyse
+        # The engine's message is not shown: a schema inferred from a file's rows may quote
+        # them. Asking the engine for the frame's schema shows the analyst why.
+        raise InvalidData(
+            f"{owner}: the table's schema cannot be read ({type(error).__name__}); ask its "
+            "engine for the table's schema to see why",
+            field="data",
+        ) from None
     found: dict[str, ColumnKind] = {}
     for column, (role, allowed) in needs.items():
         if column not in kinds:

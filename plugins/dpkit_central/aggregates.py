@@ -22,7 +22,7 @@ import numpy as np
 from numpy.typing import NDArray
 
 from dpkit import InvalidParameter
-from dpkit.tables import narwhals, per_partition
+from dpkit.tables import narwhals, per_partition, positions
 from dpkit_central._validation import total_floats
 from dpkit_central.keys import PublicKeys, coerce, coerce_all
 from dpkit_central.queries import Histogram
@@ -47,6 +47,7 @@ __all__ = [
 #: The working columns a query adds to the frame.
 VALUE = "__dpkit_value"
 CELL = "__dpkit_cell"
+POSITION = "__dpkit_position"  # + the group column's index: a key's position (only_keys)
 
 
 @attrs.frozen
@@ -110,22 +111,20 @@ def only_keys(
 
     Each key column's value is mapped to its position among that column's declared values
     (−1 if none), the positions are combined into one integer, and the row is kept when that
-    integer is one of the declared keys' — narwhals expressions only (no join), so every
+    integer is one of the declared keys' — per-record expressions only (no join), so every
     engine runs it partition by partition and the row order of an eager frame is kept.
     """
     code = nw.lit(0, dtype=nw.Int64)
     wanted = [0] * len(keys.values)
+    names = [f"{POSITION}{i}" for i in range(len(by))]
     for i, column in enumerate(by):
         declared = coerce_all([k[i] for k in keys.values], kinds[column], column)
         position = {value: j for j, value in enumerate(dict.fromkeys(declared))}
         width = len(position) + 1
-        code = (
-            code * width
-            + nw.col(column).replace_strict(position, default=-1, return_dtype=nw.Int64)
-            + 1
-        )
+        frame = positions(frame, names[i], column, position, -1)
+        code = code * width + nw.col(names[i]) + 1
         wanted = [w * width + position[declared[k]] + 1 for k, w in enumerate(wanted)]
-    return frame.filter(code.is_in(wanted))
+    return frame.filter(code.is_in(wanted)).drop(*names)
 
 
 def _plain_label(value: Any) -> Any:
@@ -258,12 +257,7 @@ def cells(nw: Any, frame: Any, column: str | None, stat: Histogram, kind: str) -
             mapping.setdefault(coerce(category, kind, column), i)
         except InvalidParameter:
             continue  # a category of another type can never match: its count is 0
-    default = k if stat.other else -1
-    if not mapping:
-        cell = nw.lit(default)
-    else:
-        cell = nw.col(column).replace_strict(mapping, default=default, return_dtype=nw.Int64)
-    frame = frame.with_columns(cell.cast(nw.Int64).alias(CELL)).drop(column)
+    frame = positions(frame, CELL, column, mapping, k if stat.other else -1).drop(column)
     return frame.filter(nw.col(CELL) >= 0)
 
 

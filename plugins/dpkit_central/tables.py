@@ -70,6 +70,7 @@ from __future__ import annotations
 import functools
 import itertools
 import math
+from collections.abc import Mapping
 from fractions import Fraction
 from typing import Any
 
@@ -195,6 +196,17 @@ def _empty_like(frame: Any) -> Any:
     if meta is not None and type(meta).__module__.split(".", 1)[0] == "pandas":
         return nw.from_native(meta, eager_only=True)
     return None
+
+
+def _analysable(frame: Any, needs: Mapping[str, Any]) -> bool:
+    """Whether the plan of a query on ``frame`` can be built and analysed by its engine
+    without computing any row: a Spark frame (classic or Connect) whose needed columns are
+    not ``object`` columns (those are converted by a Python function of the *collected*
+    frame on engines other than Dask)."""
+    if not implementation(frame).startswith("pyspark"):
+        return False
+    kinds = column_kinds(frame)
+    return all(kinds.get(column) != "object" for column in needs)
 
 
 @attrs.frozen
@@ -416,12 +428,18 @@ class TableQuery:
         (an is_in of Float32 against integer keys, a float16 group-by, a 128-bit id) fails
         here, from the schema alone, instead of after the spend. A lazy frame is never
         computed in the public phase: a Dask frame is tried on its empty pandas ``_meta``
-        (its partitions are pandas frames of those dtypes); other engines are not tried."""
+        (its partitions are pandas frames of those dtypes); on Spark (classic or Connect) the
+        whole plan of steps 1–3 is built and the engine *analyses* it (its schema: types are
+        resolved, no job runs); other engines are not tried."""
         empty = _empty_like(frame)
-        if empty is None:
+        analysed = empty is None and _analysable(frame, self._needs())
+        if empty is None and not analysed:
             return
         try:
-            self._aggregate(self._prepared(empty, np.random.default_rng(0)))
+            if analysed:
+                self._grouped(self._prepared(frame, np.random.default_rng(0))).collect_schema()
+            else:
+                self._aggregate(self._prepared(empty, np.random.default_rng(0)))
         except DPKitError:
             raise
         except Exception:
@@ -543,10 +561,9 @@ class TableQuery:
             frame = frame.drop(self.column)
         return frame
 
-    def _aggregate(self, frame: Any) -> Aggregates:
-        """Step 3: per-group elementary aggregations, in one pass of the engine, collected as
-        small arrays: per group its count, sum and ids (the bounding's :data:`FIRST` rows);
-        per group and cell (a histogram's category, a quantile's lattice cell) its count."""
+    def _grouped(self, frame: Any) -> Any:
+        """Step 3's plan (lazy on a lazy frame): per group (and cell) the elementary
+        aggregations of :meth:`_aggregate`, not collected."""
         nw = narwhals()
         stat, by = self.statistic, self.by
         aggregations = [nw.len().alias("count")]
@@ -559,9 +576,14 @@ class TableQuery:
             CELL if isinstance(stat, Histogram) else VALUE if isinstance(stat, Quantile) else None
         )
         keys = (*by, cell) if cell is not None else by
-        table = collect(
-            frame.group_by(*keys).agg(*aggregations) if keys else frame.select(*aggregations)
-        )
+        return frame.group_by(*keys).agg(*aggregations) if keys else frame.select(*aggregations)
+
+    def _aggregate(self, frame: Any) -> Aggregates:
+        """Step 3: per-group elementary aggregations, in one pass of the engine, collected as
+        small arrays: per group its count, sum and ids (the bounding's :data:`FIRST` rows);
+        per group and cell (a histogram's category, a quantile's lattice cell) its count."""
+        stat, by = self.statistic, self.by
+        table = collect(self._grouped(frame))
         rows = key_tuples(table, by)
         ordered = sorted_keys(rows) if by else [()]
         where = {k: i for i, k in enumerate(ordered)}

@@ -184,6 +184,11 @@ POSTGRES_PAGES = ("scaling.md",)
 #: Pages whose examples run Spark: the tests' own session is started first, so that the page's
 #: ``getOrCreate()`` reuses it (one Spark session for the whole test run; tests/conftest.py).
 SPARK_PAGES = ("scaling.md",)
+#: Pages whose examples open a Spark Connect session: they read the URL of the tests' Connect
+#: server from DPKIT_SPARK_CONNECT_URL. PySpark's ``SparkSession.builder.remote(...)`` switches
+#: the whole process to Connect mode (``SPARK_CONNECT_MODE_ENABLED``), which would break the
+#: classic session of the tests that follow: the variable is put back as it was.
+SPARK_CONNECT_PAGES = ("scaling.md",)
 
 
 @pytest.mark.parametrize("page", pages(), ids=_page_id)
@@ -196,6 +201,11 @@ def test_page_examples_run(
         monkeypatch.setenv("DPKIT_LEDGER_URL", request.getfixturevalue("postgres_server").url())
     if page.name in SPARK_PAGES:
         request.getfixturevalue("spark")
+    if page.name in SPARK_CONNECT_PAGES:
+        server = request.getfixturevalue("spark_connect_server")
+        monkeypatch.setenv("DPKIT_SPARK_CONNECT_URL", server.url)
+        monkeypatch.setenv("SPARK_CONNECT_MODE_ENABLED", "")  # (undone at teardown:
+        monkeypatch.delenv("SPARK_CONNECT_MODE_ENABLED")  # the variable removed again)
     run_page(page, tmp_path)
 
 

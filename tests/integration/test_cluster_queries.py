@@ -1,15 +1,17 @@
 """The same table queries on pandas, Dask and Spark: identical pre-noise aggregates.
 
 Dask runs on the test session's LocalCluster (2 worker processes), Spark in local mode
-(``local[2]``); both are started by ``tests/conftest.py``. The table has people with more rows
+(``local[2]``), and Spark Connect as a client of a Connect server in a process of its own
+(``local[2]``); all are started by ``tests/conftest.py``. The table has people with more rows
 and groups than the declared bounds, missing and extreme values, and every person's rows spread
-over several partitions of both engines (checked), so the id-level bounding has work to do and
+over several partitions of every engine (checked), so the id-level bounding has work to do and
 can only be right if each id's rows are brought together. A variant of the Dask adapter that
 bounds each input partition on its own is shown to break the bound.
 """
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -18,11 +20,13 @@ import pytest
 from dpkit_central import Count, Histogram, Mean, PrivateKeys, Quantile, Sum
 
 import dpkit
+from dpkit.tables import as_frame, implementation
 
 pytestmark = pytest.mark.cluster
 
 N = 3000
 UNIT = dpkit.IdUnit("user", max_rows=3, max_groups=2)
+ENGINES = ["dask", "spark", "spark_connect"]
 
 
 def _table() -> pd.DataFrame:
@@ -58,14 +62,27 @@ def dask_frame(dask_client: Any, table: pd.DataFrame) -> Any:
     return frame
 
 
+def _spread_on_spark(session: Any, table: pd.DataFrame, functions: Any) -> Any:
+    frame = session.createDataFrame(table).repartition(3)  # round robin: ids spread
+    located = frame.withColumn("part", functions.spark_partition_id())
+    parts = located.groupBy("user").agg(functions.countDistinct("part").alias("n"))
+    assert parts.filter("n >= 2").count() > 0.9 * parts.count()
+    return frame
+
+
 @pytest.fixture(scope="module")
 def spark_frame(spark: Any, table: pd.DataFrame) -> Any:
     from pyspark.sql import functions
 
-    frame = spark.createDataFrame(table).repartition(3)  # round robin: ids spread
-    located = frame.withColumn("part", functions.spark_partition_id())
-    parts = located.groupBy("user").agg(functions.countDistinct("part").alias("n"))
-    assert parts.filter("n >= 2").count() > 0.9 * parts.count()
+    return _spread_on_spark(spark, table, functions)
+
+
+@pytest.fixture(scope="module")
+def spark_connect_frame(spark_connect: Any, table: pd.DataFrame) -> Any:
+    from pyspark.sql.connect import functions
+
+    frame = _spread_on_spark(spark_connect, table, functions)
+    assert implementation(as_frame(frame, owner="test")) == "pyspark_connect"  # not classic
     return frame
 
 
@@ -87,7 +104,7 @@ QUERIES = {
 KEYS = {"public": ["Lyon", "Paris", "Nice"], "private": PrivateKeys(epsilon=1.0, delta=1e-6)}
 
 
-@pytest.mark.parametrize("engine", ["dask", "spark"])
+@pytest.mark.parametrize("engine", ENGINES)
 @pytest.mark.parametrize("keys", sorted(KEYS))
 @pytest.mark.parametrize("name", sorted(QUERIES))
 def test_identical_pre_noise_aggregates_with_id_level_bounding(
@@ -100,7 +117,7 @@ def test_identical_pre_noise_aggregates_with_id_level_bounding(
     _same(expected, query.aggregate(_frame(request, engine), rng=np.random.default_rng(7)))
 
 
-@pytest.mark.parametrize("engine", ["dask", "spark"])
+@pytest.mark.parametrize("engine", ENGINES)
 def test_record_unit_ungrouped_and_two_key_columns(
     request: pytest.FixtureRequest, table: pd.DataFrame, engine: str
 ) -> None:
@@ -119,22 +136,43 @@ def test_record_unit_ungrouped_and_two_key_columns(
         _same(query.aggregate(table, rng=rng), query.aggregate(frame, rng=np.random.default_rng(3)))
 
 
-@pytest.mark.parametrize("engine", ["dask", "spark"])
+@pytest.mark.parametrize("engine", ENGINES)
 def test_a_session_releases_a_query_on_each_engine(
-    request: pytest.FixtureRequest, engine: str
+    request: pytest.FixtureRequest, engine: str, tmp_path: Path
 ) -> None:
     """End to end on the engine, secure randomness: the spend is recorded with the unit, the
-    declared keys come back, and the result is a pandas table."""
+    declared keys come back, the result is a pandas table, and the ledger file holds the
+    spend and the released values."""
     query = Sum(lower=0, upper=100, epsilon=0.5).on(
         "minutes", by="city", keys=["Lyon", "Paris", "Nice"], unit=UNIT
     )
-    with dpkit.Session(budget=(1.0, 0.0), ledger=":memory:", dataset="visits") as session:
+    ledger = str(tmp_path / "visits.sqlite")
+    with dpkit.Session(budget=(1.0, 0.0), ledger=ledger, dataset="visits") as session:
         released = session.release(query, _frame(request, engine))
         assert released.values.keys == (("Lyon",), ("Paris",), ("Nice",))
         assert released.entry.randomness == "secure"
         assert released.entry.parameters["unit"]["max_rows"] == 3
         assert type(released.values.table()).__module__.split(".")[0] == "pandas"
         assert session.spent.epsilon == 0.5
+    (entry,) = dpkit.Ledger(ledger).entries()
+    assert entry.release_id == released.entry.release_id and entry.cost == released.entry.cost
+    assert entry.result is not None and "pending" not in str(entry.result)
+
+
+@pytest.mark.parametrize("engine", ENGINES)
+def test_a_histogram_of_hundreds_of_categories(
+    request: pytest.FixtureRequest, table: pd.DataFrame, engine: str
+) -> None:
+    """A value's category is one lookup on every engine (narwhals' replace_strict, or on Spark
+    Connect the same map lookup, dpkit.tables.positions), not a chain of when-expressions,
+    which nests once per category and fails for a few hundred."""
+    categories = (*(f"m{i}" for i in range(600)), "walk", "bus")
+    query = Histogram(categories=categories, epsilon=1.0, other=True).on(
+        "mode", by="city", keys=["Lyon", "Paris"], unit=UNIT
+    )
+    expected = query.aggregate(table, rng=np.random.default_rng(5))
+    assert expected.values["cells"][:, -3:].sum() > 0  # walk, bus and other were counted
+    _same(expected, query.aggregate(_frame(request, engine), rng=np.random.default_rng(5)))
 
 
 def test_bounding_each_input_partition_alone_breaks_the_bound(

@@ -9,6 +9,7 @@ import os
 import subprocess
 import sys
 from pathlib import Path
+from types import SimpleNamespace
 from typing import Any
 
 import pytest
@@ -144,7 +145,10 @@ def test_progress_counts_bytes_only(monkeypatch: pytest.MonkeyPatch, capsys: Any
     """The progress line shows the share of the file's bytes read, after a delay, and ends
     with a newline; it is computed from the bytes read and the public size only."""
     clock = iter([0.0, 1.0, 2.5, 3.0, 3.5])
-    monkeypatch.setattr("dpkit.commands.run.time.monotonic", lambda: next(clock))
+    # The command's own `time`, not the shared module: patching time.monotonic itself would
+    # feed this clock to every thread (a Dask client's event loop stopped on StopIteration).
+    fake = SimpleNamespace(monotonic=lambda: next(clock))
+    monkeypatch.setattr("dpkit.commands.run.time", fake)
     progress = _Progress()
     progress("big.csv", 0, 4_000_000)  # starts the clock
     progress("big.csv", 1_000_000, 4_000_000)  # under the delay: nothing

@@ -14,7 +14,9 @@ anything but the DP release:
   over several partitions, with a key only they hold);
 * by odd values that might make an engine or the bounding raise after the spend.
 
-Dask runs on the test session's LocalCluster (2 worker processes), Spark in local mode.
+Dask runs on the test session's LocalCluster (2 worker processes), Spark in local mode, and
+Spark Connect as a client of the tests' Connect server (its own process): a Connect DataFrame
+is a different class with a lazier contract (its plan is analysed on the server, on demand).
 """
 
 from __future__ import annotations
@@ -33,7 +35,7 @@ import dpkit
 pytestmark = pytest.mark.cluster
 
 UNIT = dpkit.IdUnit("user", max_rows=2, max_groups=1)
-ENGINES = ["dask", "spark"]
+ENGINES = ["dask", "spark", "spark_connect"]
 
 
 def _people(extra: list[tuple[Any, ...]] = ()) -> pd.DataFrame:  # type: ignore[assignment]
@@ -57,22 +59,25 @@ def _spark(table: pd.DataFrame, session: Any) -> Any:
 def _frame(request: pytest.FixtureRequest, engine: str, table: pd.DataFrame) -> Any:
     if engine == "dask":
         return _dask(table, request.getfixturevalue("dask_client"))
-    return _spark(table, request.getfixturevalue("spark"))
+    return _spark(table, request.getfixturevalue(engine))  # spark, spark_connect
 
 
 def _explode(part: Any) -> Any:
     raise RuntimeError("the engine ran")
 
 
+def _explode_batches(batches: Any) -> Any:
+    raise RuntimeError("the engine ran")
+    yield  # a generator, as mapInPandas wants: raises on the partition's first batch
+
+
 def _poisoned(request: pytest.FixtureRequest, engine: str) -> Any:
-    """A frame with the table's schema whose every partition raises when computed."""
+    """A frame with the table's schema whose every partition raises when computed (on Spark
+    a pandas function of every partition, which no column pruning can skip)."""
     frame = _frame(request, engine, _people())
     if engine == "dask":
         return frame.map_partitions(_explode, meta=dict(frame.dtypes))
-    from pyspark.sql import functions, types
-
-    explode = functions.udf(lambda value: 1 / 0, types.DoubleType())
-    return frame.withColumn("minutes", explode("minutes"))
+    return frame.mapInPandas(_explode_batches, frame.schema)
 
 
 REFUSALS = {
@@ -269,8 +274,14 @@ ODD_QUERIES = [
 ]
 
 
-@pytest.mark.parametrize("engine", ENGINES)
-@pytest.mark.parametrize("rng", ["secure", "fast"])
+# Both random modes on each engine but Spark Connect, whose engine side is Spark's: the mode
+# only changes the noise, drawn on the driver (one mode there keeps the suite's time down).
+ODD_CASES = [
+    (e, r) for e in ENGINES for r in ("secure", "fast") if (e, r) != ("spark_connect", "fast")
+]
+
+
+@pytest.mark.parametrize(("engine", "rng"), ODD_CASES)
 def test_odd_values_never_fail_after_the_spend(
     request: pytest.FixtureRequest, engine: str, rng: str
 ) -> None:
@@ -304,5 +315,62 @@ def test_the_public_dry_run_uses_a_dask_frames_empty_meta(request: pytest.Fixtur
     empty = _empty_like(nw.from_native(frame))
     assert isinstance(empty, nw.DataFrame) and empty.shape[0] == 0
     assert dict(empty.to_native().dtypes) == dict(frame.dtypes)
-    spark = _poisoned(request, "spark")
-    assert _empty_like(nw.from_native(spark)) is None  # Spark offers no local empty frame
+    for engine in ("spark", "spark_connect"):  # Spark offers no local empty frame
+        assert _empty_like(nw.from_native(_poisoned(request, engine))) is None
+
+
+SPARK_ENGINES = ["spark", "spark_connect"]
+
+
+def test_a_connect_plan_that_does_not_analyse_is_refused_before_the_spend(
+    request: pytest.FixtureRequest,
+) -> None:
+    """Attack: a Connect DataFrame is only a plan — the server analyses it on demand, so a
+    frame may name a column, a table or an expression that does not resolve. The public phase
+    asks for the schema (an analysis, no job): a typed refusal, nothing spent, and none of the
+    engine's message (a schema inferred from a file's rows could quote them)."""
+    session_on_server = request.getfixturevalue("spark_connect")
+    frame = _spark(_people(), session_on_server)
+    unresolved = {
+        "column": frame.select("nope", "minutes"),
+        "expression": frame.filter("minutes >>> 3"),
+        "table": session_on_server.table("dpkit_no_such_table"),
+    }
+    session = dpkit.Session(budget=(1.0, 0.0), ledger=":memory:")
+    query = Sum(lower=0, upper=5, epsilon=1.0).on("minutes", by="city", keys=["Lyon"], unit=UNIT)
+    for name, plan in unresolved.items():
+        with pytest.raises(dpkit.InvalidData) as refused:
+            session.release(query, plan)
+        assert "AnalysisException" in str(refused.value), name
+        assert not any(word in str(refused.value) for word in ("nope", "UNRESOLVED", ">>>"))
+        assert session.spent.epsilon == 0, name
+
+
+@pytest.mark.parametrize("engine", SPARK_ENGINES)
+def test_column_types_spark_cannot_process_are_refused_before_the_spend(
+    request: pytest.FixtureRequest, engine: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Attack: an id column of a type the engine cannot shuffle into a pandas function
+    (an interval, a variant) passes the schema's kind check (ids may be of any type). The
+    public phase has Spark analyse the query's whole plan (no job runs: the frame is poisoned),
+    and refuses, typed, with nothing spent. Without that analysis the same releases spend and
+    then fail — shown on the unpoisoned frame — so the refusal is a real catch."""
+    from dpkit_central import tables
+
+    unit = dpkit.IdUnit("uid", max_rows=2, max_groups=1)
+    query = Count(epsilon=0.25).on(by="city", keys=["Lyon"], unit=unit)
+    types = ("INTERVAL '1' YEAR", """parse_json('{"a": 1}')""")
+
+    def with_id(frame: Any, sql: str) -> Any:
+        return frame.selectExpr("*", f"{sql} AS uid")
+
+    session = dpkit.Session(budget=(1.0, 0.0), ledger=":memory:")
+    for sql in types:
+        with pytest.raises(dpkit.InvalidData, match="cannot be processed"):
+            session.release(query, with_id(_poisoned(request, engine), sql))
+        assert session.spent.epsilon == 0, sql
+    monkeypatch.setattr(tables, "_analysable", lambda frame, needs: False)
+    for sql in types:
+        with pytest.raises(dpkit.ReleaseFailed):
+            session.release(query, with_id(_frame(request, engine, _people()), sql))
+    assert session.spent.epsilon == Fraction(1, 2)

@@ -113,7 +113,7 @@ def _show(args: argparse.Namespace) -> int:
     ledger = _open(args.ledger)
     spent = ledger.verify()
     remaining = ledger.remaining()
-    entries = ledger.entries()
+    counts = ledger._status_counts()
     record: dict[str, Any] = {
         "ledger": ledger.path,
         "dataset": ledger.dataset,
@@ -122,9 +122,10 @@ def _show(args: argparse.Namespace) -> int:
         "budget": ledger.budget.as_dict(),
         "spent": _spent_record(spent, ledger.rule),
         "remaining": remaining.as_dict(),
-        "releases": sum(e.status == "spent" for e in entries),
-        "aborted": sum(e.status == "aborted" for e in entries),
+        "releases": counts.get("spent", 0),
+        "aborted": counts.get("aborted", 0),
     }
+    entries = ledger.entries() if args.releases else []
     if args.releases:
         record["entries"] = [_release_record(e) for e in entries]
     if args.json:

@@ -607,6 +607,15 @@ class Ledger:
         assert row is not None
         return int(row[0]), int(row[1])
 
+    def _status_counts(self) -> dict[str, int]:
+        """The number of entries of each status (``spent``, ``aborted``), counted by the
+        database (``dpkit budget show`` need not load every entry of a large ledger)."""
+        with self._store.guarded("counting the releases"), self._store.read() as tx:
+            return {
+                str(status): int(n)
+                for status, n in tx.rows("SELECT status, count(*) FROM {entries} GROUP BY status")
+            }
+
     def _load(self, seq: Any, column: str, text: Any) -> Any:
         """A JSON column of entry ``seq``; :class:`LedgerCorrupt` if it does not parse."""
         if text is None:

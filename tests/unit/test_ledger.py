@@ -539,6 +539,21 @@ def test_budget_show_releases(
     assert "result not stored (spent)" in capsys.readouterr().out
 
 
+def test_budget_show_counts_releases_in_the_database(
+    ledger_store: LedgerStore, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """``budget show`` counts spent and aborted entries with SQL (a ledger of 10⁶ entries
+    is not loaded to be counted): the counts are those of the entries themselves."""
+    ledger = _ledger_with_releases(ledger_store.location)
+    ledger.abort(_spend(ledger, label="aborted").release_id)
+    entries = ledger.entries()
+    assert main(["budget", "show", "--ledger", str(ledger_store.location), "--json"]) == 0
+    shown = json.loads(capsys.readouterr().out)
+    assert "entries" not in shown
+    assert shown["releases"] == sum(e.status == "spent" for e in entries) == 2
+    assert shown["aborted"] == sum(e.status == "aborted" for e in entries) == 1
+
+
 def test_budget_verify(ledger_store: LedgerStore, capsys: pytest.CaptureFixture[str]) -> None:
     path = ledger_store.location
     _ledger_with_releases(path)

@@ -337,7 +337,7 @@ def _python_records(handle: io.BufferedReader, header_width: int) -> Iterable[li
     lines skipped, records of another width dropped. The line-framed path (see
     :func:`_read_csv`), also the fallback for files PyArrow refuses."""
     text = io.TextIOWrapper(handle, encoding="utf-8-sig", errors="surrogateescape", newline="")
-    csv.field_size_limit(sys.maxsize if sys.maxsize < 2**63 else 2**62)
+    _unlimited_fields()
     try:
         lines = iter(text)  # split at LF, CRLF and CR, each line ending with its terminator
         next(csv.reader(lines, strict=False), None)  # the header, over as many lines as it took
@@ -395,9 +395,18 @@ def _line_framed(handle: io.BufferedReader, start: int, size: int, records: int)
         return False
     if b'"' not in last:
         return True
+    _unlimited_fields()  # a last line's field of any length (csv's default limit is 128 KiB)
     reader = csv.reader((last.decode("utf-8", "surrogateescape"), "x"), strict=False)
-    next(reader, None)
+    try:
+        next(reader, None)
+    except csv.Error:  # not reached by these rules; if it were, the line-by-line path is total
+        return False
     return reader.line_num == 1  # the next line was not needed: no quote left open
+
+
+def _unlimited_fields() -> None:
+    """Lift the csv module's field size limit (process-wide; a field is as long as its line)."""
+    csv.field_size_limit(sys.maxsize if sys.maxsize < 2**63 else 2**62)
 
 
 @attrs.define

@@ -326,3 +326,22 @@ def test_records_are_framed_by_lines(
         read = columnar._read_csv(handle, [0], ["a", "b"], len(body) + 4, ("a", "b"))
     assert {k: v.to_pylist() for k, v in read.items()} == expected
     assert _both(b"a,b\n" + body)[1] == expected
+
+
+def test_a_long_last_line_with_an_open_quote_is_read_whatever_the_csv_limit(
+    tmp_path: Path,
+) -> None:
+    """The line check parses the last line with Python's csv module, whose field size limit
+    is process-wide (128 KiB by default) and was lifted only as a side effect of reading a
+    header: the check lifts it itself, so a long last field cannot make the reader raise."""
+    body = b'1,2\n3,"' + b"x" * 200_000 + b"\n"
+    (tmp_path / "d.csv").write_bytes(b"a,b\n" + body)
+    before = csv.field_size_limit()
+    try:
+        csv.field_size_limit(131072)
+        with open(tmp_path / "d.csv", "rb") as handle:
+            read = columnar._read_csv(handle, [0], ["a", "b"], len(body) + 4, ("a", "b"))
+    finally:
+        csv.field_size_limit(before)
+    assert read["a"].to_pylist() == [b"1", b"3"]
+    assert read["b"].to_pylist() == [b"2", b"x" * 200_000]

@@ -58,8 +58,9 @@ only (:meth:`~dpkit_central.Laplace.randomize`, ``changed``).
 **Keys.** Public keys (:class:`PublicKeys`, or a plain list): every key appears in the output,
 an absent one as a noisy zero; a key of the data not in the list is dropped. Private keys
 (:class:`PrivateKeys`): the keys found in the data, released only if partition selection keeps
-them. Keys are matched by value; on a text column a number key matches its text (the key ``1``
-matches the cell ``"1"``).
+them. Keys are matched by value in the key column's type (:mod:`dpkit_central.keys`): on a
+text column a number key matches its text (the key ``1`` matches the cell ``"1"``), an
+``object`` column is read as text, and two declared keys that are one group are refused.
 
 **Results** (:class:`TableResult`) come back as a table of the same kind as the input
 (:meth:`TableResult.table`), with the noise scale and the confidence interval of every cell.
@@ -115,7 +116,7 @@ from dpkit_central.aggregates import (
     unsigned_zero,
 )
 from dpkit_central.geometric import Geometric
-from dpkit_central.keys import LABELS, PrivateKeys, PublicKeys, coerce_all
+from dpkit_central.keys import LABELS, PrivateKeys, PublicKeys, canonical_keys, coerce
 from dpkit_central.partition_selection import PartitionSelection
 from dpkit_central.queries import (
     Count,
@@ -417,11 +418,44 @@ class TableQuery:
                 field="data",
             )
         frame = as_frame(data, owner=self.name)
-        kinds = require_columns(frame, self._needs(), owner=self.name)
-        if isinstance(self.keys, PublicKeys):
-            for i, column in enumerate(self.by):
-                coerce_all([k[i] for k in self.keys.values], kinds[column], column)
+        require_columns(frame, self._needs(), owner=self.name)
+        kinds, schema = column_kinds(frame), dict(frame.collect_schema())
+        self._coerced_keys(kinds, schema)
+        self._check_categories(kinds, schema)
         self._dry_run(frame)
+
+    def _coerced_keys(
+        self, kinds: Mapping[str, ColumnKind], schema: Mapping[str, Any]
+    ) -> tuple[tuple[Any, ...], ...] | None:
+        """The public keys as the group columns hold them (None for private keys): refuses two
+        declared keys that are one group of the data (:func:`~dpkit_central.keys.canonical_keys`;
+        from the keys and the schema only)."""
+        if not isinstance(self.keys, PublicKeys):
+            return None
+        return canonical_keys(self.keys, self.by, kinds, schema, owner=self.name)
+
+    def _check_categories(self, kinds: Mapping[str, ColumnKind], schema: Mapping[str, Any]) -> None:
+        """A histogram's declared categories are distinct cells of the value column: two that
+        are one value of its type (``1`` and ``"1"`` on a text column) are refused (the second
+        would be a cell no record can reach, a histogram that says one thing and counts
+        another)."""
+        stat = self.statistic
+        if not isinstance(stat, Histogram) or self.column is None:
+            return
+        seen: dict[Any, Any] = {}
+        for category in stat.categories:
+            try:
+                cell = coerce(category, kinds[self.column], self.column, schema[self.column])
+            except InvalidParameter:
+                continue  # a category of another type can never match: its count is 0
+            if seen.setdefault(cell, category) is not category:
+                raise InvalidParameter(
+                    "categories",
+                    [seen[cell], category],
+                    f"distinct values of the column {self.column!r}: both are {cell!r} in its "
+                    "type; declare each category once",
+                    owner=self.name,
+                )
 
     def _dry_run(self, frame: Any) -> None:
         """Steps 1–3 on no rows of ``frame``: what an engine cannot do with these column types
@@ -485,7 +519,10 @@ class TableQuery:
         where the rows are (:func:`dpkit.tables.per_record`): on each partition of a Dask
         frame as one task, on other engines as their own expressions."""
         schema = dict(frame.collect_schema())
-        records = functools.partial(self._records, kinds=column_kinds(frame), schema=schema)
+        kinds = column_kinds(frame)
+        records = functools.partial(
+            self._records, kinds=kinds, schema=schema, keys=self._coerced_keys(kinds, schema)
+        )
         frame = per_record(frame, records)
         if isinstance(self.unit, IdUnit):
             stat = self.statistic
@@ -502,7 +539,14 @@ class TableQuery:
             frame = bound_contributions(frame, bounding)
         return frame
 
-    def _records(self, frame: Any, *, kinds: dict[str, ColumnKind], schema: dict[str, Any]) -> Any:
+    def _records(
+        self,
+        frame: Any,
+        *,
+        kinds: dict[str, ColumnKind],
+        schema: dict[str, Any],
+        keys: tuple[tuple[Any, ...], ...] | None,
+    ) -> Any:
         """Step 1 on ``frame`` (any rows of the table: a whole table or one partition): the
         needed columns, the per-record drops, clamping and the value's fixed point or cell."""
         nw = narwhals()
@@ -514,7 +558,7 @@ class TableQuery:
             if kinds[column] == "object" and (
                 column in self.by or self._is_label(column) or self._is_id(column)
             ):
-                frame = plain_labels(nw, frame, column, ids=self._is_id(column))
+                frame = plain_labels(nw, frame, column)
             elif _as_float(schema[column]) and (column in self.by or self._is_id(column)):
                 frame = frame.with_columns(unsigned_zero(nw, column))
         value_kind = kinds[self.column] if self.column is not None else "other"
@@ -535,12 +579,12 @@ class TableQuery:
         keep = [~missing(nw, column, schema[column]) for column in drops]
         if numeric:
             keep.append(~nw.col(VALUE).is_nan())
-        if isinstance(self.keys, PublicKeys) and len(self.by) == 1:
-            keep.append(only_keys_expr(nw, self.by[0], self.keys, kinds))
+        if keys is not None and len(self.by) == 1:
+            keep.append(only_keys_expr(nw, self.by[0], keys, schema))
         if keep:
             frame = frame.filter(nw.all_horizontal(*keep, ignore_nulls=False))
-        if isinstance(self.keys, PublicKeys) and len(self.by) > 1:
-            frame = only_keys(nw, frame, self.by, self.keys, kinds)
+        if keys is not None and len(self.by) > 1:
+            frame = only_keys(nw, frame, self.by, keys, schema)
         if numeric:
             frame = frame.drop(self.column)
             value = nw.col(VALUE).clip(stat.lower, stat.upper)
@@ -555,8 +599,8 @@ class TableQuery:
             else:  # fixed point: k = ⌊x/g + 1/2⌋, exact sums
                 value = (value / self._grid() + 0.5).floor().cast(nw.Int64)
             frame = frame.with_columns(value.alias(VALUE))
-        elif isinstance(stat, Histogram):
-            frame = cells(nw, frame, self.column, stat, value_kind)
+        elif isinstance(stat, Histogram) and self.column is not None:
+            frame = cells(nw, frame, self.column, stat, value_kind, schema[self.column])
         elif self.column is not None:  # a count reads no value: nothing more to carry
             frame = frame.drop(self.column)
         return frame
@@ -633,12 +677,14 @@ class TableQuery:
         """Steps 1–3: the per-group aggregates before any noise (not private: for tests and
         for building on). ``rng`` draws the bounding priorities under an id unit."""
         generator = dpkit.resolve_rng(rng, owner=self.name)[0]
-        frame = self._prepared(as_frame(data, owner=self.name), generator)
-        found = self._aggregate(frame)
+        frame = as_frame(data, owner=self.name)
+        keys = self._coerced_keys(column_kinds(frame), dict(frame.collect_schema()))
+        found = self._aggregate(self._prepared(frame, generator))
         if isinstance(self.keys, PublicKeys):
-            return aligned(found, self.keys.values)
+            assert keys is not None
+            return aligned(found, self.keys.values, keys)
         if not self.by:
-            return aligned(found, ((),))
+            return aligned(found, ((),), ((),))
         return found
 
     def release(

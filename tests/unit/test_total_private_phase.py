@@ -49,6 +49,8 @@ ADVERSARIAL: dict[str, Any] = {
     "all_inf": np.array([np.inf, np.inf, np.inf]),
     "ints": np.array([0, 1, -1, 99, 2**40, np.iinfo(np.int64).max]),
     "uint64": np.array([0, 2**64 - 1], dtype=np.uint64),
+    "int_matrix": np.array([[0, -5, 7], [np.iinfo(np.int64).min, np.iinfo(np.int64).max, 1]]),
+    "empty_ints": np.array([], dtype=np.int64),
     "object": _object(1, "x", None, 2.5, float("nan"), 10**400, True, [1, 2], SECRET),
     "labels": np.array(["bus", "car", SECRET]),
     "bools": np.array([True, False, True]),
@@ -317,7 +319,7 @@ def test_answer_coerce() -> None:
     )
     np.testing.assert_array_equal(
         dpkit.mechanism("geometric", epsilon=1.0).coerce(values, rng=None),
-        [0, 2**62, -(2**62), 0, 3, 0, 2**62],
+        [0, 2**62, -(2**62), 0, 2, 0, 2**62],  # 2.6 rounded down: ⌊·⌋ keeps an integer Δ
     )
 
 

@@ -1,11 +1,6 @@
-"""The aggregation step of a table query: per-record transformations, then per-group
-elementary aggregations collected as small arrays (:class:`Aggregates`).
-
-Everything here is a narwhals expression over a (possibly lazy) frame, total once the public
-checks passed: missing values, keys outside the public list and values outside a histogram's
-categories are dropped record by record, values are converted record by record, and only
-elementary aggregations (count, sum, distinct ids) reach the engine's group-by, so that every
-narwhals backend computes them and a distributed engine returns only the small result.
+"""The aggregation step of a table query: the engine's per-group elementary aggregations,
+collected as small arrays (:class:`Aggregates`), their groups in one fixed order, and public
+keys aligned with the groups found.
 """
 
 from __future__ import annotations
@@ -13,7 +8,6 @@ from __future__ import annotations
 import decimal
 import math
 import numbers
-from collections.abc import Mapping
 from fractions import Fraction
 from typing import Any
 
@@ -21,33 +15,9 @@ import attrs
 import numpy as np
 from numpy.typing import NDArray
 
-from dpkit import InvalidParameter
-from dpkit.tables import narwhals, per_partition, positions
-from dpkit_central._validation import total_floats
-from dpkit_central.keys import as_text, coerce, matchable
-from dpkit_central.queries import Histogram
+from dpkit.tables import narwhals
 
-__all__ = [
-    "CELL",
-    "VALUE",
-    "Aggregates",
-    "aligned",
-    "cells",
-    "collect",
-    "key_tuples",
-    "missing",
-    "numeric_value",
-    "only_keys",
-    "only_keys_expr",
-    "plain_labels",
-    "sorted_keys",
-    "unsigned_zero",
-]
-
-#: The working columns a query adds to the frame.
-VALUE = "__dpkit_value"
-CELL = "__dpkit_cell"
-POSITION = "__dpkit_position"  # + the group column's index: a key's position (only_keys)
+__all__ = ["Aggregates", "aligned", "collect", "key_tuples", "sorted_keys"]
 
 
 @attrs.frozen
@@ -92,123 +62,11 @@ class Aggregates:
         )
 
 
-def missing(nw: Any, column: str, dtype: Any) -> Any:
-    missing = nw.col(column).is_null()
-    if dtype.is_float():
-        missing = missing | nw.col(column).is_nan()
-    return missing
-
-
-def only_keys_expr(
-    nw: Any, column: str, keys: tuple[tuple[Any, ...], ...], schema: Mapping[str, Any]
-) -> Any:
-    """True for the rows whose key (one group column) is among the public keys (``keys`` as
-    the column holds them: :func:`~dpkit_central.keys.canonical_keys`)."""
-    dtype = schema.get(column)
-    return nw.col(column).is_in([k[0] for k in keys if matchable(k[0], dtype)])
-
-
-def only_keys(
-    nw: Any,
-    frame: Any,
-    by: tuple[str, ...],
-    keys: tuple[tuple[Any, ...], ...],
-    schema: Mapping[str, Any],
-) -> Any:
-    """Rows whose key (several group columns) is among the public keys: a per-record filter.
-
-    Each key column's value is mapped to its position among that column's declared values
-    (−1 if none), the positions are combined into one integer, and the row is kept when that
-    integer is one of the declared keys' — per-record expressions only (no join), so every
-    engine runs it partition by partition and the row order of an eager frame is kept.
-    ``keys`` are as the columns hold them (:func:`~dpkit_central.keys.canonical_keys`).
-    """
-    code = nw.lit(0, dtype=nw.Int64)
-    wanted = [0] * len(keys)
-    names = [f"{POSITION}{i}" for i in range(len(by))]
-    for i, column in enumerate(by):
-        declared = [k[i] for k in keys]
-        dtype = schema.get(column)
-        position = {value: j for j, value in enumerate(dict.fromkeys(declared))}
-        width = len(position) + 1
-        compared = {value: j for value, j in position.items() if matchable(value, dtype)}
-        frame = positions(frame, names[i], column, compared, -1)
-        code = code * width + nw.col(names[i]) + 1
-        wanted = [w * width + position[declared[k]] + 1 for k, w in enumerate(wanted)]
-    return frame.filter(code.is_in(wanted)).drop(*names)
-
-
 def _exact(value: Any) -> Fraction:
     """A finite real number as an exact fraction (numpy floats included)."""
     if isinstance(value, (numbers.Rational, float, decimal.Decimal)):
         return Fraction(value)
     return Fraction(*value.as_integer_ratio())
-
-
-def unsigned_zero(nw: Any, column: str) -> Any:
-    """A float column as float64 (exact) with −0.0 read as 0.0, record by record: the two
-    compare equal and share a group, which would otherwise be released under the sign of its
-    first row. (float64 also groups and compares in every engine; float16 does not.)"""
-    value = nw.col(column).cast(nw.Float64)
-    return nw.when(value == 0).then(nw.lit(0.0)).otherwise(value).alias(column)
-
-
-_texts = np.frompyfunc(as_text, 1, 1)
-
-
-@attrs.frozen
-class _ObjectColumn:
-    """A per-record conversion of one ``object`` column of an eager frame: ``text`` (keys, ids
-    and labels as their text, :func:`as_text`) or ``numbers`` (float64 into ``VALUE``). A
-    picklable value, so that an engine can run it on every partition."""
-
-    column: str
-    convert: str
-
-    def __call__(self, eager: Any) -> Any:
-        nw = narwhals()
-        values = eager.get_column(self.column).to_numpy()
-        backend = eager.implementation
-        if self.convert == "numbers":
-            floats = total_floats(values)
-            return eager.with_columns(nw.new_series(VALUE, floats, nw.Float64, backend=backend))
-        with np.errstate(all="ignore"):  # per-record conversions: never a warning
-            texts = np.asarray(_texts(values), dtype=object) if values.size else values
-        return eager.with_columns(nw.new_series(self.column, texts, nw.Object, backend=backend))
-
-
-def plain_labels(nw: Any, frame: Any, column: str) -> Any:
-    """An object column's keys, ids or labels as text (per record: :func:`as_text`), so that
-    the table is the same rows on every engine and no unhashable or uncomparable value can
-    make a group-by, a shuffle or a hash raise."""
-    return per_partition(frame, _ObjectColumn(column, "text"), {})
-
-
-def numeric_value(nw: Any, frame: Any, column: str | None, kind: str) -> Any:
-    """``VALUE``: the value column as float64, NaN where missing (total per record)."""
-    assert column is not None
-    if kind == "object":  # e.g. a pandas object column: converted element by element
-        return per_partition(frame, _ObjectColumn(column, "numbers"), {VALUE: "float64"})
-    return frame.with_columns(nw.col(column).cast(nw.Float64).fill_null(math.nan).alias(VALUE))
-
-
-def cells(
-    nw: Any, frame: Any, column: str | None, stat: Histogram, kind: str, dtype: Any = None
-) -> Any:
-    """``CELL``: each record's category index (k for "other"; outside the categories dropped
-    unless ``other``); missing values dropped (a histogram's ``nan="drop"``)."""
-    assert column is not None
-    k = len(stat.categories)
-    mapping: dict[Any, int] = {}
-    for i, category in enumerate(stat.categories):
-        try:
-            cell = coerce(category, kind, column, dtype)
-        except InvalidParameter:
-            continue  # a category of another type can never match: its count is 0
-        if matchable(cell, dtype):
-            mapping.setdefault(cell, i)
-    frame = positions(frame, CELL, column, mapping, k if stat.other else -1).drop(column)
-    return frame.filter(nw.col(CELL) >= 0)
 
 
 def collect(frame: Any) -> Any:

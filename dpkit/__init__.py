@@ -51,7 +51,9 @@ from dpkit.ledger import (
     LedgerError,
     LedgerMismatch,
     LedgerMoved,
+    LedgerUnitsMixed,
     NotALedger,
+    UnitMismatch,
 )
 from dpkit.mean_estimate import MeanEstimate, MeanSums
 from dpkit.mechanism import Mechanism
@@ -70,7 +72,7 @@ from dpkit.privacy import (
 )
 from dpkit.registry import MechanismInfo, Registry, get_registry, load_registry
 from dpkit.session import Deferred, Query, Release, Session
-from dpkit.units import IdUnit, RecordUnit, privacy_unit
+from dpkit.units import IdUnit, RecordUnit, UnitIdentity, privacy_unit, unit_of
 
 __version__ = "0.1.0"
 
@@ -108,6 +110,7 @@ __all__ = [
     "LedgerError",
     "LedgerMismatch",
     "LedgerMoved",
+    "LedgerUnitsMixed",
     "MeanAdvice",
     "MeanEstimate",
     "MeanSums",
@@ -135,6 +138,8 @@ __all__ = [
     "SpecError",
     "Statistics",
     "SubsampledDP",
+    "UnitIdentity",
+    "UnitMismatch",
     "UnknownMechanism",
     "VectorDomain",
     "__version__",
@@ -170,6 +175,7 @@ __all__ = [
     "privacy_unit",
     "probability_threshold",
     "resolve_rng",
+    "unit_of",
 ]
 
 from dpkit._rng import check_rng

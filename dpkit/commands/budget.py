@@ -1,6 +1,6 @@
 """``dpkit budget show|history|verify --ledger LEDGER [--json]``: what a ledger has spent, on what,
-with which result, and whether it is consistent; ``dpkit budget move SOURCE DESTINATION``: move
-a ledger to another location (:func:`dpkit.ledger.move_ledger`)."""
+under which privacy unit, with which result, and whether it is consistent; ``dpkit budget move
+SOURCE DESTINATION``: move a ledger to another location (:func:`dpkit.ledger.move_ledger`)."""
 
 from __future__ import annotations
 
@@ -13,6 +13,7 @@ from dpkit.errors import InvalidParameter
 from dpkit.ledger import Ledger, LedgerEntry, MoveState, move_ledger, require_persistent
 from dpkit.ledger._move import verify_destination
 from dpkit.ledger._store import open_store
+from dpkit.units import UnitIdentity
 
 NOT_STORED = "result not stored (spent)"
 ABORTED = "none (reservation released before data were read)"
@@ -111,14 +112,17 @@ def _release_table(entries: list[LedgerEntry], *, detail: bool) -> str:
 
 def _show(args: argparse.Namespace) -> int:
     ledger = _open(args.ledger)
-    spent = ledger.verify()
+    spent, mixed = ledger._verify()  # consistent; units mixed by an older dpkit are shown
     remaining = ledger.remaining()
     counts = ledger._status_counts()
+    unit = ledger.unit
     record: dict[str, Any] = {
         "ledger": ledger.path,
         "dataset": ledger.dataset,
         "composition": ledger.composition,
         "rule": ledger.rule,
+        "unit": None if unit is None else unit.describe(),
+        "mixed_units": [one.describe() for one in mixed],
         "budget": ledger.budget.as_dict(),
         "spent": _spent_record(spent, ledger.rule),
         "remaining": remaining.as_dict(),
@@ -134,6 +138,7 @@ def _show(args: argparse.Namespace) -> int:
     print(f"ledger       {ledger.path}")
     print(f"dataset      {ledger.dataset}")
     print(f"composition  {_composition_text(ledger)}")
+    print(f"unit         {_unit_text(unit, mixed)}")
     print(f"budget       {ledger.budget}")
     print(f"spent        {_spent_text(spent, ledger.rule)}")
     print(f"remaining    {remaining}")
@@ -153,6 +158,16 @@ def _composition_text(ledger: Ledger) -> str:
     return (
         f"best (charging in {ledger.rule})" if ledger.rule else "best (rule set at the first spend)"
     )
+
+
+def _unit_text(unit: UnitIdentity | None, mixed: tuple[UnitIdentity, ...]) -> str:
+    """The privacy unit the budget is for, as ``show`` says it."""
+    if mixed:
+        return (
+            f"mixed ({', '.join(str(one) for one in mixed)}): spent under several privacy "
+            "units by an older dpkit; it takes no more spends"
+        )
+    return "not fixed yet (the first spend fixes it)" if unit is None else str(unit)
 
 
 def _spent_record(spent: Any, rule: str | None) -> dict[str, Any]:
@@ -184,8 +199,9 @@ def _history(args: argparse.Namespace) -> int:
 
 
 def _verify(args: argparse.Namespace) -> int:
-    """Exit 0 if consistent; a damaged or inconsistent ledger raises a LedgerError (exit 2).
-    A sealed ledger's destination is verified too, and compared entry by entry."""
+    """Exit 0 if consistent; a damaged or inconsistent ledger raises a LedgerError (exit 2),
+    and so does one whose older entries mix privacy units (LedgerUnitsMixed). A sealed
+    ledger's destination is verified too, and compared entry by entry."""
     ledger = _open(args.ledger)
     spent = ledger.verify()
     record, line = _consistent(ledger, spent)
@@ -232,17 +248,20 @@ def _verify(args: argparse.Namespace) -> int:
 def _consistent(ledger: Ledger, spent: Any) -> tuple[dict[str, Any], str]:
     """A verified ledger as ``verify`` reports it: its JSON record and its line."""
     releases, not_stored = ledger._release_counts()  # counted by the database
+    unit = ledger.unit
     record: dict[str, Any] = {
         "ledger": ledger.path,
         "consistent": True,
+        "unit": None if unit is None else unit.describe(),
         "spent": _spent_record(spent, ledger.rule),
         "releases": releases,
         "results_not_stored": not_stored,
     }
     line = (
         f"{ledger.path} is consistent: spent {_spent_text(spent, ledger.rule)} of "
-        f"{ledger.budget} in {record['releases']} releases ({record['results_not_stored']} "
-        "without a stored result)"
+        f"{ledger.budget} for the privacy unit {_unit_text(unit, ())} in "
+        f"{record['releases']} releases ({record['results_not_stored']} without a stored "
+        "result)"
     )
     return record, line
 

@@ -11,6 +11,8 @@ from typing import Any
 
 import attrs
 
+from dpkit.units import UnitIdentity
+
 __all__ = [
     "STATES",
     "Budget",
@@ -112,7 +114,9 @@ class LedgerEntry:
     ``{"stored": "pending"}`` for a session's release not stored (yet: running, failed, or a
     crash between the spend and the store), or ``None`` for a reservation never stored. ``rule``
     is the filter that admitted it (``"basic"``, ``"basic-plan"``, ``"zcdp"``, ``"gdp"``;
-    None in ledgers older than schema version 3).
+    None in ledgers older than schema version 3). ``unit`` is the privacy unit it protected
+    (None in ledgers older than schema version 5, whose unit the ledger derived from its
+    entries' parameters: :attr:`Ledger.unit <dpkit.ledger.Ledger.unit>`).
     """
 
     seq: int
@@ -129,6 +133,7 @@ class LedgerEntry:
     label: str | None = None
     result: Any = None
     rule: str | None = None
+    unit: UnitIdentity | None = None
 
     @property
     def result_stored(self) -> bool:
@@ -151,6 +156,7 @@ class LedgerEntry:
             "delta_exact": exact_text(self.cost.delta),
             **_optional(self.cost),
             "rule": self.rule,
+            "unit": None if self.unit is None else self.unit.describe(),
             "randomness": self.randomness,
             "status": self.status,
             "label": self.label,
@@ -160,7 +166,11 @@ class LedgerEntry:
 
 @attrs.frozen
 class SpendRequest:
-    """One spend to record: its exact cost and what the entry says about the release."""
+    """One spend to record: its exact cost and what the entry says about the release.
+
+    ``unit`` is the privacy unit the release protects (one record unless said otherwise): a
+    ledger admits only spends under its own unit (:class:`~dpkit.ledger.UnitMismatch`).
+    """
 
     cost: Cost
     mechanism: str
@@ -173,6 +183,7 @@ class SpendRequest:
     #: The release starts reading private data once this spend commits (a session's spend):
     #: the entry is written with the result ``{"stored": "pending"}``, so it is never aborted.
     final: bool = False
+    unit: UnitIdentity = attrs.field(factory=lambda: UnitIdentity("record"))
 
 
 #: A ledger's move states: it takes spends only while ``live``.

@@ -36,6 +36,7 @@ from dpkit.spec.data import (
 )
 from dpkit.spec.issues import SpecInvalid, SpecIssue, pointer
 from dpkit.spec.schema import FREQUENCY, compose_schema, is_local, local_mechanisms
+from dpkit.units import UnitIdentity, unit_of
 
 __all__ = ["Plan", "PlannedQuery", "plan_spec", "spec_hash"]
 
@@ -101,7 +102,8 @@ class PlannedQuery:
 
 @attrs.frozen
 class Plan:
-    """A spec ready to run: its queries, the session budget and the spec's hash."""
+    """A spec ready to run: its queries, the session budget and the spec's hash; ``unit`` is
+    the one privacy unit its queries protect (the ledger's budget is for it)."""
 
     kind: str
     dataset: str | None
@@ -109,6 +111,7 @@ class Plan:
     composition: str | None
     queries: tuple[PlannedQuery, ...]
     spec_sha256: str
+    unit: UnitIdentity | None = None
 
 
 def query_stream(seed: int, index: int, query: dict[str, Any]) -> np.random.SeedSequence:
@@ -426,6 +429,31 @@ def _seed_issues(seed: Any, at: str) -> list[SpecIssue]:
     return []
 
 
+def _unit_issues(planned: list[PlannedQuery]) -> list[SpecIssue]:
+    """A spec is charged on one budget, which is for one privacy unit: every query must
+    protect the first query's (identity only: id units on one column with other bounds
+    agree)."""
+    if not planned:
+        return []
+    first = unit_of(planned[0].target).identity
+    issues = []
+    for query in planned[1:]:
+        unit = unit_of(query.target).identity
+        if unit != first:
+            issues.append(
+                SpecIssue(
+                    f"{query.at}/privacy_unit",
+                    "unit_mismatch",
+                    f"this query protects the privacy unit {unit!s} but query "
+                    f"{planned[0].query_id!r} protects {first!s}: a spec is charged on one "
+                    "budget, which is for one privacy unit; run queries of another unit from "
+                    "another spec, on another ledger",
+                    detail={"unit": unit.describe(), "spec_unit": first.describe()},
+                )
+            )
+    return issues
+
+
 def plan_spec(
     spec: Any,
     *,
@@ -535,6 +563,7 @@ def plan_spec(
         needed = getattr(target, "columns_needed", None)
         source.expect(needed() if needed is not None else None, planned_query.read_kind())
         planned.append(planned_query)
+    issues += _unit_issues(planned)
     if issues:
         raise SpecInvalid(issues)
     budget = spec.get("budget") if kind == "session" else spec.get("session_budget")
@@ -545,4 +574,5 @@ def plan_spec(
         composition=budget.get("composition", "basic") if budget else None,
         queries=tuple(planned),
         spec_sha256=spec_hash(spec),
+        unit=unit_of(planned[0].target).identity if planned else None,
     )

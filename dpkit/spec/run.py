@@ -276,6 +276,7 @@ def run_spec(
             ledger=str(ledger),
             dataset=plan.dataset,
             composition=plan.composition,  # type: ignore[arg-type]
+            unit=plan.unit,  # its queries' one unit: fixed when this run creates the ledger
         )
     except InvalidParameter as error:
         where = "/budget" if plan.kind == "session" else "/session_budget"

@@ -41,6 +41,7 @@ from dpkit.errors import (
     UnknownMechanism,
 )
 from dpkit.estimator import Estimate, Estimator, FrequencyCounts, Statistics
+from dpkit import graph
 from dpkit.hookspecs import hookimpl
 from dpkit.ledger import (
     Budget,
@@ -162,6 +163,7 @@ __all__ = [
     "estimate",
     "gaussian_noise_multiplier",
     "get_registry",
+    "graph",
     "hookimpl",
     "lie_threshold",
     "load_registry",

@@ -62,6 +62,13 @@ def dpkit_register_mechanisms(register: Callable[[type[dpkit.Mechanism]], None])
     # Numeric values (issue 18): means and distributions.
     for numeric in (Duchi, DuchiMulti, Piecewise, PiecewiseMulti, Hybrid, HybridMulti, SquareWave):
         register(numeric)
+    # Graphs under edge LDP: each node randomizes its own neighbour list.
+    from dpkit_ldp.graph_arr import AsymmetricRandomizedResponse
+    from dpkit_ldp.graph_degree import LocalKStars, NoisyDegree
+    from dpkit_ldp.graph_rr import GraphRandomizedResponse
+
+    for graph in (GraphRandomizedResponse, AsymmetricRandomizedResponse, NoisyDegree, LocalKStars):
+        register(graph)
 
 
 @dpkit.hookimpl
@@ -86,3 +93,10 @@ def dpkit_register_estimators(
     for name in ("duchi", "duchi_multi", "pm", "pm_multi", "hm", "hm_multi"):
         register(name, MeanEstimator)
     register("sw", SquareWaveEstimator)
+    from dpkit_ldp.graph_estimators import AdjacencyEstimator, CountEstimator, TwoRoundEstimator
+
+    register("graph_rr", AdjacencyEstimator)
+    register("graph_arr", AdjacencyEstimator)
+    register("graph_degree", CountEstimator)
+    register("graph_kstar", CountEstimator)
+    register("graph_triangles", TwoRoundEstimator)

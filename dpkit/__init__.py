@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from dpkit import graph
 from dpkit.accounting import (
     Bound,
     Calibration,
@@ -41,7 +42,6 @@ from dpkit.errors import (
     UnknownMechanism,
 )
 from dpkit.estimator import Estimate, Estimator, FrequencyCounts, Statistics
-from dpkit import graph
 from dpkit.hookspecs import hookimpl
 from dpkit.ledger import (
     Budget,

@@ -70,6 +70,12 @@ def _float_array(values: Any) -> NDArray[np.float64]:
     return array
 
 
+def _int_vector(values: Any) -> NDArray[np.int64]:
+    array = np.array(values, dtype=np.int64)
+    array.setflags(write=False)
+    return array
+
+
 def _kind(instance: Any, field: attrs.Attribute[Any], value: Any) -> None:
     if value not in _VARIANCE_KINDS:
         raise InvalidParameter(field.name, value, "one of " + ", ".join(_VARIANCE_KINDS))
@@ -170,7 +176,7 @@ class DegreeHistogram(Statistics):
 
     mechanism: str
     low: int = attrs.field(converter=int)
-    counts: NDArray[np.int64] = attrs.field(converter=lambda v: np.array(v, dtype=np.int64))
+    counts: NDArray[np.int64] = attrs.field(converter=_int_vector)
     n: int = attrs.field(converter=int)
 
     def __add__(self, other: Self) -> Self:
@@ -202,7 +208,9 @@ class ReportSums(Statistics):
 
 def _same(a: str, b: str) -> None:
     if a != b:
-        raise InvalidData(f"cannot merge statistics of {b!r} into those of {a!r}", "statistics")
+        raise InvalidData(
+            f"cannot merge statistics of {b!r} into those of {a!r}", field="statistics"
+        )
 
 
 class GraphEstimator(Estimator):
@@ -242,7 +250,9 @@ def _estimate(
     return result
 
 
-def edge_count(mechanism: Any, reports: Any, /, *, registry: Registry | None = None) -> GraphEstimate:
+def edge_count(
+    mechanism: Any, reports: Any, /, *, registry: Registry | None = None
+) -> GraphEstimate:
     """The number of edges, from noisy adjacency (``graph_rr``, ``graph_arr``) or noisy
     degrees (``graph_degree``: half their sum)."""
     return _estimate("edges", mechanism, reports, registry)
@@ -260,7 +270,9 @@ def degree_distribution(
     return _estimate("degree_distribution", mechanism, reports, registry)
 
 
-def triangles(mechanism: Any, reports: Any, /, *, registry: Registry | None = None) -> GraphEstimate:
+def triangles(
+    mechanism: Any, reports: Any, /, *, registry: Registry | None = None
+) -> GraphEstimate:
     """The number of triangles: one round (noisy adjacency) or two rounds (the two-round
     protocol's reports)."""
     return _estimate("triangles", mechanism, reports, registry)
@@ -285,7 +297,10 @@ def clustering(triangles: GraphEstimate, two_stars: GraphEstimate, /) -> GraphEs
     C²·(Var T/T² + Var S₂/S₂²), which holds when the two come from independent releases
     (their noise independent) and both relative errors are small.
     """
-    for value, what, name in ((triangles, "triangles", "triangles"), (two_stars, "kstars", "two_stars")):
+    for value, what, name in (
+        (triangles, "triangles", "triangles"),
+        (two_stars, "kstars", "two_stars"),
+    ):
         if not isinstance(value, GraphEstimate) or value.statistic != what or value.estimates.ndim:
             raise InvalidParameter(name, value, f"a single-number GraphEstimate of {what}")
     t, s = triangles.value, two_stars.value

@@ -11,9 +11,13 @@ from typing import Any
 import dpkit
 
 __all__ = [
+    "barabasi_albert",
     "dpkit_register_estimators",
     "dpkit_register_mechanisms",
+    "erdos_renyi",
     "estimate_mean",
+    "graph_counts",
+    "powerlaw_cluster",
     "simulate_counts",
     "simulate_numeric",
     "stochastic_discretize",
@@ -23,6 +27,10 @@ __all__ = [
 
 # Helpers for experiments, imported on first use so that loading the plugin stays light.
 _HELPERS = {
+    "barabasi_albert": "dpkit_ldp.graph_datasets",
+    "erdos_renyi": "dpkit_ldp.graph_datasets",
+    "graph_counts": "dpkit_ldp.graph_datasets",
+    "powerlaw_cluster": "dpkit_ldp.graph_datasets",
     "estimate_mean": "dpkit_ldp.discretize",
     "simulate_counts": "dpkit_ldp.simulate",
     "simulate_numeric": "dpkit_ldp.simulate",

@@ -50,10 +50,11 @@ from dpkit import (
     RandomizedResponseDP,
     parameter,
 )
+from dpkit.arrays import as_array
 from dpkit.randomness.geometric import geometric_digits
 from dpkit_ldp._arrays import category_codes
 from dpkit_ldp._bits import random_words
-from dpkit_ldp._graph import Graph, Graphs, NeighbourLists, as_graph
+from dpkit_ldp.graphs import Graph, Graphs, NeighbourLists, as_graph
 from dpkit_ldp.graph_reports import ENCODINGS, FORMS, AdjacencyReports
 
 __all__ = ["AdjacencyMechanism", "NeighbourListInput", "RelationshipView"]
@@ -86,7 +87,7 @@ def threshold(value: decimal.Decimal, rounding: Literal["up", "down"]) -> int:
 def rate_at_least(value: decimal.Decimal) -> Fraction:
     """A dyadic rational γ ≥ −ln(1 − value), within a relative 2⁻⁶⁰ of it."""
     nats = -_CONTEXT.ln(_CONTEXT.subtract(decimal.Decimal(1), value))
-    exponent = 60 - int(math.floor(math.log2(float(nats))))
+    exponent = 60 - math.floor(math.log2(float(nats)))
     scaled = _CONTEXT.add(_CONTEXT.multiply(nats, decimal.Decimal(2) ** exponent), _MARGIN)
     numerator = int(scaled.to_integral_value(decimal.ROUND_CEILING))
     return Fraction(numerator, 1 << exponent) if exponent >= 0 else Fraction(numerator << -exponent)
@@ -250,9 +251,9 @@ class AdjacencyMechanism(NeighbourListInput, Mechanism):
 
     def randomize(
         self, values: Any, /, *, rng: np.random.Generator | dpkit.SecureRandom | None = None
-    ) -> NDArray[np.uint8]:
+    ) -> NDArray[np.bool_]:
         """Report every bit of ``values`` (0/1 of any shape: one neighbour list, or a batch of
-        them along the first axis) through the channel; 0/1 as ``uint8`` of the same shape.
+        them along the first axis) through the channel; booleans of the same shape.
 
         ``rng``: None (secure mode, the default), a :class:`dpkit.SecureRandom`, or a numpy
         ``Generator`` (fast mode).
@@ -261,9 +262,9 @@ class AdjacencyMechanism(NeighbourListInput, Mechanism):
         bits = _as_bits(values, self.name)
         return self._report_bits(bits.reshape(-1), generator).reshape(bits.shape)
 
-    def _report_bits(self, bits: NDArray[np.bool_], generator: Any) -> NDArray[np.uint8]:
+    def _report_bits(self, bits: NDArray[np.bool_], generator: Any) -> NDArray[np.bool_]:
         t1, t0 = self._thresholds()
-        out = np.empty(bits.shape, dtype=np.uint8)
+        out = np.empty(bits.shape, dtype=np.bool_)
         high, low = np.uint64(t1), np.uint64(t0)
         for start in range(0, bits.size, _CHUNK):
             chunk = bits[start : start + _CHUNK]
@@ -280,7 +281,7 @@ class AdjacencyMechanism(NeighbourListInput, Mechanism):
         table = np.log(np.array([[1.0 - p0, p0], [1.0 - p1, p1]]))
         return np.asarray(table[a.astype(np.intp), o.astype(np.intp)].sum(axis=-1), np.float64)
 
-    def output_space(self) -> NDArray[np.uint8]:
+    def output_space(self) -> NDArray[np.bool_]:
         """Every report of a list of ``nodes`` bits (for n ≤ 16)."""
         return _all_bit_vectors(self.nodes)
 
@@ -332,7 +333,7 @@ class AdjacencyMechanism(NeighbourListInput, Mechanism):
             column = np.arange(n)[None, :]
             reported = column < user if self.pairs == "once" else column != user
             block = np.zeros((stop - start, n), dtype=np.bool_)
-            block[reported] = self._report_bits(truth[reported], generator).astype(np.bool_)
+            block[reported] = self._report_bits(truth[reported], generator)
             yield block
 
     def _sparse_reports(
@@ -381,19 +382,20 @@ def _bernoulli_positions(rate: Fraction, total: int, generator: Any) -> NDArray[
 
 
 def _as_bits(values: Any, owner: str) -> NDArray[np.bool_]:
-    array = np.asarray(values)
+    array = as_array(values, owner=owner)
     if array.dtype.kind not in "biuf":
         raise InvalidData(f"{owner}: neighbour lists must hold 0/1", field="values")
     if array.size and not bool(np.all((array == 0) | (array == 1))):
         raise InvalidData(f"{owner}: neighbour lists must hold 0 or 1", field="values")
-    return array != 0
+    ones: NDArray[np.bool_] = array != 0
+    return ones
 
 
-def _all_bit_vectors(length: int) -> NDArray[np.uint8]:
+def _all_bit_vectors(length: int) -> NDArray[np.bool_]:
     if length > _ENUMERABLE:
         raise NotImplementedError(f"2^{length} outputs are too many to enumerate")
     codes = np.arange(1 << length, dtype=np.int64)[:, None]
-    return ((codes >> np.arange(length - 1, -1, -1)) & 1).astype(np.uint8)
+    return ((codes >> np.arange(length - 1, -1, -1)) & 1).astype(np.bool_)
 
 
 @attrs.frozen
@@ -431,7 +433,7 @@ class RelationshipView(Mechanism):
 
     def randomize(
         self, values: Any, /, *, rng: np.random.Generator | dpkit.SecureRandom | None = None
-    ) -> NDArray[np.uint8]:
+    ) -> NDArray[np.bool_]:
         """The reports of every user of each graph: shape (…, number of reported bits)."""
         generator, _ = dpkit.resolve_rng(rng, owner=self.name)
         graphs = _as_bits(values, self.name)
@@ -443,5 +445,5 @@ class RelationshipView(Mechanism):
         rows, cols = self._index()
         return self.mechanism.log_probability(outputs, np.asarray(inputs)[..., rows, cols])
 
-    def output_space(self) -> NDArray[np.uint8]:
+    def output_space(self) -> NDArray[np.bool_]:
         return _all_bit_vectors(self._index()[0].size)

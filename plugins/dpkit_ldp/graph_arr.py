@@ -54,8 +54,7 @@ class AsymmetricRandomizedResponse(AdjacencyMechanism):
     output: str = output_parameter()
 
     def __attrs_post_init__(self) -> None:
-        odds = _CONTEXT.exp(decimal_of(self.epsilon))
-        if decimal_of(self.mu) > _CONTEXT.divide(odds, _CONTEXT.add(odds, decimal.Decimal(1))):
+        if self.mu > self.largest_mu(self.epsilon):
             raise InvalidParameter(
                 "mu",
                 self.mu,
@@ -66,9 +65,11 @@ class AsymmetricRandomizedResponse(AdjacencyMechanism):
 
     @staticmethod
     def largest_mu(epsilon: float) -> float:
-        """e^ε/(1 + e^ε), rounded down so that μ at this value keeps ε."""
-        value = 1.0 / (1.0 + math.exp(-epsilon))
-        return math.nextafter(value, 0.0)
+        """The largest double μ ≤ e^ε/(1 + e^ε) (evaluated in 60 digits)."""
+        odds = _CONTEXT.exp(decimal_of(epsilon))
+        bound = _CONTEXT.divide(odds, _CONTEXT.add(odds, decimal.Decimal(1)))
+        value = float(bound)
+        return value if decimal_of(value) <= bound else math.nextafter(value, 0.0)
 
     def _decimals(self) -> tuple[decimal.Decimal, decimal.Decimal]:
         mu = decimal_of(self.mu)

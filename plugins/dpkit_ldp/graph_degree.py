@@ -21,10 +21,11 @@ from dpkit import (
     PureDP,
     parameter,
 )
+from dpkit.arrays import as_array
 from dpkit.params import EPSILON
 from dpkit_ldp import _graph_noise
 from dpkit_ldp._adjacency import NeighbourListInput, nodes_parameter
-from dpkit_ldp._graph import NeighbourLists, as_graph
+from dpkit_ldp.graphs import NeighbourLists, as_graph
 
 __all__ = ["LocalKStars", "NoisyDegree"]
 
@@ -93,11 +94,11 @@ class _CountOfList(NeighbourListInput, Mechanism):
     ) -> NDArray[np.int64]:
         """The noisy count of each neighour list (the last axis of ``values``, 0/1)."""
         generator, _ = dpkit.resolve_rng(rng, owner=self.name)
-        array = np.asarray(values)
+        array = as_array(values, owner=self.name)
         if array.ndim < 1 or array.dtype.kind not in "biuf":
-            raise InvalidData(f"{self.name}: neighbour lists must be a 0/1 array", "values")
+            raise InvalidData(f"{self.name}: neighbour lists must be a 0/1 array", field="values")
         if array.size and not bool(np.all((array == 0) | (array == 1))):
-            raise InvalidData(f"{self.name}: neighbour lists must hold 0 or 1", "values")
+            raise InvalidData(f"{self.name}: neighbour lists must hold 0 or 1", field="values")
         degrees = np.count_nonzero(array, axis=-1).astype(np.int64)
         return self._release(degrees, generator)
 

@@ -61,6 +61,7 @@ import numpy as np
 from numpy.typing import NDArray
 
 from dpkit import InvalidData, InvalidParameter
+from dpkit.arrays import as_array
 from dpkit.graph import (
     DegreeHistogram,
     EdgeCounts,
@@ -76,6 +77,8 @@ __all__ = [
     "AdjacencyEstimator",
     "CountEstimator",
     "TwoRoundEstimator",
+    "triangle_variance",
+    "wedge_term_estimate",
 ]
 
 #: Largest n for which the dense n×n computations of the triangle estimators run.
@@ -128,7 +131,9 @@ class AdjacencyEstimator(GraphEstimator):
         if options:
             raise InvalidParameter("options", options, "none", owner=self.mechanism.name)
         if statistic == "edges":
-            return self._edges(reports if isinstance(reports, EdgeCounts) else self.accumulate(reports))
+            return self._edges(
+                reports if isinstance(reports, EdgeCounts) else self.accumulate(reports)
+            )
         checked = _check_reports(self.mechanism, reports)
         if statistic == "degrees":
             return self._degrees(checked)
@@ -190,42 +195,52 @@ class AdjacencyEstimator(GraphEstimator):
         gap, _, _ = _channel_variances(m)
         r = m.reports_per_pair
         counts = reports.pair_counts().astype(np.float64)
-        a = (counts / r - m.report_zero) / gap
+        a: NDArray[np.float64] = (counts / r - m.report_zero) / gap
         np.fill_diagonal(a, 0.0)
         return a
 
     def _triangles(self, reports: AdjacencyReports) -> GraphEstimate:
         m = self.mechanism
-        n = m.nodes
         a = self.debiased(reports)
         _, v0, v1 = _channel_variances(m)
         a2 = a @ a
         triangles = float(np.einsum("ij,ij->", a2, a)) / 6.0
-        degree = a.sum(axis=1)
-        squares = a * a
-        s1 = (n - 2) * a.sum() / 2.0
-        s2 = float(np.sum(degree**2 - squares.sum(axis=1))) / 2.0
-        s3 = triangles
-        n3, n2, n1 = s3, s2 - 3 * s3, s1 - 2 * s2 + 3 * s3
-        n0 = math.comb(n, 3) - s1 + s2 - s3
-        base = sum(
-            count * (1 + v1) ** t * v0 ** (3 - t)
-            for t, count in enumerate((n0, n1, n2, n3))
-        ) - n3
-        q = squares @ squares
-        shared = a2 * a2 - q  # Σ_{x≠y} â_ux â_wx â_uy â_wy for u ≠ w
-        np.fill_diagonal(shared, 0.0)
-        pairs_term = v0 * shared.sum() / 2.0 + (v1 - v0) * float(np.sum(a * shared)) / 2.0
-        variance = base + pairs_term
+        variance = triangle_variance(a, v0, v1, a2=a2)
         return GraphEstimate(
             "triangles",
             m.name,
             triangles,
             max(variance, 0.0),
-            n,
+            m.nodes,
             variance_kind="unbiased",
             note="one round: the product of the debiased bits over every triple",
         )
+
+
+def triangle_variance(
+    a: NDArray[np.float64], v0: float, v1: float, *, a2: NDArray[np.float64] | None = None
+) -> float:
+    """The unbiased estimate of Var T̂ from the debiased noisy graph Â (module docstring),
+    before it is floored at 0."""
+    n = a.shape[0]
+    if a2 is None:
+        a2 = a @ a
+    triangles = float(np.einsum("ij,ij->", a2, a)) / 6.0
+    degree = a.sum(axis=1)
+    squares = a * a
+    s1 = (n - 2) * float(a.sum()) / 2.0
+    s2 = float(np.sum(degree**2 - squares.sum(axis=1))) / 2.0
+    s3 = triangles
+    n3, n2, n1 = s3, s2 - 3 * s3, s1 - 2 * s2 + 3 * s3
+    n0 = math.comb(n, 3) - s1 + s2 - s3
+    base = sum(
+        count * (1 + v1) ** t * v0 ** (3 - t) for t, count in enumerate((n0, n1, n2, n3))
+    )
+    q = squares @ squares
+    shared = a2 * a2 - q  # Σ_{x≠y} â_ux â_wx â_uy â_wy for u ≠ w
+    np.fill_diagonal(shared, 0.0)
+    pairs_term = v0 * float(shared.sum()) / 2.0 + (v1 - v0) * float(np.sum(a * shared)) / 2.0
+    return base - n3 + pairs_term
 
 
 class CountEstimator(GraphEstimator):
@@ -241,7 +256,7 @@ class CountEstimator(GraphEstimator):
         return ("degree_distribution", "degrees", "edges")
 
     def _values(self, reports: Any) -> NDArray[np.int64]:
-        array = np.asarray(reports)
+        array = as_array(reports, owner=self.mechanism.name, field="reports")
         if array.ndim != 1 or array.dtype.kind not in "iu":
             raise InvalidData(
                 f"{self.mechanism.name}: reports must be a 1-D integer array, one per user",
@@ -342,14 +357,18 @@ class TwoRoundEstimator(GraphEstimator):
     """Triangles from the two-round protocol's reports."""
 
     graph_statistics: ClassVar[tuple[str, ...]] = ("triangles",)
-    mechanism: TwoRoundTriangles
+    mechanism: Any  # a TwoRoundTriangles protocol
 
     def accumulate(self, reports: Any, /) -> ReportSums:
         values = self._second(reports)
         return ReportSums(self.mechanism.name, float(np.sum(values)), values.size)
 
     def _second(self, reports: Any) -> NDArray[np.float64]:
-        values = reports.second if isinstance(reports, TwoRoundReports) else np.asarray(reports)
+        values = (
+            reports.second
+            if isinstance(reports, TwoRoundReports)
+            else as_array(reports, owner=self.mechanism.name, field="reports")
+        )
         if values.ndim != 1 or values.dtype.kind not in "iuf":
             raise InvalidData(
                 f"{self.mechanism.name}: round-2 reports must be a 1-D array, one per user",
@@ -384,14 +403,14 @@ class TwoRoundEstimator(GraphEstimator):
         estimate = statistics.total / gap
         noise = p.nodes * p.noise_variance
         note = f"unbiased when no user has more than max_degree = {p.max_degree} lower neighbours"
-        wedge_term = math.nan
+        wedge = math.nan
         if first is not None and p.nodes <= DENSE_TRIANGLES:
-            wedge_term = _wedge_term(mechanism, first)
+            wedge = wedge_term_estimate(mechanism, first)
         elif first is None:
             note += "; the variance needs the round-1 reports (pass TwoRoundReports)"
         else:
             note += f"; the variance is computed for n ≤ {DENSE_TRIANGLES}"
-        variance = (max(wedge_term, 0.0) + noise) / (gap * gap)
+        variance = (max(wedge, 0.0) + noise) / (gap * gap)
         return GraphEstimate(
             "triangles",
             p.name,
@@ -403,7 +422,7 @@ class TwoRoundEstimator(GraphEstimator):
         )
 
 
-def _wedge_term(mechanism: Any, first: AdjacencyReports) -> float:
+def wedge_term_estimate(mechanism: Any, first: AdjacencyReports) -> float:
     """An unbiased estimate of Σ_{j<k} W_jk² p_{a_jk}(1 − p_{a_jk}) (module docstring)."""
     p1, p0 = mechanism.channel
     gap = p1 - p0

@@ -32,6 +32,7 @@ import numpy as np
 from numpy.typing import NDArray
 
 from dpkit import Choice, Integer, InvalidData, parameter
+from dpkit.arrays import as_array
 
 __all__ = ["ENCODINGS", "FORMS", "AdjacencyReports"]
 
@@ -80,7 +81,9 @@ class AdjacencyReports:
             )
         if self.encoding == "sparse":
             if self.rows is None or self.cols is None or self.rows.shape != self.cols.shape:
-                raise InvalidData("sparse reports need rows and cols of one length", "reports")
+                raise InvalidData(
+                    "sparse reports need rows and cols of one length", field="reports"
+                )
         else:
             width = self.nodes if self.encoding == "dense" else -(-self.nodes // 8)
             if self.matrix is None or self.matrix.shape != (users, width):
@@ -117,7 +120,7 @@ class AdjacencyReports:
         """From users' own reports: row r of ``reports`` is user ``first + r``'s noisy
         neighbour list of n bits (in the ``"once"`` form only its columns j < i are read; the
         diagonal is never a report)."""
-        matrix = np.asarray(reports)
+        matrix = as_array(reports, owner=mechanism, field="reports")
         if matrix.ndim != 2 or matrix.dtype.kind not in "biuf":
             raise InvalidData(
                 f"reports must be a 0/1 matrix, one row per user, got shape {matrix.shape}",
@@ -179,7 +182,9 @@ class AdjacencyReports:
             np.add.at(out, (rows, cols), 1)
         else:
             out = self.dense().astype(np.int8)
-        return out + out.T if self.pairs == "once" else out + out.T
+        # "once": each pair sits in one triangle; "both": the two reports add up.
+        symmetric: NDArray[np.int8] = out + out.T
+        return symmetric
 
     def pair_count_sums(self) -> NDArray[np.int64]:
         """For every node v, the number of reports of 1 on the pairs {v, u} (complete reports

@@ -77,7 +77,7 @@ from dpkit import (
 from dpkit.params import EPSILON
 from dpkit_ldp import _graph_noise
 from dpkit_ldp._adjacency import AdjacencyMechanism
-from dpkit_ldp._graph import Graph, Graphs, as_graph
+from dpkit_ldp.graphs import Graph, Graphs, as_graph
 from dpkit_ldp.graph_arr import AsymmetricRandomizedResponse
 from dpkit_ldp.graph_reports import ENCODINGS, AdjacencyReports
 from dpkit_ldp.graph_rr import GraphRandomizedResponse
@@ -90,13 +90,17 @@ LATTICE_BITS = 30
 _WEDGE_CHUNK = 1 << 22
 
 
+def _floats(values: Any) -> NDArray[np.float64]:
+    return np.asarray(values, dtype=np.float64)
+
+
 @attrs.frozen(eq=False)
 class TwoRoundReports:
     """What the server holds after both rounds: the round-1 noisy lower graph and every
     user's round-2 release (``second[i]`` is user i's ŵ_i, a multiple of ``step``)."""
 
     first: AdjacencyReports
-    second: NDArray[np.float64] = attrs.field(converter=lambda v: np.asarray(v, np.float64))
+    second: NDArray[np.float64] = attrs.field(converter=_floats)
     step: float = attrs.field(converter=float)
 
 
@@ -113,9 +117,7 @@ def projected_lower(graph: Graph, max_degree: int) -> tuple[NDArray[np.int64], N
     return offsets, cols
 
 
-def wedge_pairs(
-    offsets: NDArray[np.int64], neighbours: NDArray[np.int64]
-) -> Any:
+def wedge_pairs(offsets: NDArray[np.int64], neighbours: NDArray[np.int64]) -> Any:
     """Yield (users, j, k) blocks: every pair j < k of each user's projected lower neighbours."""
     sizes = np.diff(offsets)
     for size in np.unique(sizes[sizes >= 2]):
@@ -132,7 +134,8 @@ def wedge_pairs(
 def _lower_keys(i: NDArray[np.int64], j: NDArray[np.int64]) -> NDArray[np.int64]:
     """The row-major number of the lower-triangle pair {i, j}."""
     high, low = np.maximum(i, j), np.minimum(i, j)
-    return high * (high - 1) // 2 + low
+    keys: NDArray[np.int64] = high * (high - 1) // 2 + low
+    return keys
 
 
 @attrs.frozen
@@ -147,7 +150,9 @@ class TwoRoundTriangles:
     kind: ClassVar[Literal["local", "central"]] = "local"
 
     epsilon1: float = parameter(EPSILON, doc="ε₁ of round 1 (noisy edges)", typical=(0.05, 3.0))
-    epsilon2: float = parameter(EPSILON, doc="ε₂ of round 2 (noisy wedge counts)", typical=(0.05, 3.0))
+    epsilon2: float = parameter(
+        EPSILON, doc="ε₂ of round 2 (noisy wedge counts)", typical=(0.05, 3.0)
+    )
     nodes: int = parameter(Integer(low=2, high=1 << 40), doc="number n of nodes", typical=(3, 6))
     max_degree: int = parameter(
         Integer(low=2, high=1 << 30),
@@ -257,9 +262,12 @@ class TwoRoundTriangles:
             closed[users] += hit.sum(axis=1)
         sizes = np.diff(offsets)
         wedges = sizes * (sizes - 1) // 2
-        return closed - self.first_mechanism.report_zero * wedges
+        centred: NDArray[np.float64] = closed - self.first_mechanism.report_zero * wedges
+        return centred
 
-    def randomize_graph(self, graph: Any, /, *, rng: Any = None, nodes: int | None = None) -> TwoRoundReports:
+    def randomize_graph(
+        self, graph: Any, /, *, rng: Any = None, nodes: int | None = None
+    ) -> TwoRoundReports:
         """Both rounds on ``graph`` (anything :func:`dpkit_ldp.graphs.as_graph` accepts)."""
         generator, _ = dpkit.resolve_rng(rng, owner=self.name)
         g = as_graph(graph, nodes=nodes)
@@ -314,8 +322,8 @@ class TwoRoundView(Mechanism):
         graphs = np.asarray(values)
         n = self.protocol.nodes
         flat = graphs.reshape(-1, n, n)
-        rows, cols = np.tril_indices(n, -1)
-        out = np.empty((flat.shape[0], rows.size + n))
+        pairs = n * (n - 1) // 2
+        out = np.empty((flat.shape[0], pairs + n))
         distinct, inverse = np.unique(flat.reshape(flat.shape[0], -1), axis=0, return_inverse=True)
         for index, adjacency in enumerate(distinct):
             members = np.flatnonzero(inverse.reshape(-1) == index)

@@ -150,7 +150,9 @@ class Graph:
         """From an (m, 2) array of node pairs in 0 .. n−1; an edge given twice (in either
         orientation) is one edge."""
         if isinstance(nodes, bool) or not isinstance(nodes, (int, np.integer)) or nodes < 1:
-            raise InvalidData(f"graph: nodes must be a whole number >= 1, got {nodes!r}", field)
+            raise InvalidData(
+                f"graph: nodes must be a whole number >= 1, got {nodes!r}", field=field
+            )
         array = as_array(edges, owner="graph", field=field)
         if array.size == 0:
             array = np.zeros((0, 2), dtype=np.int64)
@@ -166,7 +168,9 @@ class Graph:
                 f"graph: {field} name a node outside 0..{int(nodes) - 1}", field=field
             )
         if np.any(pairs[:, 0] == pairs[:, 1]):
-            raise InvalidData(f"graph: {field} hold a self-loop (a simple graph has none)", field)
+            raise InvalidData(
+                f"graph: {field} hold a self-loop (a simple graph has none)", field=field
+            )
         high = np.maximum(pairs[:, 0], pairs[:, 1])
         low = np.minimum(pairs[:, 0], pairs[:, 1])
         unique = np.unique(high * int(nodes) + low)
@@ -183,8 +187,8 @@ def _from_scipy(matrix: Any, field: str) -> Graph:
     live = values != 0
     rows, cols = rows[live], cols[live]
     if np.any(rows == cols):
-        raise InvalidData(f"graph: {field} has a self-loop (a simple graph has none)", field)
-    if np.any((values[live] != 1)):
+        raise InvalidData(f"graph: {field} has a self-loop (a simple graph has none)", field=field)
+    if np.any(values[live] != 1):
         raise InvalidData(f"graph: {field} must hold 0 or 1", field=field)
     forward = np.unique(rows * n + cols)
     backward = np.unique(cols * n + rows)
@@ -204,7 +208,7 @@ def _from_networkx(graph: Any, field: str) -> Graph:
         [(position[u], position[v]) for u, v in graph.edges() if u != v], dtype=np.int64
     ).reshape(-1, 2)
     if graph.number_of_selfloops() if hasattr(graph, "number_of_selfloops") else False:
-        raise InvalidData(f"graph: {field} has a self-loop (a simple graph has none)", field)
+        raise InvalidData(f"graph: {field} has a self-loop (a simple graph has none)", field=field)
     return Graph.from_edges(pairs, nodes=len(position), field=field)
 
 
@@ -295,14 +299,14 @@ def _adjacency(value: Any, nodes: int) -> NDArray[np.int64] | None:
         return None
     if not bool(np.all((array == 0) | (array == 1))):
         return None
-    matrix = array.astype(np.int64)
+    matrix: NDArray[np.int64] = array.astype(np.int64)
     if matrix.diagonal().any() or not np.array_equal(matrix, matrix.T):
         return None
     return matrix
 
 
 def _with_edge(matrix: NDArray[np.int64], i: int, j: int, value: int) -> NDArray[np.int64]:
-    out = matrix.copy()
+    out: NDArray[np.int64] = matrix.copy()
     out[i, j] = out[j, i] = value
     return out
 

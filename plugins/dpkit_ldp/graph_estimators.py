@@ -85,7 +85,15 @@ __all__ = [
 DENSE_TRIANGLES = 4096
 
 
+def _unwrap(reports: Any) -> Any:
+    """A report object that went through ``numpy.asarray`` (chunk iterators do that)."""
+    if isinstance(reports, np.ndarray) and reports.dtype == object and reports.ndim == 0:
+        return reports[()]
+    return reports
+
+
 def _check_reports(mechanism: Any, reports: Any) -> AdjacencyReports:
+    reports = _unwrap(reports)
     if not isinstance(reports, AdjacencyReports):
         raise InvalidData(
             f"{mechanism.name}: reports must be AdjacencyReports (from randomize_graph or "
@@ -364,6 +372,7 @@ class TwoRoundEstimator(GraphEstimator):
         return ReportSums(self.mechanism.name, float(np.sum(values)), values.size)
 
     def _second(self, reports: Any) -> NDArray[np.float64]:
+        reports = _unwrap(reports)
         values = (
             reports.second
             if isinstance(reports, TwoRoundReports)

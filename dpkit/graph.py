@@ -133,8 +133,7 @@ class GraphEstimate:
 
         Asymptotic: every estimator here is a sum of many independent terms (noisy bits,
         per-user noise) or a smooth function of such sums; on a small graph, or where one
-        term dominates, its coverage can differ from ``level`` (the docs' coverage tables say
-        by how much for the graphs tested).
+        term dominates, its coverage can differ from ``level``.
         """
         if not isinstance(level, (int, float)) or not 0.0 < level < 1.0 or math.isnan(level):
             raise InvalidParameter("level", level, "a real number in (0, 1)")

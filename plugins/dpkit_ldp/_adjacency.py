@@ -424,6 +424,29 @@ class RelationshipView(Mechanism):
     def privacy(self) -> PrivacyEvent:
         return self.mechanism.relationship_privacy
 
+    def check_input(self, values: Any, /) -> None:
+        """Public phase: an n×n matrix (or a batch of them), from the shape alone."""
+        n = self.mechanism.nodes
+        shape = np.shape(as_array(values, owner=self.name, field="graph"))
+        if len(shape) < 2 or shape[-2:] != (n, n):
+            raise InvalidData(
+                f"{self.name}: a graph is an {n}×{n} adjacency matrix, got shape {shape}",
+                field="graph",
+            )
+
+    def coerce(self, values: Any, /, *, rng: Any = None) -> NDArray[np.int64]:
+        """Private phase, total: each pair's bit is read from the lower triangle (a_ij, i > j)
+        — a value that is not 0/1 becomes a uniformly random bit — and mirrored, so the input
+        is a graph of the domain whatever the matrix held (one edge still moves one pair)."""
+        n = self.mechanism.nodes
+        rows, cols = np.tril_indices(n, -1)
+        array = np.asarray(values)
+        bits = self.mechanism.coerce(array[..., rows, cols], rng=rng)
+        out = np.zeros((*array.shape[:-2], n, n), dtype=np.int64)
+        out[..., rows, cols] = bits
+        out[..., cols, rows] = bits
+        return out
+
     def _index(self) -> tuple[NDArray[np.intp], NDArray[np.intp]]:
         n = self.mechanism.nodes
         if self.mechanism.pairs == "once":

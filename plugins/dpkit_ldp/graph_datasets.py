@@ -38,23 +38,37 @@ _OWNER = "graph_datasets"
 
 
 def erdos_renyi(n: int, p: float, *, rng: np.random.Generator) -> Graph:
-    """G(n, p), drawn pair by pair in blocks of rows (memory O(edges))."""
+    """G(n, p): every pair an edge independently with probability p.
+
+    Small graphs are drawn pair by pair in blocks of rows; sparse large ones (p·n(n − 1)/2
+    below n²/64) as a Binomial(n(n − 1)/2, p) number of distinct pairs, uniformly — the same
+    law, in memory and time O(edges).
+    """
     n = convert("n", n, Integer(low=2, high=1 << 31), _OWNER)
     p = convert("p", p, Real(low=0.0, high=1.0), _OWNER)
     require_generator(rng, _OWNER)
-    generator = rng
-    rows: list[NDArray[np.int64]] = []
-    cols: list[NDArray[np.int64]] = []
+    pairs = n * (n - 1) // 2
+    if n > 4096 and p * pairs < n * n / 64:
+        count = int(rng.binomial(pairs, p))
+        keys = np.zeros(0, dtype=np.int64)
+        while keys.size < count:
+            keys = np.union1d(keys, rng.integers(0, pairs, size=count - keys.size))
+        rows = np.floor((1.0 + np.sqrt(1.0 + 8.0 * keys)) / 2.0).astype(np.int64)
+        rows -= (rows * (rows - 1) // 2) > keys
+        rows += ((rows + 1) * rows // 2) <= keys
+        return Graph.from_lower(n, rows, keys - rows * (rows - 1) // 2)
+    found_rows: list[NDArray[np.int64]] = []
+    found_cols: list[NDArray[np.int64]] = []
     step = max(1, (1 << 22) // n)
     for start in range(1, n, step):
         stop = min(n, start + step)
-        i, j = np.nonzero(generator.random((stop - start, n)) < p)
+        i, j = np.nonzero(rng.random((stop - start, n)) < p)
         keep = j < i + start
-        rows.append((i[keep] + start).astype(np.int64))
-        cols.append(j[keep].astype(np.int64))
-    if not rows:
+        found_rows.append((i[keep] + start).astype(np.int64))
+        found_cols.append(j[keep].astype(np.int64))
+    if not found_rows:
         return Graph.from_lower(n, np.zeros(0, np.int64), np.zeros(0, np.int64))
-    return Graph.from_lower(n, np.concatenate(rows), np.concatenate(cols))
+    return Graph.from_lower(n, np.concatenate(found_rows), np.concatenate(found_cols))
 
 
 def _attach(n: int, m: int, p: float, generator: np.random.Generator) -> Graph:

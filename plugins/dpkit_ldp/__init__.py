@@ -77,6 +77,9 @@ def dpkit_register_mechanisms(register: Callable[[type[dpkit.Mechanism]], None])
 
     for graph in (GraphRandomizedResponse, AsymmetricRandomizedResponse, NoisyDegree, LocalKStars):
         register(graph)
+    from dpkit_ldp.graph_features import MultiBit
+
+    register(MultiBit)
 
 
 @dpkit.hookimpl
@@ -98,7 +101,7 @@ def dpkit_register_estimators(
     from dpkit_ldp.mean_estimator import MeanEstimator
     from dpkit_ldp.square_wave import SquareWaveEstimator
 
-    for name in ("duchi", "duchi_multi", "pm", "pm_multi", "hm", "hm_multi"):
+    for name in ("duchi", "duchi_multi", "pm", "pm_multi", "hm", "hm_multi", "multibit"):
         register(name, MeanEstimator)
     register("sw", SquareWaveEstimator)
     from dpkit_ldp.graph_estimators import AdjacencyEstimator, CountEstimator, TwoRoundEstimator

@@ -54,8 +54,8 @@ from dpkit.arrays import as_array
 from dpkit.randomness.geometric import geometric_digits
 from dpkit_ldp._arrays import category_codes
 from dpkit_ldp._bits import random_words
-from dpkit_ldp.graphs import Graph, Graphs, NeighbourLists, as_graph
 from dpkit_ldp.graph_reports import ENCODINGS, FORMS, AdjacencyReports
+from dpkit_ldp.graphs import Graph, Graphs, NeighbourLists, as_graph
 
 __all__ = ["AdjacencyMechanism", "NeighbourListInput", "RelationshipView"]
 

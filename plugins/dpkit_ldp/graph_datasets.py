@@ -29,8 +29,8 @@ import numpy as np
 from numpy.typing import NDArray
 
 from dpkit import Integer, InvalidParameter, Real
-from dpkit_ldp.graphs import Graph, as_graph
 from dpkit_ldp.datasets import convert, require_generator
+from dpkit_ldp.graphs import Graph, as_graph
 
 __all__ = ["GraphCounts", "barabasi_albert", "erdos_renyi", "graph_counts", "powerlaw_cluster"]
 
@@ -166,9 +166,7 @@ def _triangles(graph: Graph) -> int:
     except ImportError:
         dense = graph.dense(np.float64)
         return round(float(np.einsum("ij,ij->", dense @ dense, dense)) / 6.0)
-    lower = sparse.csr_matrix(
-        (np.ones(rows.size), (rows, cols)), shape=(graph.nodes, graph.nodes)
-    )
+    lower = sparse.csr_matrix((np.ones(rows.size), (rows, cols)), shape=(graph.nodes, graph.nodes))
     # L_ij L_jk L_ik with i > j > k: each triangle once.
     return round(float((lower @ lower).multiply(lower).sum()))
 

@@ -70,7 +70,7 @@ from dpkit.graph import (
     ReportSums,
 )
 from dpkit_ldp.graph_reports import AdjacencyReports
-from dpkit_ldp.graph_triangles import TwoRoundReports, TwoRoundTriangles
+from dpkit_ldp.graph_triangles import TwoRoundReports
 
 __all__ = [
     "DENSE_TRIANGLES",
@@ -241,9 +241,7 @@ def triangle_variance(
     s3 = triangles
     n3, n2, n1 = s3, s2 - 3 * s3, s1 - 2 * s2 + 3 * s3
     n0 = math.comb(n, 3) - s1 + s2 - s3
-    base = sum(
-        count * (1 + v1) ** t * v0 ** (3 - t) for t, count in enumerate((n0, n1, n2, n3))
-    )
+    base = sum(count * (1 + v1) ** t * v0 ** (3 - t) for t, count in enumerate((n0, n1, n2, n3)))
     q = squares @ squares
     shared = a2 * a2 - q  # Σ_{x≠y} â_ux â_wx â_uy â_wy for u ≠ w
     np.fill_diagonal(shared, 0.0)

@@ -77,10 +77,10 @@ from dpkit import (
 from dpkit.params import EPSILON
 from dpkit_ldp import _graph_noise
 from dpkit_ldp._adjacency import AdjacencyMechanism
-from dpkit_ldp.graphs import Graph, Graphs, as_graph
 from dpkit_ldp.graph_arr import AsymmetricRandomizedResponse
 from dpkit_ldp.graph_reports import ENCODINGS, AdjacencyReports
 from dpkit_ldp.graph_rr import GraphRandomizedResponse
+from dpkit_ldp.graphs import Graph, Graphs, as_graph
 
 __all__ = ["TwoRoundReports", "TwoRoundTriangles", "projected_lower"]
 

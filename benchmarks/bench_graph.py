@@ -191,7 +191,7 @@ def main() -> None:
     parser.add_argument("--m", type=int, default=10, help="edges per new BA node")
     parser.add_argument("--big", type=int, default=1_000_000)
     parser.add_argument("--reps", type=int, default=5)
-    parser.add_argument("--mu-scale", type=float, default=0.05)
+    parser.add_argument("--mu-scale", type=float, default=0.002)
     parser.add_argument("--no-save", action="store_true")
     args = parser.parse_args()
     rng = np.random.default_rng(1)

@@ -162,7 +162,7 @@ class GraphCounts:
 def _triangles(graph: Graph) -> int:
     rows, cols = graph.lower()
     try:
-        from scipy import sparse
+        from scipy import sparse  # type: ignore[import-untyped]
     except ImportError:
         dense = graph.dense(np.float64)
         return round(float(np.einsum("ij,ij->", dense @ dense, dense)) / 6.0)

@@ -246,7 +246,7 @@ def triangle_variance(
     shared = a2 * a2 - q  # Σ_{x≠y} â_ux â_wx â_uy â_wy for u ≠ w
     np.fill_diagonal(shared, 0.0)
     pairs_term = v0 * float(shared.sum()) / 2.0 + (v1 - v0) * float(np.sum(a * shared)) / 2.0
-    return base - n3 + pairs_term
+    return float(base - n3 + pairs_term)
 
 
 class CountEstimator(GraphEstimator):

@@ -50,6 +50,8 @@ __all__ = [
     "GraphEstimate",
     "GraphEstimator",
     "ReportSums",
+    "TriangleAdvice",
+    "advise_triangles",
     "clustering",
     "degree_distribution",
     "degrees",
@@ -320,3 +322,79 @@ def clustering(triangles: GraphEstimate, two_stars: GraphEstimate, /) -> GraphEs
         variance_kind="delta",
         note="a ratio of independent unbiased estimates: consistent, not unbiased",
     )
+
+
+@attrs.frozen
+class TriangleAdvice:
+    """One round or two for a triangle count, from public quantities alone.
+
+    ``one_round_sd`` is a *lower* bound on the standard deviation of one-round randomized
+    response at ε (every triple contributes at least v³ to its variance, v = e^ε/(e^ε − 1)²;
+    the bound is exact for the empty graph). ``two_round_sd`` is an *upper* bound for the
+    two-round protocol at the best split ε₁ + ε₂ = ε (``split`` = ε₁/ε), valid for every graph
+    whose degrees are at most ``max_degree``: Σ_{j<k} W_jk² ≤ D·Σ W_jk ≤ D·n·C(D, 2) (a pair
+    has at most D common higher neighbours, a user at most C(D, 2) wedges), each noisy bit's
+    variance ≤ 1/4, and the round-2 noise 2(D − 1)²/ε₂² per user (continuous Laplace's; the
+    protocol's lattice noise is within a relative 2⁻³⁰ of it). Two rounds are ``best`` when
+    their upper bound is below the one-round lower bound — then they win on every such graph —
+    and one round otherwise (which then need not win: the bounds overlap).
+    """
+
+    nodes: int
+    epsilon: float
+    max_degree: int
+    best: str
+    one_round_sd: float
+    two_round_sd: float
+    split: float
+    target: float | None = None
+    reaches_target: bool | None = None
+
+    def as_dict(self) -> dict[str, Any]:
+        return attrs.asdict(self)
+
+
+def _two_round_bound(nodes: int, max_degree: int, eps1: float, eps2: float) -> float:
+    gap = math.tanh(eps1 / 2.0)  # p₁ − p₀ of randomized response at ε₁
+    wedges = max_degree * nodes * math.comb(max_degree, 2) * 0.25
+    noise = nodes * 2.0 * (max_degree - 1) ** 2 / eps2**2
+    return math.sqrt((wedges + noise) / (gap * gap))
+
+
+def advise_triangles(
+    nodes: int, epsilon: float, max_degree: int, /, *, target: float | None = None
+) -> TriangleAdvice:
+    """Choose between one- and two-round triangle counting for a graph of ``nodes`` nodes,
+    degrees at most ``max_degree`` and a budget ε per edge (:class:`TriangleAdvice`);
+    ``target`` is a standard deviation to reach (in triangles)."""
+    from dpkit.params import EPSILON, Integer, Real
+
+    for name, value, domain in (
+        ("nodes", nodes, Integer(low=3)),
+        ("epsilon", epsilon, EPSILON),
+        ("max_degree", max_degree, Integer(low=2)),
+    ):
+        try:
+            domain.convert(value)
+        except (ValueError, TypeError, OverflowError):
+            raise InvalidParameter(
+                name, value, domain.describe(), owner="advise_triangles"
+            ) from None
+    if target is not None:
+        try:
+            Real(low=0.0, low_open=True).convert(target)
+        except (ValueError, TypeError):
+            raise InvalidParameter(
+                "target", target, "a number > 0", owner="advise_triangles"
+            ) from None
+    v = math.exp(epsilon) / math.expm1(epsilon) ** 2
+    one = math.sqrt(math.comb(nodes, 3)) * v**1.5
+    splits = [i / 100 for i in range(5, 96)]
+    bounds = [_two_round_bound(nodes, max_degree, s * epsilon, (1 - s) * epsilon) for s in splits]
+    best_index = min(range(len(splits)), key=bounds.__getitem__)
+    two, split = bounds[best_index], splits[best_index]
+    best = "two_round" if two < one else "one_round"
+    reaches = None
+    if target is not None:
+        reaches = two <= target if best == "two_round" else None
+    return TriangleAdvice(nodes, epsilon, max_degree, best, one, two, split, target, reaches)

@@ -12,10 +12,11 @@ Accuracy (section ``graph``): the relative error sd/true of each estimator at ε
   :mod:`dpkit_ldp.graph_estimators` evaluated on the true graph (N_t from the exact edge,
   2-star and triangle counts; Σ_e v_{a_e} c_e(c_e − 1) from the sparse A²). The formula is the
   one the unit tests check exactly by enumeration.
-* Two rounds (``TwoRoundTriangles``, ε₁ = ε₂ = ε/2, asymmetric RR with μ = the largest allowed
-  times ``--mu-scale`` in round 1 so that the noisy graph stays sparse; D the largest lower
-  degree, i.e. an exact public bound): the exact standard deviation from its variance formula
-  on the true graph, *and* the root-mean-square error of ``--reps`` real runs in fast mode.
+* Two rounds (``TwoRoundTriangles``, ε₁ = ε₂ = ε/2, D the largest lower degree, i.e. an exact
+  public bound): with randomized response in round 1, the exact standard deviation from its
+  variance formula on the true graph (the noisy graph is dense: not run); with asymmetric RR
+  whose μ reports about ``--noise-pairs`` non-edges (a sparse noisy graph), the exact standard
+  deviation *and* the root-mean-square error of ``--reps`` real runs in fast mode.
 * 2-stars: LocalLap (``graph_kstar``, D = the largest degree): exact sd = √(n·Var Z).
 
 Time and memory (section ``graph_time``): one secure-mode release of every mechanism on the
@@ -91,7 +92,14 @@ def two_round_sd(graph: Any, protocol: TwoRoundTriangles) -> float:
     return math.sqrt((wedge + noise) / (p1 - p0) ** 2)
 
 
-def accuracy(graph: Any, counts: Any, reps: int, mu_scale: float) -> list[dict[str, Any]]:
+def mu_for(pairs: int, reported: float, epsilon: float) -> float:
+    """The μ at which asymmetric RR reports about ``reported`` non-edges of ``pairs``."""
+    return min(
+        AsymmetricRandomizedResponse.largest_mu(epsilon), reported / pairs * math.exp(epsilon)
+    )
+
+
+def accuracy(graph: Any, counts: Any, reps: int, noise_pairs: float) -> list[dict[str, Any]]:
     rows = []
     rng = np.random.default_rng(20261127)
     lower_bound = int(graph.lower_degrees().max())
@@ -103,7 +111,7 @@ def accuracy(graph: Any, counts: Any, reps: int, mu_scale: float) -> list[dict[s
             nodes=graph.nodes,
             max_degree=lower_bound,
             round_one="graph_arr",
-            mu=AsymmetricRandomizedResponse.largest_mu(half) * mu_scale,
+            mu=mu_for(graph.pairs, noise_pairs, half),
         )
         sd1 = one_round_sd(graph, counts, epsilon)
         rr_protocol = TwoRoundTriangles(
@@ -151,9 +159,15 @@ def timed(label: str, call: Any) -> dict[str, Any]:
 def timings(graph: Any, big: Any, counts: Any) -> list[dict[str, Any]]:
     n = graph.nodes
     bound = int(graph.lower_degrees().max())
-    arr = dpkit.mechanism("graph_arr", epsilon=1.0, nodes=n, mu=0.02, output="sparse")
+    mu = mu_for(graph.pairs, 5e6, 1.0)
+    arr = dpkit.mechanism("graph_arr", epsilon=1.0, nodes=n, mu=mu, output="sparse")
     protocol = TwoRoundTriangles(
-        epsilon1=0.5, epsilon2=0.5, nodes=n, max_degree=bound, round_one="graph_arr", mu=0.02
+        epsilon1=0.5,
+        epsilon2=0.5,
+        nodes=n,
+        max_degree=bound,
+        round_one="graph_arr",
+        mu=mu_for(graph.pairs, 5e6, 0.5),
     )
     rows = [
         timed(
@@ -166,14 +180,21 @@ def timings(graph: Any, big: Any, counts: Any) -> list[dict[str, Any]]:
                 "graph_kstar", epsilon=1.0, nodes=n, max_degree=int(counts.degrees.max())
             ).randomize_graph(graph),
         ),
-        timed(f"graph_arr μ=0.02 sparse, {n} nodes", lambda: arr.randomize_graph(graph)),
-        timed(f"two rounds (arr μ=0.02), {n} nodes", lambda: protocol.randomize_graph(graph)),
+        timed(
+            f"graph_arr μ={mu:.2g} sparse (~5·10⁶ noise pairs), {n} nodes",
+            lambda: arr.randomize_graph(graph),
+        ),
+        timed(
+            f"two rounds (arr, ~5·10⁶ noise pairs), {n} nodes",
+            lambda: protocol.randomize_graph(graph),
+        ),
     ]
-    big_arr = dpkit.mechanism("graph_arr", epsilon=1.0, nodes=big.nodes, mu=0.002, output="sparse")
+    big_mu = mu_for(big.pairs, 1e7, 1.0)
+    big_arr = dpkit.mechanism("graph_arr", epsilon=1.0, nodes=big.nodes, mu=big_mu, output="sparse")
     holder: dict[str, Any] = {}
     rows.append(
         timed(
-            f"graph_arr μ=0.002 sparse, {big.nodes} nodes",
+            f"graph_arr μ={big_mu:.2g} sparse (~10⁷ noise pairs), {big.nodes} nodes",
             lambda: holder.setdefault("reports", big_arr.randomize_graph(big)),
         )
     )
@@ -191,7 +212,9 @@ def main() -> None:
     parser.add_argument("--m", type=int, default=10, help="edges per new BA node")
     parser.add_argument("--big", type=int, default=1_000_000)
     parser.add_argument("--reps", type=int, default=5)
-    parser.add_argument("--mu-scale", type=float, default=0.002)
+    parser.add_argument(
+        "--noise-pairs", type=float, default=1e7, help="round-1 ARR: expected reported non-edges"
+    )
     parser.add_argument("--no-save", action="store_true")
     args = parser.parse_args()
     rng = np.random.default_rng(1)
@@ -201,7 +224,7 @@ def main() -> None:
         f"BA({args.nodes}, {args.m}): {counts.edges} edges, {counts.triangles} triangles, "
         f"{counts.kstars(2)} 2-stars, max degree {int(counts.degrees.max())}"
     )
-    rows = accuracy(graph, counts, args.reps, args.mu_scale)
+    rows = accuracy(graph, counts, args.reps, args.noise_pairs)
     big = erdos_renyi(args.big, 10.0 / args.big, rng=rng)
     time_rows = timings(graph, big, counts)
     if args.no_save:
@@ -217,8 +240,8 @@ def main() -> None:
             "one round: exact sd from the variance formula on the true graph (the protocol "
             "itself needs the dense noisy graph and O(n³) time at this n)",
             "two rounds: ε₁ = ε₂ = ε/2, D = the largest lower degree; RR in round 1 (exact sd "
-            "only: its noisy graph is dense), or asymmetric RR with μ = "
-            f"{args.mu_scale} × its largest value (exact sd, and real runs in fast mode)",
+            "only: its noisy graph is dense), or asymmetric RR with the μ that reports about "
+            f"{args.noise_pairs:.0e} non-edges (exact sd, and real runs in fast mode)",
         ],
     )
     Run("graph_time", command, harness={"big": args.big}).save(

@@ -25,9 +25,9 @@ from dpkit.arrays import as_array
 from dpkit.params import EPSILON
 from dpkit_ldp import _graph_noise
 from dpkit_ldp._adjacency import NeighbourListInput, nodes_parameter
-from dpkit_ldp.graphs import NeighbourLists, as_graph
+from dpkit_ldp.graphs import Graphs, NeighbourLists, as_graph
 
-__all__ = ["LocalKStars", "NoisyDegree"]
+__all__ = ["CountsView", "LocalKStars", "NoisyDegree"]
 
 #: Largest noise scale Δ/ε the exact sampler takes (2⁵⁵).
 _MAX_SCALE = Fraction(1 << 55)
@@ -124,6 +124,11 @@ class _CountOfList(NeighbourListInput, Mechanism):
             )
         return self._release(g.degrees(), generator)
 
+    def on_graphs(self) -> CountsView:
+        """Every node's release on a whole graph, as one mechanism on graphs (for the auditor,
+        on graphs that differ in one edge, and for a session charging per edge)."""
+        return CountsView(self)
+
     def log_probability(self, outputs: Any, inputs: Any, /) -> NDArray[np.float64]:
         """ln P[output | list] = ln P[Z = output − count(list)]."""
         degrees = np.count_nonzero(np.asarray(inputs) != 0, axis=-1).astype(np.int64)
@@ -208,3 +213,55 @@ class LocalKStars(_CountOfList):
         clipped = np.minimum(degrees, self.max_degree)
         table = np.array([math.comb(d, self.k) for d in range(self.max_degree + 1)], np.int64)
         return table[clipped]
+
+
+@attrs.frozen
+class CountsView(Mechanism):
+    """A count mechanism run by every node of a graph: input an n×n adjacency matrix (a batch
+    along a first axis), output the n noisy counts, relation "graphs that differ in one edge",
+    cost the mechanism's ``relationship_privacy`` (2ε: an edge moves two nodes' counts)."""
+
+    name: ClassVar[str] = "count_relationships"
+    kind: ClassVar[Literal["local", "central"]] = "local"
+    statistic: ClassVar[str] = "graph"
+
+    mechanism: _CountOfList
+
+    @property
+    def domain(self) -> Graphs:
+        return Graphs(self.mechanism.nodes)
+
+    @property
+    def privacy(self) -> PrivacyEvent:
+        return self.mechanism.relationship_privacy
+
+    def check_input(self, values: Any, /) -> None:
+        """Public phase: an n×n matrix (or a batch of them), from the shape alone."""
+        n = self.mechanism.nodes
+        shape = np.shape(as_array(values, owner=self.name, field="graph"))
+        if len(shape) < 2 or shape[-2:] != (n, n):
+            raise InvalidData(
+                f"{self.name}: a graph is an {n}×{n} adjacency matrix, got shape {shape}",
+                field="graph",
+            )
+
+    def coerce(self, values: Any, /, *, rng: Any = None) -> NDArray[np.int64]:
+        """Private phase, total: the lower triangle read as bits (others random) and mirrored."""
+        n = self.mechanism.nodes
+        rows, cols = np.tril_indices(n, -1)
+        array = np.asarray(values)
+        bits = self.mechanism.coerce(array[..., rows, cols], rng=rng)
+        out = np.zeros((*array.shape[:-2], n, n), dtype=np.int64)
+        out[..., rows, cols] = bits
+        out[..., cols, rows] = bits
+        return out
+
+    def randomize(
+        self, values: Any, /, *, rng: np.random.Generator | dpkit.SecureRandom | None = None
+    ) -> NDArray[np.int64]:
+        """Each node's noisy count of each graph: shape (…, n)."""
+        return self.mechanism.randomize(values, rng=rng)
+
+    def log_probability(self, outputs: Any, inputs: Any, /) -> NDArray[np.float64]:
+        per_node = self.mechanism.log_probability(outputs, inputs)
+        return np.asarray(np.sum(per_node, axis=-1), dtype=np.float64)

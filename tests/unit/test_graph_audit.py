@@ -14,6 +14,7 @@ import attrs
 import numpy as np
 import pytest
 from dpkit_ldp._adjacency import RelationshipView
+from dpkit_ldp.graph_degree import CountsView
 from dpkit_ldp.graph_triangles import TwoRoundTriangles
 
 import dpkit
@@ -94,3 +95,46 @@ def test_per_node_mechanisms_pass_the_registry_audit_shape() -> None:
         report = audit(mechanism, samples=20_000, alpha=CHECK_ALPHA, seed=5)
         assert report.verdict == "pass", report.format_text()
         assert np.isfinite(report.statistical.epsilon_lower_bound)
+
+
+@attrs.frozen
+class CountsChargedOnce(CountsView):
+    """Noisy degrees of every node charged ε per edge, though an edge moves two degrees."""
+
+    name: ClassVar[str] = "counts_charged_once"
+
+    @property
+    def privacy(self) -> dpkit.PrivacyEvent:
+        return dpkit.PureDP(epsilon=self.mechanism.epsilon)
+
+
+def test_count_views_pass_at_two_epsilon_and_once_is_caught() -> None:
+    degree = dpkit.mechanism("graph_degree", epsilon=1.0, nodes=4)
+    view = degree.on_graphs()
+    assert view.privacy.epsilon == pytest.approx(2.0)
+    report = audit(view, samples=20_000, alpha=CHECK_ALPHA, seed=6, exact=False, random_pairs=0)
+    assert report.verdict == "pass", report.format_text()
+    kstar = dpkit.mechanism("graph_kstar", epsilon=1.0, nodes=4, max_degree=3)
+    report = audit(
+        kstar.on_graphs(), samples=20_000, alpha=CHECK_ALPHA, seed=7, exact=False, random_pairs=0
+    )
+    assert report.verdict == "pass", report.format_text()
+    bad = CountsChargedOnce(degree)
+    report = audit(bad, samples=20_000, alpha=CHECK_ALPHA, seed=8, exact=False, random_pairs=0)
+    assert report.verdict == "violation", report.format_text()
+
+
+def test_a_session_charges_the_edge_not_the_node() -> None:
+    """The seed's form costs 2ε per edge in a session; the lower-triangle form ε; a matrix with
+    bad entries is coerced in the private phase, never refused after the spend."""
+    session = dpkit.Session(budget=(3.0, 0.0), ledger=":memory:")
+    bad = np.array([[0, np.nan, 1], [1, 0, 7], [1, 0, 0]])
+    once = dpkit.mechanism("graph_rr", epsilon=1.0, nodes=3).on_graphs()
+    assert session.release(once, bad).cost.epsilon == 1
+    both = dpkit.mechanism("graph_rr", epsilon=1.0, nodes=3, pairs="both").on_graphs()
+    assert session.release(both, bad).cost.epsilon == 2
+    with pytest.raises(dpkit.BudgetExceeded):
+        session.release(both, bad)
+    with pytest.raises(dpkit.InvalidData):  # structure: refused before the spend
+        session.release(once, np.zeros((4, 4)))
+    assert session.remaining.epsilon == 0

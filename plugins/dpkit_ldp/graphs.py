@@ -204,12 +204,8 @@ def _from_networkx(graph: Any, field: str) -> Graph:
     if graph.is_directed() or graph.is_multigraph():
         raise InvalidData(f"graph: {field} must be an undirected simple graph", field=field)
     position = {node: i for i, node in enumerate(graph.nodes())}
-    pairs = np.array(
-        [(position[u], position[v]) for u, v in graph.edges() if u != v], dtype=np.int64
-    ).reshape(-1, 2)
-    if graph.number_of_selfloops() if hasattr(graph, "number_of_selfloops") else False:
-        raise InvalidData(f"graph: {field} has a self-loop (a simple graph has none)", field=field)
-    return Graph.from_edges(pairs, nodes=len(position), field=field)
+    pairs = np.array([(position[u], position[v]) for u, v in graph.edges()], dtype=np.int64)
+    return Graph.from_edges(pairs.reshape(-1, 2), nodes=len(position), field=field)
 
 
 def as_graph(value: Any, /, *, nodes: int | None = None, field: str = "graph") -> Graph:

@@ -243,6 +243,9 @@ def test_scipy_and_networkx_graphs_are_read() -> None:
     nx = pytest.importorskip("networkx")
     karate = nx.karate_club_graph()
     assert as_graph(karate).edges == karate.number_of_edges() == 78
+    karate.add_edge(0, 0)
+    with pytest.raises(dpkit.InvalidData, match="self-loop"):
+        as_graph(karate)
 
 
 def test_neighbour_list_and_graph_relations() -> None:

@@ -49,6 +49,7 @@ __all__ = [
     "EdgeCounts",
     "GraphEstimate",
     "GraphEstimator",
+    "GraphRelease",
     "ReportSums",
     "TriangleAdvice",
     "advise_triangles",
@@ -398,3 +399,32 @@ def advise_triangles(
     if target is not None:
         reaches = two <= target if best == "two_round" else None
     return TriangleAdvice(nodes, epsilon, max_degree, best, one, two, split, target, reaches)
+
+
+@attrs.frozen
+class GraphRelease:
+    """A graph mechanism run by every node of a graph, as one session query charged per edge.
+
+    ``privacy`` is the mechanism's ``relationship_privacy`` (what one edge of the graph costs:
+    ε when each edge is reported once, 2ε when both endpoints report it or both degrees move);
+    ``run(graph, /, *, rng)`` returns every node's reports (``mechanism.randomize_graph``),
+    which :func:`edge_count`, :func:`triangles`, … then turn into estimates without further
+    cost (post-processing). With ``edge_list=True`` the data are an (m, 2) array of edges of
+    the mechanism's ``nodes``-node graph.
+    """
+
+    mechanism: Any
+    edge_list: bool = False
+
+    @property
+    def name(self) -> str:
+        return str(self.mechanism.name)
+
+    @property
+    def privacy(self) -> Any:
+        return self.mechanism.relationship_privacy
+
+    def run(self, data: Any, /, *, rng: Any = None) -> Any:
+        if self.edge_list:
+            return self.mechanism.randomize_graph(data, rng=rng, nodes=self.mechanism.nodes)
+        return self.mechanism.randomize_graph(data, rng=rng)

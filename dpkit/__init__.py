@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from dpkit import graph
 from dpkit.accounting import (
     Bound,
     Calibration,
@@ -167,6 +168,7 @@ __all__ = [
     "estimate",
     "gaussian_noise_multiplier",
     "get_registry",
+    "graph",
     "hookimpl",
     "lie_threshold",
     "load_registry",

@@ -26,6 +26,7 @@ COMMANDS = (
     "dpkit.commands.mechanisms",
     "dpkit.commands.audit",
     "dpkit.commands.advise",
+    "dpkit.commands.graph",
     "dpkit.commands.account",
     "dpkit.commands.budget",
     "dpkit.commands.run",

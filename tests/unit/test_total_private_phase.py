@@ -120,12 +120,23 @@ def test_mechanisms_are_total_after_coerce(name: str, mode: str) -> None:
     pytest.fail(f"{name} is total now: remove it from KNOWN_GAPS")
 
 
+def _vector_length(domain: dpkit.Domain) -> int | None:
+    """d for a domain whose inputs are vectors of d values (a Box, or a domain that declares
+    vector pairs, such as one user's neighbour list), else None."""
+    if isinstance(domain, dpkit.Box):
+        return domain.dimension
+    if domain.declares_neighbours and not isinstance(domain, dpkit.CategoricalDomain):
+        first = np.asarray(domain.pairs()[0][0])
+        return int(first.shape[0]) if first.ndim == 1 else None
+    return None
+
+
 def _adversarial(mechanism: dpkit.Mechanism) -> dict[str, Any]:
-    """The adversarial inputs, as rows of d equal values for a mechanism on vectors (a Box):
-    the same bad values, in the shape its public check accepts."""
-    if not isinstance(mechanism.domain, dpkit.Box):
+    """The adversarial inputs, as rows of d equal values for a mechanism on vectors (a Box, a
+    neighbour list): the same bad values, in the shape its public check accepts."""
+    d = _vector_length(mechanism.domain)
+    if d is None:
         return ADVERSARIAL
-    d = mechanism.domain.dimension
     return {
         label: np.repeat(data.reshape(-1, 1), d, axis=1) if data.ndim == 1 else data
         for label, data in ADVERSARIAL.items()

@@ -21,6 +21,7 @@ __all__ = [
     "ReleaseFailed",
     "SpecError",
     "UnknownMechanism",
+    "UnsupportedRandomness",
 ]
 
 
@@ -189,6 +190,18 @@ class PluginConflict(PluginError):
             f"disable one with DPKIT_DISABLE_PLUGINS={second}",
             plugin=second,
         )
+
+
+class UnsupportedRandomness(DPKitError, AttributeError):
+    """A random generator lacks the sampler a mechanism asked for.
+
+    A :class:`~dpkit.randomness.SecureRandom` has no float samplers (``laplace``, ``normal``,
+    ...): their outputs leak through their low bits. A mechanism that calls one cannot run in
+    secure mode, and this error says so; it is also an ``AttributeError``, so ``hasattr`` on
+    a generator keeps working. The auditor reports such a mode as refused.
+    """
+
+    code = "unsupported_randomness"
 
 
 class ReleaseFailed(DPKitError):

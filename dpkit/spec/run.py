@@ -177,7 +177,8 @@ def _result(query: PlannedQuery, release: Any, registry: Registry) -> dict[str, 
         },
         "spent": _amount(release.cost),
         "release_id": release.release_id,
-        "randomness": {"mode": query.rng_mode, "seed": query.seed},
+        # The mode the ledger recorded for this release: what produced it, not what was asked.
+        "randomness": {"mode": release.entry.randomness, "seed": query.seed},
     }
     if query.local and query.statistic != FREQUENCY:  # a local mean
         sums = registry.estimator(query.target).accumulate(release.values)

@@ -31,6 +31,7 @@ import numpy as np
 from numpy.typing import NDArray
 
 from dpkit.domains import Domain
+from dpkit.errors import InvalidParameter
 from dpkit.params import parameter_specs
 from dpkit.testing._audit import judge, mode_progress
 from dpkit.testing.blackbox import (
@@ -45,6 +46,7 @@ from dpkit.testing.exact import ExactResult
 from dpkit.testing.inputs import Unsupported, check_pairs
 from dpkit.testing.modes import MODES, Mode, check_modes, mode_alpha, mode_generator
 from dpkit.testing.report import AuditReport
+from dpkit.units import IdUnit, RecordUnit, unit_of
 
 __all__ = ["QUERY_SAMPLES", "audit_query", "check_query", "release_value"]
 
@@ -58,12 +60,18 @@ def release_value(result: Any) -> NDArray[np.float64]:
 
 
 def relation_for(query: Any) -> Domain:
-    """The neighbouring relation a query protects: add/remove one record unless it declares
-    another privacy unit (then pass ``relation=`` to :func:`audit_query`)."""
-    unit = getattr(query, "privacy_unit", None)
-    if unit not in (None, "record"):
+    """The neighbouring relation a query protects: add/remove one record, unless its privacy
+    unit (:func:`dpkit.units.unit_of`: a declared ``privacy_unit``, or a table query's
+    ``unit``) is another — then pass ``relation=`` to :func:`audit_query`, since auditing a
+    per-person query on record neighbours would test a weaker claim than it makes."""
+    try:
+        unit: Any = unit_of(query)
+    except InvalidParameter:  # declares a unit of its own kind
+        unit = getattr(query, "privacy_unit", None)
+    if not isinstance(unit, RecordUnit):
+        shown = unit.describe() if isinstance(unit, IdUnit) else unit
         raise Unsupported(
-            f"{query.name} protects the privacy unit {unit!r}; pass relation= (a Domain of "
+            f"{query.name} protects the privacy unit {shown!r}; pass relation= (a Domain of "
             "datasets declaring its neighbours, e.g. one that removes one id's rows)"
         )
     return records_for(query)

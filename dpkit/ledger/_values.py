@@ -11,6 +11,8 @@ from typing import Any
 
 import attrs
 
+from dpkit._enclosure import rounded
+
 __all__ = [
     "STATES",
     "Budget",
@@ -39,8 +41,10 @@ def exact_text(value: Fraction) -> str:
     return str(Fraction(value))
 
 
-def _decimal(value: Fraction, digits: int = 12) -> str:
-    return f"{float(value):.{digits}g}"
+def _decimal(value: Fraction, digits: int = 12, *, up: bool = True) -> str:
+    """An exact amount to ``digits`` significant digits, rounded up (a cost: never shown below
+    what was spent) or down (what remains: never shown above it)."""
+    return rounded(value, digits, up=up)
 
 
 @attrs.frozen
@@ -54,9 +58,14 @@ class Budget:
     mu2: Fraction | None = None
 
     def __str__(self) -> str:
-        text = f"ε={_decimal(self.epsilon)}, δ={_decimal(self.delta)}"
-        other = [f"ρ={_decimal(self.rho)}"] if self.rho is not None else []
-        other += [f"μ²={_decimal(self.mu2)}"] if self.mu2 is not None else []
+        return self.text(up=False)
+
+    def text(self, *, up: bool) -> str:
+        """The amounts to 12 significant digits, rounded up (a total spent: never shown below
+        it) or down (``str``: a budget, or what remains of one, never shown above it)."""
+        text = f"ε={_decimal(self.epsilon, up=up)}, δ={_decimal(self.delta, up=up)}"
+        other = [f"ρ={_decimal(self.rho, up=up)}"] if self.rho is not None else []
+        other += [f"μ²={_decimal(self.mu2, up=up)}"] if self.mu2 is not None else []
         if not other:
             return text
         return f"{', '.join(other)} (for {text})"

@@ -24,6 +24,7 @@ The standard normal CDF is enclosed from two expansions with rigorous remainders
 from __future__ import annotations
 
 import math
+import sys
 from collections.abc import Callable
 from decimal import (
     MAX_EMAX,
@@ -73,10 +74,25 @@ def decimal_high(value: float | int) -> Decimal:
     return max(Decimal(value), Decimal(repr(value)))
 
 
+def _outside_floats(value: Decimal | Fraction) -> int:
+    """+1 above the float range, −1 for a nonzero value below the smallest float's magnitude,
+    0 otherwise — decided without building the exact rational of a decimal such as 1E−10⁹."""
+    if isinstance(value, Decimal) and value and value.is_finite():
+        if value.adjusted() > 400:
+            return 1
+        if value.adjusted() < -400:
+            return -1
+    return 0
+
+
 def float_above(value: Decimal | Fraction, *, binary: bool = True) -> float:
     """The smallest float whose readings are ≥ ``value`` (+inf beyond the float range): both
     readings, or with ``binary=False`` only the shortest decimal (dpkit's reading of a float:
     an exact sum of decimals such as 3/10 is then reported as 0.3, not 0.30000000000000004)."""
+    outside = _outside_floats(value)
+    if outside:
+        tiny = math.ulp(0.0)
+        return math.inf if outside > 0 else (tiny if value > 0 else -0.0)
     exact = Fraction(value)
     try:
         x = float(exact)
@@ -89,6 +105,11 @@ def float_above(value: Decimal | Fraction, *, binary: bool = True) -> float:
 
 def float_below(value: Decimal | Fraction, *, binary: bool = True) -> float:
     """The largest float whose readings are ≤ ``value`` (:func:`float_above`, downwards)."""
+    outside = _outside_floats(value)
+    if outside:
+        if outside > 0:
+            return sys.float_info.max if value > 0 else -math.inf
+        return 0.0 if value > 0 else -math.ulp(0.0)
     exact = Fraction(value)
     try:
         x = float(exact)
@@ -228,13 +249,23 @@ class Arithmetic:
     def ln(self, x: Enclosure) -> Enclosure:
         if x[0] <= 0:
             raise ValueError("ln of an enclosure that reaches 0")
-        return self.near.ln(x[0]).next_minus(self.near), self.near.ln(x[1]).next_plus(self.near)
+        return self._outward(self.near.ln, x, exact=Decimal(1))
 
     def sqrt(self, x: Enclosure) -> Enclosure:
-        low = self.near.sqrt(max(x[0], Decimal(0)))
-        return (low.next_minus(self.near) if low > 0 else low), self.near.sqrt(x[1]).next_plus(
-            self.near
-        )
+        return self._outward(self.near.sqrt, (max(x[0], Decimal(0)), x[1]), exact=Decimal(0))
+
+    def _outward(
+        self, function: Callable[[Decimal], Decimal], x: Enclosure, *, exact: Decimal
+    ) -> Enclosure:
+        """A correctly rounded increasing function at both ends, widened by one unit in the
+        last place each way — except at ``exact``, where its value is exact (ln 1 = 0,
+        √0 = 0: widening 0 would give the smallest decimal, 1E−10¹⁸, which nothing needs)."""
+        low, high = function(x[0]), function(x[1])
+        if x[0] != exact:
+            low = low.next_minus(self.near)
+        if x[1] != exact:
+            high = high.next_plus(self.near)
+        return low, high
 
     def power(self, x: Enclosure, n: int) -> Enclosure:
         """x^n for x ≥ 0 and an integer n ≥ 0, by repeated squaring."""

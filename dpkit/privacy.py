@@ -158,7 +158,10 @@ def _meets(epsilon: float, delta: float, mu_squared: Fraction) -> bool:
         return True
     eps, target = decimal_low(epsilon), decimal_low(delta)
     for precision in _PRECISIONS:
-        low, high = _profile(Arithmetic(precision), eps, mu_squared)
+        try:
+            low, high = _profile(Arithmetic(precision), eps, mu_squared)
+        except ArithmeticError:  # e^ε beyond even decimal's range (ε > 10^18): not shown
+            return False
         if high <= target:
             return True
         if low > target:
@@ -397,7 +400,11 @@ class SubsampledDP(PrivacyEvent):
 
     @property
     def epsilon(self) -> float:
-        return math.log1p(self.sampling_rate * math.expm1(self.event.epsilon))
+        """ln(1 + q(e^ε − 1)); beyond ε = 700 as ε + ln(q + (1 − q)e^−ε) (no overflow)."""
+        epsilon, q = self.event.epsilon, self.sampling_rate
+        if epsilon > 700:
+            return epsilon + math.log(q + (1 - q) * math.exp(-epsilon))
+        return math.log1p(q * math.expm1(epsilon))
 
     @property
     def delta(self) -> float:

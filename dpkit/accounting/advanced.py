@@ -110,8 +110,8 @@ def _kov_closed(
     for epsilon, count in epsilons:
         eps = _epsilon_enclosure(arithmetic, epsilon)
         s2 = arithmetic.add(s2, arithmetic.scale(arithmetic.mul(eps, eps), Decimal(count)))
-        grown = arithmetic.exp(eps)  # ε·(e^ε − 1)/(e^ε + 1) = ε·tanh(ε/2)
-        ratio = arithmetic.div(arithmetic.sub(grown, one), arithmetic.add(grown, one))
+        shrunk = arithmetic.exp(arithmetic.neg(eps))  # tanh(ε/2) = (1 − e^−ε)/(1 + e^−ε)
+        ratio = arithmetic.div(arithmetic.sub(one, shrunk), arithmetic.add(one, shrunk))
         t = arithmetic.add(t, arithmetic.scale(arithmetic.mul(eps, ratio), Decimal(count)))
     slack = arithmetic.fraction(delta_tilde)
     e = arithmetic.exp(one)

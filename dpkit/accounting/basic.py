@@ -70,11 +70,19 @@ def event_cost(event: PrivacyEvent, *, delta: float | None = None) -> tuple[Frac
 
 
 def _amplified(epsilon: Fraction, rate: float) -> float:
-    """ln(1 + q(e^ε − 1)), rounded up (an enclosure's upper end, q at its larger reading)."""
+    """ln(1 + q(e^ε − 1)), rounded up (an enclosure's upper end, q at its larger reading);
+    beyond ε = 700 as ε + ln(q + (1 − q)e^−ε), which never overflows."""
     arithmetic = Arithmetic(30)
-    grown = arithmetic.sub(arithmetic.exp(arithmetic.fraction(epsilon)), arithmetic.point(1))
-    scaled = arithmetic.mul(arithmetic.point(decimal_high(rate)), grown)
-    return float_above(arithmetic.ln(arithmetic.add(arithmetic.point(1), scaled))[1])
+    eps, q, one = (
+        arithmetic.fraction(epsilon),
+        arithmetic.point(decimal_high(rate)),
+        arithmetic.point(1),
+    )
+    if epsilon <= 700:
+        scaled = arithmetic.mul(q, arithmetic.sub(arithmetic.exp(eps), one))
+        return float_above(arithmetic.ln(arithmetic.add(one, scaled))[1])
+    rest = arithmetic.mul(arithmetic.sub(one, q), arithmetic.exp(arithmetic.neg(eps)))
+    return float_above(arithmetic.add(eps, arithmetic.ln(arithmetic.add(q, rest)))[1])
 
 
 def _as_float(value: Fraction) -> float:

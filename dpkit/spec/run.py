@@ -16,7 +16,8 @@ from typing import Any
 import numpy as np
 
 import dpkit
-from dpkit.errors import BudgetExceeded, InvalidParameter
+from dpkit import _json as strict_json
+from dpkit.errors import BudgetExceeded, InvalidParameter, SpecError
 from dpkit.ledger import exact_text
 from dpkit.registry import Registry, get_registry
 from dpkit.session import Deferred, Session
@@ -57,7 +58,8 @@ def _depth(text: str) -> int:
 
 
 def load_spec(path: str | Path) -> Any:
-    """Parse a spec file; unreadable files and bad JSON are a :class:`SpecInvalid` at ``/``."""
+    """Parse a spec file strictly (:mod:`dpkit._json`); unreadable files and bad JSON are a
+    :class:`SpecInvalid` at ``/``, a repeated key or a ``NaN`` at its JSON Pointer."""
     handle = open_regular(Path(path))
     if handle is None:
         reason = "no such file" if not Path(path).exists() else "not a regular file"
@@ -79,7 +81,11 @@ def load_spec(path: str | Path) -> Any:
             [SpecIssue("", "invalid_json", f"JSON nested deeper than {MAX_SPEC_DEPTH} levels")]
         )
     try:
-        return json.loads(text)
+        return strict_json.loads(text)
+    except SpecError as error:  # a repeated key or a non-finite number, at its pointer
+        raise SpecInvalid(
+            [SpecIssue(error.pointer, error.code, error.reason, rule=error.rule)]
+        ) from None
     except json.JSONDecodeError as error:
         message = f"not valid JSON: {error.msg} (line {error.lineno}, column {error.colno})"
         raise SpecInvalid([SpecIssue("", "invalid_json", message)]) from None

@@ -417,7 +417,11 @@ class Count(_AdditiveNoise):
         Choice(("geometric", "laplace", "gaussian")), doc="noise distribution", default="geometric"
     )
     delta: float | None = parameter(
-        DELTA, doc="δ, only for noise='gaussian'", default=None, optional=True
+        DELTA,
+        doc="δ, only for noise='gaussian'",
+        default=None,
+        optional=True,
+        given_when=("noise", "gaussian"),
     )
     nan: str = parameter(
         COUNT_NAN_POLICY,
@@ -451,7 +455,11 @@ class Sum(_AdditiveNoise):
     epsilon: float = parameter(CENTRAL_EPSILON, doc="privacy loss ε", typical=(0.05, 6.0))
     noise: str = parameter(Choice(("laplace", "gaussian")), doc="noise", default="laplace")
     delta: float | None = parameter(
-        DELTA, doc="δ, only for noise='gaussian'", default=None, optional=True
+        DELTA,
+        doc="δ, only for noise='gaussian'",
+        default=None,
+        optional=True,
+        given_when=("noise", "gaussian"),
     )
     nan: str = parameter(NAN_POLICY, doc="missing values (NaN, None, text): 'drop'", default="drop")
 
@@ -496,7 +504,11 @@ class Mean(_PublicPhase):
     epsilon: float = parameter(CENTRAL_EPSILON, doc="privacy loss ε", typical=(0.05, 6.0))
     noise: str = parameter(Choice(("laplace", "gaussian")), doc="noise", default="laplace")
     delta: float | None = parameter(
-        DELTA, doc="δ, only for noise='gaussian'", default=None, optional=True
+        DELTA,
+        doc="δ, only for noise='gaussian'",
+        default=None,
+        optional=True,
+        given_when=("noise", "gaussian"),
     )
     nan: str = parameter(NAN_POLICY, doc="missing values (NaN, None, text): 'drop'", default="drop")
 
@@ -675,7 +687,11 @@ class Histogram(_AdditiveNoise):
         Choice(("geometric", "laplace", "gaussian")), doc="noise distribution", default="geometric"
     )
     delta: float | None = parameter(
-        DELTA, doc="δ, only for noise='gaussian'", default=None, optional=True
+        DELTA,
+        doc="δ, only for noise='gaussian'",
+        default=None,
+        optional=True,
+        given_when=("noise", "gaussian"),
     )
     nan: str = parameter(NAN_POLICY, doc="missing values (NaN, None): 'drop'", default="drop")
     other: bool = parameter(

@@ -161,7 +161,7 @@ def _spent_record(spent: Any, rule: str | None) -> dict[str, Any]:
     keep = {"zcdp": "rho", "gdp": "mu2"}.get(rule or "")
     return {
         k: v
-        for k, v in spent.as_dict().items()
+        for k, v in spent.as_dict(up=True).items()
         if not k.startswith(("rho", "mu2")) or (keep and k.startswith(keep))
     }
 

@@ -11,7 +11,7 @@ from typing import Any
 
 import attrs
 
-from dpkit._enclosure import rounded
+from dpkit._enclosure import float_above, float_below, rounded
 
 __all__ = [
     "STATES",
@@ -70,24 +70,36 @@ class Budget:
             return text
         return f"{', '.join(other)} (for {text})"
 
-    def as_dict(self) -> dict[str, Any]:
+    def as_dict(self, *, up: bool = False) -> dict[str, Any]:
+        """The amounts as floats, rounded down (a budget, what remains) or up (``up=True``: a
+        total spent) — never to the unsafe side — and as exact fractions (``*_exact``)."""
+        rounded = _up if up else _down
         out: dict[str, Any] = {
-            "epsilon": float(self.epsilon),
-            "delta": float(self.delta),
+            "epsilon": rounded(self.epsilon),
+            "delta": rounded(self.delta),
             "epsilon_exact": exact_text(self.epsilon),
             "delta_exact": exact_text(self.delta),
         }
-        out.update(_optional(self))
+        out.update(_optional(self, rounded))
         return out
 
 
-def _optional(amounts: Budget | Cost) -> dict[str, Any]:
-    """The ρ and μ² fields of a budget or cost that has them."""
+def _up(value: Fraction) -> float:
+    return float_above(value, binary=False)
+
+
+def _down(value: Fraction) -> float:
+    return float_below(value, binary=False)
+
+
+def _optional(amounts: Budget | Cost, rounded: Any = None) -> dict[str, Any]:
+    """The ρ and μ² fields of a budget or cost that has them (a cost's rounded up)."""
+    rounded = rounded or _up
     out: dict[str, Any] = {}
     for name in ("rho", "mu2"):
         value = getattr(amounts, name)
         if value is not None:
-            out[name] = float(value)
+            out[name] = rounded(value)
             out[f"{name}_exact"] = exact_text(value)
     return out
 
@@ -154,8 +166,8 @@ class LedgerEntry:
             "mechanism": self.mechanism,
             "parameters": self.parameters,
             "event": self.event,
-            "epsilon": float(self.cost.epsilon),
-            "delta": float(self.cost.delta),
+            "epsilon": _up(self.cost.epsilon),
+            "delta": _up(self.cost.delta),
             "epsilon_exact": exact_text(self.cost.epsilon),
             "delta_exact": exact_text(self.cost.delta),
             **_optional(self.cost),

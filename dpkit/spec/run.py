@@ -17,6 +17,7 @@ import numpy as np
 
 import dpkit
 from dpkit import _json as strict_json
+from dpkit._enclosure import float_above, float_below
 from dpkit.errors import BudgetExceeded, InvalidParameter, SpecError
 from dpkit.ledger import exact_text
 from dpkit.registry import Registry, get_registry
@@ -94,18 +95,21 @@ def load_spec(path: str | Path) -> Any:
         raise SpecInvalid([SpecIssue("", "invalid_json", message)]) from None
 
 
-def _amount(budget: Any) -> dict[str, Any]:
-    """An amount of privacy as floats for reading, and as exact fractions for accounting."""
+def _amount(budget: Any, *, up: bool = True) -> dict[str, Any]:
+    """An amount of privacy as floats for reading — rounded up (a cost, what was spent) or down
+    (``up=False``: a budget, what remains), never to the unsafe side — and as exact fractions
+    for accounting."""
+    rounded = float_above if up else float_below
     out: dict[str, Any] = {
-        "epsilon": float(budget.epsilon),
-        "delta": float(budget.delta),
+        "epsilon": rounded(budget.epsilon, binary=False),
+        "delta": rounded(budget.delta, binary=False),
         "epsilon_exact": exact_text(budget.epsilon),
         "delta_exact": exact_text(budget.delta),
     }
     for name in ("rho", "mu2"):
         value = getattr(budget, name, None)
         if value is not None:
-            out[name] = float(value)
+            out[name] = rounded(value, binary=False)
             out[f"{name}_exact"] = exact_text(value)
     return out
 
@@ -140,7 +144,7 @@ def _check_total(session: Session, plan: Plan) -> None:
             "epsilon_exact": exact_text(charged.epsilon),
         }
         requested.update(_amount(charged))
-        left = _amount(remaining)
+        left = _amount(remaining, up=False)
         raise SpecInvalid(
             [
                 SpecIssue(
@@ -310,9 +314,9 @@ def run_spec(
                 "dataset": session.dataset,
                 "composition": session.composition,
                 "ledger": session.ledger.path,  # as shown: a URL without its password
-                "budget": _amount(session.budget),
+                "budget": _amount(session.budget, up=False),
                 "spent": _amount(session.spent),
-                "remaining": _amount(session.remaining),
+                "remaining": _amount(session.remaining, up=False),
             },
             "results": results,
         }

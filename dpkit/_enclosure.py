@@ -143,18 +143,21 @@ def rounded(value: float | Fraction, digits: int = 6, *, up: bool = True) -> str
 def settle(value: float, holds: Callable[[float], bool], *, up: bool = True) -> float:
     """The value nearest ``value`` in the direction ``up`` (or down) at which ``holds`` is True,
     for a monotone ``holds`` checked on enclosures: ``value`` itself if it holds; else steps
-    of 2⁻⁴⁰·|value|, doubling, until one holds, and then eight bisections between the last
-    step that failed and the first that held. +inf (or 0 going down) if no step within 2¹²⁰
-    of the first holds, so a bound is never reported on the wrong side of the truth."""
+    of 2⁻⁴⁰·|value| (at least the smallest float), doubling, until one holds, and then eight
+    bisections between the last step that failed and the first that held. +inf (or 0 going
+    down) when no finite step holds, so a bound is never reported on the wrong side of the
+    truth."""
     if holds(value):
         return value
     sign = 1.0 if up else -1.0
-    step = max(abs(value) * 2.0**-40, 2.0**-1000)
+    step = max(abs(value) * 2.0**-40, math.ulp(0.0))
     failed = value
-    for _ in range(160):
+    while True:  # at most ~2100 doublings span the floats
         candidate = value + sign * step
         if not up and candidate <= 0:
             return 0.0
+        if not math.isfinite(candidate):
+            return math.inf
         if holds(candidate):
             for _ in range(8):
                 middle = 0.5 * (failed + candidate)
@@ -166,7 +169,6 @@ def settle(value: float, holds: Callable[[float], bool], *, up: bool = True) -> 
                     failed = middle
             return candidate
         failed, step = candidate, step * 2.0
-    return math.inf if up else 0.0
 
 
 @cache

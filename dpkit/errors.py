@@ -156,13 +156,15 @@ class BudgetExceeded(DPKitError):
 
 
 class SpecError(DPKitError):
-    """A JSON spec is invalid. ``pointer`` is the JSON Pointer of the offending field."""
+    """A JSON spec (or another JSON document a user gives) is invalid. ``pointer`` is the JSON
+    Pointer of the offending field and ``reason`` what is wrong with it."""
 
     code = "invalid_spec"
 
     def __init__(self, message: str, *, pointer: str = "", rule: str = ""):
         self.pointer = pointer
         self.rule = rule
+        self.reason = message
         super().__init__(f"{pointer or '/'}: {message}")
 
 

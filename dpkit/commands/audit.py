@@ -24,9 +24,10 @@ import stat
 import sys
 from typing import Any
 
+from dpkit import _json as strict_json
 from dpkit.commands._output import warn_plugin_failures
 from dpkit.commands._requires import AUDIT, PLOT, require
-from dpkit.errors import InvalidParameter, UnknownMechanism
+from dpkit.errors import InvalidParameter, SpecError, UnknownMechanism
 from dpkit.registry import Registry, get_registry
 
 EXIT_PASS = 0
@@ -127,7 +128,13 @@ def parse_params(pairs: list[str]) -> dict[str, Any]:
                 "--param", item, "KEY=VALUE, e.g. epsilon=1.0", owner="dpkit audit"
             )
         try:
-            value = json.loads(text)
+            value = strict_json.loads(text)
+        except SpecError as error:
+            if error.code == "duplicate_key":
+                raise InvalidParameter(
+                    "--param", item, f"JSON without a repeated key ({error})", owner="dpkit audit"
+                ) from None
+            value = text  # NaN, Infinity: not JSON numbers, so the text itself
         except (ValueError, RecursionError):
             value = text
         params[key.strip()] = value
@@ -137,10 +144,11 @@ def parse_params(pairs: list[str]) -> dict[str, Any]:
 def parse_pair(text: str, *, field: str = "--pair") -> Any:
     """One ``--pair`` value: JSON of a two-element list."""
     try:
-        pair = json.loads(text)
-    except (ValueError, RecursionError):
+        pair = strict_json.loads(text)
+    except (ValueError, RecursionError, SpecError) as error:
+        reason = f" ({error})" if isinstance(error, SpecError) else ""
         raise InvalidParameter(
-            field, text, "JSON of a pair [x, y], e.g. '[0, 3]'", owner="dpkit audit"
+            field, text, f"JSON of a pair [x, y], e.g. '[0, 3]'{reason}", owner="dpkit audit"
         ) from None
     if not isinstance(pair, list) or len(pair) != 2:
         raise InvalidParameter(field, text, "a JSON list of two inputs [x, y]", owner="dpkit audit")
@@ -162,7 +170,11 @@ def read_pairs(path: str) -> list[Any]:
         )
     try:
         with open(path, encoding="utf-8") as handle:
-            pairs = json.load(handle)
+            pairs = strict_json.loads(handle.read())
+    except SpecError as error:  # a repeated key or a NaN, at its JSON Pointer
+        raise InvalidParameter(
+            "--pairs", path, f"{allowed} ({error})", owner="dpkit audit"
+        ) from None
     except (OSError, ValueError, RecursionError) as error:
         raise InvalidParameter(
             "--pairs", path, f"{allowed} ({type(error).__name__})", owner="dpkit audit"

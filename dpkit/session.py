@@ -60,7 +60,8 @@ A *declared plan* — a list given to :meth:`Session.release_all` — has every 
 before any data are read, so it is one non-adaptive mechanism: under ``"basic"`` it is charged
 as one (ε, δ) event, its δ the sum of its releases' δ and its ε the tight composition of all of
 them (:func:`dpkit.accounting.account`, the privacy-loss distribution of the whole plan), never
-more than Σε_i. A JSON spec is such a plan.
+more than Σε_i. A JSON spec is such a plan. It is priced once (:meth:`Session.price`,
+:mod:`dpkit.pricing`), checked, and charged at that price (``release_all(..., priced=)``).
 
 Randomness: ``rng=None`` (the default) is secure mode, dpkit's ChaCha20 source
 (:class:`dpkit.SecureRandom`); a ``numpy.random.Generator`` is fast mode, seedable and not
@@ -77,11 +78,11 @@ from __future__ import annotations
 import contextlib
 import hashlib
 import json
-import math
 import os
 import uuid
 from collections.abc import Callable, Sequence
 from fractions import Fraction
+from functools import partial
 from typing import Any, Literal, Protocol, runtime_checkable
 
 import attrs
@@ -89,12 +90,12 @@ import numpy as np
 from numpy.typing import NDArray
 
 from dpkit import filters
-from dpkit.accounting import account, event_cost, event_mu2, event_rho, exact, zcdp_rho_for
-from dpkit.accounting._common import ceil_decimal
+from dpkit.accounting import exact, zcdp_rho_for
 from dpkit.accounting.gdp import gdp_budget
-from dpkit.errors import DPKitError, InvalidData, InvalidParameter, ReleaseFailed
+from dpkit.errors import InvalidData, InvalidParameter, ReleaseFailed
 from dpkit.ledger import Budget, Cost, Ledger, LedgerEntry, SpendRequest
 from dpkit.mechanism import Mechanism
+from dpkit.pricing import Overflow, PricedPlan, first_overflow, full_cost, price_plan
 from dpkit.privacy import PrivacyEvent
 from dpkit.randomness import resolve_rng
 from dpkit.units import UnitIdentity, unit_of
@@ -373,15 +374,7 @@ class Session:
 
     @staticmethod
     def _full_cost(event: Any, releases: int) -> Cost:
-        if not isinstance(event, PrivacyEvent):
-            raise InvalidParameter("privacy", event, "a dpkit.privacy event", owner="Session")
-        epsilon, delta = event_cost(event)
-        rho = mu2 = None
-        with contextlib.suppress(DPKitError):  # no ρ (an (ε, δ) event): not under zCDP
-            rho = releases * event_rho(event)
-        with contextlib.suppress(DPKitError):  # no μ: not under Gaussian DP
-            mu2 = releases * event_mu2(event)
-        return Cost(releases * epsilon, releases * delta, rho, mu2)
+        return full_cost(event, releases)
 
     def admits(self, costs: Sequence[Cost]) -> tuple[bool, Cost, Budget]:
         """Whether spends of ``costs`` (e.g. :meth:`plan_costs`) would fit now, what they
@@ -407,24 +400,18 @@ class Session:
         """The costs of a declared plan (``(event, releases)`` per item), as
         :meth:`release_all` charges them: each item's own costs, and under basic composition
         the plan's ε shared among the items in proportion to their ε (module docstring)."""
-        costs = [self._full_cost(event, releases) for event, releases in items]
-        if len(costs) < 2:
-            return costs
-        epsilon = sum((c.epsilon for c in costs), Fraction(0))
-        delta = sum((c.delta for c in costs), Fraction(0))
-        if epsilon == 0 or delta >= 1:
-            return costs
-        at = float(delta)
-        if Fraction(at) > delta:  # the float nearest Σδ may be above it: ask at most Σδ
-            at = math.nextafter(at, 0.0)
-        try:
-            tight = account(list(items), delta=at).epsilon
-        except DPKitError:
-            return costs
-        if not tight < float(epsilon):
-            return costs
-        scale = min(ceil_decimal(tight), epsilon) / epsilon
-        return [attrs.evolve(c, epsilon=c.epsilon * scale) for c in costs]
+        return list(price_plan(items).costs)
+
+    def price(self, items: Sequence[tuple[PrivacyEvent, int]]) -> PricedPlan:
+        """A declared plan priced once (:func:`dpkit.pricing.price_plan`), to check with
+        :meth:`admits` or :meth:`overflow` and then hand to :meth:`release_all`."""
+        return price_plan(items)
+
+    def overflow(self, priced: PricedPlan) -> Overflow | None:
+        """The first item of ``priced`` whose prefix does not fit now (what that prefix would
+        be charged, and what is left), or None if the whole plan fits — a public-phase preview
+        (:func:`dpkit.pricing.first_overflow`)."""
+        return first_overflow(priced, self.admits, self.rule)
 
     def release(
         self,
@@ -449,7 +436,14 @@ class Session:
         entry = self._commit(prepared)
         return self._execute(prepared, entry)
 
-    def release_all(self, items: Sequence[tuple[Any, ...]], /) -> list[Release]:
+    def release_all(
+        self,
+        items: Sequence[tuple[Any, ...]],
+        /,
+        *,
+        priced: PricedPlan | None = None,
+        document: Callable[[int, Release], Any] | None = None,
+    ) -> list[Release]:
         """Release several targets, charged all or nothing before any of them runs.
 
         Each item is ``(target, data, rng)`` or ``(target, data, rng, label)``; ``data`` may be
@@ -461,19 +455,35 @@ class Session:
         that fails raises :class:`~dpkit.errors.ReleaseFailed` with every spend of the batch
         kept. Every item must protect the same privacy unit, the ledger's: a plan that mixes
         units is refused whole (:class:`~dpkit.ledger.UnitMismatch`), nothing spent.
+
+        ``priced`` is the plan's price if the caller already has it (:meth:`price`): it must
+        be the price of these items' events, and is charged without composing the plan again;
+        the ledger still checks it against its state when it commits. ``document(index,
+        release)`` is what the ledger keeps of each release (by default
+        :func:`stored_result` of its values); it is stored once, with the release, and a
+        failure to store it is raised (the default's is not: the caller has the values).
         """
         prepared = [
             self._prepare(item[0], item[1], item[2], item[3] if len(item) > 3 else None)
             for item in items
         ]
-        costs = self.plan_costs([(one.target.privacy, one.releases) for one in prepared])
+        events = tuple((one.target.privacy, one.releases) for one in prepared)
+        if priced is None:
+            priced = price_plan(events)
+        elif priced.items != events:
+            raise InvalidParameter(
+                "priced", priced, "the price of these items' events", owner="Session.release_all"
+            )
         plan = len(prepared) > 1
         requests = [
             attrs.evolve(self._request(one), cost=cost, plan=plan)
-            for one, cost in zip(prepared, costs, strict=True)
+            for one, cost in zip(prepared, priced.costs, strict=True)
         ]
         entries = self.ledger.spend_all(requests)
-        return [self._execute(one, entry) for one, entry in zip(prepared, entries, strict=True)]
+        return [
+            self._execute(one, entry, None if document is None else partial(document, index))
+            for index, (one, entry) in enumerate(zip(prepared, entries, strict=True))
+        ]
 
     def _prepare(self, target: Any, data: Any, rng: Any, label: str | None) -> _Prepared:
         """The public phase of one release: nothing here reads a private value."""
@@ -528,8 +538,14 @@ class Session:
             unit=prepared.unit,
         )
 
-    def _execute(self, prepared: _Prepared, entry: LedgerEntry) -> Release:
-        """The private phase: load, coerce into the domain, run; the spend is never given back."""
+    def _execute(
+        self,
+        prepared: _Prepared,
+        entry: LedgerEntry,
+        document: Callable[[Release], Any] | None = None,
+    ) -> Release:
+        """The private phase: load, coerce into the domain, run; the spend is never given back.
+        The ledger keeps ``document(release)``, or by default :func:`stored_result` of it."""
         target = prepared.target
         name = str(getattr(target, "name", type(target).__name__))
         try:
@@ -552,11 +568,24 @@ class Session:
         except BaseException:
             # The exception's type and message may depend on the data: withhold both.
             raise ReleaseFailed(name, entry.release_id) from None
-        # A failed copy must not lose the release itself: the caller still gets it, and the
-        # ledger keeps the spend either way.
+        release = Release(values, entry)
+        if document is None:
+            self._keep(entry.release_id, lambda: stored_result(values))
+            return release
+        try:
+            kept = document(release)
+        except Exception:
+            self._keep(entry.release_id, lambda: stored_result(values))  # its values, at least
+            raise
+        # The caller's document is its record of the release: a failure to store it is raised.
+        self.ledger.record_result(entry.release_id, kept)
+        return release
+
+    def _keep(self, release_id: str, result: Callable[[], Any]) -> None:
+        """Store a release's result with its entry, once. A failed copy must not lose the
+        release itself: the caller still gets it, and the ledger keeps the spend either way."""
         with contextlib.suppress(Exception):
-            self.ledger.record_result(entry.release_id, stored_result(values))
-        return Release(values, entry)
+            self.ledger.record_result(release_id, result())
 
     @staticmethod
     def _runner(target: Any) -> Any:

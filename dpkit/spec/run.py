@@ -20,8 +20,9 @@ from dpkit import _json as strict_json
 from dpkit._enclosure import float_above, float_below
 from dpkit.errors import BudgetExceeded, InvalidParameter, SpecError
 from dpkit.ledger import exact_text
+from dpkit.pricing import PricedPlan
 from dpkit.registry import Registry, get_registry
-from dpkit.session import Deferred, Session
+from dpkit.session import Deferred, Release, Session
 from dpkit.spec.data import DataPolicy, open_regular
 from dpkit.spec.issues import SpecInvalid, SpecIssue
 from dpkit.spec.plan import MAX_SPEC_DEPTH, Plan, PlannedQuery, plan_spec
@@ -122,41 +123,39 @@ def _listify(value: Any) -> Any:
     return value
 
 
-def _check_total(session: Session, plan: Plan) -> None:
+def _check_total(session: Session, plan: Plan) -> PricedPlan:
     """The plan's exact cost (the session's plan pricing: basic composition charges the queries'
-    tight joint ε) must fit what remains, else point at the first query that overflows."""
-    items = [(query.target.privacy, 1) for query in plan.queries]
+    tight joint ε), priced once, must fit what remains, else point at the first query that
+    overflows (:meth:`Session.overflow`). Returns the price, to charge as it is."""
+    priced = session.price([(query.target.privacy, 1) for query in plan.queries])
     try:
-        fits = session.admits(session.plan_costs(items))[0]
+        overflow = session.overflow(priced)
     except InvalidParameter as error:  # e.g. an (ε, δ) query under zCDP or Gaussian DP
         raise SpecInvalid([SpecIssue("/budget", error.code, str(error))]) from None
-    if fits:
-        return
-    for index, query in enumerate(plan.queries):
-        fits, charged, remaining = session.admits(session.plan_costs(items[: index + 1]))
-        if fits:
-            continue
-        over_delta = charged.rho is None and charged.mu2 is None and charged.delta > remaining.delta
-        field = "delta" if over_delta and charged.epsilon <= remaining.epsilon else "epsilon"
-        requested = {
-            "epsilon": float(charged.epsilon),
-            "delta": float(charged.delta),
-            "epsilon_exact": exact_text(charged.epsilon),
-        }
-        requested.update(_amount(charged))
-        left = _amount(remaining, up=False)
-        raise SpecInvalid(
-            [
-                SpecIssue(
-                    f"{query.at}/budget/{field}",
-                    "budget_exceeded",
-                    f"the queries up to here cost {charged} in total (charged under "
-                    f"{session.rule or 'the rule best would choose'}); the ledger has "
-                    f"{remaining} left",
-                    detail={"requested": requested, "remaining": left},
-                )
-            ]
-        )
+    if overflow is None:
+        return priced
+    query, charged, remaining = plan.queries[overflow.index], overflow.charged, overflow.remaining
+    over_delta = charged.rho is None and charged.mu2 is None and charged.delta > remaining.delta
+    field = "delta" if over_delta and charged.epsilon <= remaining.epsilon else "epsilon"
+    requested = {
+        "epsilon": float(charged.epsilon),
+        "delta": float(charged.delta),
+        "epsilon_exact": exact_text(charged.epsilon),
+    }
+    requested.update(_amount(charged))
+    left = _amount(remaining, up=False)
+    raise SpecInvalid(
+        [
+            SpecIssue(
+                f"{query.at}/budget/{field}",
+                "budget_exceeded",
+                f"the queries up to here cost {charged} in total (charged under "
+                f"{session.rule or 'the rule best would choose'}); the ledger has "
+                f"{remaining} left",
+                detail={"requested": requested, "remaining": left},
+            )
+        ]
+    )
 
 
 def _confidence_interval(value: Any, level: float, method: str) -> dict[str, Any] | None:
@@ -293,21 +292,26 @@ def run_spec(
         where = "/budget" if plan.kind == "session" else "/session_budget"
         raise SpecInvalid([SpecIssue(where, error.code, str(error))]) from None
     with session:
-        _check_total(session, plan)
+        priced = _check_total(session, plan)
+        results: dict[int, dict[str, Any]] = {}
+
+        def document(index: int, release: Release) -> dict[str, Any]:
+            results[index] = _result(plan.queries[index], release, registry)
+            return results[index]
+
         try:
-            releases = session.release_all(
+            session.release_all(
                 [
                     (query.target, Deferred(query.load), query.generator(), query.query_id)
                     for query in plan.queries
-                ]
+                ],
+                priced=priced,
+                document=document,
             )
         except BudgetExceeded as error:  # another process spent in between: nothing was spent here
             raise SpecInvalid(
                 [SpecIssue(plan.queries[0].at or "/", "budget_exceeded", str(error))]
             ) from None
-        results = [_result(q, r, registry) for q, r in zip(plan.queries, releases, strict=True)]
-        for release, document in zip(releases, results, strict=True):
-            session.ledger.record_result(release.release_id, document)
         return {
             "dpkit": "1",
             "dpkit_version": dpkit.__version__,
@@ -320,5 +324,5 @@ def run_spec(
                 "spent": _amount(session.spent),
                 "remaining": _amount(session.remaining, up=False),
             },
-            "results": results,
+            "results": [results[index] for index in range(len(plan.queries))],
         }

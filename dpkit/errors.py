@@ -73,15 +73,26 @@ class InvalidParameter(DPKitError, ValueError):
         value: the value that was given.
         allowed: a human description of the allowed values.
         owner: what the parameter belongs to (a mechanism name or a function), if known.
+        path: where the parameter sits in a query's JSON form, as field names
+            (``("privacy_unit", "max_rows")``), where it has one there; ``()`` otherwise.
     """
 
     code = "invalid_parameter"
 
-    def __init__(self, parameter: str, value: Any, allowed: str, *, owner: str | None = None):
+    def __init__(
+        self,
+        parameter: str,
+        value: Any,
+        allowed: str,
+        *,
+        owner: str | None = None,
+        path: tuple[str, ...] = (),
+    ):
         self.parameter = parameter
         self.value = value
         self.allowed = allowed
         self.owner = owner
+        self.path = path
         where = f"{owner}: " if owner else ""
         super().__init__(
             f"{where}{parameter}={plain_value(value)!r} is not allowed; "

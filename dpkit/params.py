@@ -305,7 +305,9 @@ def parameter(
     parameterisations, such as randomized response by ``epsilon`` or by ``keep``);
     ``given_when=("noise", "gaussian")`` declares an optional parameter that is given exactly
     when another parameter has that value (δ with Gaussian noise only), which the spec schema
-    states as a rule (the class still checks it).
+    states as a rule (the class still checks it). A class whose fields sit in a query's JSON
+    form declares where (``field_path: ClassVar = ("privacy_unit",)``), and a refused value's
+    error carries its path there (:attr:`InvalidParameter.path <dpkit.errors.InvalidParameter>`).
     """
 
     def convert(value: Any, self: Any, field: attrs.Attribute[Any]) -> Any:
@@ -315,7 +317,11 @@ def parameter(
             return domain.convert(value)
         except (ValueError, TypeError, OverflowError):
             owner = getattr(type(self), "name", type(self).__name__)
-            raise InvalidParameter(field.name, value, domain.describe(), owner=owner) from None
+            within = getattr(type(self), "field_path", None)  # where its fields sit in JSON
+            path = () if within is None else (*within, field.name)
+            raise InvalidParameter(
+                field.name, value, domain.describe(), owner=owner, path=path
+            ) from None
 
     return attrs.field(
         default=default,

@@ -60,6 +60,8 @@ _BOUND = Integer(low=1, high=MAX_BOUND)
 
 
 _KINDS = ("record", "id")
+#: Where a unit's fields sit in a query's JSON form (an error's path).
+_PATH = ("privacy_unit",)
 
 
 def _kind(instance: Any, field: attrs.Attribute[Any], value: Any) -> None:
@@ -85,7 +87,11 @@ class UnitIdentity:
             _column(self, attrs.fields(UnitIdentity).column, self.column)
         elif self.column is not None:
             raise InvalidParameter(
-                "column", self.column, "absent for a record unit", owner="privacy unit"
+                "column",
+                self.column,
+                "absent for a record unit",
+                owner="privacy unit",
+                path=(*_PATH, "column"),
             )
 
     def describe(self) -> dict[str, Any]:
@@ -143,7 +149,13 @@ class RecordUnit:
 
 def _column(instance: Any, field: attrs.Attribute[Any], value: Any) -> None:
     if not isinstance(value, str) or not value:
-        raise InvalidParameter(field.name, value, "a non-empty column name", owner="privacy unit")
+        raise InvalidParameter(
+            field.name,
+            value,
+            "a non-empty column name",
+            owner="privacy unit",
+            path=(*_PATH, field.name),
+        )
 
 
 @attrs.frozen
@@ -162,6 +174,7 @@ class IdUnit:
     )
     kind: str = attrs.field(default="id", init=False)
     name: ClassVar[str] = "privacy unit"
+    field_path: ClassVar[tuple[str, ...]] = ("privacy_unit",)  # see dpkit.params.parameter
 
     def require_groups(self) -> int:
         """``max_groups``, or an :class:`~dpkit.errors.InvalidParameter` if it was not declared
@@ -173,6 +186,7 @@ class IdUnit:
                 "an integer in [1, 1000000] when the query groups its rows: the number of "
                 "groups one id may contribute to is never assumed",
                 owner="privacy unit",
+                path=(*_PATH, "max_groups"),
             )
         return self.max_groups
 
@@ -220,6 +234,7 @@ def privacy_unit(document: Any) -> RecordUnit | IdUnit:
             None,
             "an integer in [1, 1000000]: the rows one id may contribute are never assumed",
             owner="privacy unit",
+            path=(*_PATH, "max_rows"),
         )
     return IdUnit(
         document.get("column"),  # type: ignore[arg-type]

@@ -177,21 +177,6 @@ def _query_items(spec: dict[str, Any]) -> list[tuple[str, dict[str, Any]]]:
     return items
 
 
-#: Where a table query's construction error points, by (owner, parameter).
-_TABLE_FIELDS = {
-    ("privacy unit", "column"): "/privacy_unit/column",
-    ("privacy unit", "max_rows"): "/privacy_unit/max_rows",
-    ("privacy unit", "max_groups"): "/privacy_unit/max_groups",
-    ("group_by", "keys"): "/group_by/keys",
-    ("table", "keys"): "/group_by/keys",
-    ("table", "by"): "/group_by/columns",
-    ("group_by", "epsilon"): "/group_by/selection/epsilon",
-    ("group_by", "delta"): "/group_by/selection/delta",
-    ("partition selection", "epsilon"): "/group_by/selection/epsilon",
-    ("partition selection", "delta"): "/group_by/selection/delta",
-}
-
-
 def _is_table_query(query: dict[str, Any]) -> bool:
     """Whether a query runs on a table: grouped, per id, or over a CSV or Parquet file."""
     unit = query.get("privacy_unit", {"kind": "record"})
@@ -240,10 +225,9 @@ def _table(target: Any, query: dict[str, Any], at: str) -> tuple[Any, list[SpecI
             unit=unit,
         ), []
     except InvalidParameter as error:
-        where = _TABLE_FIELDS.get((error.owner or "", error.parameter), "")
         return None, [
             SpecIssue(
-                f"{at}{where}" or "/",
+                f"{at}{pointer(*error.path)}" or "/",
                 error.code,
                 str(error),
                 detail={"allowed": error.allowed},

@@ -26,6 +26,7 @@ from dpkit.params import CENTRAL_EPSILON, DELTA
 from dpkit.tables import ColumnKind, as_frame, narwhals, require_columns
 
 __all__ = [
+    "KEYS_PATH",
     "LABELS",
     "PrivateKeys",
     "PublicKeys",
@@ -36,6 +37,9 @@ __all__ = [
     "matchable",
 ]
 
+#: Where the group keys sit in a query's JSON form (an error's path).
+KEYS_PATH = ("group_by", "keys")
+
 #: Column kinds that can hold group keys and categories.
 LABELS: tuple[ColumnKind, ...] = ("number", "boolean", "text", "object")
 
@@ -45,7 +49,11 @@ def _width_tuple(key: Any, width: int) -> tuple[Any, ...]:
         return (key,)
     if not isinstance(key, (tuple, list)) or len(key) != width:
         raise InvalidParameter(
-            "keys", key, f"a sequence of {width} values (one per group column)", owner="group_by"
+            "keys",
+            key,
+            f"a sequence of {width} values (one per group column)",
+            owner="group_by",
+            path=KEYS_PATH,
         )
     return tuple(key)
 
@@ -64,15 +72,21 @@ class PublicKeys:
 
     def __attrs_post_init__(self) -> None:
         if not self.values:
-            raise InvalidParameter("keys", [], "at least one group key", owner="group_by")
+            raise InvalidParameter(
+                "keys", [], "at least one group key", owner="group_by", path=KEYS_PATH
+            )
         if len(set(self.values)) != len(self.values):
-            raise InvalidParameter("keys", "(repeated)", "distinct group keys", owner="group_by")
+            raise InvalidParameter(
+                "keys", "(repeated)", "distinct group keys", owner="group_by", path=KEYS_PATH
+            )
 
     @classmethod
     def of(cls, keys: Iterable[Any], width: int = 1) -> PublicKeys:
         """Keys from a list: scalars for one group column, sequences for several."""
         if isinstance(keys, (str, bytes)) or not isinstance(keys, Iterable):
-            raise InvalidParameter("keys", keys, "a list of group keys", owner="group_by")
+            raise InvalidParameter(
+                "keys", keys, "a list of group keys", owner="group_by", path=KEYS_PATH
+            )
         return cls(tuple(_width_tuple(k, width) for k in keys))
 
     @classmethod
@@ -100,6 +114,7 @@ class PrivateKeys:
     epsilon: float = dpkit.parameter(CENTRAL_EPSILON, doc="ε of the partition selection")
     delta: float = dpkit.parameter(DELTA, doc="δ of the partition selection")
     name: ClassVar[str] = "group_by"
+    field_path: ClassVar[tuple[str, ...]] = ("group_by", "selection")  # dpkit.params.parameter
 
     def describe(self) -> dict[str, Any]:
         return {"keys": "private", "epsilon": self.epsilon, "delta": self.delta}
@@ -175,7 +190,11 @@ def coerce(key: Any, kind: str, column: str, dtype: Any = None) -> Any:
     if kind == "text":
         if isinstance(key, bool) or not isinstance(key, (str, int, float)):
             raise InvalidParameter(
-                "keys", key, f"text or numbers for the text column {column!r}", owner="group_by"
+                "keys",
+                key,
+                f"text or numbers for the text column {column!r}",
+                owner="group_by",
+                path=KEYS_PATH,
             )
         text = as_text(key)
     elif kind == "object":
@@ -183,7 +202,11 @@ def coerce(key: Any, kind: str, column: str, dtype: Any = None) -> Any:
     elif kind == "number":
         if isinstance(key, bool) or not isinstance(key, (int, float)):
             raise InvalidParameter(
-                "keys", key, f"numbers for the number column {column!r}", owner="group_by"
+                "keys",
+                key,
+                f"numbers for the number column {column!r}",
+                owner="group_by",
+                path=KEYS_PATH,
             )
         if key != key:
             raise _missing_key(key, column)
@@ -192,13 +215,21 @@ def coerce(key: Any, kind: str, column: str, dtype: Any = None) -> Any:
                 return float(key) + 0.0  # −0.0 + 0.0 is 0.0
             except OverflowError:
                 raise InvalidParameter(
-                    "keys", key, f"numbers within the float range for {column!r}", owner="group_by"
+                    "keys",
+                    key,
+                    f"numbers within the float range for {column!r}",
+                    owner="group_by",
+                    path=KEYS_PATH,
                 ) from None
         return int(key) if isinstance(key, float) and key.is_integer() else key
     else:
         if kind == "boolean" and not isinstance(key, bool):
             raise InvalidParameter(
-                "keys", key, f"true or false for the boolean column {column!r}", owner="group_by"
+                "keys",
+                key,
+                f"true or false for the boolean column {column!r}",
+                owner="group_by",
+                path=KEYS_PATH,
             )
         return key
     if text is None:
@@ -212,6 +243,7 @@ def _missing_key(key: Any, column: str) -> InvalidParameter:
         key,
         f"values that are not missing for {column!r} (missing cells are dropped)",
         owner="group_by",
+        path=KEYS_PATH,
     )
 
 

@@ -87,6 +87,7 @@ def _too_small(epsilon: float, per_group: Fraction) -> None:
         f"large enough that the keep probabilities reach 1 within {MAX_STEPS} units "
         f"(about 2·ln(G/δ)/(ε/G) are needed; ε/G = {float(per_group):.3g})",
         owner="partition selection",
+        path=("group_by", "selection", "epsilon"),
     )
 
 
@@ -107,6 +108,7 @@ def keep_thresholds(epsilon: float, delta: float, max_groups: int = 1) -> tuple[
             f">= max_groups/2^64 = {max_groups / _ONE:.3g}, so that a key held by a few ids "
             "can be released at all",
             owner="partition selection",
+            path=("group_by", "selection", "delta"),
         )
     thresholds = [0]
     k = 0

@@ -100,7 +100,7 @@ from dpkit.tables import (
 from dpkit.units import IdUnit, RecordUnit, privacy_unit
 from dpkit_central.accuracy import Accuracy, check_alpha
 from dpkit_central.aggregates import Aggregates, aligned, collect, key_tuples, sorted_keys
-from dpkit_central.keys import LABELS, PrivateKeys, PublicKeys, canonical_keys
+from dpkit_central.keys import KEYS_PATH, LABELS, PrivateKeys, PublicKeys, canonical_keys
 from dpkit_central.partition_selection import PartitionSelection
 from dpkit_central.records import (
     missing,
@@ -115,15 +115,19 @@ from dpkit_central.table_result import TableResult
 __all__ = ["TableQuery"]
 
 _ANY: tuple[ColumnKind, ...] = ("number", "boolean", "text", "object", "other")
+#: Where the group columns sit in a query's JSON form (an error's path).
+_BY = ("group_by", "columns")
 
 
 def _names(value: Any) -> tuple[str, ...]:
     names = (value,) if isinstance(value, str) else tuple(value)
     for name in names:
         if not isinstance(name, str) or not name:
-            raise InvalidParameter("by", value, "column names (non-empty strings)", owner="table")
+            raise InvalidParameter(
+                "by", value, "column names (non-empty strings)", owner="table", path=_BY
+            )
     if len(set(names)) != len(names):
-        raise InvalidParameter("by", value, "distinct column names", owner="table")
+        raise InvalidParameter("by", value, "distinct column names", owner="table", path=_BY)
     return names
 
 
@@ -133,7 +137,11 @@ def _keys(value: Any, self: Any) -> PublicKeys | PrivateKeys | None:
     if isinstance(value, dict):  # a selection budget (the spec's form): private keys
         if set(value) != {"epsilon", "delta"}:
             raise InvalidParameter(
-                "keys", value, "a selection budget {'epsilon': ..., 'delta': ...}", owner="table"
+                "keys",
+                value,
+                "a selection budget {'epsilon': ..., 'delta': ...}",
+                owner="table",
+                path=KEYS_PATH,
             )
         return PrivateKeys(epsilon=value["epsilon"], delta=value["delta"])
     if value == "private":
@@ -142,6 +150,7 @@ def _keys(value: Any, self: Any) -> PublicKeys | PrivateKeys | None:
             value,
             "PrivateKeys(epsilon=..., delta=...): private keys need a partition-selection budget",
             owner="table",
+            path=KEYS_PATH,
         )
     return PublicKeys.of(value, max(len(self.by), 1))
 
@@ -266,6 +275,7 @@ class TableQuery:
                     self.unit.column,
                     "an id column that is neither the value column nor a group column",
                     owner="privacy unit",
+                    path=("privacy_unit", "column"),
                 )
         if self.column is not None and self.column in self.by:
             raise InvalidParameter(

@@ -240,6 +240,31 @@ class Estimate:
         uniforms = generator.random(size=centre.shape)
         return randomized_interval(counts, uniforms, n=self.n, p=p, q=q, level=level)
 
+    def to_document(self, *, confidence: float = 0.95) -> dict[str, Any]:
+        """The estimate in a result document (:class:`dpkit.document.Document`): the number of
+        reports, the categories (their indices when unnamed), the estimated counts, their
+        variance and its model, and the default interval (:meth:`confidence_interval`) at
+        ``confidence``, named."""
+        model = self.variance_model
+        if model is not None:
+            method = "score interval (Wilson 1927) on the exact variance a + b·(true count)"
+        else:
+            method = "normal (Wald) interval on the estimated variance"
+        low, high = self.confidence_interval(confidence)
+        return {
+            "n": self.n,
+            "categories": list(self.categories or range(self.estimates.size)),
+            "estimate": self.estimates.tolist(),
+            "variance": self.variance.tolist(),
+            "variance_model": None if model is None else {"a": model[0], "b": model[1]},
+            "confidence_interval": {
+                "level": confidence,
+                "lower": low.tolist(),
+                "upper": high.tolist(),
+                "method": method,
+            },
+        }
+
 
 class Estimator:
     """Base class of estimators for one mechanism.

@@ -144,6 +144,21 @@ class GraphEstimate:
         half = z * self.standard_error
         return self.estimates - half, self.estimates + half
 
+    def to_document(self, *, confidence: float = 0.95) -> dict[str, Any]:
+        """The estimate in a result document (:class:`dpkit.document.Document`), as
+        ``dpkit graph --json`` shows it: the estimate, its variance and what kind it is,
+        whether it is unbiased and on what assumption, and the normal interval at
+        ``confidence`` as ``interval_<percent>`` (``interval_95``)."""
+        low, high = self.confidence_interval(confidence)
+        return {
+            "estimate": self.estimates.tolist(),
+            "variance": self.variance.tolist(),
+            "variance_kind": self.variance_kind,
+            "unbiased": self.unbiased,
+            "note": self.note,
+            f"interval_{confidence * 100:g}": [low.tolist(), high.tolist()],
+        }
+
 
 @attrs.frozen(eq=False)
 class EdgeCounts(Statistics):

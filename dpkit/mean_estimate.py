@@ -149,3 +149,38 @@ class MeanEstimate:
             raise InvalidParameter("level", level, "a real number in (0, 1)")
         half = NormalDist().inv_cdf(0.5 + level / 2.0) * np.sqrt(self.variance)
         return self.estimates - half, self.estimates + half
+
+    def to_document(self, *, confidence: float = 0.95) -> dict[str, Any]:
+        """The estimate in a result document (:class:`dpkit.document.Document`): the number of
+        reports, the mean, its variance and worst case, and the normal interval at
+        ``confidence``; numbers for a scalar mechanism, lists (per coordinate) otherwise."""
+        low, high = self.confidence_interval(confidence)
+
+        def shown(values: NDArray[np.float64]) -> Any:
+            return float(values[0]) if self.dimension == 1 else values.tolist()
+
+        return {
+            "n": self.n,
+            "categories": None,
+            "estimate": shown(self.estimates),
+            "variance": shown(self.variance),
+            "worst_case_variance": shown(self.worst_case_variance),
+            "confidence_interval": {
+                "level": confidence,
+                "lower": shown(low),
+                "upper": shown(high),
+                "method": f"normal approximation; variance: {self.variance_method}",
+            },
+        }
+
+
+def no_mean_document(n: int = 0) -> dict[str, Any]:
+    """The result document of a local mean over no reports: no estimate, every field null."""
+    return {
+        "n": n,
+        "categories": None,
+        "estimate": None,
+        "variance": None,
+        "worst_case_variance": None,
+        "confidence_interval": None,
+    }

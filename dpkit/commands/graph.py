@@ -29,7 +29,7 @@ from typing import Any
 import numpy as np
 
 from dpkit.errors import BudgetExceeded, InvalidData, InvalidParameter
-from dpkit.graph import GraphEstimate, GraphRelease
+from dpkit.graph import GraphRelease
 from dpkit.registry import get_registry
 from dpkit.session import Deferred, Session
 
@@ -119,18 +119,6 @@ def read_edges(path: Path, nodes: int) -> Any:
     return np.unique(np.array(pairs, dtype=np.int64).reshape(-1, 2), axis=0)
 
 
-def _summary(estimate: GraphEstimate) -> dict[str, Any]:
-    low, high = estimate.confidence_interval(0.95)
-    return {
-        "estimate": estimate.estimates.tolist(),
-        "variance": estimate.variance.tolist(),
-        "variance_kind": estimate.variance_kind,
-        "unbiased": estimate.unbiased,
-        "note": estimate.note,
-        "interval_95": [low.tolist(), high.tolist()],
-    }
-
-
 def run(args: argparse.Namespace) -> int:
     import dpkit.graph as graph_api
 
@@ -178,7 +166,7 @@ def run(args: argparse.Namespace) -> int:
         "epsilon_per_edge": release.privacy.epsilon,
         "release_id": released.release_id,
         "randomness": "fast" if rng is not None else "secure",
-        "estimates": {name: _summary(value) for name, value in estimates.items()},
+        "estimates": {name: value.to_document() for name, value in estimates.items()},
     }
     if args.json:
         print(json.dumps(payload, indent=2))

@@ -13,13 +13,13 @@ import json
 from pathlib import Path
 from typing import Any
 
-import numpy as np
-
 import dpkit
 from dpkit import _json as strict_json
 from dpkit._enclosure import float_above, float_below
+from dpkit.document import Document, plain
 from dpkit.errors import BudgetExceeded, InvalidParameter, SpecError
 from dpkit.ledger import exact_text
+from dpkit.mean_estimate import no_mean_document
 from dpkit.pricing import PricedPlan
 from dpkit.registry import Registry, get_registry
 from dpkit.session import Deferred, Release, Session
@@ -107,20 +107,11 @@ def _amount(budget: Any, *, up: bool = True) -> dict[str, Any]:
         "epsilon_exact": exact_text(budget.epsilon),
         "delta_exact": exact_text(budget.delta),
     }
-    for name in ("rho", "mu2"):
-        value = getattr(budget, name, None)
+    for name, value in (("rho", budget.rho), ("mu2", budget.mu2)):
         if value is not None:
             out[name] = rounded(value, binary=False)
             out[f"{name}_exact"] = exact_text(value)
     return out
-
-
-def _listify(value: Any) -> Any:
-    if isinstance(value, np.ndarray):
-        return value.tolist()
-    if isinstance(value, np.generic):
-        return value.item()
-    return value
 
 
 def _check_total(session: Session, plan: Plan) -> PricedPlan:
@@ -158,20 +149,31 @@ def _check_total(session: Session, plan: Plan) -> PricedPlan:
     )
 
 
-def _confidence_interval(value: Any, level: float, method: str) -> dict[str, Any] | None:
-    interval = getattr(value, "confidence_interval", None)
-    bounds = interval(level) if interval is not None else None
-    if bounds is None:
-        return None
-    low, high = bounds
-    return {"level": level, "lower": _listify(low), "upper": _listify(high), "method": method}
-
-
-def _frequency_interval_method(estimate: Any) -> str:
-    """Name the interval :meth:`dpkit.Estimate.confidence_interval` computed (its default)."""
-    if estimate.variance_model is not None:
-        return "score interval (Wilson 1927) on the exact variance a + b·(true count)"
-    return "normal (Wald) interval on the estimated variance"
+def _document(query: PlannedQuery, values: Any, registry: Registry) -> dict[str, Any]:
+    """The result's own fields of its document (:class:`~dpkit.document.Document`)."""
+    if query.local and query.statistic != FREQUENCY:  # a local mean
+        sums = registry.estimator(query.target).accumulate(values)
+        if not sums.n:  # no reports (an empty column, public): no mean, every field null
+            return no_mean_document(sums.n)
+        mean: Document = dpkit.estimate(query.target, sums, registry=registry)
+        return mean.to_document(confidence=query.confidence)
+    if query.statistic == FREQUENCY:
+        estimate: Document = dpkit.estimate(query.target, values, registry=registry)
+        document = estimate.to_document(confidence=query.confidence)
+        if query.categories:  # the spec's names for the categories
+            document["categories"] = list(query.categories)
+        return document
+    if isinstance(values, Document):
+        return values.to_document(confidence=query.confidence)
+    # A third-party query's plain value: the value alone.
+    return {
+        "mechanism": {"noise": None},
+        "n": None,
+        "categories": None,
+        "estimate": plain(values),
+        "variance": None,
+        "confidence_interval": None,
+    }
 
 
 def _result(query: PlannedQuery, release: Any, registry: Registry) -> dict[str, Any]:
@@ -189,66 +191,9 @@ def _result(query: PlannedQuery, release: Any, registry: Registry) -> dict[str, 
         # The mode the ledger recorded for this release: what produced it, not what was asked.
         "randomness": {"mode": release.entry.randomness, "seed": query.seed},
     }
-    if query.local and query.statistic != FREQUENCY:  # a local mean
-        sums = registry.estimator(query.target).accumulate(release.values)
-        out.update(n=sums.n, categories=None, estimate=None, variance=None)
-        out.update(worst_case_variance=None, confidence_interval=None)
-        if sums.n:  # no reports (an empty column, public): no mean, every field null
-            mean = dpkit.estimate(query.target, sums, registry=registry)
-            low, high = mean.confidence_interval(query.confidence)
-            out.update(
-                estimate=float(mean.estimates[0]),
-                variance=float(mean.variance[0]),
-                worst_case_variance=float(mean.worst_case_variance[0]),
-                confidence_interval={
-                    "level": query.confidence,
-                    "lower": float(low[0]),
-                    "upper": float(high[0]),
-                    "method": f"normal approximation; variance: {mean.variance_method}",
-                },
-            )
-        return out
-    if query.statistic == FREQUENCY:
-        estimate = dpkit.estimate(query.target, release.values, registry=registry)
-        model = estimate.variance_model
-        out.update(
-            n=estimate.n,
-            categories=list(
-                query.categories or estimate.categories or range(estimate.estimates.size)
-            ),
-            estimate=estimate.estimates.tolist(),
-            variance=estimate.variance.tolist(),
-            variance_model=None if model is None else {"a": model[0], "b": model[1]},
-            confidence_interval=_confidence_interval(
-                estimate, query.confidence, _frequency_interval_method(estimate)
-            ),
-        )
-        return out
-    value = release.values
-    out["mechanism"]["noise"] = getattr(value, "mechanism", None)  # e.g. laplace under a sum
-    noise = getattr(value, "noise", None)
-    if noise is not None:
-        out["noise"] = {
-            "distribution": noise.kind,
-            "scale": noise.scale,
-            "variance": noise.variance,
-        }
-    by = getattr(value, "by", ())
-    unit = getattr(value, "unit", None)
-    if unit is not None:
-        out["privacy_unit"] = unit
-    if by:
-        out["group_by"] = list(by)
-        out["keys"] = [list(key) for key in value.keys]
-    out.update(
-        n=None,
-        categories=list(value.categories) if getattr(value, "categories", None) else None,
-        estimate=_listify(getattr(value, "value", value)),
-        variance=_listify(getattr(value, "variance", None)),
-        confidence_interval=_confidence_interval(
-            value, query.confidence, "exact quantiles of the privacy noise (data taken as given)"
-        ),
-    )
+    document = _document(query, release.values, registry)
+    out["mechanism"].update(document.pop("mechanism", {}))  # e.g. laplace under a sum
+    out.update(document)
     return out
 
 

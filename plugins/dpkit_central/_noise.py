@@ -16,7 +16,10 @@ from typing import Any, Literal
 import attrs
 import numpy as np
 
-__all__ = ["AdditiveNoise", "symmetric_interval"]
+__all__ = ["NOISE_INTERVAL", "AdditiveNoise", "symmetric_interval"]
+
+#: How a central result's interval is computed, as its result document says.
+NOISE_INTERVAL = "exact quantiles of the privacy noise (data taken as given)"
 
 NoiseKind = Literal["laplace", "gaussian", "geometric", "discrete_laplace", "discrete_gaussian"]
 
@@ -74,6 +77,10 @@ class AdditiveNoise:
     variance: float
     step: float = 0.0
     steps: float = 0.0
+
+    def describe(self) -> dict[str, Any]:
+        """The noise in a result document: its distribution, scale and variance."""
+        return {"distribution": self.kind, "scale": self.scale, "variance": self.variance}
 
     @classmethod
     def laplace(cls, b: float) -> AdditiveNoise:

@@ -67,8 +67,9 @@ import numpy as np
 from numpy.typing import NDArray
 
 from dpkit import Choice, InvalidData, InvalidParameter, PrivacyEvent
+from dpkit.document import interval, plain
 from dpkit.params import SENSITIVITY
-from dpkit_central._noise import AdditiveNoise, symmetric_interval
+from dpkit_central._noise import NOISE_INTERVAL, AdditiveNoise, symmetric_interval
 from dpkit_central._validation import as_array, check_kind, finite_answers, total_floats
 from dpkit_central.accuracy import Accuracy, check_alpha, mode_of
 from dpkit_central.gaussian import Gaussian
@@ -169,6 +170,23 @@ class QueryResult:
         release is not answer + noise (mean, quantile).
         """
         return symmetric_interval(self.value, self.noise_half_width(level))
+
+    def to_document(self, *, confidence: float = 0.95) -> dict[str, Any]:
+        """The release in a result document (:class:`dpkit.document.Document`): the noise
+        mechanism, the noise, the value, its noise variance and interval at ``confidence``."""
+        out: dict[str, Any] = {"mechanism": {"noise": self.mechanism}}
+        if self.noise is not None:
+            out["noise"] = self.noise.describe()
+        out.update(
+            n=None,
+            categories=list(self.categories) if self.categories else None,
+            estimate=plain(self.value),
+            variance=plain(self.variance),
+            confidence_interval=interval(
+                self.confidence_interval(confidence), confidence, NOISE_INTERVAL
+            ),
+        )
+        return out
 
 
 def _is_missing(value: Any) -> bool:

@@ -11,8 +11,9 @@ import numpy as np
 from numpy.typing import NDArray
 
 from dpkit import InvalidParameter, PrivacyEvent
+from dpkit.document import interval, plain
 from dpkit.tables import narwhals
-from dpkit_central._noise import AdditiveNoise, symmetric_interval
+from dpkit_central._noise import NOISE_INTERVAL, AdditiveNoise, symmetric_interval
 
 __all__ = ["TableResult"]
 
@@ -86,6 +87,28 @@ class TableResult:
         """Per value, an interval covering the exact (bounded) statistic with probability
         ≥ ``level`` (the privacy noise only); None where the release is not answer + noise."""
         return symmetric_interval(self.value, self.noise_half_width(level))
+
+    def to_document(self, *, confidence: float = 0.95) -> dict[str, Any]:
+        """The release in a result document (:class:`dpkit.document.Document`): the noise
+        mechanism, the noise, the privacy unit, the groups, the values, their noise variance
+        and intervals at ``confidence``."""
+        out: dict[str, Any] = {"mechanism": {"noise": self.mechanism}}
+        if self.noise is not None:
+            out["noise"] = self.noise.describe()
+        out["privacy_unit"] = self.unit
+        if self.by:
+            out["group_by"] = list(self.by)
+            out["keys"] = [list(key) for key in self.keys]
+        out.update(
+            n=None,
+            categories=list(self.categories) if self.categories else None,
+            estimate=plain(self.value),
+            variance=plain(self.variance),
+            confidence_interval=interval(
+                self.confidence_interval(confidence), confidence, NOISE_INTERVAL
+            ),
+        )
+        return out
 
     def rows(self, level: float = 0.95) -> list[dict[str, Any]]:
         """One dict per released value: the group columns, the category (histogram), the

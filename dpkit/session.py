@@ -33,7 +33,7 @@ A release goes through two phases (``docs/security.md``, "The privacy boundary")
 :class:`Deferred` data (a loader called only in the private phase) let a planned batch — the
 queries of a JSON spec — be charged all or nothing before any of its data are read.
 
-Composition rules (``composition=``; the filters and their sources are in :mod:`dpkit.filters`).
+Composition rules (``composition=``; the filters and their sources are in :mod:`dpkit.budget`).
 A session is fully adaptive — each release's parameters, and whether to go on, may depend on
 earlier outputs — so each rule is a *privacy filter* proven valid for that:
 
@@ -54,7 +54,7 @@ earlier outputs — so each rule is a *privacy filter* proven valid for that:
     The rule that charges the *first* spend the smallest share of the budget, fixed from then
     on and recorded in every entry. It is chosen from public values before any private output
     exists, so the session is one of the valid filters above; switching later, or admitting
-    when either of two filters would, is not valid (:mod:`dpkit.filters`).
+    when either of two filters would, is not valid (:mod:`dpkit.budget`).
 
 A *declared plan* — a list given to :meth:`Session.release_all` — has every parameter fixed
 before any data are read, so it is one non-adaptive mechanism: under ``"basic"`` it is charged
@@ -88,12 +88,12 @@ import attrs
 import numpy as np
 from numpy.typing import NDArray
 
-from dpkit import filters
-from dpkit.accounting import account, event_cost, event_mu2, event_rho, exact, zcdp_rho_for
+from dpkit import budget as filters  # the privacy filters: admits, choose, project, total
+from dpkit.accounting import account, event_cost, event_mu2, event_rho
 from dpkit.accounting._common import ceil_decimal
-from dpkit.accounting.gdp import gdp_budget
+from dpkit.budget import Budget, Cost
 from dpkit.errors import DPKitError, InvalidData, InvalidParameter, ReleaseFailed
-from dpkit.ledger import Budget, Cost, Ledger, LedgerEntry, SpendRequest
+from dpkit.ledger import Ledger, LedgerEntry, SpendRequest
 from dpkit.mechanism import Mechanism
 from dpkit.privacy import PrivacyEvent
 from dpkit.randomness import resolve_rng
@@ -151,40 +151,6 @@ def _parameters(target: Any) -> dict[str, Any]:
             if not f.name.startswith("_")
         }
     return {}
-
-
-def _as_budget(budget: Any) -> Budget:
-    if isinstance(budget, Budget):
-        return budget
-    try:
-        epsilon, delta = budget
-    except (TypeError, ValueError):
-        raise InvalidParameter(
-            "budget", budget, "a pair (epsilon, delta)", owner="Session"
-        ) from None
-    eps, d = exact(epsilon), exact(delta)
-    if eps < 0:
-        raise InvalidParameter("budget", budget, "a pair with epsilon >= 0", owner="Session")
-    if not 0 <= d < 1:
-        raise InvalidParameter("budget", budget, "a pair with 0 <= delta < 1", owner="Session")
-    return Budget(eps, d)
-
-
-def _with_currencies(full: Budget, composition: str | None, given: Any) -> Budget:
-    """The budget in the currencies the rule needs: ρ_B (the largest ρ whose CKS20
-    conversion meets it) for zCDP, μ_B² (the largest μ² whose Gaussian-DP profile meets it)
-    for GDP, both for "best" (where δ > 0; with δ = 0 only basic composition can meet it)."""
-    rho = full.rho if composition in ("zcdp", "best") else None
-    mu2 = full.mu2 if composition in ("gdp", "best") else None
-    if composition in ("zcdp", "gdp") and full.delta == 0:
-        raise InvalidParameter(
-            "budget", given, f"a pair with delta > 0 for {composition} composition", owner="Session"
-        )
-    if full.delta > 0 and composition in ("zcdp", "best") and rho is None:
-        rho = exact(zcdp_rho_for(float(full.epsilon), float(full.delta)))
-    if full.delta > 0 and composition in ("gdp", "best") and mu2 is None:
-        mu2 = gdp_budget(full.epsilon, full.delta)
-    return Budget(full.epsilon, full.delta, rho, mu2)
 
 
 @attrs.frozen
@@ -324,7 +290,7 @@ class Session:
             )
         full = None
         if budget is not None:
-            full = _with_currencies(_as_budget(budget), composition, budget)
+            full = filters.with_currencies(filters.as_budget(budget), composition, budget)
         self.ledger = Ledger(
             ledger, dataset=dataset, budget=full, composition=composition, unit=unit
         )

@@ -1,5 +1,12 @@
-"""Privacy filters: when a budget-tracked session may admit one more release.
+"""Privacy budgets: the exact amounts a ledger spends, the currencies it charges them in, and
+the privacy filters that decide when a session may admit one more release.
 
+A :class:`Budget` and a :class:`Cost` are (ε, δ) in exact rationals (:class:`fractions.Fraction`,
+so ten costs of ε = 0.1 fit a budget of 1.0 exactly), with the zCDP ρ and the Gaussian-DP μ²
+where they have them. :func:`with_currencies` gives an (ε, δ) budget in the currencies a
+composition rule charges in.
+
+**Privacy filters.**
 A session is fully adaptive: the analyst picks each release — and its privacy parameters, and
 when to stop — after seeing the earlier outputs. Composition theorems with parameters fixed in
 advance do not cover that; *privacy filters* do (Rogers, Roth, Ullman & Vadhan 2016, "Privacy
@@ -49,16 +56,173 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 from fractions import Fraction
-from typing import TYPE_CHECKING
+from typing import Any
 
 import attrs
 
+from dpkit._enclosure import float_above, float_below, rounded
 from dpkit.errors import InvalidParameter
 
-if TYPE_CHECKING:
-    from dpkit.ledger import Budget, Cost
+__all__ = [
+    "CURRENCIES",
+    "RULES",
+    "Budget",
+    "Cost",
+    "admits",
+    "as_budget",
+    "choose",
+    "entry_rule",
+    "exact_text",
+    "project",
+    "share",
+    "total",
+    "with_currencies",
+]
 
-__all__ = ["CURRENCIES", "RULES", "admits", "choose", "entry_rule", "project", "share", "total"]
+
+def exact_text(value: Fraction) -> str:
+    """An exact amount as every ``*_exact`` JSON field writes it: ``str(Fraction)``, in lowest
+    terms with no ``/1`` for whole numbers (``"2"``, ``"1/10"``, ``"0"``). See docs/spec.md,
+    "Exact numbers"."""
+    return str(Fraction(value))
+
+
+def _decimal(value: Fraction, digits: int = 12, *, up: bool = True) -> str:
+    """An exact amount to ``digits`` significant digits, rounded up (a cost: never shown below
+    what was spent) or down (what remains: never shown above it)."""
+    return rounded(value, digits, up=up)
+
+
+@attrs.frozen
+class Budget:
+    """A privacy budget (ε, δ) in exact rationals; ``rho`` is the zCDP budget and ``mu2`` the
+    Gaussian-DP budget μ² when the ledger composes in those currencies."""
+
+    epsilon: Fraction
+    delta: Fraction
+    rho: Fraction | None = None
+    mu2: Fraction | None = None
+
+    def __str__(self) -> str:
+        return self.text(up=False)
+
+    def text(self, *, up: bool) -> str:
+        """The amounts to 12 significant digits, rounded up (a total spent: never shown below
+        it) or down (``str``: a budget, or what remains of one, never shown above it)."""
+        text = f"ε={_decimal(self.epsilon, up=up)}, δ={_decimal(self.delta, up=up)}"
+        other = [f"ρ={_decimal(self.rho, up=up)}"] if self.rho is not None else []
+        other += [f"μ²={_decimal(self.mu2, up=up)}"] if self.mu2 is not None else []
+        if not other:
+            return text
+        return f"{', '.join(other)} (for {text})"
+
+    def as_dict(self, *, up: bool = False) -> dict[str, Any]:
+        """The amounts as floats, rounded down (a budget, what remains) or up (``up=True``: a
+        total spent) — never to the unsafe side — and as exact fractions (``*_exact``)."""
+        rounded = _up if up else _down
+        out: dict[str, Any] = {
+            "epsilon": rounded(self.epsilon),
+            "delta": rounded(self.delta),
+            "epsilon_exact": exact_text(self.epsilon),
+            "delta_exact": exact_text(self.delta),
+        }
+        out.update(_optional(self, rounded))
+        return out
+
+
+def _up(value: Fraction) -> float:
+    return float_above(value, binary=False)
+
+
+def _down(value: Fraction) -> float:
+    return float_below(value, binary=False)
+
+
+def _optional(amounts: Budget | Cost, rounded: Any = None) -> dict[str, Any]:
+    """The ρ and μ² fields of a budget or cost that has them (a cost's rounded up)."""
+    rounded = rounded or _up
+    out: dict[str, Any] = {}
+    for name in ("rho", "mu2"):
+        value = getattr(amounts, name)
+        if value is not None:
+            out[name] = rounded(value)
+            out[f"{name}_exact"] = exact_text(value)
+    return out
+
+
+@attrs.frozen
+class Cost:
+    """The exact cost of one release: (ε, δ), its zCDP ρ and its Gaussian-DP μ² where it has
+    them. A ledger entry keeps the currency it was charged in (:func:`project`)."""
+
+    epsilon: Fraction
+    delta: Fraction
+    rho: Fraction | None = None
+    mu2: Fraction | None = None
+
+    def __str__(self) -> str:
+        if self.rho is not None and self.mu2 is None and not self.epsilon:
+            return f"ρ={_decimal(self.rho)}"
+        if self.mu2 is not None and self.rho is None and not self.epsilon:
+            return f"μ²={_decimal(self.mu2)}"
+        return f"ε={_decimal(self.epsilon)}, δ={_decimal(self.delta)}"
+
+    def as_dict(self) -> dict[str, Any]:
+        """The amounts as floats rounded up (never shown below what was spent) and as exact
+        fractions (``*_exact``); ρ and μ² where the cost has them."""
+        return {
+            "epsilon": _up(self.epsilon),
+            "delta": _up(self.delta),
+            "epsilon_exact": exact_text(self.epsilon),
+            "delta_exact": exact_text(self.delta),
+            **_optional(self),
+        }
+
+
+def as_budget(budget: Any, *, owner: str = "Session") -> Budget:
+    """``budget`` — a :class:`Budget`, or a pair ``(epsilon, delta)`` with ε ≥ 0 and
+    0 ≤ δ < 1 — as a :class:`Budget` in exact rationals; :class:`~dpkit.errors.InvalidParameter`
+    otherwise."""
+    from dpkit.accounting import exact  # the accounting only where a budget is given
+
+    if isinstance(budget, Budget):
+        return budget
+    try:
+        epsilon, delta = budget
+    except (TypeError, ValueError):
+        raise InvalidParameter("budget", budget, "a pair (epsilon, delta)", owner=owner) from None
+    eps, d = exact(epsilon), exact(delta)
+    if eps < 0:
+        raise InvalidParameter("budget", budget, "a pair with epsilon >= 0", owner=owner)
+    if not 0 <= d < 1:
+        raise InvalidParameter("budget", budget, "a pair with 0 <= delta < 1", owner=owner)
+    return Budget(eps, d)
+
+
+def with_currencies(
+    full: Budget, composition: str | None, given: Any, *, owner: str = "Session"
+) -> Budget:
+    """The budget in the currencies the rule needs: ρ_B (the largest ρ whose CKS20
+    conversion meets it) for zCDP, μ_B² (the largest μ² whose Gaussian-DP profile meets it)
+    for GDP, both for "best" (where δ > 0; with δ = 0 only basic composition can meet it).
+    ``given`` is the budget as the caller gave it, named in an error."""
+    from dpkit.accounting import exact, zcdp_rho_for
+    from dpkit.accounting.gdp import gdp_budget
+
+    rho = full.rho if composition in ("zcdp", "best") else None
+    mu2 = full.mu2 if composition in ("gdp", "best") else None
+    if composition in ("zcdp", "gdp") and full.delta == 0:
+        raise InvalidParameter(
+            "budget", given, f"a pair with delta > 0 for {composition} composition", owner=owner
+        )
+    if full.delta > 0 and composition in ("zcdp", "best") and rho is None:
+        rho = exact(zcdp_rho_for(float(full.epsilon), float(full.delta)))
+    if full.delta > 0 and composition in ("gdp", "best") and mu2 is None:
+        mu2 = gdp_budget(full.epsilon, full.delta)
+    return Budget(full.epsilon, full.delta, rho, mu2)
+
+
+# -- privacy filters (module docstring) ---------------------------------------------------------
 
 #: The currencies a ledger can charge in.
 CURRENCIES = ("basic", "zcdp", "gdp")

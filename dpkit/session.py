@@ -75,8 +75,6 @@ Laplace noise on a lattice).
 from __future__ import annotations
 
 import contextlib
-import hashlib
-import json
 import math
 import os
 import uuid
@@ -86,7 +84,6 @@ from typing import Any, Literal, Protocol, runtime_checkable
 
 import attrs
 import numpy as np
-from numpy.typing import NDArray
 
 from dpkit import budget as filters  # the privacy filters: admits, choose, project, total
 from dpkit.accounting import account, event_cost, event_mu2, event_rho
@@ -94,6 +91,7 @@ from dpkit.accounting._common import ceil_decimal
 from dpkit.budget import Budget, Cost
 from dpkit.errors import DPKitError, InvalidData, InvalidParameter, ReleaseFailed
 from dpkit.ledger import Ledger, LedgerEntry, SpendRequest
+from dpkit.ledger._results import event_record, jsonable, stored_result
 from dpkit.mechanism import Mechanism
 from dpkit.privacy import PrivacyEvent
 from dpkit.randomness import resolve_rng
@@ -128,25 +126,12 @@ class Release:
         return self.entry.cost
 
 
-def _event_record(event: PrivacyEvent) -> dict[str, Any]:
-    record: dict[str, Any] = {"type": type(event).name}
-    if attrs.has(type(event)):
-        for field in attrs.fields(type(event)):  # type: ignore[arg-type]
-            value = getattr(event, field.name)
-            if isinstance(value, PrivacyEvent):
-                value = _event_record(value)
-            elif isinstance(value, tuple) and all(isinstance(v, PrivacyEvent) for v in value):
-                value = [_event_record(v) for v in value]  # a composite's parts
-            record[field.name] = value
-    return record
-
-
 def _parameters(target: Any) -> dict[str, Any]:
     """The target's public attrs fields, nested values (a table query's statistic and privacy
     unit) as JSON-ready dicts, so the ledger records them structurally."""
     if attrs.has(type(target)):
         return {
-            f.name: _jsonable(getattr(target, f.name))
+            f.name: jsonable(getattr(target, f.name))
             for f in attrs.fields(type(target))
             if not f.name.startswith("_")
         }
@@ -164,10 +149,6 @@ class Deferred:
 
     load: Callable[[], Any]
     releases: int = 1
-
-
-#: Results larger than this (as JSON) are stored in the ledger as a digest, not in full.
-MAX_STORED_RESULT = 1 << 20
 
 
 @attrs.frozen
@@ -203,60 +184,6 @@ def _structure(data: Any, owner: str) -> Any:
         records = np.empty(len(data), dtype=object)
         records[:] = list(data)
         return records
-
-
-def _jsonable(value: Any) -> Any:
-    """A JSON-ready form of a released value (arrays as lists, attrs values as dicts)."""
-    if isinstance(value, PrivacyEvent):
-        return _event_record(value)
-    if attrs.has(type(value)):
-        return {
-            f.name: _jsonable(getattr(value, f.name))
-            for f in attrs.fields(type(value))
-            if not f.name.startswith("_")
-        }
-    if isinstance(value, np.ndarray):
-        if value.nbytes > MAX_STORED_RESULT:  # e.g. millions of local reports: never list them
-            return _digest(value)
-        return value.tolist()
-    if isinstance(value, np.generic):
-        return value.item()
-    if isinstance(value, (list, tuple)):
-        return [_jsonable(v) for v in value]
-    if isinstance(value, dict):
-        return {str(k): _jsonable(v) for k, v in value.items()}
-    if isinstance(value, Fraction):
-        return str(value)
-    return value
-
-
-def _digest(array: NDArray[Any]) -> dict[str, Any]:
-    """A large array as its shape, dtype and the SHA-256 of its bytes (C order)."""
-    data = np.ascontiguousarray(array)
-    # Hash the buffer itself: no copy of millions of reports.
-    raw = data.data.cast("B") if data.dtype != object else repr(data.tolist()).encode()
-    digest = hashlib.sha256(raw)
-    return {
-        "stored": "digest",
-        "shape": list(array.shape),
-        "dtype": str(array.dtype),
-        "sha256": digest.hexdigest(),
-    }
-
-
-def stored_result(value: Any) -> Any:
-    """What the ledger keeps of a released value: the value itself, or, for an array over
-    :data:`MAX_STORED_RESULT` bytes (e.g. millions of local reports) or a document over that
-    size as JSON, its shape or size and SHA-256."""
-    document = _jsonable(value)
-    text = json.dumps(document, default=str, allow_nan=True)
-    if len(text) <= MAX_STORED_RESULT:
-        return document
-    return {
-        "stored": "digest",
-        "bytes": len(text),
-        "sha256": hashlib.sha256(text.encode()).hexdigest(),
-    }
 
 
 class Session:
@@ -479,7 +406,7 @@ class Session:
     def _request(self, prepared: _Prepared) -> SpendRequest:
         """The ledger spend of one prepared release: its exact cost and what to record."""
         target = prepared.target
-        event = _event_record(target.privacy)
+        event = event_record(target.privacy)
         if prepared.releases != 1:
             event["releases"] = prepared.releases
         return SpendRequest(

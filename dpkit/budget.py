@@ -202,8 +202,9 @@ def as_budget(budget: Any, *, owner: str = "Session") -> Budget:
 def with_currencies(
     full: Budget, composition: str | None, given: Any, *, owner: str = "Session"
 ) -> Budget:
-    """The budget in the currencies the rule needs: ρ_B (the largest ρ whose CKS20
-    conversion meets it) for zCDP, μ_B² (the largest μ² whose Gaussian-DP profile meets it)
+    """The budget in the currencies the rule needs: ρ_B (the largest ρ whose conversion to
+    (ε, δ), Canonne, Kamath & Steinke 2020, Corollary 13, meets it) for zCDP, μ_B² (the
+    largest μ² whose Gaussian-DP profile meets it, :func:`dpkit.accounting.gdp.gdp_budget`)
     for GDP, both for "best" (where δ > 0; with δ = 0 only basic composition can meet it).
     ``given`` is the budget as the caller gave it, named in an error."""
     from dpkit.accounting import exact, zcdp_rho_for

@@ -28,13 +28,16 @@ import threading
 import uuid
 from collections.abc import Callable
 from fractions import Fraction
+from pathlib import Path
 from typing import Any
 
 from _results import Run
 from _timing import Timing, measure, ratio
 
 from dpkit.ledger import Budget, Cost, Ledger
-from dpkit.testing._postgres import database
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests" / "support"))
+from postgres_server import database
 
 COST = Cost(Fraction(1, 100), Fraction(0))
 FLOOR_SCHEMA = (

@@ -27,6 +27,7 @@ import uuid
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from fractions import Fraction
+from pathlib import Path
 from typing import Any
 
 from _results import Run
@@ -34,7 +35,9 @@ from _results import Run
 from dpkit.ledger import Budget, Cost, Ledger, _move, move_ledger
 from dpkit.ledger._schema import entry_column_names
 from dpkit.ledger._values import fraction_text
-from dpkit.testing._postgres import database
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests" / "support"))
+from postgres_server import database
 
 COST = Cost(Fraction(1, 1000), Fraction(0))
 COLUMNS = ["destination", "entries", "copy s (wall)", "copy s (cpu)", "rows/s", "move s (wall)"]

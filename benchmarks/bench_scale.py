@@ -46,7 +46,9 @@ from _results import Run
 from _timing import measure, ratio
 
 import dpkit
-from dpkit.testing._engines import start_dask
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests" / "support"))
+from engine_servers import start_dask
 
 CITIES = [f"c{i:02d}" for i in range(50)]
 PARTS = 16  # table partitions (two workers: 8 each)

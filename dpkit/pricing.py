@@ -1,7 +1,7 @@
 """The price of a declared plan, computed once and handed down.
 
 A declared plan (``Session.release_all``, every query of a JSON spec) has its parameters fixed
-before any data are read, so it is one non-adaptive mechanism (:mod:`dpkit.filters`). Its price
+before any data are read, so it is one non-adaptive mechanism (:mod:`dpkit.budget`). Its price
 is a :class:`PricedPlan`: each item's exact cost in every currency, and under basic composition
 the plan's tight joint ε (:func:`dpkit.accounting.account`, the privacy-loss distribution of the
 whole plan) shared among the items in proportion to their ε. Composing the plan is the costly
@@ -31,11 +31,11 @@ from typing import Any
 
 import attrs
 
-from dpkit import filters
+from dpkit import budget as filters
 from dpkit.accounting import account, event_cost, event_mu2, event_rho
 from dpkit.accounting._common import ceil_decimal
+from dpkit.budget import Budget, Cost
 from dpkit.errors import DPKitError, InvalidParameter
-from dpkit.ledger import Budget, Cost
 from dpkit.privacy import PrivacyEvent
 
 __all__ = ["Overflow", "PricedPlan", "first_overflow", "full_cost", "price_plan"]

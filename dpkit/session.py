@@ -33,7 +33,7 @@ A release goes through two phases (``docs/security.md``, "The privacy boundary")
 :class:`Deferred` data (a loader called only in the private phase) let a planned batch — the
 queries of a JSON spec — be charged all or nothing before any of its data are read.
 
-Composition rules (``composition=``; the filters and their sources are in :mod:`dpkit.filters`).
+Composition rules (``composition=``; the filters and their sources are in :mod:`dpkit.budget`).
 A session is fully adaptive — each release's parameters, and whether to go on, may depend on
 earlier outputs — so each rule is a *privacy filter* proven valid for that:
 
@@ -54,7 +54,7 @@ earlier outputs — so each rule is a *privacy filter* proven valid for that:
     The rule that charges the *first* spend the smallest share of the budget, fixed from then
     on and recorded in every entry. It is chosen from public values before any private output
     exists, so the session is one of the valid filters above; switching later, or admitting
-    when either of two filters would, is not valid (:mod:`dpkit.filters`).
+    when either of two filters would, is not valid (:mod:`dpkit.budget`).
 
 A *declared plan* — a list given to :meth:`Session.release_all` — has every parameter fixed
 before any data are read, so it is one non-adaptive mechanism: under ``"basic"`` it is charged
@@ -76,8 +76,6 @@ Laplace noise on a lattice).
 from __future__ import annotations
 
 import contextlib
-import hashlib
-import json
 import os
 import uuid
 from collections.abc import Callable, Sequence
@@ -87,13 +85,12 @@ from typing import Any, Literal, Protocol, runtime_checkable
 
 import attrs
 import numpy as np
-from numpy.typing import NDArray
 
-from dpkit import filters
-from dpkit.accounting import exact, zcdp_rho_for
-from dpkit.accounting.gdp import gdp_budget
+from dpkit import budget as filters  # the privacy filters: admits, choose, project, total
+from dpkit.budget import Budget, Cost
 from dpkit.errors import InvalidData, InvalidParameter, ReleaseFailed
-from dpkit.ledger import Budget, Cost, Ledger, LedgerEntry, SpendRequest
+from dpkit.ledger import Ledger, LedgerEntry, SpendRequest
+from dpkit.ledger._results import event_record, jsonable, stored_result
 from dpkit.mechanism import Mechanism
 from dpkit.pricing import Overflow, PricedPlan, first_overflow, full_cost, price_plan
 from dpkit.privacy import PrivacyEvent
@@ -129,63 +126,16 @@ class Release:
         return self.entry.cost
 
 
-def _event_record(event: PrivacyEvent) -> dict[str, Any]:
-    record: dict[str, Any] = {"type": type(event).name}
-    if attrs.has(type(event)):
-        for field in attrs.fields(type(event)):  # type: ignore[arg-type]
-            value = getattr(event, field.name)
-            if isinstance(value, PrivacyEvent):
-                value = _event_record(value)
-            elif isinstance(value, tuple) and all(isinstance(v, PrivacyEvent) for v in value):
-                value = [_event_record(v) for v in value]  # a composite's parts
-            record[field.name] = value
-    return record
-
-
 def _parameters(target: Any) -> dict[str, Any]:
     """The target's public attrs fields, nested values (a table query's statistic and privacy
     unit) as JSON-ready dicts, so the ledger records them structurally."""
     if attrs.has(type(target)):
         return {
-            f.name: _jsonable(getattr(target, f.name))
+            f.name: jsonable(getattr(target, f.name))
             for f in attrs.fields(type(target))
             if not f.name.startswith("_")
         }
     return {}
-
-
-def _as_budget(budget: Any) -> Budget:
-    if isinstance(budget, Budget):
-        return budget
-    try:
-        epsilon, delta = budget
-    except (TypeError, ValueError):
-        raise InvalidParameter(
-            "budget", budget, "a pair (epsilon, delta)", owner="Session"
-        ) from None
-    eps, d = exact(epsilon), exact(delta)
-    if eps < 0:
-        raise InvalidParameter("budget", budget, "a pair with epsilon >= 0", owner="Session")
-    if not 0 <= d < 1:
-        raise InvalidParameter("budget", budget, "a pair with 0 <= delta < 1", owner="Session")
-    return Budget(eps, d)
-
-
-def _with_currencies(full: Budget, composition: str | None, given: Any) -> Budget:
-    """The budget in the currencies the rule needs: ρ_B (the largest ρ whose CKS20
-    conversion meets it) for zCDP, μ_B² (the largest μ² whose Gaussian-DP profile meets it)
-    for GDP, both for "best" (where δ > 0; with δ = 0 only basic composition can meet it)."""
-    rho = full.rho if composition in ("zcdp", "best") else None
-    mu2 = full.mu2 if composition in ("gdp", "best") else None
-    if composition in ("zcdp", "gdp") and full.delta == 0:
-        raise InvalidParameter(
-            "budget", given, f"a pair with delta > 0 for {composition} composition", owner="Session"
-        )
-    if full.delta > 0 and composition in ("zcdp", "best") and rho is None:
-        rho = exact(zcdp_rho_for(float(full.epsilon), float(full.delta)))
-    if full.delta > 0 and composition in ("gdp", "best") and mu2 is None:
-        mu2 = gdp_budget(full.epsilon, full.delta)
-    return Budget(full.epsilon, full.delta, rho, mu2)
 
 
 @attrs.frozen
@@ -199,10 +149,6 @@ class Deferred:
 
     load: Callable[[], Any]
     releases: int = 1
-
-
-#: Results larger than this (as JSON) are stored in the ledger as a digest, not in full.
-MAX_STORED_RESULT = 1 << 20
 
 
 @attrs.frozen
@@ -240,60 +186,6 @@ def _structure(data: Any, owner: str) -> Any:
         return records
 
 
-def _jsonable(value: Any) -> Any:
-    """A JSON-ready form of a released value (arrays as lists, attrs values as dicts)."""
-    if isinstance(value, PrivacyEvent):
-        return _event_record(value)
-    if attrs.has(type(value)):
-        return {
-            f.name: _jsonable(getattr(value, f.name))
-            for f in attrs.fields(type(value))
-            if not f.name.startswith("_")
-        }
-    if isinstance(value, np.ndarray):
-        if value.nbytes > MAX_STORED_RESULT:  # e.g. millions of local reports: never list them
-            return _digest(value)
-        return value.tolist()
-    if isinstance(value, np.generic):
-        return value.item()
-    if isinstance(value, (list, tuple)):
-        return [_jsonable(v) for v in value]
-    if isinstance(value, dict):
-        return {str(k): _jsonable(v) for k, v in value.items()}
-    if isinstance(value, Fraction):
-        return str(value)
-    return value
-
-
-def _digest(array: NDArray[Any]) -> dict[str, Any]:
-    """A large array as its shape, dtype and the SHA-256 of its bytes (C order)."""
-    data = np.ascontiguousarray(array)
-    # Hash the buffer itself: no copy of millions of reports.
-    raw = data.data.cast("B") if data.dtype != object else repr(data.tolist()).encode()
-    digest = hashlib.sha256(raw)
-    return {
-        "stored": "digest",
-        "shape": list(array.shape),
-        "dtype": str(array.dtype),
-        "sha256": digest.hexdigest(),
-    }
-
-
-def stored_result(value: Any) -> Any:
-    """What the ledger keeps of a released value: the value itself, or, for an array over
-    :data:`MAX_STORED_RESULT` bytes (e.g. millions of local reports) or a document over that
-    size as JSON, its shape or size and SHA-256."""
-    document = _jsonable(value)
-    text = json.dumps(document, default=str, allow_nan=True)
-    if len(text) <= MAX_STORED_RESULT:
-        return document
-    return {
-        "stored": "digest",
-        "bytes": len(text),
-        "sha256": hashlib.sha256(text.encode()).hexdigest(),
-    }
-
-
 class Session:
     """Releases against a privacy budget recorded in a durable :class:`~dpkit.ledger.Ledger`.
 
@@ -325,7 +217,7 @@ class Session:
             )
         full = None
         if budget is not None:
-            full = _with_currencies(_as_budget(budget), composition, budget)
+            full = filters.with_currencies(filters.as_budget(budget), composition, budget)
         self.ledger = Ledger(
             ledger, dataset=dataset, budget=full, composition=composition, unit=unit
         )
@@ -368,13 +260,9 @@ class Session:
         it has — basic composition adds ε and δ (Dwork & Roth 2014, Theorem 3.16), zCDP adds ρ
         (Bun & Steinke 2016, Lemma 2.3), Gaussian DP adds μ² (Dong, Roth & Su 2022,
         Corollary 3.3) — charged in the ledger's currency once it is known."""
-        full = self._full_cost(event, releases)
+        full = full_cost(event, releases)
         rule = self.rule
         return full if rule is None else filters.project(full, rule)
-
-    @staticmethod
-    def _full_cost(event: Any, releases: int) -> Cost:
-        return full_cost(event, releases)
 
     def admits(self, costs: Sequence[Cost]) -> tuple[bool, Cost, Budget]:
         """Whether spends of ``costs`` (e.g. :meth:`plan_costs`) would fit now, what they
@@ -523,11 +411,11 @@ class Session:
     def _request(self, prepared: _Prepared) -> SpendRequest:
         """The ledger spend of one prepared release: its exact cost and what to record."""
         target = prepared.target
-        event = _event_record(target.privacy)
+        event = event_record(target.privacy)
         if prepared.releases != 1:
             event["releases"] = prepared.releases
         return SpendRequest(
-            self._full_cost(target.privacy, prepared.releases),
+            full_cost(target.privacy, prepared.releases),
             mechanism=str(getattr(target, "name", type(target).__name__)),
             parameters=_parameters(target),
             event=event,

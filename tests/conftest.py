@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import sys
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
@@ -19,8 +20,12 @@ import pytest
 from hypothesis import HealthCheck, settings
 
 import dpkit
-from dpkit.testing import _engines
-from dpkit.testing._postgres import PostgresServer, Unavailable, start_server
+
+# The suite's own helpers (tests/support/: throwaway PostgreSQL, Dask and Spark servers, the
+# audit catalog), importable by every test module; they are not part of the package.
+sys.path.insert(0, str(Path(__file__).resolve().parent / "support"))
+import engine_servers as _engines
+from postgres_server import PostgresServer, Unavailable, start_server
 
 settings.register_profile("dev", max_examples=30, deadline=None)
 settings.register_profile(
@@ -42,7 +47,7 @@ def rng() -> np.random.Generator:
 
 # -- a real PostgreSQL server for the PostgreSQL ledger's tests ------------------------------
 # Started once per test session from the PostgreSQL binaries, in a temporary directory, on a
-# free localhost port (dpkit/testing/_postgres.py; as root, as the `postgres` user, since initdb
+# free localhost port (tests/support/postgres_server.py; as root, as the `postgres` user, since initdb
 # refuses root), and stopped at the end. Without the binaries (or psycopg) the tests that need
 # it skip and say why, unless DPKIT_REQUIRE_POSTGRES=1 (set by .ci/run): then they fail.
 @pytest.fixture(scope="session")
@@ -96,7 +101,7 @@ def spark() -> Iterator[Any]:
         session.stop()
 
 
-# A Spark Connect server of its own (a second JVM, local[2]; dpkit/testing/_engines.py) for the
+# A Spark Connect server of its own (a second JVM, local[2]; tests/support/engine_servers.py) for the
 # tests of Connect DataFrames, shared by them all. Its JVM takes some 20 s to start, so it is
 # launched as soon as the collected tests are known to need it, and starts while others run.
 _CONNECT_LAUNCH = pytest.StashKey[_engines.ConnectLaunch]()

@@ -45,6 +45,7 @@ A location that cannot hold a ledger is refused with :class:`LedgerError` or
 
 from __future__ import annotations
 
+from dpkit.budget import Budget, Cost, exact_text
 from dpkit.ledger._core import Composition, Ledger  # noqa: F401  (Composition: a type)
 from dpkit.ledger._errors import (
     LedgerCorrupt,
@@ -58,7 +59,7 @@ from dpkit.ledger._errors import (
 from dpkit.ledger._location import require_persistent
 from dpkit.ledger._move import MoveResult, move_ledger
 from dpkit.ledger._schema import FORMAT, SCHEMA_VERSION
-from dpkit.ledger._values import Budget, Cost, LedgerEntry, MoveState, SpendRequest, exact_text
+from dpkit.ledger._values import LedgerEntry, MoveState, SpendRequest
 
 __all__ = [
     "FORMAT",

@@ -21,9 +21,9 @@ from typing import Any, Literal
 
 import attrs
 
-from dpkit import filters
+from dpkit import budget as filters  # the privacy filters: admits, choose, project, total
+from dpkit.budget import CURRENCIES, RULES, Budget, Cost, exact_text
 from dpkit.errors import BudgetExceeded, InvalidParameter
-from dpkit.filters import CURRENCIES, RULES
 from dpkit.ledger._errors import (
     VERIFY_HINT,
     LedgerCorrupt,
@@ -46,16 +46,7 @@ from dpkit.ledger._schema import (
     entry_column_names,
 )
 from dpkit.ledger._store import Store, open_store
-from dpkit.ledger._values import (
-    STATES,
-    Budget,
-    Cost,
-    LedgerEntry,
-    MoveState,
-    SpendRequest,
-    exact_text,
-    fraction_text,
-)
+from dpkit.ledger._values import STATES, LedgerEntry, MoveState, SpendRequest, fraction_text
 from dpkit.units import UnitIdentity, as_identity
 
 __all__ = ["PENDING", "Composition", "Ledger"]
@@ -117,7 +108,7 @@ class Ledger:
     write with :class:`LedgerMoved`, checked inside each write transaction; so does the
     destination of a move that has not finished (:meth:`move_state`).
 
-    ``composition`` is one of :data:`dpkit.filters.RULES` (the privacy filter that admits each
+    ``composition`` is one of :data:`dpkit.budget.RULES` (the privacy filter that admits each
     spend); the budget must carry ``rho`` for ``"zcdp"`` and ``mu2`` for ``"gdp"`` (and both,
     where δ > 0, for ``"best"``, whose currency the first spend fixes).
 
@@ -537,7 +528,7 @@ class Ledger:
 
     @property
     def rule(self) -> str | None:
-        """The currency this ledger charges in (:data:`dpkit.filters.CURRENCIES`); for a
+        """The currency this ledger charges in (:data:`dpkit.budget.CURRENCIES`); for a
         ``"best"`` ledger None until its first spend fixes it."""
         with self._store.guarded("reading the rule"), self._store.read() as tx:
             return self._rule(tx)
@@ -565,7 +556,7 @@ class Ledger:
         return Budget(b.epsilon - spent.epsilon, b.delta - spent.delta, rho, mu2)
 
     def _within_budget(self, totals: Totals, rule: str | None) -> bool:
-        """The admission rule (:func:`dpkit.filters.admits`): whether spent totals fit the
+        """The admission rule (:func:`dpkit.budget.admits`): whether spent totals fit the
         budget in the ledger's currency (basic: Σε ≤ ε and Σδ ≤ δ; zcdp: Σρ ≤ ρ; gdp:
         Σμ² ≤ μ²). A "best" ledger with no spend yet has spent nothing."""
         if rule is None:
@@ -613,8 +604,8 @@ class Ledger:
         The budget is checked against their running sum, so a batch that does not fit as a
         whole raises :class:`BudgetExceeded` and writes nothing (an interruption cannot leave
         half of it). Each cost is charged in the ledger's currency
-        (:func:`dpkit.filters.project`); a ``"best"`` ledger's first spend fixes the currency
-        (:func:`dpkit.filters.choose`), in the same transaction. Every spend of the batch must
+        (:func:`dpkit.budget.project`); a ``"best"`` ledger's first spend fixes the currency
+        (:func:`dpkit.budget.choose`), in the same transaction. Every spend of the batch must
         be under one privacy unit, the ledger's (:class:`UnitMismatch`; the first spend of a
         ledger without one fixes it, in the same transaction); a ledger whose older entries mix
         units refuses every spend (:class:`LedgerUnitsMixed`).

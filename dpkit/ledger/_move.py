@@ -68,6 +68,7 @@ from typing import Any
 
 import attrs
 
+from dpkit.budget import Budget
 from dpkit.errors import InvalidParameter
 from dpkit.ledger._core import PENDING, Ledger
 from dpkit.ledger._errors import (
@@ -80,7 +81,7 @@ from dpkit.ledger._errors import (
 from dpkit.ledger._location import parse_location, require_persistent
 from dpkit.ledger._schema import MOVE_KEYS, SCHEMA_VERSION, Tx, entry_column_names
 from dpkit.ledger._store import Store, open_store
-from dpkit.ledger._values import Budget, MoveState
+from dpkit.ledger._values import MoveState
 
 __all__ = [
     "DestinationCheck",

@@ -4,13 +4,14 @@ Needs the optional extra ``dpkit[tables]`` (narwhals, pyarrow); imported only wh
 given. :mod:`dpkit.tables.frame` holds the public-phase view of a table (its columns and their
 kinds), :mod:`dpkit.tables.bounding` the per-id contribution bounding that user-level privacy
 (:class:`dpkit.units.IdUnit`) relies on, with priorities from :mod:`dpkit.tables.encoding`,
-and :mod:`dpkit.tables.engines` the thin adapters that run it on Dask and Spark.
+and :mod:`dpkit.tables.engines` the :class:`~dpkit.tables.engines.Engine` that runs a query's
+engine-dependent steps (eager, Dask, Spark; one private module each).
 """
 
 from __future__ import annotations
 
-from dpkit.tables.bounding import FIRST, Bounding, BoundingKey, bound_contributions
-from dpkit.tables.engines import per_partition, per_record, positions
+from dpkit.tables.bounding import FIRST, Bounding, BoundingKey
+from dpkit.tables.engines import bound_contributions, per_partition, per_record, positions
 from dpkit.tables.frame import (
     ColumnKind,
     as_frame,

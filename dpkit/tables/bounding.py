@@ -82,7 +82,7 @@ __all__ = [
     "Bounding",
     "BoundingKey",
     "ChainedWords",
-    "bound_contributions",
+    "bound_eager",
     "keep_mask",
     "lexsort_codes",
     "pair_priority",
@@ -378,15 +378,12 @@ def _return_arrow_pages() -> None:
         arrow.default_memory_pool().release_unused()
 
 
-def bound_contributions(frame: Any, bounding: Bounding) -> Any:
-    """The rows ``bounding`` keeps of a narwhals frame (see the module docstring), with the
-    :data:`FIRST` column. An eager frame is bounded in one part; a lazy one by its engine
-    (:func:`dpkit.tables.engines.by_id`), which brings each id's rows together first."""
+def bound_eager(frame: Any, bounding: Bounding) -> Any:
+    """The rows ``bounding`` keeps of an eager narwhals frame (see the module docstring), with
+    the :data:`FIRST` column: the whole table as one part. A lazy frame is bounded by its
+    engine (:func:`dpkit.tables.engines.bound_contributions`), which brings each id's rows
+    together first."""
     nw = narwhals()
-    if isinstance(frame, nw.LazyFrame):
-        from dpkit.tables.engines import by_id
-
-        return by_id(frame, bounding)
     keep, first = bounding.masks(lambda c: frame.get_column(c).to_native(), frame.shape[0])
     backend = frame.implementation
     columns = [

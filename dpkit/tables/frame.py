@@ -16,6 +16,7 @@ from __future__ import annotations
 from typing import Any, Literal
 
 from dpkit.errors import InvalidData, MissingDependency
+from dpkit.tables._quiet import quiet
 
 __all__ = [
     "ColumnKind",
@@ -92,15 +93,12 @@ def as_frame(data: Any, *, owner: str) -> Any:
     with a repeated column name is :class:`~dpkit.errors.InvalidData` naming it."""
     nw = narwhals()
     module = type(data).__module__.split(".", 1)[0]
-    if module in ("dask", "pyspark"):
-        from dpkit.tables.engines import quiet
-
-        quiet()  # two version warnings of narwhals and PySpark (not about the data)
     _refuse_repeated_names(data, module, owner=owner)
     if module == "pyarrow":
         data = plain_arrow(data)
     try:
-        return nw.from_native(data)
+        with quiet():  # two version warnings of narwhals and PySpark (not about the data)
+            return nw.from_native(data)
     except TypeError:
         raise InvalidData(
             f"{owner}: data must be a table (pandas, Polars, PyArrow, ...), got "

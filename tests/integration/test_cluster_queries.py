@@ -181,7 +181,7 @@ def test_bounding_each_input_partition_alone_breaks_the_bound(
     """The adapter's shuffle is what makes the bound hold when an id's rows are spread: the
     real adapter keeps ≤ R rows per (id, group) pair; a variant that bounds every input
     partition without the shuffle keeps up to R per partition, so more than R in all."""
-    from dpkit.tables import Bounding, BoundingKey, as_frame, bound_contributions, engines
+    from dpkit.tables import Bounding, BoundingKey, _dask, as_frame, bound_contributions
 
     bounding = Bounding("user", ("city",), None, 1, 2, BoundingKey.draw(np.random.default_rng(1)))
     frame = as_frame(dask_frame.dropna(subset=["user"])[["user", "city"]], owner="test")
@@ -192,8 +192,8 @@ def test_bounding_each_input_partition_alone_breaks_the_bound(
 
     assert most_rows_per_pair() == 1
     monkeypatch.setattr(
-        engines,
-        "_dask_by_id",
+        _dask,
+        "_by_id",
         lambda native, b: native.map_partitions(
             b.apply, meta={**dict(native.dtypes), "__dpkit_first": "int64"}
         ),

@@ -28,9 +28,9 @@ from typing import Any
 
 import numpy as np
 import pytest
+from postgres_server import PostgresServer
 
 from dpkit.ledger import Budget, Cost, Ledger, LedgerError, LedgerMoved, move_ledger
-from dpkit.testing._postgres import PostgresServer
 
 SPENDER = r"""
 import os, sys

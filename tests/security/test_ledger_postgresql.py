@@ -264,7 +264,7 @@ def test_a_ledger_over_verified_tls(tmp_path: Path, postgres_server: PostgresSer
     ledger's own session is encrypted (``pg_stat_ssl``). With another CA as the root the
     connection is refused before anything is written: a typed ``LedgerError`` naming the
     ledger, not the password; so is ``verify-full`` against a server whose TLS is off."""
-    from dpkit.testing._postgres import make_certificates, tls
+    from postgres_server import make_certificates, tls
 
     other = make_certificates(str(tmp_path))  # a CA that did not sign the server's certificate
     with tls(postgres_server) as certificates:

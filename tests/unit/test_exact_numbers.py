@@ -94,7 +94,7 @@ def test_every_exact_field_is_str_of_a_fraction(
     assert _check(history) >= 2
     if composition == "basic":
         # the two queries are a declared plan: charged their tight joint ε (below 1 + 1/2),
-        # shared in proportion to their own ε (dpkit.filters)
+        # shared in proportion to their own ε (dpkit.budget)
         first, second = (Fraction(e["epsilon_exact"]) for e in history)
         assert first == 2 * second and first + second < Fraction(3, 2)
         assert [e["rule"] for e in history] == ["basic-plan", "basic-plan"]

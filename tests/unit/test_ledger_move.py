@@ -22,6 +22,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from postgres_server import PostgresServer
 
 from dpkit.cli import main
 from dpkit.errors import InvalidParameter
@@ -37,7 +38,6 @@ from dpkit.ledger import (
     _move,
     move_ledger,
 )
-from dpkit.testing._postgres import PostgresServer
 
 TENTH = Cost(Fraction(1, 10), Fraction(0))
 GAUSS = Cost(Fraction(1, 2), Fraction(1, 10**6), Fraction(1, 8), Fraction(1, 4))

@@ -276,7 +276,7 @@ def test_writes_are_durable_even_where_the_database_says_otherwise(
 
 
 def test_without_a_server_the_tests_say_why(monkeypatch: pytest.MonkeyPatch) -> None:
-    from dpkit.testing import _postgres
+    import postgres_server as _postgres
 
     monkeypatch.setattr(_postgres, "_bindir", lambda: None)
     with pytest.raises(_postgres.Unavailable, match=r"binaries .* were not found"):

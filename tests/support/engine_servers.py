@@ -1,4 +1,4 @@
-"""Throwaway Dask and Spark engines, for dpkit's own tests and benchmarks (not public API).
+"""Throwaway Dask and Spark engines, for dpkit's own tests and benchmarks (not shipped).
 
 :func:`start_dask` starts a ``distributed`` LocalCluster of worker *processes* and a client;
 :func:`start_spark` a Spark session in local mode (``local[2]``: one JVM, two task threads,

@@ -1,4 +1,4 @@
-"""A throwaway PostgreSQL server, for dpkit's own tests and benchmarks (not public API).
+"""A throwaway PostgreSQL server, for dpkit's own tests and benchmarks (not shipped).
 
 :func:`start_server` finds the PostgreSQL binaries (``pg_config --bindir``, or
 ``/usr/lib/postgresql/*/bin``), runs ``initdb`` and ``pg_ctl start`` in a new temporary

@@ -30,7 +30,7 @@ unless stated):
 4. Coverage of the 95% confidence intervals over repeated count-level trials.
 5. Count-level simulation of 10⁹ users: CPU time per draw.
 6. Peak traced memory (tracemalloc) for n users, k = 1024 UE: randomize + accumulate.
-7. Numeric protocols (issue 18; :mod:`_ldp_numeric`): perturbation of n values (n/8 rows of
+7. Numeric protocols (:mod:`_ldp_numeric`): perturbation of n values (n/8 rows of
    d = 8 for the vector protocols) at ε = 4 in fast and secure mode against the numpy floor;
    MSE of the mean against ε next to the papers' variance at the same data and the worst case
    (``--numeric-trials`` report-level runs each, n = 20,000 users); count-level simulation of

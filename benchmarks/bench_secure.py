@@ -172,7 +172,7 @@ def bench_ratios(n: int, rounds: int, quick: bool, tasks: list[str]) -> list[dic
             continue
         try:
             timed = measure(spec["calls"], rounds=rounds)
-        except MemoryError:  # reported, not hidden (the code before issue 19 needed > 6 GB)
+        except MemoryError:  # reported, not hidden (an earlier version needed > 6 GB)
             print(f"{name:36s} MemoryError")
             rows.append({"task": name, "secure ÷ floor": "MemoryError"})
             continue

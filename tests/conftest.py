@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import contextlib
 import os
-import sys
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
@@ -19,13 +18,12 @@ import numpy as np
 import pytest
 from hypothesis import HealthCheck, settings
 
-import dpkit
+# The suite's own helpers (tests/support/, imported as support.<module>: pytest's pythonpath):
+# throwaway PostgreSQL, Dask and Spark servers; they are not part of the package.
+from support import engine_servers as _engines
+from support.postgres_server import PostgresServer, Unavailable, start_server
 
-# The suite's own helpers (tests/support/: throwaway PostgreSQL, Dask and Spark servers, the
-# audit catalog), importable by every test module; they are not part of the package.
-sys.path.insert(0, str(Path(__file__).resolve().parent / "support"))
-import engine_servers as _engines
-from postgres_server import PostgresServer, Unavailable, start_server
+import dpkit
 
 settings.register_profile("dev", max_examples=30, deadline=None)
 settings.register_profile(

@@ -80,7 +80,7 @@ _NAME_ALLOWED = (
 #: URL query parameters whose values are secret: never shown.
 _SECRET_PARAMETERS = frozenset({"password", "sslpassword"})
 #: Seconds: how long a session may sit idle inside a write transaction before the server ends
-#: it (and its locks). Not public; the tests lower it (tests/unit/test_ledger_move.py).
+#: it (and its locks). Not public; the tests lower it (tests/unit/ledger/test_move.py).
 _IDLE_IN_TRANSACTION = 60.0
 
 

@@ -67,7 +67,7 @@ def dpkit_register_mechanisms(register: Callable[[type[dpkit.Mechanism]], None])
     register(OptimizedUnaryEncoding)
     register(OptimalLocalHashing)
     register(HadamardResponse)
-    # Numeric values (issue 18): means and distributions.
+    # Numeric values: means and distributions.
     for numeric in (Duchi, DuchiMulti, Piecewise, PiecewiseMulti, Hybrid, HybridMulti, SquareWave):
         register(numeric)
     # Graphs under edge LDP: each node randomizes its own neighbour list.

@@ -28,7 +28,7 @@ from typing import Any
 
 import numpy as np
 import pytest
-from postgres_server import PostgresServer
+from support.postgres_server import PostgresServer
 
 from dpkit.ledger import Budget, Cost, Ledger, LedgerError, LedgerMoved, move_ledger
 

@@ -7,7 +7,6 @@ import copy
 import json
 import math
 import sqlite3
-import sys
 from pathlib import Path
 from typing import Any
 from unittest.mock import patch
@@ -16,12 +15,14 @@ import jsonschema
 import pytest
 from hypothesis import HealthCheck, assume, event, given, settings
 from hypothesis import strategies as st
+from support import schema_values as sv
 
 import dpkit
 from dpkit import cli
 from dpkit.params import Boolean, Choice, Integer, Real, Sequence_, parameter_specs
 from dpkit.spec import SpecInvalid, compose_schema
-from dpkit.spec.schema import INJECTED, frequency_mechanisms, mean_mechanisms
+from dpkit.spec import plan as spec_plan
+from dpkit.spec.schema import INJECTED, frequency_mechanisms, mean_mechanisms, params_schema
 
 ROOT = Path(__file__).resolve().parents[2]
 VALID = sorted((ROOT / "schemas" / "examples" / "valid").glob("*.json"))
@@ -199,12 +200,6 @@ def test_generated_specs_run_or_fail_cleanly(spec: dict[str, Any], tmp_path: Pat
 # constants only, so the few relations between two fields are kept by construction below:
 # lower < upper (and upper − lower ≥ 2e-100, a sensitivity), and krr's k = len(categories).
 
-sys.path.insert(0, str(ROOT / "tests" / "support"))
-
-import schema_values as sv  # noqa: E402
-
-from dpkit.spec import plan as spec_plan  # noqa: E402
-from dpkit.spec.schema import params_schema  # noqa: E402
 
 _REGISTRY = dpkit.get_registry()
 _QUERY_SCHEMA = compose_schema("query", _REGISTRY)

@@ -1,4 +1,4 @@
-"""Shared helpers for the red-team tests of the privacy boundary (issue 13).
+"""Shared helpers for the red-team tests of the privacy boundary.
 
 Two ways of running the command line:
 

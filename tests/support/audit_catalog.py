@@ -1,5 +1,5 @@
 """A catalog of mechanisms and queries with known privacy — correct ones and known bugs — to
-check the auditor's verdicts (issue 17). Written for the test suite and the benchmark
+check the auditor's verdicts. Written for the test suite and the benchmark
 (``benchmarks/bench_audit.py``), independently of the built-in plugins.
 
 Everything is registered as a third party would: :class:`CatalogPlugin` implements

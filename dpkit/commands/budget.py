@@ -13,7 +13,7 @@ from dpkit.commands._output import rounded, table
 from dpkit.errors import InvalidParameter
 from dpkit.ledger import Ledger, LedgerEntry, MoveState, move_ledger, require_persistent
 from dpkit.ledger._move import verify_destination
-from dpkit.ledger._store import open_store
+from dpkit.ledger._open import open_store
 from dpkit.units import UnitIdentity
 
 NOT_STORED = "result not stored (spent)"

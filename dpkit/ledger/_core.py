@@ -34,6 +34,7 @@ from dpkit.ledger._errors import (
     NotALedger,
     UnitMismatch,
 )
+from dpkit.ledger._open import open_store
 from dpkit.ledger._schema import (
     ADDED_META,
     ENTRY_COLUMNS,
@@ -45,7 +46,7 @@ from dpkit.ledger._schema import (
     Tx,
     entry_column_names,
 )
-from dpkit.ledger._store import Store, open_store
+from dpkit.ledger._store import Store
 from dpkit.ledger._values import STATES, LedgerEntry, MoveState, SpendRequest, fraction_text
 from dpkit.units import UnitIdentity, as_identity
 

@@ -79,8 +79,9 @@ from dpkit.ledger._errors import (
     LedgerMoved,
 )
 from dpkit.ledger._location import parse_location, require_persistent
+from dpkit.ledger._open import open_store
 from dpkit.ledger._schema import MOVE_KEYS, SCHEMA_VERSION, Tx, entry_column_names
-from dpkit.ledger._store import Store, open_store
+from dpkit.ledger._store import Store
 from dpkit.ledger._values import MoveState
 
 __all__ = [

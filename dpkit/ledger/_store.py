@@ -16,10 +16,9 @@ from collections.abc import Iterator
 from contextlib import AbstractContextManager, suppress
 from typing import Any, Protocol
 
-from dpkit.ledger._location import parse_location
 from dpkit.ledger._schema import Tx
 
-__all__ = ["Handle", "Store", "open_store"]
+__all__ = ["Handle", "Store"]
 
 _KEYS = itertools.count()
 
@@ -133,15 +132,3 @@ class Store(Protocol):
     def close(self) -> None:
         """Close this thread's connection."""
         ...
-
-
-def open_store(location: str | os.PathLike[str], *, timeout: float) -> Store:
-    """The backend for ``location``; PostgreSQL's driver is imported only here, when needed."""
-    kind, target = parse_location(location)
-    if kind == "postgresql":
-        from dpkit.ledger._postgresql import PostgresStore
-
-        return PostgresStore(target, timeout=timeout)
-    from dpkit.ledger._sqlite import SqliteStore
-
-    return SqliteStore(target, timeout=timeout)

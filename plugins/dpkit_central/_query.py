@@ -91,7 +91,6 @@ __all__ = [
     "clamped",
     "finite_sum",
     "noise_check",
-    "noise_for",
     "numeric_records",
     "records",
     "release",
@@ -302,7 +301,7 @@ def release(
 ) -> QueryResult:
     # coerce: a sum beyond the float range is clamped (a 1-Lipschitz map of the answer).
     value = mech.randomize(mech.coerce(answer, rng=rng), rng=rng)
-    noise = noise_for(mech, rng, value.size)
+    noise = mech.noise_for(rng, value.size)
     return QueryResult(
         query=query,
         value=value.item() if value.ndim == 0 else value,
@@ -312,14 +311,6 @@ def release(
         variance=noise.variance,
         noise=noise,
     )
-
-
-def noise_for(mech: Any, rng: Any, coordinates: int) -> AdditiveNoise:
-    """The noise ``mech`` adds in the mode of ``rng`` (geometric: the same in both modes)."""
-    if isinstance(mech, Geometric):
-        return AdditiveNoise.geometric(mech.sensitivity / mech.epsilon)
-    noise: AdditiveNoise = mech.noise_for(rng, coordinates)
-    return noise
 
 
 def finite_sum(values: NDArray[np.float64]) -> float:
@@ -390,7 +381,7 @@ class AdditiveQuery(Query):
         (:mod:`dpkit_central.accuracy`)."""
         alpha = check_alpha(alpha, self.name)
         cells = len(getattr(self, "cells", ())) or 1
-        noise = noise_for(self.mechanism, mode_of(rng), cells)
+        noise = self.mechanism.noise_for(mode_of(rng), cells)
         return Accuracy(
             self.name, self.privacy, 1.0 - alpha, noise, noise.half_width(1.0 - alpha), cells=cells
         )

@@ -20,7 +20,6 @@ from dpkit_central._query import (
     QueryResult,
     additive,
     noise_check,
-    noise_for,
     records,
     release,
 )
@@ -123,7 +122,7 @@ class Count(AdditiveQuery):
         (mechanism,) = self.table_noise(contribution)
         counts = aggregates.values["count"]
         values = noisy(mechanism, counts, rng, contribution.groups)
-        return Released(values, mechanism.name, noise_for(mechanism, rng, contribution.groups))
+        return Released(values, mechanism.name, mechanism.noise_for(rng, contribution.groups))
 
     def table_accuracy(self, contribution: Contribution, alpha: float, rng: Any) -> Accuracy:
         (mechanism,) = self.table_noise(contribution)

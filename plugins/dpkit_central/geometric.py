@@ -13,6 +13,7 @@ from numpy.typing import NDArray
 import dpkit
 from dpkit import Mechanism, PureDP, Real, VectorDomain, parameter
 from dpkit.params import CENTRAL_EPSILON, SENSITIVITY
+from dpkit_central._noise import AdditiveNoise
 from dpkit_central._validation import as_integers, check_integer_answers, integer_answers
 
 __all__ = ["Geometric"]
@@ -101,6 +102,10 @@ class Geometric(Mechanism):
     @property
     def domain(self) -> VectorDomain:
         return VectorDomain(self.sensitivity, norm=1.0, integer=True)
+
+    def noise_for(self, rng: Any, coordinates: int) -> AdditiveNoise:
+        """The noise added, the same in both modes: a two-sided geometric of scale Δ₁/ε."""
+        return AdditiveNoise.geometric(self.sensitivity / self.epsilon)
 
     @property
     def privacy(self) -> PureDP:

@@ -20,7 +20,6 @@ from dpkit_central._query import (
     QueryResult,
     additive,
     noise_check,
-    noise_for,
     records,
     release,
 )
@@ -189,7 +188,7 @@ class Histogram(AdditiveQuery):
         (mechanism,) = self.table_noise(contribution)
         changed = self.changed(contribution)
         values = noisy(mechanism, aggregates.values["cells"], rng, changed)
-        noise = noise_for(mechanism, rng, changed)
+        noise = mechanism.noise_for(rng, changed)
         return Released(values, mechanism.name, noise, categories=self.cells)
 
     def table_accuracy(self, contribution: Contribution, alpha: float, rng: Any) -> Accuracy:

@@ -24,7 +24,6 @@ from dpkit_central._query import (
     clamped,
     finite_sum,
     noise_check,
-    noise_for,
     numeric_records,
 )
 from dpkit_central._validation import MAX_FINITE
@@ -153,7 +152,7 @@ class Mean(Query):
                 ("centred_sum", noisy_sum, sum_mech),
                 ("count", noisy_count, count_mech),
             )
-            for noise in (noise_for(mech, rng, 1),)
+            for noise in (mech.noise_for(rng, 1),)
         )
         return QueryResult(
             self.name, value, f"{self.noise} (sum and count)", self.privacy, parts=parts
@@ -217,8 +216,8 @@ class Mean(Query):
         noisy_count = noisy(count_mech, values["count"].astype(np.float64), rng, changed)
         mean = self.midpoint + noisy_sum / np.maximum(noisy_count, 1.0)
         parts = (
-            ("centred_sum", noisy_sum, noise_for(sum_mech, rng, changed)),
-            ("count", noisy_count, noise_for(count_mech, rng, changed)),
+            ("centred_sum", noisy_sum, sum_mech.noise_for(rng, changed)),
+            ("count", noisy_count, count_mech.noise_for(rng, changed)),
         )
         clipped = np.clip(mean, self.lower, self.upper)
         return Released(clipped, f"{self.noise} (sum and count)", None, parts)
@@ -240,7 +239,7 @@ def mean_accuracy(
     level = 1.0 - alpha / 2.0
     named = []
     for part, mech in zip(("centred_sum", "count"), parts, strict=True):
-        noise = noise_for(mech, mode_of(rng), changed)
+        noise = mech.noise_for(mode_of(rng), changed)
         named.append((part, Accuracy(part, mech.privacy, level, noise, noise.half_width(level))))
     return Accuracy(
         mean.name,

@@ -35,7 +35,6 @@ from numpy.typing import NDArray
 from dpkit import PrivacyEvent
 from dpkit.tables import ColumnKind
 from dpkit_central._noise import AdditiveNoise
-from dpkit_central._query import noise_for
 from dpkit_central.accuracy import Accuracy
 from dpkit_central.geometric import Geometric
 from dpkit_central.records import CELL, VALUE
@@ -213,5 +212,5 @@ def additive_accuracy(
     cells: int,
 ) -> Accuracy:
     """The accuracy of answer + the noise of ``mechanism`` in the mode of ``rng``."""
-    noise = noise_for(mechanism, rng, changed)
+    noise = mechanism.noise_for(rng, changed)
     return Accuracy(name, privacy, 1.0 - alpha, noise, noise.half_width(1.0 - alpha), cells=cells)

@@ -23,7 +23,6 @@ from dpkit_central._query import (
     clamped,
     finite_sum,
     noise_check,
-    noise_for,
     numeric_records,
     release,
 )
@@ -134,7 +133,7 @@ class Sum(AdditiveQuery):
     def table_release(self, aggregates: Any, contribution: Contribution, rng: Any) -> Released:
         (mechanism,) = self.table_noise(contribution)
         values = noisy(mechanism, aggregates.values["sum"], rng, contribution.groups)
-        return Released(values, mechanism.name, noise_for(mechanism, rng, contribution.groups))
+        return Released(values, mechanism.name, mechanism.noise_for(rng, contribution.groups))
 
     def table_accuracy(self, contribution: Contribution, alpha: float, rng: Any) -> Accuracy:
         (mechanism,) = self.table_noise(contribution)

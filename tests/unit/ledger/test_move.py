@@ -344,7 +344,7 @@ def test_a_copy_longer_than_the_idle_limit_keeps_the_sources_lock(
 
 
 def _open(location: str) -> Any:
-    from dpkit.ledger._store import open_store
+    from dpkit.ledger._open import open_store
 
     return open_store(location, timeout=1)
 

@@ -22,7 +22,9 @@ import attrs
 import numpy as np
 from numpy.typing import NDArray
 
-from dpkit import (
+from dpkit.plugin import (
+    CENTRAL_EPSILON,
+    SENSITIVITY,
     Boolean,
     InvalidData,
     Mechanism,
@@ -30,10 +32,10 @@ from dpkit import (
     PureDP,
     Real,
     VectorDomain,
+    bernoulli_bracketed,
+    bernoulli_exp_bracketed,
     parameter,
 )
-from dpkit.params import CENTRAL_EPSILON, SENSITIVITY
-from dpkit.randomness.discrete import bernoulli_bracketed, bernoulli_exp_bracketed
 from dpkit_central._validation import as_array, check_kind, total_utilities
 
 U64 = 1 << 64

@@ -10,8 +10,7 @@ import attrs
 import numpy as np
 from numpy.typing import NDArray
 
-from dpkit import InvalidParameter, PrivacyEvent
-from dpkit.tables import narwhals
+from dpkit.plugin import InvalidParameter, PrivacyEvent, narwhals
 from dpkit_central._noise import AdditiveNoise, symmetric_interval
 
 __all__ = ["TableResult"]

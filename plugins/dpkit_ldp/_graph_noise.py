@@ -19,7 +19,7 @@ from typing import Any
 import numpy as np
 from numpy.typing import NDArray
 
-import dpkit
+from dpkit.plugin import discrete_laplace
 
 __all__ = ["laplace_scale", "log_pmf", "noise", "noise_variance"]
 
@@ -42,7 +42,7 @@ def noise_variance(scale: Fraction) -> float:
 
 def noise(scale: Fraction, size: int, generator: Any) -> NDArray[np.int64]:
     """``size`` draws of Z, exactly."""
-    return np.asarray(dpkit.discrete_laplace(scale, size=size, rng=generator), dtype=np.int64)
+    return np.asarray(discrete_laplace(scale, size=size, rng=generator), dtype=np.int64)
 
 
 def log_pmf(z: Any, scale: Fraction) -> NDArray[np.float64]:

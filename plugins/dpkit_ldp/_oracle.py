@@ -14,8 +14,7 @@ from typing import Any, ClassVar
 import numpy as np
 from numpy.typing import NDArray
 
-from dpkit import Estimate, Estimator, FrequencyCounts, Integer, InvalidParameter
-from dpkit.params import EPSILON
+from dpkit.plugin import EPSILON, Estimate, Estimator, FrequencyCounts, Integer, InvalidParameter
 from dpkit_ldp import _frequency, postprocess
 
 

@@ -43,9 +43,15 @@ import attrs
 import numpy as np
 from numpy.typing import NDArray
 
-import dpkit
-from dpkit import FrequencyCounts, InvalidData, InvalidParameter
-from dpkit.arrays import describe_dtype, plain
+from dpkit.plugin import (
+    FrequencyCounts,
+    InvalidData,
+    InvalidParameter,
+    SecureRandom,
+    describe_dtype,
+    plain,
+    resolve_rng,
+)
 from dpkit_ldp._arrays import as_binary
 from dpkit_ldp.randomized_response import RandomizedResponse
 
@@ -69,7 +75,7 @@ def stochastic_discretize(
     *,
     lower: float,
     upper: float,
-    rng: np.random.Generator | dpkit.SecureRandom | None = None,
+    rng: np.random.Generator | SecureRandom | None = None,
 ) -> NDArray[np.bool_]:
     """One bit per value: ``True`` (= upper) with probability (v − lower)/(upper − lower).
 
@@ -79,7 +85,7 @@ def stochastic_discretize(
     ``Generator`` (fast mode).
     """
     owner = "stochastic_discretize"
-    generator, _ = dpkit.resolve_rng(rng, owner=owner)
+    generator, _ = resolve_rng(rng, owner=owner)
     lo, hi = _check_bounds(lower, upper, owner)
     array = np.asarray(values)
     numeric = np.issubdtype(array.dtype, np.integer) or np.issubdtype(array.dtype, np.floating)

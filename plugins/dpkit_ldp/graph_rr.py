@@ -12,8 +12,7 @@ from typing import ClassVar
 
 import attrs
 
-from dpkit import parameter
-from dpkit.params import EPSILON
+from dpkit.plugin import EPSILON, parameter
 from dpkit_ldp._adjacency import (
     AdjacencyMechanism,
     decimal_of,

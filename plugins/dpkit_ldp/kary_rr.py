@@ -9,8 +9,8 @@ import attrs
 import numpy as np
 from numpy.typing import NDArray
 
-import dpkit
-from dpkit import (
+from dpkit.plugin import (
+    EPSILON,
     CategoricalDomain,
     Estimate,
     Estimator,
@@ -18,13 +18,15 @@ from dpkit import (
     Integer,
     InvalidData,
     InvalidParameter,
+    Labels,
     Mechanism,
     RandomizedResponseDP,
-    Sequence_,
+    SecureRandom,
+    lie_threshold,
     parameter,
+    plain,
+    resolve_rng,
 )
-from dpkit.arrays import plain
-from dpkit.params import EPSILON
 from dpkit_ldp import _frequency, _oracle, postprocess
 from dpkit_ldp._arrays import CategoricalInput, as_category_indices
 
@@ -42,7 +44,7 @@ def _one_word(threshold: int, k: int) -> bool:
 
 
 def _lie_and_other(
-    generator: dpkit.SecureRandom, threshold: int, others: int, n: int
+    generator: SecureRandom, threshold: int, others: int, n: int
 ) -> tuple[NDArray[np.bool_], NDArray[np.uint64]]:
     """(lie, other) from one uniform 64-bit word per value.
 
@@ -108,7 +110,7 @@ class KaryRandomizedResponse(CategoricalInput, Mechanism):
         typical=(2, 64),
     )
     categories: tuple[Any, ...] | None = parameter(
-        Sequence_(min_length=2, uniform=True),
+        Labels(min_length=2, uniform=True),
         doc="category labels, all strings or all integers (k defaults to their number)",
         default=None,
         optional=True,
@@ -195,7 +197,7 @@ class KaryRandomizedResponse(CategoricalInput, Mechanism):
         return labels
 
     def randomize(
-        self, values: Any, /, *, rng: np.random.Generator | dpkit.SecureRandom | None = None
+        self, values: Any, /, *, rng: np.random.Generator | SecureRandom | None = None
     ) -> NDArray[Any]:
         """Perturb each value (index or label, any shape) independently.
 
@@ -204,21 +206,21 @@ class KaryRandomizedResponse(CategoricalInput, Mechanism):
         that holds k: the same draws per value, far less memory traffic (and peak memory) than
         whole-array passes.
         """
-        generator, _ = dpkit.resolve_rng(rng, owner=self.name)
-        threshold = dpkit.lie_threshold(self.epsilon, self.size)
+        generator, _ = resolve_rng(rng, owner=self.name)
+        threshold = lie_threshold(self.epsilon, self.size)
         indices = self.encode(values)
         flat = indices.reshape(-1)
         noisy = np.empty_like(flat)
         narrow = np.min_scalar_type(self.size)
-        one_word = isinstance(generator, dpkit.SecureRandom) and _one_word(threshold, self.size)
+        one_word = isinstance(generator, SecureRandom) and _one_word(threshold, self.size)
         lie_probability = self.lie_probability
         for start in range(0, flat.size, _CHUNK):
             truth = flat[start : start + _CHUNK].astype(narrow)
-            if one_word and isinstance(generator, dpkit.SecureRandom):
+            if one_word and isinstance(generator, SecureRandom):
                 lie, other = _lie_and_other(generator, threshold, self.size - 1, truth.size)
                 other = other.astype(narrow)
             else:
-                if isinstance(generator, dpkit.SecureRandom):
+                if isinstance(generator, SecureRandom):
                     lie = generator.bernoulli_threshold(threshold, truth.size)
                 else:
                     lie = generator.random(truth.size) < lie_probability

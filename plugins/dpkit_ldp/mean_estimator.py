@@ -15,7 +15,7 @@ from typing import Any, ClassVar
 import numpy as np
 from numpy.typing import NDArray
 
-from dpkit import Estimator, InvalidData, MeanEstimate, MeanSums
+from dpkit.plugin import Estimator, InvalidData, MeanEstimate, MeanSums
 from dpkit_ldp._numeric import real_reports
 
 __all__ = ["MeanEstimator"]

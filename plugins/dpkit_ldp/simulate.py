@@ -58,15 +58,15 @@ from typing import Any
 import numpy as np
 from numpy.typing import NDArray
 
-from dpkit import (
+from dpkit.plugin import (
     FrequencyCounts,
     InvalidData,
     InvalidParameter,
     MeanSums,
     Mechanism,
     ReportHistogram,
+    describe_dtype,
 )
-from dpkit.arrays import describe_dtype
 from dpkit_ldp.duchi import Duchi, plus_probability
 from dpkit_ldp.hadamard import HadamardResponse, support_counts_from_histogram
 from dpkit_ldp.kary_rr import KaryRandomizedResponse

@@ -52,13 +52,13 @@ import attrs
 import numpy as np
 from numpy.typing import NDArray
 
-import dpkit
-from dpkit import (
+from dpkit.plugin import (
     DistributionEstimate,
     Estimator,
     Integer,
     InvalidData,
     ReportHistogram,
+    SecureRandom,
     parameter,
 )
 from dpkit_ldp._lattice import BandLattice, lattice_exponent, stochastic_round
@@ -250,7 +250,7 @@ def square_wave_sample(
 ) -> NDArray[np.float64]:
     """One report per v ∈ [0, 1] (standard units): floats (fast) or lattice centres (secure)."""
     flat = np.asarray(v, dtype=np.float64).reshape(-1)
-    if isinstance(generator, dpkit.SecureRandom):
+    if isinstance(generator, SecureRandom):
         out = square_wave_lattice(epsilon).sample(flat, generator)
     else:
         b = square_wave_half_width(epsilon)

@@ -168,7 +168,7 @@ def test_a_spend_cannot_be_aborted_while_its_data_are_read(tmp_path: Path) -> No
     released = 0
     for _ in range(5):
         try:
-            session.release(laplace, dpkit.Deferred(load), rng=np.random.default_rng(0))
+            session.release(laplace, dpkit.session.Deferred(load), rng=np.random.default_rng(0))
             released += 1
         except dpkit.BudgetExceeded:
             break
@@ -462,7 +462,7 @@ def test_samplers_refuse_parameters_they_cannot_draw_with_a_typed_error(
 
 def test_a_numpy_integer_scale_is_a_scale() -> None:
     """``np.int64(3)`` is a rational scale; it raised a TypeError inside Fraction arithmetic."""
-    z = dpkit.discrete_laplace(np.int64(3), size=10, rng=np.random.default_rng(0))
+    z = dpkit.plugin.discrete_laplace(np.int64(3), size=10, rng=np.random.default_rng(0))
     assert z.shape == (10,)
 
 

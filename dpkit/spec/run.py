@@ -169,7 +169,7 @@ def _confidence_interval(value: Any, level: float, method: str) -> dict[str, Any
 
 
 def _frequency_interval_method(estimate: Any) -> str:
-    """Name the interval :meth:`dpkit.Estimate.confidence_interval` computed (its default)."""
+    """Name the interval :meth:`dpkit.plugin.Estimate.confidence_interval` computed (its default)."""
     if estimate.variance_model is not None:
         return "score interval (Wilson 1927) on the exact variance a + b·(true count)"
     return "normal (Wald) interval on the estimated variance"

@@ -182,7 +182,7 @@ def coins(
 ) -> NDArray[np.bool_]:
     """Independent exact Bernoulli(exp(−x)) coins, one per utility (``top`` = u*, broadcasting),
     with x = γ = λ(u* − u), or x = γ − k/64 with k = ``offset`` (each k ≤ 64γ); False for −inf
-    utilities. :func:`dpkit.bernoulli_exp_bracketed` on the float brackets of
+    utilities. :func:`dpkit.plugin.bernoulli_exp_bracketed` on the float brackets of
     :func:`gap_brackets` (widened by the rounding of the subtraction of k/64), with the exact
     rational exponent formed only on demand; in chunks of 2¹⁵ coins."""
     flat_top = np.broadcast_to(top, utilities.shape).reshape(-1)

@@ -325,7 +325,7 @@ def report_noisy_max_secure(
 ) -> NDArray[np.int64]:
     """argmax_r (k_r + Z_r), lowest index on ties, Z_r iid exact discrete Laplace(t).
 
-    k = :func:`lattice_scores`, Z from :func:`dpkit.discrete_laplace` (Canonne, Kamath &
+    k = :func:`lattice_scores`, Z from :func:`dpkit.plugin.discrete_laplace` (Canonne, Kamath &
     Steinke 2020, Algorithm 2) at the exact rational t of ``lattice``. Subtracting each row's
     maximum score changes no comparison. A relative score below −2⁶² is clipped to −2⁶²: when
     every |Z| < 2⁶¹ such a candidate's noisy score, clipped or not, is below −2⁶¹, while the

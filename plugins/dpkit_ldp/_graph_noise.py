@@ -6,7 +6,7 @@ A count c with sensitivity Δ under edge LDP (one bit of a neighbour list change
 Roughgarden & Sundararajan 2012). For two lists that neighbour, the released laws differ by
 at most the factor e^{Δ/t}, so t = Δ/ε gives ε-edge LDP; t is rounded *up* to a multiple of
 2⁻¹⁶ (more noise, never less privacy) so that the exact sampler
-(:func:`dpkit.discrete_laplace`) takes it as a small rational. The same exact sampler serves
+(:func:`dpkit.plugin.discrete_laplace`) takes it as a small rational. The same exact sampler serves
 both randomness modes, so fast mode (a numpy ``Generator``) has the same law as secure mode.
 """
 

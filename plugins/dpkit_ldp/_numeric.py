@@ -1,7 +1,7 @@
 """What the numeric local mechanisms share: bounds, scaling, and the privacy-boundary hooks.
 
-A numeric mechanism protects one value of ``[lower, upper]`` (an :class:`~dpkit.Interval`) or
-one vector of ``[lower, upper]^d`` (a :class:`~dpkit.Box`). The papers define the mechanisms on
+A numeric mechanism protects one value of ``[lower, upper]`` (an :class:`~dpkit.plugin.Interval`) or
+one vector of ``[lower, upper]^d`` (a :class:`~dpkit.plugin.Box`). The papers define the mechanisms on
 a standard interval; a value x is mapped to it affinely,
 
     t = (x − centre)/scale,     centre = (lower + upper)/2,  scale = (upper − lower)/2,

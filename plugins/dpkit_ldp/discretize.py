@@ -29,7 +29,7 @@ i.i.d. sample (then the R_i are i.i.d. Bernoulli(r̄)), is what :func:`estimate_
 with r̄ estimated by r̂. The bound on the right is the Θ(1/(nε²)) rate of Duchi et al. for small ε.
 
 The registered mechanism ``duchi`` (:mod:`dpkit_ldp.duchi`) is this mechanism with the reports
-already debiased, and works with ``dpkit.estimate`` (a :class:`dpkit.MeanEstimate`), specs and
+already debiased, and works with ``dpkit.estimate`` (a :class:`dpkit.plugin.MeanEstimate`), specs and
 the advisor; the other numeric protocols (pm, hm, their vector versions, sw) are beside it.
 """
 
@@ -133,7 +133,7 @@ def estimate_mean(
     """μ̂ = lower + (upper − lower)·((s/n) − (1 − p))/(2p − 1) from ``rr`` reports of discretized values.
 
     ``reports`` are the 0/1 outputs of ``mechanism.randomize`` (or its merged
-    :class:`dpkit.FrequencyCounts`); the variance is (upper − lower)² r̂(1 − r̂)/(n (2p − 1)²).
+    :class:`dpkit.plugin.FrequencyCounts`); the variance is (upper − lower)² r̂(1 − r̂)/(n (2p − 1)²).
     """
     owner = "estimate_mean"
     if not isinstance(mechanism, RandomizedResponse):

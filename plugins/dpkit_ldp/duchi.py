@@ -50,7 +50,7 @@ only) kept with probability 1/2 when Σ > 0 and redrawn otherwise, so that every
 Randomness: fast mode (a numpy ``Generator``) compares uniforms on the 2⁻⁵³ grid with float
 probabilities. Secure mode (``rng=None`` or a :class:`dpkit.SecureRandom`) draws v_j (and the
 one-dimensional report's rounding of t) as ``u < (1 + t)/2`` with u uniform on the 2⁻⁵³ grid,
-the one-dimensional lie as a 64-bit word against :func:`dpkit.lie_threshold` (ε, 2), the
+the one-dimensional lie as a 64-bit word against :func:`dpkit.plugin.lie_threshold` (ε, 2), the
 vector's heads as a 64-bit word against ⌊π_d·2⁶⁴⌋ (π_d in 60-digit arithmetic, rounded
 *down*: then h/l ≤ e^ε still), and the signs from uniform words. Whatever the rounding of v's
 probabilities, the ratio stays ≤ h/l, because P[z | x] is a mixture over v. The reports are

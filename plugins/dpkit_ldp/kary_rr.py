@@ -85,7 +85,7 @@ class KaryRandomizedResponse(CategoricalInput, Mechanism):
     secure mode the draw is by rejection, never a biased ``word % (k − 1)``). The lie is drawn as
     ``u < (k − 1) q`` with u on the 2⁻⁵³ grid (fast mode, a numpy ``Generator``: the float
     (k − 1) q rounded up to that grid), or as ``w < T`` with w a uniform 64-bit word and
-    T = :func:`dpkit.lie_threshold` (ε, k) (secure mode, ``rng=None`` or a
+    T = :func:`dpkit.plugin.lie_threshold` (ε, k) (secure mode, ``rng=None`` or a
     :class:`dpkit.SecureRandom`): the exact λ = (k − 1)/(e^ε + k − 1), evaluated in high
     precision, rounded up to the 2⁻⁶⁴ grid. When k − 1 ≤ 2¹⁶ and λ ≥ 2⁻³², secure mode takes
     the lie and the other value from one word (:func:`_lie_and_other`; the lie rounded up once
@@ -258,7 +258,7 @@ class KaryRandomizedResponseEstimator(Estimator):
     Var[ĉ_v] = n q(1 − q)/(p − q)² + n_v (1 − p − q)/(p − q), where the second term is
     n_v (k − 2)/(e^ε − 1); the reported variance is its unbiased estimate (the unclipped ĉ_v
     plugged in, floored at 0), and the intervals are score intervals on that exact variance
-    (:class:`dpkit.Estimate`). ``method`` is ``"unbiased"`` or a named post-processing of
+    (:class:`dpkit.plugin.Estimate`). ``method`` is ``"unbiased"`` or a named post-processing of
     :mod:`dpkit_ldp.postprocess` (``"clip"``, ``"norm_sub"``, ``"simplex"``), for which the
     variance and the interval stay those of the unbiased estimate (interval clipped to [0, n]).
     """

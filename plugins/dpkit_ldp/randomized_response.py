@@ -56,7 +56,7 @@ class RandomizedResponse(CategoricalInput, Mechanism):
     (:class:`dpkit.SecureRandom`); a ``numpy.random.Generator`` is fast mode (seedable, for
     simulation and tests; not attack-resistant). In fast mode the flip is drawn as ``u < 1 − p``
     with u uniform on the 2⁻⁵³ grid, which rounds the float 1 − p up to that grid. In secure
-    mode it is ``w < T`` with w a uniform 64-bit word and T = :func:`dpkit.lie_threshold` (ε, 2):
+    mode it is ``w < T`` with w a uniform 64-bit word and T = :func:`dpkit.plugin.lie_threshold` (ε, 2):
     the exact 1/(1 + e^ε), evaluated in high precision, rounded up to the 2⁻⁶⁴ grid, so the
     realised flip probability is never below the true one and, as 1 − p < 1/2, the realised
     ε = ln(p′/(1 − p′)) never exceeds the declared ε.
@@ -196,7 +196,7 @@ class RandomizedResponseEstimator(Estimator):
     (Warner 1965; the k = 2 case of Wang et al. 2017, Theorem 2). ``method="mle"`` is the
     maximum-likelihood estimate, which for binary RR is the unbiased one clipped to [0, N]
     (biased near the boundary; its reported variance and interval are the unbiased estimator's,
-    the interval clipped to [0, N]: see :class:`dpkit.Estimate`).
+    the interval clipped to [0, N]: see :class:`dpkit.plugin.Estimate`).
 
     ``estimates`` has two entries: the estimated counts of 0s and of 1s.
     """

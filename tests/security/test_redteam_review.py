@@ -457,7 +457,7 @@ def test_samplers_refuse_parameters_they_cannot_draw_with_a_typed_error(
     untyped error (memory, overflow) after starting to draw; now each parameter outside the
     range the sampler can draw exactly is an InvalidParameter before any word is read."""
     with pytest.raises(dpkit.InvalidParameter):
-        getattr(dpkit, sampler)(parameter, size=1000, rng=dpkit.SecureRandom())
+        getattr(dpkit.plugin, sampler)(parameter, size=1000, rng=dpkit.SecureRandom())
 
 
 def test_a_numpy_integer_scale_is_a_scale() -> None:

@@ -687,7 +687,7 @@ class HistogramQuery(_Pure):
     name: ClassVar[str] = "cat_histogram"
     epsilon: float = _epsilon(0.5)
     categories: tuple[Any, ...] = dpkit.plugin.parameter(
-        dpkit.Labels(min_length=1), doc="categories", default=("a", "b", "c")
+        dpkit.plugin.Labels(min_length=1), doc="categories", default=("a", "b", "c")
     )
 
     def run(self, data: Any, /, *, rng: np.random.Generator) -> Release:

@@ -64,9 +64,9 @@ SECURE: Any = None
 
 
 def simulate_and_estimate(
-    mech: dpkit.Mechanism, counts: np.ndarray, rng: np.random.Generator
-) -> dpkit.Estimate:
-    estimate: dpkit.Estimate = dpkit.estimate(
+    mech: dpkit.plugin.Mechanism, counts: np.ndarray, rng: np.random.Generator
+) -> dpkit.plugin.Estimate:
+    estimate: dpkit.plugin.Estimate = dpkit.estimate(
         mech, dpkit_ldp.simulate_counts(mech, counts, rng=rng)
     )
     return estimate
@@ -111,7 +111,7 @@ def trial_standard_error(z2: list[np.ndarray]) -> float:
     return math.sqrt(2 / sum(row.size for row in z2))
 
 
-def exact_frequency_variance(mech: dpkit.Mechanism, freqs: np.ndarray, n: int) -> np.ndarray:
+def exact_frequency_variance(mech: dpkit.plugin.Mechanism, freqs: np.ndarray, n: int) -> np.ndarray:
     p, q = mech.support_probabilities  # type: ignore[attr-defined]
     variance: np.ndarray = (q * (1 - q) / (p - q) ** 2 + freqs * (1 - p - q) / (p - q)) / n
     return variance
@@ -354,7 +354,7 @@ ACCURACY_COLUMNS = [
 
 
 def accuracy(
-    mech: dpkit.Mechanism, args: argparse.Namespace, rng: np.random.Generator
+    mech: dpkit.plugin.Mechanism, args: argparse.Namespace, rng: np.random.Generator
 ) -> dict[str, object]:
     """Count-level and report-level MSE ÷ exact variance, and the intervals' coverage."""
     n, k = args.n, mech.k  # type: ignore[attr-defined]

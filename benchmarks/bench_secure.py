@@ -205,7 +205,7 @@ def bench_samplers(n: int, rounds: int) -> list[dict[str, Any]]:
         "numpy float normal (leaks)": lambda: fast.normal(0.0, 10.0, n),
     }
     for label, scale in (("1", 1), ("10³", 1000), ("the laplace lattice's ≈ 2³⁰", lattice_t)):
-        calls[f"discrete_laplace, scale {label}"] = lambda s=scale: dpkit.discrete_laplace(  # type: ignore[misc]  # a lambda with default arguments
+        calls[f"discrete_laplace, scale {label}"] = lambda s=scale: dpkit.plugin.discrete_laplace(  # type: ignore[misc]  # a lambda with default arguments
             s, size=n
         )
     for label, scale in (("10", Fraction(10)), ("≈ 2³⁰", lattice_t)):
@@ -213,7 +213,9 @@ def bench_samplers(n: int, rounds: int) -> list[dict[str, Any]]:
             cks20_discrete_laplace(s, n)
         )
     for label, s2 in (("1", 1), ("10⁴", 10**4), ("the gaussian lattice's ≈ 2⁵⁴", lattice_s2)):
-        calls[f"discrete_gaussian, σ² = {label}"] = lambda v=s2: dpkit.discrete_gaussian(v, size=n)  # type: ignore[misc]  # a lambda with default arguments
+        calls[f"discrete_gaussian, σ² = {label}"] = lambda v=s2: dpkit.plugin.discrete_gaussian(
+            v, size=n
+        )  # type: ignore[misc]  # a lambda with default arguments
     timed = measure(calls, rounds=rounds)
     base = timed["numpy float laplace (leaks; the floor)"]
     print(
@@ -292,7 +294,7 @@ def bench_timing_channel(count: int, tolerance: float = 0.05) -> list[dict[str, 
     scale = 100
     words = dpkit.SecureRandom().words
     samplers = {
-        "dpkit discrete_laplace (fixed work)": lambda: dpkit.discrete_laplace(scale),
+        "dpkit discrete_laplace (fixed work)": lambda: dpkit.plugin.discrete_laplace(scale),
         "dpkit's CKS20 sampler (vectorised rejection)": lambda: cks20_discrete_laplace(
             Fraction(scale), 1
         )[0],

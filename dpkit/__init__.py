@@ -1,5 +1,9 @@
 """dpkit: differential privacy mechanisms, estimators, accounting and auditing as plugins.
 
+This package is the user's face: sessions and budgets, mechanisms by name, estimates, accounting,
+privacy units and the errors to catch. Composition by method lives in :mod:`dpkit.accounting`,
+graph statistics in :mod:`dpkit.graph`; a mechanism author's names are in :mod:`dpkit.plugin`.
+
 >>> import numpy as np, dpkit
 >>> rr = dpkit.mechanism("rr", epsilon=1.0)
 >>> reports = rr.randomize(np.array([0, 1, 1, 0, 1]), rng=np.random.default_rng(7))
@@ -19,183 +23,59 @@ TYPE_CHECKING = False
 if TYPE_CHECKING:
     from typing import Any
 
-    from dpkit._rng import check_rng
-    from dpkit.accounting import (
-        Bound,
-        Calibration,
-        account,
-        calibrate,
-        compose_advanced,
-        compose_basic,
-        compose_gdp,
-        compose_parallel,
-        compose_pld,
-        compose_rdp,
-        compose_zcdp,
-        gaussian_noise_multiplier,
-    )
-    from dpkit.advisor import Advice, MeanAdvice, advise, advise_mean
-    from dpkit.arrays import as_array
-    from dpkit.distribution_estimate import DistributionEstimate, ReportHistogram
-    from dpkit.domains import Box, CategoricalDomain, Domain, Interval, VectorDomain
+    from dpkit.accounting import account, calibrate
+    from dpkit.advisor import advise, advise_mean
     from dpkit.errors import (
         BudgetExceeded,
         DPKitError,
         InvalidData,
         InvalidParameter,
-        PluginConflict,
-        PluginError,
         ReleaseFailed,
         SpecError,
         UnknownMechanism,
     )
-    from dpkit.estimator import Estimate, Estimator, FrequencyCounts, Statistics
-    from dpkit.hookspecs import hookimpl
-    from dpkit.ledger import (
-        Budget,
-        Cost,
-        Ledger,
-        LedgerCorrupt,
-        LedgerEntry,
-        LedgerError,
-        LedgerMismatch,
-        LedgerMoved,
-        LedgerUnitsMixed,
-        NotALedger,
-        UnitMismatch,
-    )
-    from dpkit.mean_estimate import MeanEstimate, MeanSums
+    from dpkit.budget import Budget
+    from dpkit.ledger import Ledger, UnitMismatch
     from dpkit.mechanism import Mechanism
-    from dpkit.params import Boolean, Choice, Integer, ParameterSpec, Real, Sequence_, parameter
     from dpkit.partitions import ParquetReports, accumulate
-    from dpkit.privacy import (
-        ApproximateDP,
-        BoundedRangeDP,
-        CompositeDP,
-        GaussianDP,
-        LaplaceDP,
-        PrivacyEvent,
-        PureDP,
-        RandomizedResponseDP,
-        SubsampledDP,
-    )
-    from dpkit.randomness import (
-        SecureRandom,
-        SecureWordSource,
-        bernoulli_bracketed,
-        bernoulli_exp,
-        bernoulli_exp_bracketed,
-        constant_time_tv_bound,
-        discrete_gaussian,
-        discrete_laplace,
-        discrete_laplace_constant_time,
-        lie_threshold,
-        probability_threshold,
-        resolve_rng,
-    )
-    from dpkit.registry import MechanismInfo, Registry, get_registry, load_registry
-    from dpkit.session import Deferred, Query, Release, Session
-    from dpkit.units import IdUnit, RecordUnit, UnitIdentity, privacy_unit, unit_of
+    from dpkit.privacy import ApproximateDP, GaussianDP, LaplaceDP, PureDP, SubsampledDP
+    from dpkit.randomness import SecureRandom
+    from dpkit.registry import Registry, get_registry, load_registry
+    from dpkit.session import Session
+    from dpkit.units import IdUnit, RecordUnit, privacy_unit, unit_of
 
 #: Where each public name lives. ``import dpkit`` imports none of them: each is imported on
 #: first use (PEP 562), so the package is cheap to import — the ``dpkit`` command handles an
 #: interrupt from its first moment (:mod:`dpkit.cli`), and a script pays only for what it uses.
 _LAZY: dict[str, str] = {
-    "Advice": "dpkit.advisor",
     "ApproximateDP": "dpkit.privacy",
-    "Boolean": "dpkit.params",
-    "Bound": "dpkit.accounting",
-    "BoundedRangeDP": "dpkit.privacy",
-    "Box": "dpkit.domains",
-    "Budget": "dpkit.ledger",
+    "Budget": "dpkit.budget",
     "BudgetExceeded": "dpkit.errors",
-    "Calibration": "dpkit.accounting",
-    "CategoricalDomain": "dpkit.domains",
-    "Choice": "dpkit.params",
-    "CompositeDP": "dpkit.privacy",
-    "Cost": "dpkit.ledger",
     "DPKitError": "dpkit.errors",
-    "Deferred": "dpkit.session",
-    "DistributionEstimate": "dpkit.distribution_estimate",
-    "Domain": "dpkit.domains",
-    "Estimate": "dpkit.estimator",
-    "Estimator": "dpkit.estimator",
-    "FrequencyCounts": "dpkit.estimator",
     "GaussianDP": "dpkit.privacy",
     "IdUnit": "dpkit.units",
-    "Integer": "dpkit.params",
-    "Interval": "dpkit.domains",
     "InvalidData": "dpkit.errors",
     "InvalidParameter": "dpkit.errors",
     "LaplaceDP": "dpkit.privacy",
     "Ledger": "dpkit.ledger",
-    "LedgerCorrupt": "dpkit.ledger",
-    "LedgerEntry": "dpkit.ledger",
-    "LedgerError": "dpkit.ledger",
-    "LedgerMismatch": "dpkit.ledger",
-    "LedgerMoved": "dpkit.ledger",
-    "LedgerUnitsMixed": "dpkit.ledger",
-    "MeanAdvice": "dpkit.advisor",
-    "MeanEstimate": "dpkit.mean_estimate",
-    "MeanSums": "dpkit.mean_estimate",
-    "Mechanism": "dpkit.mechanism",
-    "MechanismInfo": "dpkit.registry",
-    "NotALedger": "dpkit.ledger",
-    "ParameterSpec": "dpkit.params",
     "ParquetReports": "dpkit.partitions",
-    "PluginConflict": "dpkit.errors",
-    "PluginError": "dpkit.errors",
-    "PrivacyEvent": "dpkit.privacy",
     "PureDP": "dpkit.privacy",
-    "Query": "dpkit.session",
-    "RandomizedResponseDP": "dpkit.privacy",
-    "Real": "dpkit.params",
     "RecordUnit": "dpkit.units",
-    "Registry": "dpkit.registry",
-    "Release": "dpkit.session",
     "ReleaseFailed": "dpkit.errors",
-    "ReportHistogram": "dpkit.distribution_estimate",
     "SecureRandom": "dpkit.randomness",
-    "SecureWordSource": "dpkit.randomness",
-    "Sequence_": "dpkit.params",
     "Session": "dpkit.session",
     "SpecError": "dpkit.errors",
-    "Statistics": "dpkit.estimator",
     "SubsampledDP": "dpkit.privacy",
-    "UnitIdentity": "dpkit.units",
     "UnitMismatch": "dpkit.ledger",
     "UnknownMechanism": "dpkit.errors",
-    "VectorDomain": "dpkit.domains",
     "account": "dpkit.accounting",
     "accumulate": "dpkit.partitions",
     "advise": "dpkit.advisor",
     "advise_mean": "dpkit.advisor",
-    "as_array": "dpkit.arrays",
-    "bernoulli_bracketed": "dpkit.randomness",
-    "bernoulli_exp": "dpkit.randomness",
-    "bernoulli_exp_bracketed": "dpkit.randomness",
     "calibrate": "dpkit.accounting",
-    "check_rng": "dpkit._rng",
-    "compose_advanced": "dpkit.accounting",
-    "compose_basic": "dpkit.accounting",
-    "compose_gdp": "dpkit.accounting",
-    "compose_parallel": "dpkit.accounting",
-    "compose_pld": "dpkit.accounting",
-    "compose_rdp": "dpkit.accounting",
-    "compose_zcdp": "dpkit.accounting",
-    "constant_time_tv_bound": "dpkit.randomness",
-    "discrete_gaussian": "dpkit.randomness",
-    "discrete_laplace": "dpkit.randomness",
-    "discrete_laplace_constant_time": "dpkit.randomness",
-    "gaussian_noise_multiplier": "dpkit.accounting",
     "get_registry": "dpkit.registry",
-    "hookimpl": "dpkit.hookspecs",
-    "lie_threshold": "dpkit.randomness",
     "load_registry": "dpkit.registry",
-    "parameter": "dpkit.params",
     "privacy_unit": "dpkit.units",
-    "probability_threshold": "dpkit.randomness",
-    "resolve_rng": "dpkit.randomness",
     "unit_of": "dpkit.units",
 }
 
@@ -203,105 +83,38 @@ _LAZY: dict[str, str] = {
 __version__ = "0.1.0"
 
 __all__ = [
-    "Advice",
     "ApproximateDP",
-    "Boolean",
-    "Bound",
-    "BoundedRangeDP",
-    "Box",
     "Budget",
     "BudgetExceeded",
-    "Calibration",
-    "CategoricalDomain",
-    "Choice",
-    "CompositeDP",
-    "Cost",
     "DPKitError",
-    "Deferred",
-    "DistributionEstimate",
-    "Domain",
-    "Estimate",
-    "Estimator",
-    "FrequencyCounts",
     "GaussianDP",
     "IdUnit",
-    "Integer",
-    "Interval",
     "InvalidData",
     "InvalidParameter",
     "LaplaceDP",
     "Ledger",
-    "LedgerCorrupt",
-    "LedgerEntry",
-    "LedgerError",
-    "LedgerMismatch",
-    "LedgerMoved",
-    "LedgerUnitsMixed",
-    "MeanAdvice",
-    "MeanEstimate",
-    "MeanSums",
-    "Mechanism",
-    "MechanismInfo",
-    "NotALedger",
-    "ParameterSpec",
     "ParquetReports",
-    "PluginConflict",
-    "PluginError",
-    "PrivacyEvent",
     "PureDP",
-    "Query",
-    "RandomizedResponseDP",
-    "Real",
     "RecordUnit",
-    "Registry",
-    "Release",
     "ReleaseFailed",
-    "ReportHistogram",
     "SecureRandom",
-    "SecureWordSource",
-    "Sequence_",
     "Session",
     "SpecError",
-    "Statistics",
     "SubsampledDP",
-    "UnitIdentity",
     "UnitMismatch",
     "UnknownMechanism",
-    "VectorDomain",
     "__version__",
     "account",
     "accumulate",
     "advise",
     "advise_mean",
-    "as_array",
-    "bernoulli_bracketed",
-    "bernoulli_exp",
-    "bernoulli_exp_bracketed",
     "calibrate",
-    "check_rng",
-    "compose_advanced",
-    "compose_basic",
-    "compose_gdp",
-    "compose_parallel",
-    "compose_pld",
-    "compose_rdp",
-    "compose_zcdp",
-    "constant_time_tv_bound",
-    "discrete_gaussian",
-    "discrete_laplace",
-    "discrete_laplace_constant_time",
     "estimate",
-    "gaussian_noise_multiplier",
     "get_registry",
     "graph",
-    "hookimpl",
-    "lie_threshold",
     "load_registry",
     "mechanism",
-    "parameter",
     "privacy_unit",
-    "probability_threshold",
-    "resolve_rng",
     "unit_of",
 ]
 
@@ -321,13 +134,14 @@ def estimate(
     method: str | None = None,
     registry: Registry | None = None,
 ) -> Any:
-    """Estimate from ``reports``: an array of reports, merged :class:`Statistics`, or reports
-    in parts — a Dask array, Series or DataFrame, a :class:`ParquetReports` source, an iterator
-    of chunks — reduced part by part to mergeable statistics (:func:`accumulate`).
+    """Estimate from ``reports``: an array of reports, merged
+    :class:`~dpkit.plugin.Statistics`, or reports in parts — a Dask array, Series or DataFrame,
+    a :class:`ParquetReports` source, an iterator of chunks — reduced part by part to mergeable
+    statistics (:func:`accumulate`).
 
-    Returns what the mechanism's estimator estimates: an :class:`Estimate` of category counts
-    (frequency oracles), a :class:`MeanEstimate` (mean protocols) or a
-    :class:`DistributionEstimate` (distribution protocols). ``method`` names the estimator
+    Returns what the mechanism's estimator estimates: an :class:`~dpkit.plugin.Estimate` of
+    category counts (frequency oracles), a :class:`~dpkit.plugin.MeanEstimate` (mean protocols)
+    or a :class:`~dpkit.plugin.DistributionEstimate` (distribution protocols). ``method`` names the estimator
     variant; None is the estimator's default (``"unbiased"`` for the frequency oracles and the
     means), and any post-processing is a separately named method.
     """

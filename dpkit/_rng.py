@@ -17,7 +17,7 @@ def check_rng(rng: _R, *, owner: str | None = None) -> _R:
     :class:`~dpkit.randomness.SecureRandom` (secure mode); never fall back to global state.
 
     ``None`` is refused here: a mechanism that gives ``None`` its secure meaning resolves it
-    first with :func:`dpkit.resolve_rng`.
+    first with :func:`dpkit.plugin.resolve_rng`.
     """
     if not isinstance(rng, (np.random.Generator, SecureRandom)):
         raise InvalidParameter(

@@ -12,9 +12,9 @@ from __future__ import annotations
 
 from typing import Any, Protocol, runtime_checkable
 
-import numpy as np
+from dpkit.arrays import plain
 
-__all__ = ["Document", "interval", "plain"]
+__all__ = ["Document", "interval"]
 
 
 @runtime_checkable
@@ -24,15 +24,6 @@ class Document(Protocol):
     def to_document(self, *, confidence: float = 0.95) -> dict[str, Any]:
         """The result's fields as JSON-ready values, the interval at level ``confidence``."""
         ...
-
-
-def plain(value: Any) -> Any:
-    """A numpy array as a list and a numpy scalar as a Python number; anything else as is."""
-    if isinstance(value, np.ndarray):
-        return value.tolist()
-    if isinstance(value, np.generic):
-        return value.item()
-    return value
 
 
 def interval(bounds: tuple[Any, Any] | None, level: float, method: str) -> dict[str, Any] | None:

@@ -1,11 +1,11 @@
 """The Estimator contract: reports → mergeable statistics → estimates with variance and intervals.
 
 An estimator first reduces reports to sufficient statistics (a :class:`Statistics`:
-:class:`FrequencyCounts` for the frequency oracles, :class:`~dpkit.MeanSums` for the numeric
-mean protocols, :class:`~dpkit.ReportHistogram` for distribution estimation), which add up, so
+:class:`FrequencyCounts` for the frequency oracles, :class:`~dpkit.plugin.MeanSums` for the numeric
+mean protocols, :class:`~dpkit.plugin.ReportHistogram` for distribution estimation), which add up, so
 reports can be aggregated chunk by chunk, in parallel or on a cluster, and then turns the merged
 statistics into an estimate: an :class:`Estimate` of category counts, a
-:class:`~dpkit.MeanEstimate` or a :class:`~dpkit.DistributionEstimate`.
+:class:`~dpkit.plugin.MeanEstimate` or a :class:`~dpkit.plugin.DistributionEstimate`.
 """
 
 from __future__ import annotations
@@ -271,7 +271,7 @@ class Estimator:
 
     Subclasses implement :meth:`accumulate` (reports → :class:`Statistics`) and :meth:`estimate`
     (statistics → an estimate: :class:`Estimate` for frequency oracles, or the numeric results
-    :class:`~dpkit.MeanEstimate` and :class:`~dpkit.DistributionEstimate`) and list the
+    :class:`~dpkit.plugin.MeanEstimate` and :class:`~dpkit.plugin.DistributionEstimate`) and list the
     ``methods`` they offer, the default first; for the frequency oracles ``"unbiased"`` is the
     default, and any post-processing (clipping, projection, maximum likelihood) is a separately
     named method, never applied silently.

@@ -1,7 +1,7 @@
 """The hooks a dpkit plugin implements; these docstrings are the hook reference.
 
 A plugin is a module (or object) registered under the ``dpkit`` entry-point group whose
-functions are marked with ``@dpkit.hookimpl``::
+functions are marked with ``@dpkit.plugin.hookimpl``::
 
     # pyproject.toml
     [project.entry-points.dpkit]
@@ -10,7 +10,7 @@ functions are marked with ``@dpkit.hookimpl``::
     # dpkit_coinflip.py
     import dpkit
 
-    @dpkit.hookimpl
+    @dpkit.plugin.hookimpl
     def dpkit_register_mechanisms(register):
         register(ForcedResponse)
 """
@@ -42,7 +42,7 @@ def dpkit_register_mechanisms(register: Callable[[type[Mechanism]], None]) -> No
     mechanism; the class's ``name`` is the name users pass to ``dpkit.mechanism(name, ...)``.
     A name registered by two plugins is an error naming both.
 
-    :param register: records one :class:`dpkit.Mechanism` subclass under its ``name``.
+    :param register: records one :class:`dpkit.plugin.Mechanism` subclass under its ``name``.
     """
 
 
@@ -52,7 +52,7 @@ def dpkit_register_queries(register: Callable[[type[Any]], None]) -> None:
 
     Called once per plugin when a registry is built. Call ``register(QueryClass)`` for each
     query; the class's ``name`` is the statistic's name in JSON specs. A query class is a
-    frozen ``attrs`` class whose parameters are declared with :func:`dpkit.parameter`, with
+    frozen ``attrs`` class whose parameters are declared with :func:`dpkit.plugin.parameter`, with
     an ``epsilon`` parameter (and ``delta`` where it takes one), a ``privacy`` property (its
     accounting event, known before any data is read) and ``run(data, /, *, rng)``.
 
@@ -65,7 +65,7 @@ def dpkit_register_estimators(register: Callable[[str, Callable[[Any], Estimator
     """Register estimators for mechanisms.
 
     Called once per plugin when a registry is built. Call ``register(mechanism_name, factory)``
-    where ``factory(mechanism)`` returns a :class:`dpkit.Estimator` for that mechanism instance.
+    where ``factory(mechanism)`` returns a :class:`dpkit.plugin.Estimator` for that mechanism instance.
     The mechanism may come from another plugin.
 
     :param register: records the estimator factory for a mechanism name.

@@ -38,10 +38,10 @@ __all__ = [
     "Boolean",
     "Choice",
     "Integer",
+    "Labels",
     "ParameterDomain",
     "ParameterSpec",
     "Real",
-    "Sequence_",
     "parameter",
     "parameter_specs",
 ]
@@ -212,7 +212,7 @@ def _label(item: Any) -> Any:
 
 
 @attrs.frozen
-class Sequence_(ParameterDomain):  # noqa: N801 - avoids shadowing typing.Sequence
+class Labels(ParameterDomain):
     """A non-empty sequence of distinct hashable labels (strings or integers), kept as a tuple;
     with ``uniform``, all strings or all integers."""
 

@@ -1,7 +1,7 @@
 """Local-DP reports partition by partition: Dask collections, Parquet files, chunk iterators.
 
-An estimator reduces reports to mergeable sufficient statistics (:class:`~dpkit.Statistics`:
-:class:`~dpkit.FrequencyCounts`, :class:`~dpkit.MeanSums`, :class:`~dpkit.ReportHistogram`),
+An estimator reduces reports to mergeable sufficient statistics (:class:`~dpkit.plugin.Statistics`:
+:class:`~dpkit.plugin.FrequencyCounts`, :class:`~dpkit.plugin.MeanSums`, :class:`~dpkit.plugin.ReportHistogram`),
 which add up. :func:`accumulate` uses that to aggregate reports that never sit in one
 process's memory:
 
@@ -14,7 +14,7 @@ process's memory:
 
 Integer statistics (every frequency oracle's counts, a distribution protocol's histogram) are
 exact, so the result is *identical* to accumulating all the reports at once, however they are
-partitioned. A mean protocol's :class:`~dpkit.MeanSums` are float sums: partitioned, they equal
+partitioned. A mean protocol's :class:`~dpkit.plugin.MeanSums` are float sums: partitioned, they equal
 the same partitions accumulated one after the other in order (the merge order is fixed), and
 differ from a single pass only by floating-point reassociation (a relative error of the order
 of 10⁻¹⁶ times the number of partitions).
@@ -168,7 +168,7 @@ def accumulate(mechanism: Mechanism, reports: Any, /, *, registry: Any = None) -
     ``reports`` is an array (or anything its estimator accepts), a Dask array, Series or
     DataFrame (reduced partition by partition on the cluster: see the module docstring), a
     :class:`ParquetReports` source (batch by batch), an iterator of chunks, or
-    :class:`~dpkit.Statistics` already (returned as they are). Pass the result to
+    :class:`~dpkit.plugin.Statistics` already (returned as they are). Pass the result to
     :func:`dpkit.estimate`, or add it to other statistics of the same mechanism.
     """
     from dpkit.registry import get_registry

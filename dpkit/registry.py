@@ -225,7 +225,7 @@ def _mechanism_adder(registry: Registry, origin: Provenance) -> Callable[[type[M
     def register(cls: type[Mechanism]) -> None:
         if not (isinstance(cls, type) and issubclass(cls, Mechanism)):
             raise PluginError(
-                f"plugin {origin.plugin!r} registered {cls!r}, not a dpkit.Mechanism subclass"
+                f"plugin {origin.plugin!r} registered {cls!r}, not a dpkit.plugin.Mechanism subclass"
             )
         name = getattr(cls, "name", None)
         if not isinstance(name, str) or not _NAME.match(name):

@@ -293,6 +293,6 @@ def as_identity(value: Any) -> UnitIdentity:
     raise InvalidParameter(
         "unit",
         value,
-        "a dpkit.RecordUnit, a dpkit.IdUnit, a dpkit.UnitIdentity, 'record', or "
+        "a dpkit.RecordUnit, a dpkit.IdUnit, a dpkit.units.UnitIdentity, 'record', or "
         "{'kind': 'id', 'column': ...}",
     )

@@ -33,7 +33,7 @@ settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "ci" if os.environ.ge
 
 
 @pytest.fixture
-def registry() -> dpkit.Registry:
+def registry() -> dpkit.registry.Registry:
     """A fresh registry of the installed plugins (built-ins and any third-party)."""
     return dpkit.load_registry()
 

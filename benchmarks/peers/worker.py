@@ -169,7 +169,7 @@ def central_tasks(n: int, subset: int) -> list[Task]:
 
     scale = 10
     dl = Task(f"exact discrete Laplace, scale {scale}, {n:.0e} draws", n)
-    dl.dpkit = {"secure": lambda: dpkit.discrete_laplace(scale, size=n)}
+    dl.dpkit = {"secure": lambda: dpkit.plugin.discrete_laplace(scale, size=n)}
     try:
         import opendp.prelude as dp
 

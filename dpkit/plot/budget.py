@@ -97,7 +97,7 @@ def budget_series(
             raise InvalidParameter(
                 "ledger",
                 type(ledger).__name__,
-                "a ledger path, a dpkit.Ledger or a list of dpkit.LedgerEntry",
+                "a ledger path, a dpkit.Ledger or a list of dpkit.ledger.LedgerEntry",
                 owner=_OWNER,
             )
         if dataset is not None:

@@ -36,7 +36,7 @@ def histogram_figure(
     """
     if not isinstance(estimate, Estimate):
         raise InvalidParameter(
-            "estimate", type(estimate).__name__, "a dpkit.Estimate", owner="histogram_figure"
+            "estimate", type(estimate).__name__, "a dpkit.plugin.Estimate", owner="histogram_figure"
         )
     if scale not in ("count", "frequency"):
         raise InvalidParameter("scale", scale, "'count' or 'frequency'", owner="histogram_figure")

@@ -73,7 +73,7 @@ def simulate_histogram(
 ) -> SimulatedHistogram:
     """Draw a Zipf population, randomize every value with ``mechanism``, estimate the histogram.
 
-    ``mechanism`` must be a local mechanism over a :class:`~dpkit.CategoricalDomain` with a
+    ``mechanism`` must be a local mechanism over a :class:`~dpkit.plugin.CategoricalDomain` with a
     registered estimator (krr, sue, oue, olh, hr, rr, ...). The estimate is the estimator's
     default (``"unbiased"``) method.
     """

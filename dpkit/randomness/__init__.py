@@ -5,11 +5,11 @@ whenever ``rng`` is None, and **fast**, a seedable ``numpy.random.Generator`` fo
 tests and benchmarks (not attack-resistant). See ``docs/security.md`` for the threats and
 the costs.
 
->>> import dpkit
->>> rng, mode = dpkit.resolve_rng(None)
+>>> import dpkit.plugin
+>>> rng, mode = dpkit.plugin.resolve_rng(None)
 >>> mode
 'secure'
->>> int(dpkit.discrete_laplace(2, size=10, rng=rng).size)
+>>> int(dpkit.plugin.discrete_laplace(2, size=10, rng=rng).size)
 10
 """
 
@@ -19,10 +19,8 @@ from dpkit.randomness.discrete import (
     bernoulli_bracketed,
     bernoulli_exp,
     bernoulli_exp_bracketed,
-    constant_time_tv_bound,
     discrete_gaussian,
     discrete_laplace,
-    discrete_laplace_constant_time,
 )
 from dpkit.randomness.modes import RandomnessMode, default_secure_random, resolve_rng
 from dpkit.randomness.secure_rng import SecureRandom, lie_threshold, probability_threshold
@@ -36,11 +34,9 @@ __all__ = [
     "bernoulli_bracketed",
     "bernoulli_exp",
     "bernoulli_exp_bracketed",
-    "constant_time_tv_bound",
     "default_secure_random",
     "discrete_gaussian",
     "discrete_laplace",
-    "discrete_laplace_constant_time",
     "lie_threshold",
     "probability_threshold",
     "resolve_rng",

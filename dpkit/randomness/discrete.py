@@ -46,10 +46,8 @@ __all__ = [
     "bernoulli_exp",
     "bernoulli_exp_array",
     "bernoulli_exp_bracketed",
-    "constant_time_tv_bound",
     "discrete_gaussian",
     "discrete_laplace",
-    "discrete_laplace_constant_time",
     "rejection_fill",
 ]
 
@@ -346,29 +344,6 @@ def discrete_gaussian(sigma2: Any, /, size: Size = None, *, rng: Any = None) -> 
         _discrete_gaussian, word_reader(generator), shape, exact.numerator, exact.denominator
     )
     return _finish(values, shape)
-
-
-def discrete_laplace_constant_time(scale: Any, /, size: Size = None, *, rng: Any = None) -> Any:
-    """The discrete Laplace with a fixed amount of work per draw: now :func:`discrete_laplace`.
-
-    The bit-decomposition sampler this name used to select (2J words per draw, within a stated
-    total-variation distance of the law) is superseded: :func:`discrete_laplace` is exact *and*
-    does fixed work, with about J/13 + 1 words per draw. Kept so that existing code runs.
-    """
-    owner = "discrete_laplace_constant_time"
-    exact = _laplace_scale(scale, owner)
-    generator, _ = resolve_rng(rng, owner=owner)
-    shape = _shape(size)
-    values = discrete_laplace_digits(1 / exact, word_reader(generator), math.prod(shape))
-    return _finish(values.reshape(shape), shape)
-
-
-def constant_time_tv_bound(scale: Any, /) -> float:
-    """Total-variation distance between :func:`discrete_laplace_constant_time` and the exact
-    discrete Laplace: 0.0, since that sampler is now exact (it was (2J + 2)·2⁻⁶⁴ for the
-    bit-decomposition sampler it replaced). The scale is still validated."""
-    _laplace_scale(scale, "constant_time_tv_bound")
-    return 0.0
 
 
 def bernoulli_exp(

@@ -16,7 +16,8 @@ from typing import Any
 import dpkit
 from dpkit import _json as strict_json
 from dpkit._enclosure import float_above, float_below
-from dpkit.document import Document, plain
+from dpkit.arrays import plain
+from dpkit.document import Document
 from dpkit.errors import BudgetExceeded, InvalidParameter, SpecError
 from dpkit.ledger import exact_text
 from dpkit.mean_estimate import no_mean_document

@@ -1,6 +1,6 @@
 """The spec schemas: static envelopes composed with the installed plugins' parameter schemas.
 
-Each mechanism and query declares its parameters (:func:`dpkit.parameter`); their JSON Schemas
+Each mechanism and query declares its parameters (:func:`dpkit.plugin.parameter`); their JSON Schemas
 are attached with ``if``/``then`` on the mechanism or statistic name (never ``oneOf``, whose
 errors say nothing about which field is wrong), so a third-party plugin's parameters are
 validated as soon as it is installed.

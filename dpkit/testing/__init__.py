@@ -24,7 +24,7 @@ a family-wise false-alarm rate ≤ 1e-3. A pass means "no violation found with t
 never a proof of privacy; an audit that could check nothing is ``"unchecked"``, not a pass.
 
 Neighbouring inputs come from the mechanism's domain (:mod:`dpkit.testing.inputs`: any
-:class:`dpkit.Domain` that declares its neighbours, plus explicit ``pairs``), and whole queries
+:class:`dpkit.plugin.Domain` that declares its neighbours, plus explicit ``pairs``), and whole queries
 are audited on neighbouring datasets by :func:`audit_query` / :func:`check_query`
 (:mod:`dpkit.testing.datasets`).
 """

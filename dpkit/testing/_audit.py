@@ -57,7 +57,9 @@ def audit(
     random neighbours.
     """
     if not isinstance(mechanism, Mechanism):
-        raise TypeError(f"expected a dpkit.Mechanism instance, got {type(mechanism).__name__}")
+        raise TypeError(
+            f"expected a dpkit.plugin.Mechanism instance, got {type(mechanism).__name__}"
+        )
     chosen = check_modes(modes, owner="audit")
     start = time.perf_counter()
     claim = mechanism.privacy

@@ -5,7 +5,7 @@ sampler is caught. The design follows the auditors surveyed in the auditing note
 et al. CCS 2018; DP-Sniper, Bichsel et al. S&P 2021; LDP-Auditor, Arcolezi & Gambs PETS 2024):
 
 1. **Inputs.** Neighbouring pairs: the worst-case pairs the domain declares (or the auditor
-   derives for a :class:`~dpkit.VectorDomain`), pairs the caller names, and random ones
+   derives for a :class:`~dpkit.plugin.VectorDomain`), pairs the caller names, and random ones
    (:mod:`dpkit.testing.inputs`); for a whole query, neighbouring *datasets*
    (:mod:`dpkit.testing.datasets`).
 2. **Event selection, on batch A.** For every pair, candidate events are upper level sets

@@ -7,7 +7,7 @@ a sensitivity the author declares — catches the commonest real bug, a wrong se
 (a sum that forgets to clamp, a count with half the noise, a mean calibrated for replace-one),
 without the author having to state the sensitivity at all.
 
-A relation is a :class:`~dpkit.Domain` whose elements are datasets and which declares its
+A relation is a :class:`~dpkit.plugin.Domain` whose elements are datasets and which declares its
 neighbours (``pairs()``, ``neighbours(rng, n)``, ``are_neighbours(d, d′)``), exactly as an
 input domain does for a mechanism, plus ``describe(dataset)`` for reports. :class:`AddRemoveOne`
 builds 1-D numpy columns, the input of the queries' ``run(data, /, *, rng)``. An id-level

@@ -7,7 +7,7 @@ stated floating-point and quadrature tolerances.
   single outcome, so the exact privacy loss over the pairs checked is
   ε* = max over neighbours (x, x') and outputs o of ln p_x(o) − ln p_x'(o)
   (Dwork & Roth 2014, Definition 2.4 with S = {o}); the claim holds iff ε* ≤ ε + 1e-9.
-  A :class:`~dpkit.CategoricalDomain` has every pair checked; any other domain the pairs the
+  A :class:`~dpkit.plugin.CategoricalDomain` has every pair checked; any other domain the pairs the
   auditor screens (declared, derived, explicit), so ε* is then a lower bound on the loss over
   the whole domain.
 * With δ > 0, and for continuous outputs, the tight quantity is the hockey-stick divergence

@@ -4,13 +4,13 @@ A violation is only visible on the right pair of neighbours (auditing note §1; 
 §5.1), so the auditor always includes the *worst-case* pairs of the declared relation. Pairs come
 from three sources, all screened alike (:mod:`dpkit.testing.blackbox`):
 
-* **declared** — any domain that declares its neighbours (:attr:`dpkit.Domain.declares_neighbours`:
-  the built-in :class:`~dpkit.CategoricalDomain`, :class:`~dpkit.Interval` and :class:`~dpkit.Box`,
-  or a third party's :class:`~dpkit.Domain` subclass) gives its worst-case pairs with
+* **declared** — any domain that declares its neighbours (:attr:`dpkit.plugin.Domain.declares_neighbours`:
+  the built-in :class:`~dpkit.plugin.CategoricalDomain`, :class:`~dpkit.plugin.Interval` and :class:`~dpkit.plugin.Box`,
+  or a third party's :class:`~dpkit.plugin.Domain` subclass) gives its worst-case pairs with
   ``domain.pairs()`` and random ones with ``domain.neighbours(rng, n)``; an input is whatever
   those pairs hold (a category index, a number, a vector of shape ``(d,)``, ...), and a batch of
   ``n`` copies of it is stacked along a new first axis;
-* **derived** — :class:`~dpkit.VectorDomain` (central DP, answers within a sensitivity), whose
+* **derived** — :class:`~dpkit.plugin.VectorDomain` (central DP, answers within a sensitivity), whose
   pairs depend on how ``randomize`` takes its input:
 
   * *scalar* mode, where ``randomize`` maps an array of answers element by element: ``x = 0``
@@ -63,9 +63,9 @@ class Unsupported(Exception):
 class InputPlan:
     """How to feed one input value ``n`` times to ``randomize`` and which pairs to try.
 
-    ``mode`` is ``"categorical"`` (a :class:`~dpkit.CategoricalDomain`), ``"declared"``
+    ``mode`` is ``"categorical"`` (a :class:`~dpkit.plugin.CategoricalDomain`), ``"declared"``
     (another domain that declares its neighbours), ``"scalar"`` or ``"vector"`` (the two
-    calling conventions of a :class:`~dpkit.VectorDomain`). ``sensitivity`` is the declared Δ
+    calling conventions of a :class:`~dpkit.plugin.VectorDomain`). ``sensitivity`` is the declared Δ
     of a vector domain, and for a declared domain the largest distance between the inputs of
     its worst-case pairs (a length scale for the exact tier's integration window).
     """

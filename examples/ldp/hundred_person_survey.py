@@ -60,7 +60,7 @@ def main(seed: int = 2026, trials: int = 20_000) -> Result:
 
     # 1. The seed's numbers: 70 "no" and 30 "yes" reports. FrequencyCounts is the estimator's
     #    sufficient statistic, so the published totals are enough.
-    counts = dpkit.FrequencyCounts("rr", [N - YES_ANSWERS, YES_ANSWERS], N)
+    counts = dpkit.plugin.FrequencyCounts("rr", [N - YES_ANSWERS, YES_ANSWERS], N)
     estimate = dpkit.estimate(rr, counts)
     share = float(estimate.frequencies[1])
     variance = float(estimate.frequency_variance[1])

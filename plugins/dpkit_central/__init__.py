@@ -17,7 +17,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-import dpkit
+from dpkit.plugin import Estimator, Mechanism, hookimpl
 from dpkit_central._query import QueryResult
 from dpkit_central.accuracy import Accuracy
 from dpkit_central.aggregates import Aggregates
@@ -78,7 +78,7 @@ __all__ = [
     "utility_guarantee",
 ]
 
-MECHANISMS: tuple[type[dpkit.Mechanism], ...] = (
+MECHANISMS: tuple[type[Mechanism], ...] = (
     Laplace,
     Gaussian,
     Geometric,
@@ -88,8 +88,8 @@ MECHANISMS: tuple[type[dpkit.Mechanism], ...] = (
 )
 
 
-@dpkit.hookimpl
-def dpkit_register_mechanisms(register: Callable[[type[dpkit.Mechanism]], None]) -> None:
+@hookimpl
+def dpkit_register_mechanisms(register: Callable[[type[Mechanism]], None]) -> None:
     """Register the central mechanisms."""
     for cls in MECHANISMS:
         register(cls)
@@ -98,15 +98,15 @@ def dpkit_register_mechanisms(register: Callable[[type[dpkit.Mechanism]], None])
 QUERIES: tuple[type[Any], ...] = (Count, Sum, Mean, Histogram, Quantile)
 
 
-@dpkit.hookimpl
+@hookimpl
 def dpkit_register_queries(register: Callable[[type[Any]], None]) -> None:
     """Register the queries (statistics over a dataset) that JSON specs and sessions run."""
     for cls in QUERIES:
         register(cls)
 
 
-@dpkit.hookimpl
+@hookimpl
 def dpkit_register_estimators(
-    register: Callable[[str, Callable[[Any], dpkit.Estimator]], None],
+    register: Callable[[str, Callable[[Any], Estimator]], None],
 ) -> None:
     """Central mechanisms release their estimates directly; no estimator is needed."""

@@ -66,9 +66,15 @@ import attrs
 import numpy as np
 from numpy.typing import NDArray
 
-from dpkit import Choice, InvalidData, InvalidParameter, PrivacyEvent
-from dpkit.document import interval, plain
-from dpkit.params import SENSITIVITY
+from dpkit.plugin import (
+    SENSITIVITY,
+    Choice,
+    InvalidData,
+    InvalidParameter,
+    PrivacyEvent,
+    interval,
+    plain,
+)
 from dpkit_central._noise import NOISE_INTERVAL, AdditiveNoise, symmetric_interval
 from dpkit_central._validation import as_array, check_kind, finite_answers, total_floats
 from dpkit_central.accuracy import Accuracy, check_alpha, mode_of

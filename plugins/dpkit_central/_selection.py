@@ -22,7 +22,9 @@ import attrs
 import numpy as np
 from numpy.typing import NDArray
 
-from dpkit import (
+from dpkit.plugin import (
+    CENTRAL_EPSILON,
+    SENSITIVITY,
     Boolean,
     InvalidData,
     Mechanism,
@@ -30,10 +32,10 @@ from dpkit import (
     PureDP,
     Real,
     VectorDomain,
+    bernoulli_bracketed,
+    bernoulli_exp_bracketed,
     parameter,
 )
-from dpkit.params import CENTRAL_EPSILON, SENSITIVITY
-from dpkit.randomness.discrete import bernoulli_bracketed, bernoulli_exp_bracketed
 from dpkit_central._validation import as_array, check_kind, total_utilities
 
 U64 = 1 << 64
@@ -180,7 +182,7 @@ def coins(
 ) -> NDArray[np.bool_]:
     """Independent exact Bernoulli(exp(−x)) coins, one per utility (``top`` = u*, broadcasting),
     with x = γ = λ(u* − u), or x = γ − k/64 with k = ``offset`` (each k ≤ 64γ); False for −inf
-    utilities. :func:`dpkit.bernoulli_exp_bracketed` on the float brackets of
+    utilities. :func:`dpkit.plugin.bernoulli_exp_bracketed` on the float brackets of
     :func:`gap_brackets` (widened by the rounding of the subtraction of k/64), with the exact
     rational exponent formed only on demand; in chunks of 2¹⁵ coins."""
     flat_top = np.broadcast_to(top, utilities.shape).reshape(-1)

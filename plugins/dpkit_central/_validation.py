@@ -23,8 +23,15 @@ from typing import Any
 import numpy as np
 from numpy.typing import NDArray
 
-from dpkit import InvalidData, InvalidParameter
-from dpkit.arrays import as_array, describe_dtype, plain, readable, total_floats
+from dpkit.plugin import (
+    InvalidData,
+    InvalidParameter,
+    as_array,
+    describe_dtype,
+    plain,
+    readable,
+    total_floats,
+)
 
 __all__ = [
     "LATTICE_LIMIT",

@@ -31,8 +31,7 @@ from typing import Any
 
 import attrs
 
-import dpkit
-from dpkit import InvalidParameter, PrivacyEvent
+from dpkit.plugin import InvalidParameter, PrivacyEvent, resolve_rng
 from dpkit_central._noise import AdditiveNoise
 
 __all__ = ["Accuracy", "check_alpha", "mode_of"]
@@ -48,7 +47,7 @@ def check_alpha(alpha: Any, owner: str) -> float:
 def mode_of(rng: Any) -> Any:
     """A stand-in random source of the same mode as ``rng`` (never drawn from): the noise a
     release adds depends on the mode only."""
-    return dpkit.resolve_rng(rng, owner="accuracy")[0]
+    return resolve_rng(rng, owner="accuracy")[0]
 
 
 @attrs.frozen

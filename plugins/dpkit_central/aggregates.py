@@ -15,7 +15,7 @@ import attrs
 import numpy as np
 from numpy.typing import NDArray
 
-from dpkit.tables import narwhals
+from dpkit.plugin import narwhals
 
 __all__ = ["Aggregates", "aligned", "collect", "key_tuples", "sorted_keys"]
 

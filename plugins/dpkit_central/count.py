@@ -10,10 +10,7 @@ import attrs
 import numpy as np
 from numpy.typing import NDArray
 
-import dpkit
-from dpkit import Choice, parameter
-from dpkit.params import CENTRAL_EPSILON, DELTA
-from dpkit.tables import ColumnKind
+from dpkit.plugin import CENTRAL_EPSILON, DELTA, Choice, ColumnKind, parameter, resolve_rng
 from dpkit_central._query import (
     COUNT_NAN_POLICY,
     AdditiveQuery,
@@ -73,7 +70,7 @@ class Count(AdditiveQuery):
         return 1.0
 
     def run(self, data: Any, /, *, rng: Any = None) -> QueryResult:
-        rng = dpkit.resolve_rng(rng, owner=self.name)[0]
+        rng = resolve_rng(rng, owner=self.name)[0]
         found = records(data, self.name, drop_missing=self.nan == "drop")
         return release(self.name, self.mechanism, found.shape[0], rng)
 

@@ -10,14 +10,14 @@ import attrs
 import numpy as np
 from numpy.typing import NDArray
 
-import dpkit
-from dpkit import (
+from dpkit.plugin import (
     BoundedRangeDP,
     InvalidData,
     InvalidParameter,
     Real,
+    describe_dtype,
+    resolve_rng,
 )
-from dpkit.arrays import describe_dtype
 from dpkit_central._selection import Selection, exact_rate, exponential_secure
 from dpkit_central._validation import as_utilities
 
@@ -178,7 +178,7 @@ class Exponential(Selection):
         :func:`dpkit_central._selection.exponential_secure`); the output law is then exactly
         :meth:`log_probability`'s, with no rounding and the declared ε.
         """
-        rng = dpkit.resolve_rng(rng, owner=self.name)[0]
+        rng = resolve_rng(rng, owner=self.name)[0]
         utilities = as_utilities(values, owner=self.name)
         if size is not None:
             if utilities.ndim != 1:

@@ -10,18 +10,23 @@ import attrs
 import numpy as np
 from numpy.typing import NDArray
 
-import dpkit
-from dpkit import (
+from dpkit.plugin import (
+    CENTRAL_EPSILON,
+    DELTA,
+    SENSITIVITY,
     Choice,
     GaussianDP,
     InvalidParameter,
     Mechanism,
     Real,
+    SecureRandom,
     VectorDomain,
+    discrete_gaussian,
+    gaussian_delta,
+    gaussian_meets,
     parameter,
+    resolve_rng,
 )
-from dpkit.params import CENTRAL_EPSILON, DELTA, SENSITIVITY
-from dpkit.privacy import gaussian_delta, gaussian_meets
 from dpkit_central._noise import AdditiveNoise
 from dpkit_central._validation import (
     MAX_FINITE,
@@ -225,7 +230,7 @@ def gaussian_noise_for(
 ) -> AdditiveNoise:
     """The noise of a Gaussian release of σ = ``sigma`` in the mode of ``rng`` (see
     :meth:`Gaussian.noise_for`)."""
-    if rng is None or isinstance(rng, dpkit.SecureRandom):
+    if rng is None or isinstance(rng, SecureRandom):
         plan = LatticeGaussian.plan(sigma, sensitivity, coordinates)
         return AdditiveNoise.discrete_gaussian(plan.sigma2_steps, plan.step)
     return AdditiveNoise.gaussian(sigma)
@@ -256,7 +261,7 @@ def lattice_gaussian_release(
     g = plan.step
     steps = lattice_steps(answers, g, owner=owner, noise=f"noise σ = {sigma:.3g}")
     noise = np.asarray(
-        dpkit.discrete_gaussian(plan.sigma2_steps, size=answers.shape, rng=rng), dtype=np.int64
+        discrete_gaussian(plan.sigma2_steps, size=answers.shape, rng=rng), dtype=np.int64
     )
     return lattice_release(steps, noise, g)
 
@@ -365,9 +370,9 @@ class Gaussian(Mechanism):
         ``changed`` as in :func:`lattice_gaussian_release`). In fast mode a sum beyond the
         largest double is clipped back to it (post-processing).
         """
-        rng = dpkit.resolve_rng(rng, owner=self.name)[0]
+        rng = resolve_rng(rng, owner=self.name)[0]
         answers = as_finite(values, owner=self.name)
-        if isinstance(rng, dpkit.SecureRandom):
+        if isinstance(rng, SecureRandom):
             return lattice_gaussian_release(
                 answers,
                 sigma=self.sigma,

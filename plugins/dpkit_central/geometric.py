@@ -10,9 +10,17 @@ import attrs
 import numpy as np
 from numpy.typing import NDArray
 
-import dpkit
-from dpkit import Mechanism, PureDP, Real, VectorDomain, parameter
-from dpkit.params import CENTRAL_EPSILON, SENSITIVITY
+from dpkit.plugin import (
+    CENTRAL_EPSILON,
+    SENSITIVITY,
+    InvalidParameter,
+    Mechanism,
+    PureDP,
+    Real,
+    VectorDomain,
+    parameter,
+    resolve_rng,
+)
 from dpkit_central._noise import AdditiveNoise
 from dpkit_central._validation import as_integers, check_integer_answers, integer_answers
 
@@ -69,7 +77,7 @@ class Geometric(Mechanism):
 
     def __attrs_post_init__(self) -> None:
         if self.sensitivity / self.epsilon > MAX_SCALE:
-            raise dpkit.InvalidParameter(
+            raise InvalidParameter(
                 "sensitivity",
                 self.sensitivity,
                 f"at most {MAX_SCALE:g}·ε (the noise scale Δ/ε; larger noise overflows the "
@@ -122,10 +130,10 @@ class Geometric(Mechanism):
 
     def randomize(self, values: Any, /, *, rng: Any = None) -> NDArray[np.int64]:
         """``values`` (integers, any shape) plus iid two-sided geometric noise, as int64."""
-        rng = dpkit.resolve_rng(rng, owner=self.name)[0]
+        rng = resolve_rng(rng, owner=self.name)[0]
         answers = as_integers(values, owner=self.name)
         if not isinstance(rng, np.random.Generator):  # secure mode: the exact sampler
-            from dpkit.randomness import discrete_laplace
+            from dpkit.plugin import discrete_laplace
 
             noise = np.asarray(
                 discrete_laplace(self.secure_scale, size=answers.shape, rng=rng), np.int64

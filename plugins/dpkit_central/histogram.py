@@ -9,11 +9,19 @@ import attrs
 import numpy as np
 from numpy.typing import NDArray
 
-import dpkit
-from dpkit import Boolean, Choice, InvalidParameter, Sequence_, parameter
-from dpkit.arrays import lookup_index
-from dpkit.params import CENTRAL_EPSILON, DELTA
-from dpkit.tables import ColumnKind, positions
+from dpkit.plugin import (
+    CENTRAL_EPSILON,
+    DELTA,
+    Boolean,
+    Choice,
+    ColumnKind,
+    InvalidParameter,
+    Labels,
+    lookup_index,
+    parameter,
+    positions,
+    resolve_rng,
+)
 from dpkit_central._query import (
     NAN_POLICY,
     AdditiveQuery,
@@ -58,7 +66,7 @@ class Histogram(AdditiveQuery):
 
     name: ClassVar[str] = "histogram"
     numeric: ClassVar[bool] = False
-    categories: tuple[Any, ...] = parameter(Sequence_(min_length=1), doc="the declared categories")
+    categories: tuple[Any, ...] = parameter(Labels(min_length=1), doc="the declared categories")
     epsilon: float = parameter(CENTRAL_EPSILON, doc="privacy loss ε", typical=(0.05, 6.0))
     noise: str = parameter(
         Choice(("geometric", "laplace", "gaussian")), doc="noise distribution", default="geometric"
@@ -112,7 +120,7 @@ class Histogram(AdditiveQuery):
         return np.bincount(mapped, minlength=cells).astype(np.int64)
 
     def run(self, data: Any, /, *, rng: Any = None) -> QueryResult:
-        rng = dpkit.resolve_rng(rng, owner=self.name)[0]
+        rng = resolve_rng(rng, owner=self.name)[0]
         result = release(self.name, self.mechanism, self.counts(data), rng)
         return attrs.evolve(result, categories=self.cells)
 

@@ -20,10 +20,16 @@ from typing import Any, ClassVar
 import attrs
 import numpy as np
 
-import dpkit
-from dpkit import InvalidParameter
-from dpkit.params import CENTRAL_EPSILON, DELTA
-from dpkit.tables import ColumnKind, as_frame, narwhals, require_columns
+from dpkit.plugin import (
+    CENTRAL_EPSILON,
+    DELTA,
+    ColumnKind,
+    InvalidParameter,
+    as_frame,
+    narwhals,
+    parameter,
+    require_columns,
+)
 
 __all__ = [
     "KEYS_PATH",
@@ -111,8 +117,8 @@ class PrivateKeys:
     (``epsilon``, ``delta``) on top of the statistic's (see
     :mod:`dpkit_central.partition_selection`)."""
 
-    epsilon: float = dpkit.parameter(CENTRAL_EPSILON, doc="ε of the partition selection")
-    delta: float = dpkit.parameter(DELTA, doc="δ of the partition selection")
+    epsilon: float = parameter(CENTRAL_EPSILON, doc="ε of the partition selection")
+    delta: float = parameter(DELTA, doc="δ of the partition selection")
     name: ClassVar[str] = "group_by"
     field_path: ClassVar[tuple[str, ...]] = ("group_by", "selection")  # dpkit.params.parameter
 

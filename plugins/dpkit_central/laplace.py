@@ -10,9 +10,18 @@ import attrs
 import numpy as np
 from numpy.typing import NDArray
 
-import dpkit
-from dpkit import LaplaceDP, Mechanism, Real, VectorDomain, parameter
-from dpkit.params import CENTRAL_EPSILON, SENSITIVITY
+from dpkit.plugin import (
+    CENTRAL_EPSILON,
+    SENSITIVITY,
+    LaplaceDP,
+    Mechanism,
+    Real,
+    SecureRandom,
+    VectorDomain,
+    discrete_laplace,
+    parameter,
+    resolve_rng,
+)
 from dpkit_central._noise import AdditiveNoise
 from dpkit_central._validation import (
     MAX_FINITE,
@@ -116,9 +125,9 @@ class Laplace(Mechanism):
         coordinates only (default: all of them), since an unchanged coordinate rounds the same
         way on both sides, so ‖k − k′‖₁ ≤ Δ₁/g + ``changed``.
         """
-        rng = dpkit.resolve_rng(rng, owner=self.name)[0]
+        rng = resolve_rng(rng, owner=self.name)[0]
         answers = as_finite(values, owner=self.name)
-        if isinstance(rng, dpkit.SecureRandom):
+        if isinstance(rng, SecureRandom):
             return self._lattice_release(answers, rng, changed or answers.size)
         require_generator(rng, owner=self.name)
         noise = np.asarray(rng.laplace(0.0, self.scale, size=answers.shape), dtype=np.float64)
@@ -147,7 +156,7 @@ class Laplace(Mechanism):
         α = e^(−1/t), which exceeds 2b² by the factor (1 + d·g/Δ₁)² or so (see the class
         docstring). Intervals built from it also cover the rounding to the lattice.
         """
-        if rng is None or isinstance(rng, dpkit.SecureRandom):
+        if rng is None or isinstance(rng, SecureRandom):
             return AdditiveNoise.discrete_laplace(
                 float(self.lattice_scale(coordinates)), self.lattice_step()
             )
@@ -159,7 +168,7 @@ class Laplace(Mechanism):
         g = self.lattice_step()
         steps = lattice_steps(answers, g, owner=self.name, noise=f"noise scale {self.scale:.3g}")
         t = self.lattice_scale(coordinates)
-        noise = np.asarray(dpkit.discrete_laplace(t, size=answers.shape, rng=rng), dtype=np.int64)
+        noise = np.asarray(discrete_laplace(t, size=answers.shape, rng=rng), dtype=np.int64)
         return lattice_release(steps, noise, g)
 
     def log_probability(self, outputs: Any, inputs: Any, /) -> NDArray[np.float64]:

@@ -11,10 +11,20 @@ import attrs
 import numpy as np
 from numpy.typing import NDArray
 
-import dpkit
-from dpkit import Choice, CompositeDP, GaussianDP, LaplaceDP, PrivacyEvent, parameter
-from dpkit.params import BOUND, CENTRAL_EPSILON, DELTA
-from dpkit.tables import ColumnKind
+from dpkit.plugin import (
+    BOUND,
+    CENTRAL_EPSILON,
+    DELTA,
+    Choice,
+    ColumnKind,
+    CompositeDP,
+    GaussianDP,
+    LaplaceDP,
+    PrivacyEvent,
+    SecureRandom,
+    parameter,
+    resolve_rng,
+)
 from dpkit_central._noise import AdditiveNoise
 from dpkit_central._query import (
     NAN_POLICY,
@@ -128,7 +138,7 @@ class Mean(Query):
         return mean_accuracy(self, self.parts(), check_alpha(alpha, self.name), rng)
 
     def run(self, data: Any, /, *, rng: Any = None) -> QueryResult:
-        rng = dpkit.resolve_rng(rng, owner=self.name)[0]
+        rng = resolve_rng(rng, owner=self.name)[0]
         values = numeric_records(data, self.name)
         centred = clamped(values, self.lower, self.upper)
         with np.errstate(over="ignore"):  # only for bounds near ±1.8e308; clamped just below
@@ -283,7 +293,7 @@ class _FixedGaussian:
         :func:`lattice_gaussian_release` (with the same declared noise multiplier σ/Δ, so the
         joint event is unchanged; ``changed`` as there)."""
         answers = np.asarray(value, dtype=np.float64)
-        if isinstance(rng, dpkit.SecureRandom):
+        if isinstance(rng, SecureRandom):
             return lattice_gaussian_release(
                 answers,
                 sigma=self.sigma,

@@ -32,11 +32,13 @@ import attrs
 import numpy as np
 from numpy.typing import NDArray
 
-import dpkit
-from dpkit import (
+from dpkit.plugin import (
     InvalidData,
     InvalidParameter,
     Real,
+    check_rng,
+    discrete_laplace,
+    resolve_rng,
 )
 from dpkit_central._selection import (
     Selection,
@@ -323,7 +325,7 @@ def report_noisy_max_secure(
 ) -> NDArray[np.int64]:
     """argmax_r (k_r + Z_r), lowest index on ties, Z_r iid exact discrete Laplace(t).
 
-    k = :func:`lattice_scores`, Z from :func:`dpkit.discrete_laplace` (Canonne, Kamath &
+    k = :func:`lattice_scores`, Z from :func:`dpkit.plugin.discrete_laplace` (Canonne, Kamath &
     Steinke 2020, Algorithm 2) at the exact rational t of ``lattice``. Subtracting each row's
     maximum score changes no comparison. A relative score below −2⁶² is clipped to −2⁶²: when
     every |Z| < 2⁶¹ such a candidate's noisy score, clipped or not, is below −2⁶¹, while the
@@ -334,9 +336,7 @@ def report_noisy_max_secure(
     m = utilities.shape[-1]
     flat = utilities.reshape(-1, m)
     scores, finite = lattice_scores(flat, lattice.exponent)
-    noise = np.asarray(
-        dpkit.discrete_laplace(lattice.scale, size=flat.shape, rng=rng), dtype=np.int64
-    )
+    noise = np.asarray(discrete_laplace(lattice.scale, size=flat.shape, rng=rng), dtype=np.int64)
     largest_noise = int(np.abs(noise).max()) if noise.size else 0
     if largest_noise >= 1 << 61:  # probability below e^(−2⁶¹/t)
         exact = scores.astype(object) + noise.astype(object)
@@ -489,7 +489,7 @@ def report_one_sided_noisy_argmax(
     permute-and-flip at the same rate (Ding et al. 2021), not that of the exponential
     mechanism (see the module docstring).
     """
-    rng = dpkit.check_rng(rng, owner="report_one_sided_noisy_argmax")
+    rng = check_rng(rng, owner="report_one_sided_noisy_argmax")
     require_generator(rng, owner="report_one_sided_noisy_argmax")
     u = as_utilities(utilities, owner="report_one_sided_noisy_argmax")
     noisy = rng.exponential(1.0 / rate, size=u.shape)
@@ -584,7 +584,7 @@ class ReportNoisyMax(Selection):
         scores, lowest index on ties (see the class docstring and
         :func:`report_noisy_max_secure`); its law is :meth:`secure_log_probability`.
         """
-        rng = dpkit.resolve_rng(rng, owner=self.name)[0]
+        rng = resolve_rng(rng, owner=self.name)[0]
         if not isinstance(rng, np.random.Generator):
             lattice = self.lattice
             return report_noisy_max_secure(as_utilities(values, owner=self.name), lattice, rng)
@@ -648,7 +648,7 @@ class PermuteAndFlip(Selection):
         in a uniform order); see :func:`dpkit_central._selection.permute_and_flip_secure`.
         Its output law is exactly :meth:`log_probability`'s, at the declared ε.
         """
-        rng = dpkit.resolve_rng(rng, owner=self.name)[0]
+        rng = resolve_rng(rng, owner=self.name)[0]
         u = as_utilities(values, owner=self.name)
         if not isinstance(rng, np.random.Generator):
             return permute_and_flip_secure(u, self.exact_rate, rng)

@@ -47,10 +47,17 @@ import attrs
 import numpy as np
 from numpy.typing import NDArray
 
-import dpkit
-from dpkit import ApproximateDP, InvalidParameter, Real, parameter
-from dpkit.params import CENTRAL_EPSILON
-from dpkit.units import MAX_BOUND
+from dpkit.plugin import (
+    CENTRAL_EPSILON,
+    MAX_BOUND,
+    ApproximateDP,
+    Integer,
+    InvalidParameter,
+    Real,
+    SecureRandom,
+    parameter,
+    resolve_rng,
+)
 
 __all__ = ["MAX_STEPS", "PartitionSelection", "keep_thresholds"]
 
@@ -140,7 +147,7 @@ class PartitionSelection:
         doc="δ of the released key set: a key held by one id is released with probability ≤ δ",
     )
     max_groups: int = parameter(
-        dpkit.Integer(low=1, high=MAX_BOUND), doc="partitions one id may contribute to", default=1
+        Integer(low=1, high=MAX_BOUND), doc="partitions one id may contribute to", default=1
     )
     thresholds: tuple[int, ...] = attrs.field(init=False, repr=False, eq=False)
 
@@ -176,14 +183,14 @@ class PartitionSelection:
         modes (secure words, or a Generator's exact uniform integers). Total: negative counts
         are read as 0, counts beyond the table as "keep".
         """
-        generator = dpkit.resolve_rng(rng, owner=self.name)[0]
+        generator = resolve_rng(rng, owner=self.name)[0]
         n = np.clip(np.asarray(units, dtype=np.int64), 0, len(self.thresholds))
         if n.size == 0:
             return np.zeros(0, dtype=np.bool_)
         table = np.array(self.thresholds, dtype=np.uint64)
         inside = n < len(self.thresholds)
         threshold = table[np.minimum(n, len(self.thresholds) - 1)]
-        if isinstance(generator, dpkit.SecureRandom):
+        if isinstance(generator, SecureRandom):
             words = generator.words(n.size)
         else:
             words = generator.integers(0, _ONE, size=n.size, dtype=np.uint64)

@@ -12,10 +12,16 @@ import attrs
 import numpy as np
 from numpy.typing import NDArray
 
-import dpkit
-from dpkit import BoundedRangeDP, Real, parameter
-from dpkit.params import BOUND, CENTRAL_EPSILON
-from dpkit.tables import ColumnKind
+from dpkit.plugin import (
+    BOUND,
+    CENTRAL_EPSILON,
+    BoundedRangeDP,
+    ColumnKind,
+    Real,
+    SecureRandom,
+    parameter,
+    resolve_rng,
+)
 from dpkit_central._query import (
     NAN_POLICY,
     Query,
@@ -115,7 +121,7 @@ class Quantile(Query):
         (its continuous density depends on the gaps between values): ``half_width`` is None."""
         alpha = check_alpha(alpha, self.name)
         half = None
-        if isinstance(mode_of(rng), dpkit.SecureRandom):
+        if isinstance(mode_of(rng), SecureRandom):
             half = utility_guarantee(
                 epsilon=self.epsilon,
                 sensitivity=1.0,
@@ -204,7 +210,7 @@ class Quantile(Query):
     def run_cells(self, cells: Any, counts: Any, /, *, rng: Any = None) -> QueryResult:
         """The secure-mode mechanism (:meth:`cell_log_weights`) on per-cell counts, with
         either kind of ``rng`` (the output is a lattice point in both modes)."""
-        rng = dpkit.resolve_rng(rng, owner=self.name)[0]
+        rng = resolve_rng(rng, owner=self.name)[0]
         return self._sample_lattice(*self.cell_log_weights(cells, counts), rng)
 
     def _lattice_run(self, data: Any, rng: Any) -> QueryResult:
@@ -220,8 +226,8 @@ class Quantile(Query):
         return QueryResult(self.name, value, "exponential", self.privacy)
 
     def run(self, data: Any, /, *, rng: Any = None) -> QueryResult:
-        rng = dpkit.resolve_rng(rng, owner=self.name)[0]
-        if isinstance(rng, dpkit.SecureRandom):
+        rng = resolve_rng(rng, owner=self.name)[0]
+        if isinstance(rng, SecureRandom):
             return self._lattice_run(data, rng)
         edges, log_w = self.log_weights(data)
         i = int(sample_by_weight(log_w, rng))

@@ -16,7 +16,7 @@ from typing import Any
 import attrs
 import numpy as np
 
-from dpkit.tables import narwhals, per_partition, positions
+from dpkit.plugin import narwhals, per_partition, positions
 from dpkit_central._validation import total_floats
 from dpkit_central.keys import as_text, matchable
 

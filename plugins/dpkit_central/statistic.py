@@ -32,8 +32,7 @@ import attrs
 import numpy as np
 from numpy.typing import NDArray
 
-from dpkit import PrivacyEvent
-from dpkit.tables import ColumnKind
+from dpkit.plugin import ColumnKind, PrivacyEvent
 from dpkit_central._noise import AdditiveNoise
 from dpkit_central.accuracy import Accuracy
 from dpkit_central.geometric import Geometric

@@ -10,10 +10,7 @@ import attrs
 import numpy as np
 from numpy.typing import NDArray
 
-import dpkit
-from dpkit import Choice, parameter
-from dpkit.params import BOUND, CENTRAL_EPSILON, DELTA
-from dpkit.tables import ColumnKind
+from dpkit.plugin import BOUND, CENTRAL_EPSILON, DELTA, Choice, ColumnKind, parameter, resolve_rng
 from dpkit_central._query import (
     NAN_POLICY,
     AdditiveQuery,
@@ -71,7 +68,7 @@ class Sum(AdditiveQuery):
         return max(abs(self.lower), abs(self.upper))
 
     def run(self, data: Any, /, *, rng: Any = None) -> QueryResult:
-        rng = dpkit.resolve_rng(rng, owner=self.name)[0]
+        rng = resolve_rng(rng, owner=self.name)[0]
         values = numeric_records(data, self.name)
         total = finite_sum(clamped(values, self.lower, self.upper))
         return release(self.name, self.mechanism, total, rng)

@@ -10,9 +10,7 @@ import attrs
 import numpy as np
 from numpy.typing import NDArray
 
-from dpkit import InvalidParameter, PrivacyEvent
-from dpkit.document import interval, plain
-from dpkit.tables import narwhals
+from dpkit.plugin import InvalidParameter, PrivacyEvent, interval, narwhals, plain
 from dpkit_central._noise import NOISE_INTERVAL, AdditiveNoise, symmetric_interval
 
 __all__ = ["TableResult"]

@@ -80,24 +80,30 @@ from typing import Any
 import attrs
 import numpy as np
 
-import dpkit
-from dpkit import ApproximateDP, DPKitError, InvalidData, InvalidParameter, PrivacyEvent
-from dpkit.accounting import exact
-from dpkit.tables import (
+from dpkit.plugin import (
     FIRST,
+    ApproximateDP,
     Bounding,
     BoundingKey,
     ColumnKind,
+    DPKitError,
+    IdUnit,
+    InvalidData,
+    InvalidParameter,
+    PrivacyEvent,
+    RecordUnit,
     as_frame,
     bound_contributions,
     column_kinds,
+    exact,
     implementation,
     is_table,
     narwhals,
     per_record,
+    privacy_unit,
     require_columns,
+    resolve_rng,
 )
-from dpkit.units import IdUnit, RecordUnit, privacy_unit
 from dpkit_central.accuracy import Accuracy, check_alpha
 from dpkit_central.aggregates import Aggregates, aligned, collect, key_tuples, sorted_keys
 from dpkit_central.keys import KEYS_PATH, LABELS, PrivateKeys, PublicKeys, canonical_keys
@@ -535,7 +541,7 @@ class TableQuery:
     def aggregate(self, data: Any, /, *, rng: Any = None) -> Aggregates:
         """Steps 1–3: the per-group aggregates before any noise (not private: for tests and
         for building on). ``rng`` draws the bounding priorities under an id unit."""
-        generator = dpkit.resolve_rng(rng, owner=self.name)[0]
+        generator = resolve_rng(rng, owner=self.name)[0]
         frame = as_frame(data, owner=self.name)
         keys = self._coerced_keys(column_kinds(frame), dict(frame.collect_schema()))
         found = self._aggregate(self._prepared(frame, generator))
@@ -550,7 +556,7 @@ class TableQuery:
         self, aggregates: Aggregates, /, *, rng: Any = None, backend: str | None = None
     ) -> TableResult:
         """Steps 4–5: partition selection (private keys) and noise, on the driver."""
-        generator = dpkit.resolve_rng(rng, owner=self.name)[0]
+        generator = resolve_rng(rng, owner=self.name)[0]
         if self._selection is not None:
             keep = self._selection.select(aggregates.values["units"], rng=generator)
             aggregates = aggregates.subset(keep)
@@ -574,7 +580,7 @@ class TableQuery:
 
     def run(self, data: Any, /, *, rng: Any = None) -> TableResult:
         """Release the query on ``data`` (a table); total once :meth:`check_input` passed."""
-        generator = dpkit.resolve_rng(rng, owner=self.name)[0]
+        generator = resolve_rng(rng, owner=self.name)[0]
         frame = as_frame(data, owner=self.name)
         aggregates = self.aggregate(data, rng=generator)
         return self.release(aggregates, rng=generator, backend=implementation(frame))

@@ -8,7 +8,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-import dpkit
+from dpkit.plugin import Estimator, Mechanism, hookimpl
 
 __all__ = [
     "barabasi_albert",
@@ -48,8 +48,8 @@ def __getattr__(name: str) -> Any:
     raise AttributeError(f"module 'dpkit_ldp' has no attribute {name!r}")
 
 
-@dpkit.hookimpl
-def dpkit_register_mechanisms(register: Callable[[type[dpkit.Mechanism]], None]) -> None:
+@hookimpl
+def dpkit_register_mechanisms(register: Callable[[type[Mechanism]], None]) -> None:
     from dpkit_ldp.duchi import Duchi, DuchiMulti
     from dpkit_ldp.hadamard import HadamardResponse
     from dpkit_ldp.hybrid import Hybrid
@@ -82,9 +82,9 @@ def dpkit_register_mechanisms(register: Callable[[type[dpkit.Mechanism]], None])
     register(MultiBit)
 
 
-@dpkit.hookimpl
+@hookimpl
 def dpkit_register_estimators(
-    register: Callable[[str, Callable[[Any], dpkit.Estimator]], None],
+    register: Callable[[str, Callable[[Any], Estimator]], None],
 ) -> None:
     from dpkit_ldp.hadamard import HadamardResponseEstimator
     from dpkit_ldp.kary_rr import KaryRandomizedResponseEstimator

@@ -39,8 +39,7 @@ import attrs
 import numpy as np
 from numpy.typing import NDArray
 
-import dpkit
-from dpkit import (
+from dpkit.plugin import (
     Choice,
     CompositeDP,
     Integer,
@@ -48,10 +47,12 @@ from dpkit import (
     Mechanism,
     PrivacyEvent,
     RandomizedResponseDP,
+    SecureRandom,
+    as_array,
+    geometric_digits,
     parameter,
+    resolve_rng,
 )
-from dpkit.arrays import as_array
-from dpkit.randomness.geometric import geometric_digits
 from dpkit_ldp._arrays import category_codes
 from dpkit_ldp._bits import random_words
 from dpkit_ldp.graph_reports import ENCODINGS, FORMS, AdjacencyReports
@@ -165,7 +166,7 @@ class NeighbourListInput:
         codes = category_codes(values, 2)
         outside = np.flatnonzero(codes.reshape(-1) < 0)
         if outside.size:
-            generator = dpkit.resolve_rng(rng, owner=self.name)[0]
+            generator = resolve_rng(rng, owner=self.name)[0]
             codes.reshape(-1)[outside] = generator.integers(0, 2, size=outside.size)
         return codes
 
@@ -250,7 +251,7 @@ class AdjacencyMechanism(NeighbourListInput, Mechanism):
     # -- randomizing neighbour lists ------------------------------------------------------
 
     def randomize(
-        self, values: Any, /, *, rng: np.random.Generator | dpkit.SecureRandom | None = None
+        self, values: Any, /, *, rng: np.random.Generator | SecureRandom | None = None
     ) -> NDArray[np.bool_]:
         """Report every bit of ``values`` (0/1 of any shape: one neighbour list, or a batch of
         them along the first axis) through the channel; booleans of the same shape.
@@ -258,7 +259,7 @@ class AdjacencyMechanism(NeighbourListInput, Mechanism):
         ``rng``: None (secure mode, the default), a :class:`dpkit.SecureRandom`, or a numpy
         ``Generator`` (fast mode).
         """
-        generator, _ = dpkit.resolve_rng(rng, owner=self.name)
+        generator, _ = resolve_rng(rng, owner=self.name)
         bits = _as_bits(values, self.name)
         return self._report_bits(bits.reshape(-1), generator).reshape(bits.shape)
 
@@ -292,7 +293,7 @@ class AdjacencyMechanism(NeighbourListInput, Mechanism):
         graph: Any,
         /,
         *,
-        rng: np.random.Generator | dpkit.SecureRandom | None = None,
+        rng: np.random.Generator | SecureRandom | None = None,
         nodes: int | None = None,
     ) -> AdjacencyReports:
         """Every user's report of a graph of ``self.nodes`` nodes, in the ``output`` encoding.
@@ -301,7 +302,7 @@ class AdjacencyMechanism(NeighbourListInput, Mechanism):
         matrix, an edge list with ``nodes``, a SciPy sparse matrix, a NetworkX graph). In the
         ``"once"`` form user i reports the pairs j < i; in ``"both"`` every j ≠ i.
         """
-        generator, _ = dpkit.resolve_rng(rng, owner=self.name)
+        generator, _ = resolve_rng(rng, owner=self.name)
         g = as_graph(graph, nodes=nodes)
         if g.nodes != self.nodes:
             raise InvalidData(
@@ -455,10 +456,10 @@ class RelationshipView(Mechanism):
         return rows, cols
 
     def randomize(
-        self, values: Any, /, *, rng: np.random.Generator | dpkit.SecureRandom | None = None
+        self, values: Any, /, *, rng: np.random.Generator | SecureRandom | None = None
     ) -> NDArray[np.bool_]:
         """The reports of every user of each graph: shape (…, number of reported bits)."""
-        generator, _ = dpkit.resolve_rng(rng, owner=self.name)
+        generator, _ = resolve_rng(rng, owner=self.name)
         graphs = _as_bits(values, self.name)
         rows, cols = self._index()
         bits = graphs[..., rows, cols]

@@ -13,9 +13,16 @@ from typing import Any, ClassVar
 import numpy as np
 from numpy.typing import NDArray
 
-import dpkit
-from dpkit import CategoricalDomain, InvalidData
-from dpkit.arrays import as_array, describe_dtype, lookup_index, plain, readable
+from dpkit.plugin import (
+    CategoricalDomain,
+    InvalidData,
+    as_array,
+    describe_dtype,
+    lookup_index,
+    plain,
+    readable,
+    resolve_rng,
+)
 
 
 def as_category_indices(values: Any, k: int, *, owner: str, field: str = "values") -> NDArray[Any]:
@@ -203,7 +210,7 @@ class CategoricalInput:
         codes = category_codes(values, k, labels)
         outside = np.flatnonzero(codes.reshape(-1) < 0)
         if outside.size:
-            generator = dpkit.resolve_rng(rng, owner=self.name)[0]
+            generator = resolve_rng(rng, owner=self.name)[0]
             replacement = generator.integers(0, k, size=outside.size, dtype=np.int64)
             codes.reshape(-1)[outside] = replacement
         if labels is None:

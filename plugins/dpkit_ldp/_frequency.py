@@ -16,7 +16,7 @@ The variance is a + b·n_v with a = n q*(1 − q*)/(p* − q*)² and b = (1 − 
 it (:func:`unbiased_variance`; floored at 0). Clipping ĉ_v to [0, n] first (the older plug-in,
 :func:`plug_in_variance`) biases it upwards where counts are small: at k = 256, n = 500 krr it
 overstated the variance by 18–26 %. Intervals use the exact a + b·x at the candidate count x
-(the score interval of :meth:`dpkit.Estimate.confidence_interval`).
+(the score interval of :meth:`dpkit.plugin.Estimate.confidence_interval`).
 """
 
 from __future__ import annotations

@@ -6,7 +6,7 @@ A count c with sensitivity Δ under edge LDP (one bit of a neighbour list change
 Roughgarden & Sundararajan 2012). For two lists that neighbour, the released laws differ by
 at most the factor e^{Δ/t}, so t = Δ/ε gives ε-edge LDP; t is rounded *up* to a multiple of
 2⁻¹⁶ (more noise, never less privacy) so that the exact sampler
-(:func:`dpkit.discrete_laplace`) takes it as a small rational. The same exact sampler serves
+(:func:`dpkit.plugin.discrete_laplace`) takes it as a small rational. The same exact sampler serves
 both randomness modes, so fast mode (a numpy ``Generator``) has the same law as secure mode.
 """
 
@@ -19,7 +19,7 @@ from typing import Any
 import numpy as np
 from numpy.typing import NDArray
 
-import dpkit
+from dpkit.plugin import discrete_laplace
 
 __all__ = ["laplace_scale", "log_pmf", "noise", "noise_variance"]
 
@@ -42,7 +42,7 @@ def noise_variance(scale: Fraction) -> float:
 
 def noise(scale: Fraction, size: int, generator: Any) -> NDArray[np.int64]:
     """``size`` draws of Z, exactly."""
-    return np.asarray(dpkit.discrete_laplace(scale, size=size, rng=generator), dtype=np.int64)
+    return np.asarray(discrete_laplace(scale, size=size, rng=generator), dtype=np.int64)
 
 
 def log_pmf(z: Any, scale: Fraction) -> NDArray[np.float64]:

@@ -1,7 +1,7 @@
 """What the numeric local mechanisms share: bounds, scaling, and the privacy-boundary hooks.
 
-A numeric mechanism protects one value of ``[lower, upper]`` (an :class:`~dpkit.Interval`) or
-one vector of ``[lower, upper]^d`` (a :class:`~dpkit.Box`). The papers define the mechanisms on
+A numeric mechanism protects one value of ``[lower, upper]`` (an :class:`~dpkit.plugin.Interval`) or
+one vector of ``[lower, upper]^d`` (a :class:`~dpkit.plugin.Box`). The papers define the mechanisms on
 a standard interval; a value x is mapped to it affinely,
 
     t = (x − centre)/scale,     centre = (lower + upper)/2,  scale = (upper − lower)/2,
@@ -35,8 +35,9 @@ import attrs
 import numpy as np
 from numpy.typing import NDArray
 
-import dpkit
-from dpkit import (
+from dpkit.plugin import (
+    BOUND,
+    EPSILON,
     Box,
     Integer,
     Interval,
@@ -44,10 +45,14 @@ from dpkit import (
     InvalidParameter,
     Mechanism,
     PureDP,
+    SecureRandom,
+    as_array,
+    describe_dtype,
     parameter,
+    plain,
+    resolve_rng,
+    total_floats,
 )
-from dpkit.arrays import as_array, describe_dtype, plain, total_floats
-from dpkit.params import BOUND, EPSILON
 
 __all__ = [
     "NumericMechanism",
@@ -137,12 +142,12 @@ class NumericMechanism(Mechanism):
         return self.standardize(self.checked_values(values))
 
     def randomize(
-        self, values: Any, /, *, rng: np.random.Generator | dpkit.SecureRandom | None = None
+        self, values: Any, /, *, rng: np.random.Generator | SecureRandom | None = None
     ) -> NDArray[np.float64]:
         """One report per value (per row of d values for a vector mechanism), on the data's
         scale; ``rng`` is None (secure mode), a :class:`dpkit.SecureRandom`, or a numpy
         ``Generator`` (fast mode)."""
-        generator, _ = dpkit.resolve_rng(rng, owner=self.name)
+        generator, _ = resolve_rng(rng, owner=self.name)
         t = self._rows(values)
         shape = np.shape(values) if np.ndim(values) else t.shape
         return self.to_data(self._sample(t, generator)).reshape(shape)

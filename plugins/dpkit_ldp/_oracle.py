@@ -3,7 +3,7 @@
 A mechanism plugged in here exposes ``size`` (k) and ``support_probabilities`` (p*, q*): the
 probability that one report supports the user's true value, and any other given value. Its
 estimator turns reports into the support counts C_v (:meth:`support_counts`, mergeable
-:class:`dpkit.FrequencyCounts`) and debiases them with Wang et al. 2017, Theorem 2
+:class:`dpkit.plugin.FrequencyCounts`) and debiases them with Wang et al. 2017, Theorem 2
 (see :mod:`dpkit_ldp._frequency`).
 """
 
@@ -14,8 +14,7 @@ from typing import Any, ClassVar
 import numpy as np
 from numpy.typing import NDArray
 
-from dpkit import Estimate, Estimator, FrequencyCounts, Integer, InvalidParameter
-from dpkit.params import EPSILON
+from dpkit.plugin import EPSILON, Estimate, Estimator, FrequencyCounts, Integer, InvalidParameter
 from dpkit_ldp import _frequency, postprocess
 
 
@@ -25,10 +24,10 @@ class PureProtocolEstimator(Estimator):
     Var[ĉ_v] = n q*(1 − q*)/(p* − q*)² + n_v (1 − p* − q*)/(p* − q*) (Wang et al. 2017, Theorem 2),
     exact because the supports of different users are independent; the reported variance is its
     unbiased estimate (the unclipped ĉ_v plugged in, floored at 0) and the intervals are score
-    intervals built on the exact a + b·n_v (:class:`dpkit.Estimate`). ``method`` is
+    intervals built on the exact a + b·n_v (:class:`dpkit.plugin.Estimate`). ``method`` is
     ``"unbiased"`` or one of the named post-processings of :mod:`dpkit_ldp.postprocess`; for
     those the variance and the interval stay the unbiased estimate's (the interval clipped to
-    [0, n]), see :class:`dpkit.Estimate`.
+    [0, n]), see :class:`dpkit.plugin.Estimate`.
     """
 
     methods: ClassVar[tuple[str, ...]] = ("unbiased", *postprocess.METHODS)

@@ -26,7 +26,7 @@ import attrs
 import numpy as np
 from numpy.typing import NDArray
 
-from dpkit import Integer, InvalidParameter, Real
+from dpkit.plugin import Integer, InvalidParameter, Real
 
 __all__ = [
     "DISTRIBUTIONS",

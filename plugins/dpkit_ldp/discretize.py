@@ -29,7 +29,7 @@ i.i.d. sample (then the R_i are i.i.d. Bernoulli(r̄)), is what :func:`estimate_
 with r̄ estimated by r̂. The bound on the right is the Θ(1/(nε²)) rate of Duchi et al. for small ε.
 
 The registered mechanism ``duchi`` (:mod:`dpkit_ldp.duchi`) is this mechanism with the reports
-already debiased, and works with ``dpkit.estimate`` (a :class:`dpkit.MeanEstimate`), specs and
+already debiased, and works with ``dpkit.estimate`` (a :class:`dpkit.plugin.MeanEstimate`), specs and
 the advisor; the other numeric protocols (pm, hm, their vector versions, sw) are beside it.
 """
 
@@ -43,9 +43,15 @@ import attrs
 import numpy as np
 from numpy.typing import NDArray
 
-import dpkit
-from dpkit import FrequencyCounts, InvalidData, InvalidParameter
-from dpkit.arrays import describe_dtype, plain
+from dpkit.plugin import (
+    FrequencyCounts,
+    InvalidData,
+    InvalidParameter,
+    SecureRandom,
+    describe_dtype,
+    plain,
+    resolve_rng,
+)
 from dpkit_ldp._arrays import as_binary
 from dpkit_ldp.randomized_response import RandomizedResponse
 
@@ -69,7 +75,7 @@ def stochastic_discretize(
     *,
     lower: float,
     upper: float,
-    rng: np.random.Generator | dpkit.SecureRandom | None = None,
+    rng: np.random.Generator | SecureRandom | None = None,
 ) -> NDArray[np.bool_]:
     """One bit per value: ``True`` (= upper) with probability (v − lower)/(upper − lower).
 
@@ -79,7 +85,7 @@ def stochastic_discretize(
     ``Generator`` (fast mode).
     """
     owner = "stochastic_discretize"
-    generator, _ = dpkit.resolve_rng(rng, owner=owner)
+    generator, _ = resolve_rng(rng, owner=owner)
     lo, hi = _check_bounds(lower, upper, owner)
     array = np.asarray(values)
     numeric = np.issubdtype(array.dtype, np.integer) or np.issubdtype(array.dtype, np.floating)
@@ -127,7 +133,7 @@ def estimate_mean(
     """μ̂ = lower + (upper − lower)·((s/n) − (1 − p))/(2p − 1) from ``rr`` reports of discretized values.
 
     ``reports`` are the 0/1 outputs of ``mechanism.randomize`` (or its merged
-    :class:`dpkit.FrequencyCounts`); the variance is (upper − lower)² r̂(1 − r̂)/(n (2p − 1)²).
+    :class:`dpkit.plugin.FrequencyCounts`); the variance is (upper − lower)² r̂(1 − r̂)/(n (2p − 1)²).
     """
     owner = "estimate_mean"
     if not isinstance(mechanism, RandomizedResponse):

@@ -50,7 +50,7 @@ only) kept with probability 1/2 when Σ > 0 and redrawn otherwise, so that every
 Randomness: fast mode (a numpy ``Generator``) compares uniforms on the 2⁻⁵³ grid with float
 probabilities. Secure mode (``rng=None`` or a :class:`dpkit.SecureRandom`) draws v_j (and the
 one-dimensional report's rounding of t) as ``u < (1 + t)/2`` with u uniform on the 2⁻⁵³ grid,
-the one-dimensional lie as a 64-bit word against :func:`dpkit.lie_threshold` (ε, 2), the
+the one-dimensional lie as a 64-bit word against :func:`dpkit.plugin.lie_threshold` (ε, 2), the
 vector's heads as a 64-bit word against ⌊π_d·2⁶⁴⌋ (π_d in 60-digit arithmetic, rounded
 *down*: then h/l ≤ e^ε still), and the signs from uniform words. Whatever the rounding of v's
 probabilities, the ratio stays ≤ h/l, because P[z | x] is a mixture over v. The reports are
@@ -69,7 +69,7 @@ import attrs
 import numpy as np
 from numpy.typing import NDArray
 
-import dpkit
+from dpkit.plugin import SecureRandom, lie_threshold
 from dpkit_ldp._bits import random_words
 from dpkit_ldp._lattice import band_threshold
 from dpkit_ldp._numeric import NumericMechanism, VectorMechanism, check_scalar, check_vector
@@ -123,8 +123,8 @@ def duchi_multi_bound(epsilon: float, d: int) -> float:
 
 def _tails(generator: Any, epsilon: float, n: int) -> NDArray[np.bool_]:
     """n coins with P[true] = 1/(e^ε + 1) (rounded up to the 2⁻⁶⁴ grid in secure mode)."""
-    if isinstance(generator, dpkit.SecureRandom):
-        tails: NDArray[np.bool_] = generator.bernoulli_threshold(dpkit.lie_threshold(epsilon, 2), n)
+    if isinstance(generator, SecureRandom):
+        tails: NDArray[np.bool_] = generator.bernoulli_threshold(lie_threshold(epsilon, 2), n)
         return tails
     lie = math.exp(-epsilon) / (1.0 + math.exp(-epsilon))
     tails = generator.random(n) < lie
@@ -139,7 +139,7 @@ def duchi_sample(t: NDArray[np.float64], epsilon: float, generator: Any) -> NDAr
     """
     flat = np.asarray(t, dtype=np.float64).reshape(-1)
     bound = duchi_bound(epsilon)
-    if isinstance(generator, dpkit.SecureRandom):
+    if isinstance(generator, SecureRandom):
         up = generator.random(flat.size) < (1.0 + flat) / 2.0
         plus = up != _tails(generator, epsilon, flat.size)
     else:
@@ -277,7 +277,7 @@ class DuchiMulti(VectorMechanism):
     def _sample(self, t: NDArray[np.float64], generator: Any) -> NDArray[np.float64]:
         n, d = t.shape
         v = np.where(generator.random((n, d)) < (1.0 + t) / 2.0, 1, -1).astype(np.int8)
-        if isinstance(generator, dpkit.SecureRandom):
+        if isinstance(generator, SecureRandom):
             heads = generator.bernoulli_threshold(_heads_threshold(self.epsilon, d), n)
         else:
             heads = generator.random(n) < self.heads_probability

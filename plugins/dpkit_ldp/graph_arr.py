@@ -8,8 +8,7 @@ from typing import ClassVar
 
 import attrs
 
-from dpkit import InvalidParameter, Real, parameter
-from dpkit.params import EPSILON
+from dpkit.plugin import EPSILON, InvalidParameter, Real, parameter
 from dpkit_ldp._adjacency import (
     AdjacencyMechanism,
     decimal_of,

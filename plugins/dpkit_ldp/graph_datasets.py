@@ -28,7 +28,7 @@ import attrs
 import numpy as np
 from numpy.typing import NDArray
 
-from dpkit import Integer, InvalidParameter, Real
+from dpkit.plugin import Integer, InvalidParameter, Real
 from dpkit_ldp.datasets import convert, require_generator
 from dpkit_ldp.graphs import Graph, as_graph
 

@@ -10,8 +10,8 @@ import attrs
 import numpy as np
 from numpy.typing import NDArray
 
-import dpkit
-from dpkit import (
+from dpkit.plugin import (
+    EPSILON,
     CompositeDP,
     Integer,
     InvalidData,
@@ -19,10 +19,11 @@ from dpkit import (
     Mechanism,
     PrivacyEvent,
     PureDP,
+    SecureRandom,
+    as_array,
     parameter,
+    resolve_rng,
 )
-from dpkit.arrays import as_array
-from dpkit.params import EPSILON
 from dpkit_ldp import _graph_noise
 from dpkit_ldp._adjacency import NeighbourListInput, nodes_parameter
 from dpkit_ldp.graphs import Graphs, NeighbourLists, as_graph
@@ -90,10 +91,10 @@ class _CountOfList(NeighbourListInput, Mechanism):
         return CompositeDP((one, one))
 
     def randomize(
-        self, values: Any, /, *, rng: np.random.Generator | dpkit.SecureRandom | None = None
+        self, values: Any, /, *, rng: np.random.Generator | SecureRandom | None = None
     ) -> NDArray[np.int64]:
         """The noisy count of each neighour list (the last axis of ``values``, 0/1)."""
-        generator, _ = dpkit.resolve_rng(rng, owner=self.name)
+        generator, _ = resolve_rng(rng, owner=self.name)
         array = as_array(values, owner=self.name)
         if array.ndim < 1 or array.dtype.kind not in "biuf":
             raise InvalidData(f"{self.name}: neighbour lists must be a 0/1 array", field="values")
@@ -111,11 +112,11 @@ class _CountOfList(NeighbourListInput, Mechanism):
         graph: Any,
         /,
         *,
-        rng: np.random.Generator | dpkit.SecureRandom | None = None,
+        rng: np.random.Generator | SecureRandom | None = None,
         nodes: int | None = None,
     ) -> NDArray[np.int64]:
         """Every user's noisy count, computed from their degree in ``graph``."""
-        generator, _ = dpkit.resolve_rng(rng, owner=self.name)
+        generator, _ = resolve_rng(rng, owner=self.name)
         g = as_graph(graph, nodes=nodes)
         if g.nodes != self.nodes:
             raise InvalidData(
@@ -257,7 +258,7 @@ class CountsView(Mechanism):
         return out
 
     def randomize(
-        self, values: Any, /, *, rng: np.random.Generator | dpkit.SecureRandom | None = None
+        self, values: Any, /, *, rng: np.random.Generator | SecureRandom | None = None
     ) -> NDArray[np.int64]:
         """Each node's noisy count of each graph: shape (…, n)."""
         return self.mechanism.randomize(values, rng=rng)

@@ -60,14 +60,15 @@ from typing import Any, ClassVar
 import numpy as np
 from numpy.typing import NDArray
 
-from dpkit import InvalidData, InvalidParameter
-from dpkit.arrays import as_array
-from dpkit.graph import (
+from dpkit.plugin import (
     DegreeHistogram,
     EdgeCounts,
     GraphEstimate,
     GraphEstimator,
+    InvalidData,
+    InvalidParameter,
     ReportSums,
+    as_array,
 )
 from dpkit_ldp.graph_reports import AdjacencyReports
 from dpkit_ldp.graph_triangles import TwoRoundReports

@@ -40,7 +40,7 @@ import attrs
 import numpy as np
 from numpy.typing import NDArray
 
-from dpkit import Integer, parameter
+from dpkit.plugin import Integer, parameter
 from dpkit_ldp.duchi import duchi_bound, duchi_sample, plus_probability
 from dpkit_ldp.sampled import SampledAttributes
 

@@ -31,8 +31,7 @@ import attrs
 import numpy as np
 from numpy.typing import NDArray
 
-from dpkit import Choice, Integer, InvalidData, parameter
-from dpkit.arrays import as_array
+from dpkit.plugin import Choice, Integer, InvalidData, as_array, parameter
 
 __all__ = ["ENCODINGS", "FORMS", "AdjacencyReports"]
 

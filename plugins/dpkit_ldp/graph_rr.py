@@ -12,8 +12,7 @@ from typing import ClassVar
 
 import attrs
 
-from dpkit import parameter
-from dpkit.params import EPSILON
+from dpkit.plugin import EPSILON, parameter
 from dpkit_ldp._adjacency import (
     AdjacencyMechanism,
     decimal_of,
@@ -46,7 +45,7 @@ class GraphRandomizedResponse(AdjacencyMechanism):
     is the ``"both"`` form: its guarantee per edge is 2ε, not ε.
 
     Secure mode (``rng=None``) compares one ChaCha20 word per bit with the flip threshold of
-    :func:`dpkit.lie_threshold` (1/(1 + e^ε) rounded up to the 2⁻⁶⁴ grid), as ``rr`` does;
+    :func:`dpkit.plugin.lie_threshold` (1/(1 + e^ε) rounded up to the 2⁻⁶⁴ grid), as ``rr`` does;
     the sparse encoding draws the reported 1s only (:mod:`dpkit_ldp._adjacency`).
     """
 

@@ -60,8 +60,8 @@ import attrs
 import numpy as np
 from numpy.typing import NDArray
 
-import dpkit
-from dpkit import (
+from dpkit.plugin import (
+    EPSILON,
     Choice,
     CompositeDP,
     Integer,
@@ -73,8 +73,8 @@ from dpkit import (
     RandomizedResponseDP,
     Real,
     parameter,
+    resolve_rng,
 )
-from dpkit.params import EPSILON
 from dpkit_ldp import _graph_noise
 from dpkit_ldp._adjacency import AdjacencyMechanism
 from dpkit_ldp.graph_arr import AsymmetricRandomizedResponse
@@ -235,7 +235,7 @@ class TwoRoundTriangles:
         self, graph: Graph, first: AdjacencyReports, *, rng: Any = None
     ) -> NDArray[np.float64]:
         """Round 2: every user's ŵ_i, given the published round-1 reports."""
-        generator, _ = dpkit.resolve_rng(rng, owner=self.name)
+        generator, _ = resolve_rng(rng, owner=self.name)
         w = self.wedge_sums(graph, first)
         g = self.step
         scaled = w / g
@@ -269,7 +269,7 @@ class TwoRoundTriangles:
         self, graph: Any, /, *, rng: Any = None, nodes: int | None = None
     ) -> TwoRoundReports:
         """Both rounds on ``graph`` (anything :func:`dpkit_ldp.graphs.as_graph` accepts)."""
-        generator, _ = dpkit.resolve_rng(rng, owner=self.name)
+        generator, _ = resolve_rng(rng, owner=self.name)
         g = as_graph(graph, nodes=nodes)
         if g.nodes != self.nodes:
             raise InvalidData(
@@ -318,7 +318,7 @@ class TwoRoundView(Mechanism):
     def randomize(self, values: Any, /, *, rng: Any = None) -> NDArray[np.float64]:
         """Both rounds on each graph; a batch is grouped by distinct graph (the auditor draws
         many outputs of one graph), each group's rounds vectorised over its copies."""
-        generator, _ = dpkit.resolve_rng(rng, owner=self.name)
+        generator, _ = resolve_rng(rng, owner=self.name)
         graphs = np.asarray(values)
         n = self.protocol.nodes
         flat = graphs.reshape(-1, n, n)

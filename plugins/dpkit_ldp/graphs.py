@@ -29,8 +29,7 @@ import attrs
 import numpy as np
 from numpy.typing import NDArray
 
-from dpkit import Domain, InvalidData
-from dpkit.arrays import as_array, describe_dtype, plain
+from dpkit.plugin import Domain, InvalidData, as_array, describe_dtype, plain
 
 __all__ = ["Graph", "Graphs", "NeighbourLists", "as_graph"]
 

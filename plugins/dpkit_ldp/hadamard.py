@@ -41,9 +41,18 @@ import attrs
 import numpy as np
 from numpy.typing import NDArray
 
-import dpkit
-from dpkit import CategoricalDomain, Integer, InvalidData, Mechanism, PureDP, parameter
-from dpkit.params import EPSILON
+from dpkit.plugin import (
+    EPSILON,
+    CategoricalDomain,
+    Integer,
+    InvalidData,
+    Mechanism,
+    PureDP,
+    SecureRandom,
+    lie_threshold,
+    parameter,
+    resolve_rng,
+)
 from dpkit_ldp import _oracle
 from dpkit_ldp._arrays import CategoricalInput, as_category_indices
 
@@ -159,18 +168,18 @@ class HadamardResponse(CategoricalInput, Mechanism):
         return even
 
     def randomize(
-        self, values: Any, /, *, rng: np.random.Generator | dpkit.SecureRandom | None = None
+        self, values: Any, /, *, rng: np.random.Generator | SecureRandom | None = None
     ) -> NDArray[np.int64]:
         """One index y ∈ [K] per value, same shape as ``values``.
 
         ``rng``: None (secure mode, the default), a :class:`dpkit.SecureRandom`, or a numpy
         ``Generator`` (fast mode).
         """
-        generator, _ = dpkit.resolve_rng(rng, owner=self.name)
+        generator, _ = resolve_rng(rng, owner=self.name)
         x = as_category_indices(values, self.k, owner=self.name)
         rows = x.astype(np.uint64) + np.uint64(1)
-        if isinstance(generator, dpkit.SecureRandom):  # 1/(e^ε + 1) rounded up: realised ε ≤ ε
-            threshold = dpkit.lie_threshold(self.epsilon, 2)
+        if isinstance(generator, SecureRandom):  # 1/(e^ε + 1) rounded up: realised ε ≤ ε
+            threshold = lie_threshold(self.epsilon, 2)
             outside = generator.bernoulli_threshold(threshold, x.size).reshape(x.shape)
         else:
             outside = generator.random(x.shape) < self.outside_probability

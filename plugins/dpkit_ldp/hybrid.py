@@ -33,7 +33,7 @@ import attrs
 import numpy as np
 from numpy.typing import NDArray
 
-import dpkit
+from dpkit.plugin import SecureRandom
 from dpkit_ldp._numeric import NumericMechanism, check_scalar
 from dpkit_ldp.duchi import duchi_bound, duchi_sample
 from dpkit_ldp.piecewise import (
@@ -74,7 +74,7 @@ def hybrid_sample(t: NDArray[np.float64], epsilon: float, generator: Any) -> NDA
     """One report per t (standard units): PM with probability α, Duchi et al.'s otherwise."""
     flat = np.asarray(t, dtype=np.float64).reshape(-1)
     alpha = hybrid_alpha(epsilon)
-    if isinstance(generator, dpkit.SecureRandom):
+    if isinstance(generator, SecureRandom):
         piecewise = generator.bernoulli(alpha, flat.size)
     else:
         piecewise = generator.random(flat.size) < alpha

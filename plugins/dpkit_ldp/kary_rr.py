@@ -9,8 +9,8 @@ import attrs
 import numpy as np
 from numpy.typing import NDArray
 
-import dpkit
-from dpkit import (
+from dpkit.plugin import (
+    EPSILON,
     CategoricalDomain,
     Estimate,
     Estimator,
@@ -18,13 +18,15 @@ from dpkit import (
     Integer,
     InvalidData,
     InvalidParameter,
+    Labels,
     Mechanism,
     RandomizedResponseDP,
-    Sequence_,
+    SecureRandom,
+    lie_threshold,
     parameter,
+    plain,
+    resolve_rng,
 )
-from dpkit.arrays import plain
-from dpkit.params import EPSILON
 from dpkit_ldp import _frequency, _oracle, postprocess
 from dpkit_ldp._arrays import CategoricalInput, as_category_indices
 
@@ -42,7 +44,7 @@ def _one_word(threshold: int, k: int) -> bool:
 
 
 def _lie_and_other(
-    generator: dpkit.SecureRandom, threshold: int, others: int, n: int
+    generator: SecureRandom, threshold: int, others: int, n: int
 ) -> tuple[NDArray[np.bool_], NDArray[np.uint64]]:
     """(lie, other) from one uniform 64-bit word per value.
 
@@ -83,7 +85,7 @@ class KaryRandomizedResponse(CategoricalInput, Mechanism):
     secure mode the draw is by rejection, never a biased ``word % (k − 1)``). The lie is drawn as
     ``u < (k − 1) q`` with u on the 2⁻⁵³ grid (fast mode, a numpy ``Generator``: the float
     (k − 1) q rounded up to that grid), or as ``w < T`` with w a uniform 64-bit word and
-    T = :func:`dpkit.lie_threshold` (ε, k) (secure mode, ``rng=None`` or a
+    T = :func:`dpkit.plugin.lie_threshold` (ε, k) (secure mode, ``rng=None`` or a
     :class:`dpkit.SecureRandom`): the exact λ = (k − 1)/(e^ε + k − 1), evaluated in high
     precision, rounded up to the 2⁻⁶⁴ grid. When k − 1 ≤ 2¹⁶ and λ ≥ 2⁻³², secure mode takes
     the lie and the other value from one word (:func:`_lie_and_other`; the lie rounded up once
@@ -108,7 +110,7 @@ class KaryRandomizedResponse(CategoricalInput, Mechanism):
         typical=(2, 64),
     )
     categories: tuple[Any, ...] | None = parameter(
-        Sequence_(min_length=2, uniform=True),
+        Labels(min_length=2, uniform=True),
         doc="category labels, all strings or all integers (k defaults to their number)",
         default=None,
         optional=True,
@@ -195,7 +197,7 @@ class KaryRandomizedResponse(CategoricalInput, Mechanism):
         return labels
 
     def randomize(
-        self, values: Any, /, *, rng: np.random.Generator | dpkit.SecureRandom | None = None
+        self, values: Any, /, *, rng: np.random.Generator | SecureRandom | None = None
     ) -> NDArray[Any]:
         """Perturb each value (index or label, any shape) independently.
 
@@ -204,21 +206,21 @@ class KaryRandomizedResponse(CategoricalInput, Mechanism):
         that holds k: the same draws per value, far less memory traffic (and peak memory) than
         whole-array passes.
         """
-        generator, _ = dpkit.resolve_rng(rng, owner=self.name)
-        threshold = dpkit.lie_threshold(self.epsilon, self.size)
+        generator, _ = resolve_rng(rng, owner=self.name)
+        threshold = lie_threshold(self.epsilon, self.size)
         indices = self.encode(values)
         flat = indices.reshape(-1)
         noisy = np.empty_like(flat)
         narrow = np.min_scalar_type(self.size)
-        one_word = isinstance(generator, dpkit.SecureRandom) and _one_word(threshold, self.size)
+        one_word = isinstance(generator, SecureRandom) and _one_word(threshold, self.size)
         lie_probability = self.lie_probability
         for start in range(0, flat.size, _CHUNK):
             truth = flat[start : start + _CHUNK].astype(narrow)
-            if one_word and isinstance(generator, dpkit.SecureRandom):
+            if one_word and isinstance(generator, SecureRandom):
                 lie, other = _lie_and_other(generator, threshold, self.size - 1, truth.size)
                 other = other.astype(narrow)
             else:
-                if isinstance(generator, dpkit.SecureRandom):
+                if isinstance(generator, SecureRandom):
                     lie = generator.bernoulli_threshold(threshold, truth.size)
                 else:
                     lie = generator.random(truth.size) < lie_probability
@@ -256,7 +258,7 @@ class KaryRandomizedResponseEstimator(Estimator):
     Var[ĉ_v] = n q(1 − q)/(p − q)² + n_v (1 − p − q)/(p − q), where the second term is
     n_v (k − 2)/(e^ε − 1); the reported variance is its unbiased estimate (the unclipped ĉ_v
     plugged in, floored at 0), and the intervals are score intervals on that exact variance
-    (:class:`dpkit.Estimate`). ``method`` is ``"unbiased"`` or a named post-processing of
+    (:class:`dpkit.plugin.Estimate`). ``method`` is ``"unbiased"`` or a named post-processing of
     :mod:`dpkit_ldp.postprocess` (``"clip"``, ``"norm_sub"``, ``"simplex"``), for which the
     variance and the interval stay those of the unbiased estimate (interval clipped to [0, n]).
     """

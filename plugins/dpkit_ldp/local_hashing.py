@@ -48,17 +48,20 @@ import attrs
 import numpy as np
 from numpy.typing import NDArray
 
-import dpkit
-from dpkit import (
+from dpkit.plugin import (
+    EPSILON,
     CategoricalDomain,
     Integer,
     InvalidData,
     Mechanism,
     PureDP,
+    SecureRandom,
+    as_array,
+    describe_dtype,
+    lie_threshold,
     parameter,
+    resolve_rng,
 )
-from dpkit.arrays import as_array, describe_dtype
-from dpkit.params import EPSILON
 from dpkit_ldp import _oracle
 from dpkit_ldp._arrays import CategoricalInput, as_category_indices
 from dpkit_ldp._bits import random_words
@@ -189,14 +192,14 @@ class OptimalLocalHashing(CategoricalInput, Mechanism):
         return multiply_add_shift(s[..., 0], s[..., 1], values, self.range)
 
     def randomize(
-        self, values: Any, /, *, rng: np.random.Generator | dpkit.SecureRandom | None = None
+        self, values: Any, /, *, rng: np.random.Generator | SecureRandom | None = None
     ) -> NDArray[np.uint64]:
         """Reports (a, b, y) as a ``uint64`` array of shape ``values.shape + (3,)``.
 
         ``rng``: None (secure mode, the default), a :class:`dpkit.SecureRandom`, or a numpy
         ``Generator`` (fast mode).
         """
-        generator, _ = dpkit.resolve_rng(rng, owner=self.name)
+        generator, _ = resolve_rng(rng, owner=self.name)
         indices = as_category_indices(values, self.k, owner=self.name)
         g = self.range
         n = indices.size
@@ -205,8 +208,8 @@ class OptimalLocalHashing(CategoricalInput, Mechanism):
         # g-ary randomized response on H(x): lie with probability (g − 1)/(e^ε + g − 1); the lie is
         # uniform over the other g − 1. Secure mode uses an integer threshold rounded up from the
         # exact lie probability, so the realised ε never exceeds ε.
-        if isinstance(generator, dpkit.SecureRandom):
-            lie = generator.bernoulli_threshold(dpkit.lie_threshold(self.epsilon, g), n)
+        if isinstance(generator, SecureRandom):
+            lie = generator.bernoulli_threshold(lie_threshold(self.epsilon, g), n)
         else:
             lie = generator.random(n) < self.lie_probability
         other = generator.integers(0, g - 1, size=n, dtype=np.uint32).astype(np.uint64)

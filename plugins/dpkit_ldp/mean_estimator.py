@@ -3,8 +3,8 @@
 Each report is unbiased for its user's value, coordinate by coordinate, so the mean of the
 reports is unbiased for the mean of the values. :meth:`MeanEstimator.accumulate` standardises
 the reports (T = (Y − centre)/scale, the mechanism's own units) and keeps n, Σ T and Σ T² per
-coordinate (:class:`dpkit.MeanSums`, mergeable); :meth:`MeanEstimator.estimate` returns a
-:class:`dpkit.MeanEstimate` with the plug-in variance s²/n, the mechanism's worst case over inputs
+coordinate (:class:`dpkit.plugin.MeanSums`, mergeable); :meth:`MeanEstimator.estimate` returns a
+:class:`dpkit.plugin.MeanEstimate` with the plug-in variance s²/n, the mechanism's worst case over inputs
 divided by n, and the normal interval (see :mod:`dpkit.mean_estimate`).
 """
 
@@ -15,7 +15,7 @@ from typing import Any, ClassVar
 import numpy as np
 from numpy.typing import NDArray
 
-from dpkit import Estimator, InvalidData, MeanEstimate, MeanSums
+from dpkit.plugin import Estimator, InvalidData, MeanEstimate, MeanSums
 from dpkit_ldp._numeric import real_reports
 
 __all__ = ["MeanEstimator"]

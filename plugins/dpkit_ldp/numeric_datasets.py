@@ -29,7 +29,7 @@ import attrs
 import numpy as np
 from numpy.typing import NDArray
 
-from dpkit import Integer, InvalidParameter, Real
+from dpkit.plugin import Integer, InvalidParameter, Real
 from dpkit_ldp.datasets import check_shape, convert, require_generator
 
 __all__ = ["NUMERIC_DISTRIBUTIONS", "NumericData", "synthetic_numbers"]

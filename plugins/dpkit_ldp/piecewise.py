@@ -44,7 +44,7 @@ import attrs
 import numpy as np
 from numpy.typing import NDArray
 
-import dpkit
+from dpkit.plugin import SecureRandom
 from dpkit_ldp._lattice import BandLattice, lattice_exponent, stochastic_round
 from dpkit_ldp._numeric import NumericMechanism, check_scalar
 
@@ -212,7 +212,7 @@ def piecewise_report_bound(epsilon: float) -> float:
 def piecewise_sample(t: NDArray[np.float64], epsilon: float, generator: Any) -> NDArray[np.float64]:
     """One report per t (standard units): floats in fast mode, lattice values in secure mode."""
     flat = np.asarray(t, dtype=np.float64).reshape(-1)
-    if isinstance(generator, dpkit.SecureRandom):
+    if isinstance(generator, SecureRandom):
         out = piecewise_lattice(epsilon).sample(flat, generator)
     else:
         out = _sample_fast(flat, epsilon, generator)

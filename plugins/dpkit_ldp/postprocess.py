@@ -35,7 +35,7 @@ from typing import Any
 import numpy as np
 from numpy.typing import NDArray
 
-from dpkit import InvalidParameter
+from dpkit.plugin import InvalidParameter
 
 __all__ = ["METHODS", "apply", "clip_renormalise", "norm_sub", "project_simplex"]
 

@@ -9,8 +9,8 @@ import attrs
 import numpy as np
 from numpy.typing import NDArray
 
-import dpkit
-from dpkit import (
+from dpkit.plugin import (
+    EPSILON,
     CategoricalDomain,
     Estimate,
     Estimator,
@@ -20,9 +20,12 @@ from dpkit import (
     Mechanism,
     RandomizedResponseDP,
     Real,
+    SecureRandom,
+    lie_threshold,
     parameter,
+    probability_threshold,
+    resolve_rng,
 )
-from dpkit.params import EPSILON
 from dpkit_ldp import _frequency
 from dpkit_ldp._arrays import CategoricalInput, as_binary
 
@@ -53,7 +56,7 @@ class RandomizedResponse(CategoricalInput, Mechanism):
     (:class:`dpkit.SecureRandom`); a ``numpy.random.Generator`` is fast mode (seedable, for
     simulation and tests; not attack-resistant). In fast mode the flip is drawn as ``u < 1 − p``
     with u uniform on the 2⁻⁵³ grid, which rounds the float 1 − p up to that grid. In secure
-    mode it is ``w < T`` with w a uniform 64-bit word and T = :func:`dpkit.lie_threshold` (ε, 2):
+    mode it is ``w < T`` with w a uniform 64-bit word and T = :func:`dpkit.plugin.lie_threshold` (ε, 2):
     the exact 1/(1 + e^ε), evaluated in high precision, rounded up to the 2⁻⁶⁴ grid, so the
     realised flip probability is never below the true one and, as 1 − p < 1/2, the realised
     ε = ln(p′/(1 − p′)) never exceeds the declared ε.
@@ -111,26 +114,26 @@ class RandomizedResponse(CategoricalInput, Mechanism):
         return RandomizedResponseDP(epsilon=self.eps, k=2)
 
     def randomize(
-        self, values: Any, /, *, rng: np.random.Generator | dpkit.SecureRandom | None = None
+        self, values: Any, /, *, rng: np.random.Generator | SecureRandom | None = None
     ) -> NDArray[Any]:
         """Perturb every element of ``values`` (0/1 of any shape and dtype) independently.
 
         ``rng``: None (secure mode, the default), a :class:`dpkit.SecureRandom`, or a numpy
         ``Generator`` (fast mode).
         """
-        generator, _ = dpkit.resolve_rng(rng, owner=self.name)
+        generator, _ = resolve_rng(rng, owner=self.name)
         bits = as_binary(values, owner=self.name)
         flat = bits.reshape(-1)
         noisy = np.empty_like(flat)
         flip_probability = self.flip_probability
         threshold = (
-            dpkit.lie_threshold(self.eps, 2)
+            lie_threshold(self.eps, 2)
             if self.keep is None
-            else dpkit.probability_threshold(1.0 - self.keep, rounding="up")  # 1 − keep is exact
+            else probability_threshold(1.0 - self.keep, rounding="up")  # 1 − keep is exact
         )
         for start in range(0, flat.size, _CHUNK):  # cache-sized chunks: less memory traffic
             chunk = flat[start : start + _CHUNK]
-            if isinstance(generator, dpkit.SecureRandom):
+            if isinstance(generator, SecureRandom):
                 flip = generator.bernoulli_threshold(threshold, chunk.size)
             else:
                 flip = generator.random(chunk.size) < flip_probability
@@ -145,7 +148,7 @@ class RandomizedResponse(CategoricalInput, Mechanism):
         adjacency: Any,
         /,
         *,
-        rng: np.random.Generator | dpkit.SecureRandom | None = None,
+        rng: np.random.Generator | SecureRandom | None = None,
         undirected: bool = True,
     ) -> NDArray[Any]:
         """Perturb an n×n 0/1 adjacency matrix, with ε-edge-LDP per pair (no self-loops).
@@ -193,7 +196,7 @@ class RandomizedResponseEstimator(Estimator):
     (Warner 1965; the k = 2 case of Wang et al. 2017, Theorem 2). ``method="mle"`` is the
     maximum-likelihood estimate, which for binary RR is the unbiased one clipped to [0, N]
     (biased near the boundary; its reported variance and interval are the unbiased estimator's,
-    the interval clipped to [0, N]: see :class:`dpkit.Estimate`).
+    the interval clipped to [0, N]: see :class:`dpkit.plugin.Estimate`).
 
     ``estimates`` has two entries: the estimated counts of 0s and of 1s.
     """

@@ -28,7 +28,7 @@ import attrs
 import numpy as np
 from numpy.typing import NDArray
 
-from dpkit import Integer, InvalidParameter, parameter
+from dpkit.plugin import Integer, InvalidParameter, parameter
 from dpkit_ldp._numeric import VectorMechanism, check_vector
 from dpkit_ldp.hybrid import hybrid_sample, hybrid_variance
 from dpkit_ldp.piecewise import (

@@ -3,7 +3,7 @@
 For experiments (accuracy curves, protocol comparisons) only the estimator's sufficient
 statistic matters. :func:`simulate_counts` draws it from its distribution given the true counts
 n_v, in time independent of the number of users (10⁹ simulated users cost milliseconds), and
-returns the same :class:`dpkit.FrequencyCounts` the estimator computes from real reports, so the
+returns the same :class:`dpkit.plugin.FrequencyCounts` the estimator computes from real reports, so the
 same ``dpkit.estimate(mechanism, counts)`` consumes both. It runs no per-user randomizer and must
 never be used to protect real data.
 
@@ -38,7 +38,7 @@ returning the support counts.
 
 ``duchi``
     a report is ±B with P[+B] = 1/2 + t/(2B), so the number of +B reports among the n_v users
-    holding v is Binomial(n_v, ·), and :class:`dpkit.MeanSums` follows (Σ T = B·(plus − minus),
+    holding v is Binomial(n_v, ·), and :class:`dpkit.plugin.MeanSums` follows (Σ T = B·(plus − minus),
     Σ T² = nB²): exact.
 ``sw``
     the report bucket of a user holding v is categorical with the probabilities of
@@ -58,15 +58,15 @@ from typing import Any
 import numpy as np
 from numpy.typing import NDArray
 
-from dpkit import (
+from dpkit.plugin import (
     FrequencyCounts,
     InvalidData,
     InvalidParameter,
     MeanSums,
     Mechanism,
     ReportHistogram,
+    describe_dtype,
 )
-from dpkit.arrays import describe_dtype
 from dpkit_ldp.duchi import Duchi, plus_probability
 from dpkit_ldp.hadamard import HadamardResponse, support_counts_from_histogram
 from dpkit_ldp.kary_rr import KaryRandomizedResponse
@@ -213,7 +213,7 @@ def simulate_numeric(
     """The estimator's statistic for users holding ``values``, drawn directly (duchi, sw).
 
     ``values`` are the users' values (or, with ``counts``, distinct values and how many users
-    hold each). Returns :class:`dpkit.MeanSums` (duchi) or :class:`dpkit.ReportHistogram` (sw),
+    hold each). Returns :class:`dpkit.plugin.MeanSums` (duchi) or :class:`dpkit.plugin.ReportHistogram` (sw),
     which ``dpkit.estimate`` consumes like real reports. See the module docstring for what is
     exact and why the other numeric protocols are not simulated.
     """

@@ -16,7 +16,7 @@ as ε → 0, where b → 1/2). Sampling: the band [v − b, v + b] with probabil
 otherwise a uniform point of [−b, v − b) ∪ (v + b, 1 + b], whose total length is 1.
 
 **Estimation** (their Section 5). The reports are counted in ``bins`` equal buckets B̃_j of
-[−b, 1 + b] (:class:`dpkit.ReportHistogram`, mergeable), and the distribution θ over ``bins``
+[−b, 1 + b] (:class:`dpkit.plugin.ReportHistogram`, mergeable), and the distribution θ over ``bins``
 equal buckets B_i of [0, 1] is reconstructed by expectation maximisation on the transition
 matrix
 
@@ -29,7 +29,7 @@ the smoothing θ_i ← (θ_{i−1} + 2θ_i + θ_{i+1})/4 (binomial weights; (2θ
 (θ_{d−2} + 2θ_{d−1})/3 at the ends) and renormalises. Both stop when the log-likelihood
 Σ_j c_j log(Mθ)_j changes by less than ``tolerance`` per report (1e-9) or after
 ``max_iterations`` (10,000). EMS is the default (Li et al. show it beats EM, which overfits the
-noise). The result is a :class:`dpkit.DistributionEstimate` (biased; no variance).
+noise). The result is a :class:`dpkit.plugin.DistributionEstimate` (biased; no variance).
 
 **Secure mode** releases a lattice point (:mod:`dpkit_ldp._lattice`): [0, 1] is cut into
 M = 2^−e cells of width g = 2^e (e ≤ −32, and fine enough for about 2³⁰ cells across the band
@@ -52,13 +52,13 @@ import attrs
 import numpy as np
 from numpy.typing import NDArray
 
-import dpkit
-from dpkit import (
+from dpkit.plugin import (
     DistributionEstimate,
     Estimator,
     Integer,
     InvalidData,
     ReportHistogram,
+    SecureRandom,
     parameter,
 )
 from dpkit_ldp._lattice import BandLattice, lattice_exponent, stochastic_round
@@ -250,7 +250,7 @@ def square_wave_sample(
 ) -> NDArray[np.float64]:
     """One report per v ∈ [0, 1] (standard units): floats (fast) or lattice centres (secure)."""
     flat = np.asarray(v, dtype=np.float64).reshape(-1)
-    if isinstance(generator, dpkit.SecureRandom):
+    if isinstance(generator, SecureRandom):
         out = square_wave_lattice(epsilon).sample(flat, generator)
     else:
         b = square_wave_half_width(epsilon)

@@ -38,8 +38,8 @@ import attrs
 import numpy as np
 from numpy.typing import NDArray
 
-import dpkit
-from dpkit import (
+from dpkit.plugin import (
+    EPSILON,
     CategoricalDomain,
     Integer,
     InvalidData,
@@ -47,10 +47,12 @@ from dpkit import (
     Mechanism,
     PureDP,
     Real,
+    SecureRandom,
+    as_array,
+    describe_dtype,
     parameter,
+    resolve_rng,
 )
-from dpkit.arrays import as_array, describe_dtype
-from dpkit.params import EPSILON
 from dpkit_ldp import _oracle
 from dpkit_ldp._arrays import CategoricalInput, as_category_indices
 from dpkit_ldp._bits import random_words
@@ -76,7 +78,7 @@ _BYTE_BITS = np.unpackbits(np.arange(256, dtype=np.uint8)[:, None], axis=1).asty
 
 
 def bernoulli_words(
-    rng: np.random.Generator | dpkit.SecureRandom,
+    rng: np.random.Generator | SecureRandom,
     size: int,
     numerator: int,
     *,
@@ -185,14 +187,14 @@ class UnaryEncoding(CategoricalInput, Mechanism):
         return PureDP(epsilon=self.epsilon)
 
     def randomize(
-        self, values: Any, /, *, rng: np.random.Generator | dpkit.SecureRandom | None = None
+        self, values: Any, /, *, rng: np.random.Generator | SecureRandom | None = None
     ) -> NDArray[np.uint8]:
         """Perturb category indices of shape ``s``; returns packed reports of shape ``s + (⌈k/8⌉,)``.
 
         ``rng``: None (secure mode, the default), a :class:`dpkit.SecureRandom`, or a numpy
         ``Generator`` (fast mode). Both modes use the same exact construction on uniform words.
         """
-        generator, _ = dpkit.resolve_rng(rng, owner=self.name)
+        generator, _ = resolve_rng(rng, owner=self.name)
         indices = as_category_indices(values, self.k, owner=self.name)
         shape = indices.shape
         flat_indices = indices.reshape(-1).astype(np.intp, copy=False)
@@ -207,7 +209,7 @@ class UnaryEncoding(CategoricalInput, Mechanism):
         # Secure mode sizes the blocks to the output (temporaries ≤ output/8); fast mode keeps
         # the fixed block, so that a seed gives the same reports as before.
         step = _BLOCK_WORDS
-        if isinstance(generator, dpkit.SecureRandom):
+        if isinstance(generator, SecureRandom):
             step = max(1 << 14, min(_BLOCK_WORDS, total_words // 16))
         for start in range(0, total_words, step):
             stop = min(total_words, start + step)

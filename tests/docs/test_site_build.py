@@ -167,6 +167,7 @@ def test_the_api_reference_has_every_public_name(site: Path) -> None:
     missing = [name for name in dpkit.__all__ if f'id="dpkit.{name}"' not in top]
     assert missing == [], "missing from the API reference (docs/api/dpkit.md)"
     for module_name, page in (
+        ("dpkit.plugin", "plugin"),
         ("dpkit.spec", "spec"),
         ("dpkit.testing", "testing"),
         ("dpkit.ledger", "ledger"),

@@ -43,11 +43,11 @@ PROPERTY_SETTINGS = {
 }
 
 
-def _mechanism_class(name: str) -> type[dpkit.Mechanism]:
+def _mechanism_class(name: str) -> type[dpkit.plugin.Mechanism]:
     return REGISTRY.info(name).cls
 
 
-def _typical_instance(name: str) -> dpkit.Mechanism:
+def _typical_instance(name: str) -> dpkit.plugin.Mechanism:
     cls = _mechanism_class(name)
     return cls(**parameter_points(cls)[len(parameter_points(cls)) // 2])
 
@@ -60,7 +60,7 @@ def test_exact_tier_over_declared_distribution(name: str) -> None:
 
     @settings(max_examples=EXACT_EXAMPLES, **PROPERTY_SETTINGS)
     @given(mechanism=mechanisms(_mechanism_class(name)), data=st.data())
-    def check(mechanism: dpkit.Mechanism, data: st.DataObject) -> None:
+    def check(mechanism: dpkit.plugin.Mechanism, data: st.DataObject) -> None:
         pairs = [data.draw(neighbouring_pairs(mechanism)) for _ in range(2)]
         result = exact_check(mechanism, pairs=pairs)
         assert not result.violation, f"{mechanism}: {result}"
@@ -80,7 +80,7 @@ def _statistical(name: str, examples: int, samples: int) -> None:
         seed=st.integers(0, 2**32 - 1),
         data=st.data(),
     )
-    def check(mechanism: dpkit.Mechanism, seed: int, data: st.DataObject) -> None:
+    def check(mechanism: dpkit.plugin.Mechanism, seed: int, data: st.DataObject) -> None:
         pair = data.draw(neighbouring_pairs(mechanism))
         report = audit(
             mechanism,

@@ -19,7 +19,7 @@ from support import schema_values as sv
 
 import dpkit
 from dpkit import cli
-from dpkit.params import Boolean, Choice, Integer, Real, Sequence_, parameter_specs
+from dpkit.params import Boolean, Choice, Integer, Labels, Real, parameter_specs
 from dpkit.spec import SpecInvalid, compose_schema
 from dpkit.spec import plan as spec_plan
 from dpkit.spec.schema import INJECTED, frequency_mechanisms, mean_mechanisms, params_schema
@@ -112,7 +112,7 @@ def value_for(domain: Any, typical: tuple[float, float] | None) -> st.SearchStra
         return st.sampled_from(domain.options)
     if isinstance(domain, Boolean):
         return st.booleans()
-    if isinstance(domain, Sequence_):
+    if isinstance(domain, Labels):
         return st.lists(
             st.text("abcxyz", min_size=1, max_size=3),
             min_size=domain.min_length,

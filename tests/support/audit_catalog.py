@@ -27,16 +27,16 @@ from numpy.typing import NDArray
 import dpkit
 from dpkit.testing import AuditReport, audit, audit_query
 
-POSITIVE = dpkit.Real(low=0.0, low_open=True)
-REAL = dpkit.Real()
+POSITIVE = dpkit.plugin.Real(low=0.0, low_open=True)
+REAL = dpkit.plugin.Real()
 
 
 def _epsilon(default: float = 1.0) -> Any:
-    return dpkit.parameter(POSITIVE, doc="claimed ε", default=default)
+    return dpkit.plugin.parameter(POSITIVE, doc="claimed ε", default=default)
 
 
 def _factor(default: float = 1.0, doc: str = "bug factor (1 is correct)") -> Any:
-    return dpkit.parameter(POSITIVE, doc=doc, default=default)
+    return dpkit.plugin.parameter(POSITIVE, doc=doc, default=default)
 
 
 class _Pure:
@@ -50,7 +50,7 @@ class _Pure:
 
 
 @attrs.frozen
-class _Scaled(_Pure, dpkit.Mechanism):
+class _Scaled(_Pure, dpkit.plugin.Mechanism):
     """A pure ε-DP mechanism whose bug multiplies something by ``factor`` (1 is correct)."""
 
     epsilon: float = _epsilon()
@@ -69,8 +69,8 @@ class RandomizedResponse(_Scaled):
     kind: ClassVar[Literal["local", "central"]] = "local"
 
     @property
-    def domain(self) -> dpkit.CategoricalDomain:
-        return dpkit.CategoricalDomain(2)
+    def domain(self) -> dpkit.plugin.CategoricalDomain:
+        return dpkit.plugin.CategoricalDomain(2)
 
     def randomize(self, values: Any, /, *, rng: np.random.Generator) -> NDArray[np.int64]:
         x = np.asarray(values, dtype=np.int64)
@@ -79,7 +79,7 @@ class RandomizedResponse(_Scaled):
 
 
 @attrs.frozen
-class KaryRR(_Pure, dpkit.Mechanism):
+class KaryRR(_Pure, dpkit.plugin.Mechanism):
     """k-RR: the truth with p = e^ε/(e^ε + k − 1), each other value with q = 1/(e^ε + k − 1)
     (Kairouz, Oh & Viswanath 2014, §III.A). ``excess`` adds to the *declared* p only, so the
     declared pmf sums to 1 + excess (the sampler is right): a declaration bug the exact tier
@@ -88,12 +88,14 @@ class KaryRR(_Pure, dpkit.Mechanism):
     name: ClassVar[str] = "cat_krr"
     kind: ClassVar[Literal["local", "central"]] = "local"
     epsilon: float = _epsilon()
-    k: int = dpkit.parameter(dpkit.Integer(low=2), doc="categories", default=4)
-    excess: float = dpkit.parameter(dpkit.Real(low=0.0), doc="declared pmf excess", default=0.0)
+    k: int = dpkit.plugin.parameter(dpkit.plugin.Integer(low=2), doc="categories", default=4)
+    excess: float = dpkit.plugin.parameter(
+        dpkit.plugin.Real(low=0.0), doc="declared pmf excess", default=0.0
+    )
 
     @property
-    def domain(self) -> dpkit.CategoricalDomain:
-        return dpkit.CategoricalDomain(self.k)
+    def domain(self) -> dpkit.plugin.CategoricalDomain:
+        return dpkit.plugin.CategoricalDomain(self.k)
 
     def randomize(self, values: Any, /, *, rng: np.random.Generator) -> NDArray[np.int64]:
         x = np.asarray(values, dtype=np.int64)
@@ -111,7 +113,7 @@ class KaryRR(_Pure, dpkit.Mechanism):
 
 
 @attrs.frozen
-class UnaryEncoding(_Pure, dpkit.Mechanism):
+class UnaryEncoding(_Pure, dpkit.plugin.Mechanism):
     """Unary encoding of one of k values as k bits (Wang et al. 2017, USENIX Security, §4.2).
 
     ``variant``: ``"sue"`` keeps each bit with p = e^{ε/2}/(1 + e^{ε/2}) (q = 1 − p);
@@ -125,16 +127,16 @@ class UnaryEncoding(_Pure, dpkit.Mechanism):
     name: ClassVar[str] = "cat_unary"
     kind: ClassVar[Literal["local", "central"]] = "local"
     epsilon: float = _epsilon()
-    k: int = dpkit.parameter(dpkit.Integer(low=2), doc="categories", default=6)
-    variant: str = dpkit.parameter(
-        dpkit.Choice(("sue", "oue", "sue_not_halved", "sue_or", "oue_or")),
+    k: int = dpkit.plugin.parameter(dpkit.plugin.Integer(low=2), doc="categories", default=6)
+    variant: str = dpkit.plugin.parameter(
+        dpkit.plugin.Choice(("sue", "oue", "sue_not_halved", "sue_or", "oue_or")),
         doc="encoding and bug",
         default="sue",
     )
 
     @property
-    def domain(self) -> dpkit.CategoricalDomain:
-        return dpkit.CategoricalDomain(self.k)
+    def domain(self) -> dpkit.plugin.CategoricalDomain:
+        return dpkit.plugin.CategoricalDomain(self.k)
 
     def _pq(self) -> tuple[float, float]:
         if self.variant.startswith("oue"):
@@ -168,8 +170,8 @@ class Duchi(_Scaled):
     output_type: ClassVar[Literal["discrete", "continuous"]] = "discrete"
 
     @property
-    def domain(self) -> dpkit.Interval:
-        return dpkit.Interval(-1.0, 1.0)
+    def domain(self) -> dpkit.plugin.Interval:
+        return dpkit.plugin.Interval(-1.0, 1.0)
 
     def _plus(self, x: Any) -> tuple[Any, float]:
         e = math.exp(self.factor * self.epsilon)
@@ -189,7 +191,7 @@ class Duchi(_Scaled):
 
 
 @attrs.frozen
-class Piecewise(_Pure, dpkit.Mechanism):
+class Piecewise(_Pure, dpkit.plugin.Mechanism):
     """The Piecewise Mechanism (Wang et al. 2019, ICDE, Algorithm 2): x ∈ [−1, 1],
     C = (e^{ε/2} + 1)/(e^{ε/2} − 1), l(x) = (C + 1)x/2 − (C − 1)/2, r(x) = l(x) + C − 1; the
     output is uniform on [l, r] with probability P = e^{ε/2}/(e^{ε/2} + 1), else uniform on
@@ -200,11 +202,13 @@ class Piecewise(_Pure, dpkit.Mechanism):
     kind: ClassVar[Literal["local", "central"]] = "local"
     output_type: ClassVar[Literal["discrete", "continuous"]] = "continuous"
     epsilon: float = _epsilon()
-    centre_unhalved: bool = dpkit.parameter(dpkit.Boolean(), doc="the bug", default=False)
+    centre_unhalved: bool = dpkit.plugin.parameter(
+        dpkit.plugin.Boolean(), doc="the bug", default=False
+    )
 
     @property
-    def domain(self) -> dpkit.Interval:
-        return dpkit.Interval(-1.0, 1.0)
+    def domain(self) -> dpkit.plugin.Interval:
+        return dpkit.plugin.Interval(-1.0, 1.0)
 
     def _shape(self, x: Any) -> tuple[Any, Any, float, float]:
         half = math.exp(self.epsilon / 2)
@@ -240,8 +244,8 @@ class SquareWave(_Scaled):
     output_type: ClassVar[Literal["discrete", "continuous"]] = "continuous"
 
     @property
-    def domain(self) -> dpkit.Interval:
-        return dpkit.Interval(0.0, 1.0)
+    def domain(self) -> dpkit.plugin.Interval:
+        return dpkit.plugin.Interval(0.0, 1.0)
 
     def _pqb(self) -> tuple[float, float, float]:
         e = math.exp(self.epsilon)
@@ -281,8 +285,8 @@ class IntervalLaplace(_Scaled):
     output_type: ClassVar[Literal["discrete", "continuous"]] = "continuous"
 
     @property
-    def domain(self) -> dpkit.Interval:
-        return dpkit.Interval(0.0, 10.0)
+    def domain(self) -> dpkit.plugin.Interval:
+        return dpkit.plugin.Interval(0.0, 10.0)
 
     def randomize(self, values: Any, /, *, rng: np.random.Generator) -> NDArray[np.float64]:
         x = np.asarray(values, dtype=np.float64)
@@ -299,7 +303,7 @@ def classic_sigma(epsilon: float, delta: float) -> float:
 
 
 @attrs.frozen
-class IntervalGaussian(dpkit.Mechanism):
+class IntervalGaussian(dpkit.plugin.Mechanism):
     """x ∈ [0, 1] plus N(0, σ²) with the classic σ of (``sigma_epsilon``, δ), claiming
     (ε, δ). Correct with ``sigma_epsilon = epsilon = 0.5``; at ``epsilon = 10`` the claim fails
     by δ(ε) = 2.27e-5 > 1e-5, a violation no sampler can see."""
@@ -308,11 +312,13 @@ class IntervalGaussian(dpkit.Mechanism):
     kind: ClassVar[Literal["local", "central"]] = "local"
     output_type: ClassVar[Literal["discrete", "continuous"]] = "continuous"
     epsilon: float = _epsilon(0.5)
-    delta: float = dpkit.parameter(dpkit.Real(low=0, high=1, low_open=True), doc="δ", default=1e-5)
+    delta: float = dpkit.plugin.parameter(
+        dpkit.plugin.Real(low=0, high=1, low_open=True), doc="δ", default=1e-5
+    )
 
     @property
-    def domain(self) -> dpkit.Interval:
-        return dpkit.Interval(0.0, 1.0)
+    def domain(self) -> dpkit.plugin.Interval:
+        return dpkit.plugin.Interval(0.0, 1.0)
 
     @property
     def privacy(self) -> dpkit.ApproximateDP:
@@ -334,7 +340,7 @@ class IntervalGaussian(dpkit.Mechanism):
 
 
 @attrs.frozen
-class BoxLaplace(_Pure, dpkit.Mechanism):
+class BoxLaplace(_Pure, dpkit.plugin.Mechanism):
     """x ∈ [0, 1]³ plus independent Laplace noise of scale d/ε per coordinate (the L1
     sensitivity of the vector is d; Dwork et al. 2006). ``split=False`` uses 1/ε: each
     coordinate alone shows only ε, the three together 3ε — visible only to joint events.
@@ -344,11 +350,13 @@ class BoxLaplace(_Pure, dpkit.Mechanism):
     kind: ClassVar[Literal["local", "central"]] = "local"
     output_type: ClassVar[Literal["discrete", "continuous"]] = "continuous"
     epsilon: float = _epsilon()
-    split: bool = dpkit.parameter(dpkit.Boolean(), doc="split ε over coordinates", default=True)
+    split: bool = dpkit.plugin.parameter(
+        dpkit.plugin.Boolean(), doc="split ε over coordinates", default=True
+    )
 
     @property
-    def domain(self) -> dpkit.Box:
-        return dpkit.Box.cube(0.0, 1.0, 3)
+    def domain(self) -> dpkit.plugin.Box:
+        return dpkit.plugin.Box.cube(0.0, 1.0, 3)
 
     def randomize(self, values: Any, /, *, rng: np.random.Generator) -> NDArray[np.float64]:
         x = np.asarray(values, dtype=np.float64)
@@ -368,8 +376,8 @@ class Laplace(_Scaled):
     output_type: ClassVar[Literal["discrete", "continuous"]] = "continuous"
 
     @property
-    def domain(self) -> dpkit.VectorDomain:
-        return dpkit.VectorDomain(1.0, norm=1.0)
+    def domain(self) -> dpkit.plugin.VectorDomain:
+        return dpkit.plugin.VectorDomain(1.0, norm=1.0)
 
     def randomize(self, values: Any, /, *, rng: np.random.Generator) -> NDArray[np.float64]:
         x = np.asarray(values, dtype=np.float64)
@@ -389,8 +397,8 @@ class Geometric(_Scaled):
     kind: ClassVar[Literal["local", "central"]] = "central"
 
     @property
-    def domain(self) -> dpkit.VectorDomain:
-        return dpkit.VectorDomain(1.0, integer=True)
+    def domain(self) -> dpkit.plugin.VectorDomain:
+        return dpkit.plugin.VectorDomain(1.0, integer=True)
 
     @property
     def _a(self) -> float:
@@ -408,18 +416,20 @@ class Geometric(_Scaled):
 
 
 @attrs.frozen
-class Gaussian(dpkit.Mechanism):
+class Gaussian(dpkit.plugin.Mechanism):
     """Answer + N(0, σ²) with the classic σ, claiming (ε, δ) (see :func:`classic_sigma`)."""
 
     name: ClassVar[str] = "cat_gaussian"
     kind: ClassVar[Literal["local", "central"]] = "central"
     output_type: ClassVar[Literal["discrete", "continuous"]] = "continuous"
     epsilon: float = _epsilon(0.5)
-    delta: float = dpkit.parameter(dpkit.Real(low=0, high=1, low_open=True), doc="δ", default=1e-5)
+    delta: float = dpkit.plugin.parameter(
+        dpkit.plugin.Real(low=0, high=1, low_open=True), doc="δ", default=1e-5
+    )
 
     @property
-    def domain(self) -> dpkit.VectorDomain:
-        return dpkit.VectorDomain(1.0, norm=2.0)
+    def domain(self) -> dpkit.plugin.VectorDomain:
+        return dpkit.plugin.VectorDomain(1.0, norm=2.0)
 
     @property
     def privacy(self) -> dpkit.ApproximateDP:
@@ -438,7 +448,7 @@ class Gaussian(dpkit.Mechanism):
 # ----------------------------------------------------------------------------- vector outputs
 
 
-class ReplaceOneCounts(dpkit.Domain):
+class ReplaceOneCounts(dpkit.plugin.Domain):
     """Histograms (count vectors of k cells) of a dataset of fixed size under replace-one: one
     record changes category, so one count goes down by 1 and another up by 1 (Δ₁ = 2).
 
@@ -478,7 +488,7 @@ class ReplaceOneCounts(dpkit.Domain):
 
 
 @attrs.frozen
-class ReplaceOneHistogram(_Pure, dpkit.Mechanism):
+class ReplaceOneHistogram(_Pure, dpkit.plugin.Mechanism):
     """Counts + Laplace(Δ₁/ε) per cell, with Δ₁ = 2 under replace-one (Dwork & Roth 2014,
     §3.3). ``sensitivity=1`` is the issue's bug: each count alone moves by 1 (loss ε, so every
     per-coordinate event passes), the two counts together give 2ε."""
@@ -487,7 +497,7 @@ class ReplaceOneHistogram(_Pure, dpkit.Mechanism):
     kind: ClassVar[Literal["local", "central"]] = "central"
     output_type: ClassVar[Literal["discrete", "continuous"]] = "continuous"
     epsilon: float = _epsilon()
-    sensitivity: float = dpkit.parameter(POSITIVE, doc="Δ₁ used (2 is right)", default=2.0)
+    sensitivity: float = dpkit.plugin.parameter(POSITIVE, doc="Δ₁ used (2 is right)", default=2.0)
 
     @property
     def domain(self) -> ReplaceOneCounts:
@@ -509,7 +519,7 @@ def _batch(values: Any) -> NDArray[np.float64]:
 
 
 @attrs.frozen
-class NoisyMax(_Pure, dpkit.Mechanism):
+class NoisyMax(_Pure, dpkit.plugin.Mechanism):
     """Report noisy max with Laplace(2Δ/ε) noise (Dwork & Roth 2014, §3.3, Claim 3.9 with the
     factor 2 for non-monotone scores). ``release_value`` returns the noisy maximum instead of
     its index: true ε = mε/2 = 4ε on the all-shift pair (m = 8; Ding et al. 2018)."""
@@ -518,11 +528,13 @@ class NoisyMax(_Pure, dpkit.Mechanism):
     kind: ClassVar[Literal["local", "central"]] = "central"
     output_type: ClassVar[Literal["discrete", "continuous"]] = "discrete"
     epsilon: float = _epsilon()
-    release_value: bool = dpkit.parameter(dpkit.Boolean(), doc="the bug", default=False)
+    release_value: bool = dpkit.plugin.parameter(
+        dpkit.plugin.Boolean(), doc="the bug", default=False
+    )
 
     @property
-    def domain(self) -> dpkit.VectorDomain:
-        return dpkit.VectorDomain(1.0, norm=math.inf)
+    def domain(self) -> dpkit.plugin.VectorDomain:
+        return dpkit.plugin.VectorDomain(1.0, norm=math.inf)
 
     def randomize(self, values: Any, /, *, rng: np.random.Generator) -> NDArray[Any]:
         u = _batch(values)
@@ -531,7 +543,7 @@ class NoisyMax(_Pure, dpkit.Mechanism):
 
 
 @attrs.frozen
-class ExponentialMechanism(_Pure, dpkit.Mechanism):
+class ExponentialMechanism(_Pure, dpkit.plugin.Mechanism):
     """Pr[r] ∝ exp(ε u(r)/(fΔ)) (McSherry & Talwar 2007; Dwork & Roth 2014, Def. 3.4): f = 2
     is right; f = 1 leaks ln(e(1 + 7e)/(e + 7)) ≈ 1.72ε on the x-shape pair (m = 8)."""
 
@@ -541,8 +553,8 @@ class ExponentialMechanism(_Pure, dpkit.Mechanism):
     factor: float = _factor(2.0, "f in exp(εu/(fΔ)); 2 is correct")
 
     @property
-    def domain(self) -> dpkit.VectorDomain:
-        return dpkit.VectorDomain(1.0, norm=math.inf)
+    def domain(self) -> dpkit.plugin.VectorDomain:
+        return dpkit.plugin.VectorDomain(1.0, norm=math.inf)
 
     def randomize(self, values: Any, /, *, rng: np.random.Generator) -> NDArray[np.int64]:
         logits = self.epsilon * _batch(values) / self.factor
@@ -560,7 +572,7 @@ class ExponentialMechanism(_Pure, dpkit.Mechanism):
 
 
 @attrs.frozen
-class SparseVector(_Pure, dpkit.Mechanism):
+class SparseVector(_Pure, dpkit.plugin.Mechanism):
     """The sparse vector technique with one ⊤ (c = 1), Lyu, Su & Li 2017 (PVLDB), Algorithm 1:
     ρ ~ Lap(2Δ/ε), ν_i ~ Lap(4Δ/ε); output 1 at the first i with q_i + ν_i ≥ T + ρ, 0 before,
     −1 after (halted). ``query_noise=False`` is Algorithm 5 (Stoddard et al. 2014): no ν_i,
@@ -570,12 +582,14 @@ class SparseVector(_Pure, dpkit.Mechanism):
     name: ClassVar[str] = "cat_sparse_vector"
     kind: ClassVar[Literal["local", "central"]] = "central"
     epsilon: float = _epsilon()
-    query_noise: bool = dpkit.parameter(dpkit.Boolean(), doc="noise the queries", default=True)
-    threshold: float = dpkit.parameter(REAL, doc="threshold T", default=0.5)
+    query_noise: bool = dpkit.plugin.parameter(
+        dpkit.plugin.Boolean(), doc="noise the queries", default=True
+    )
+    threshold: float = dpkit.plugin.parameter(REAL, doc="threshold T", default=0.5)
 
     @property
-    def domain(self) -> dpkit.VectorDomain:
-        return dpkit.VectorDomain(1.0, norm=math.inf)
+    def domain(self) -> dpkit.plugin.VectorDomain:
+        return dpkit.plugin.VectorDomain(1.0, norm=math.inf)
 
     def randomize(self, values: Any, /, *, rng: np.random.Generator) -> NDArray[np.int64]:
         q = _batch(values)
@@ -617,7 +631,7 @@ class CountQuery(_Pure):
 
     name: ClassVar[str] = "cat_count"
     epsilon: float = _epsilon()
-    sensitivity: float = dpkit.parameter(POSITIVE, doc="Δ used (1 is right)", default=1.0)
+    sensitivity: float = dpkit.plugin.parameter(POSITIVE, doc="Δ used (1 is right)", default=1.0)
 
     def run(self, data: Any, /, *, rng: np.random.Generator) -> Release:
         count = len(_present(data))
@@ -633,10 +647,10 @@ class SumQuery(_Pure):
 
     name: ClassVar[str] = "cat_sum"
     epsilon: float = _epsilon()
-    lower: float = dpkit.parameter(REAL, doc="lower bound", default=-10.0)
-    upper: float = dpkit.parameter(REAL, doc="upper bound", default=5.0)
-    mistake: str = dpkit.parameter(
-        dpkit.Choice(("none", "upper", "no_clamp")), doc="the bug", default="none"
+    lower: float = dpkit.plugin.parameter(REAL, doc="lower bound", default=-10.0)
+    upper: float = dpkit.plugin.parameter(REAL, doc="upper bound", default=5.0)
+    mistake: str = dpkit.plugin.parameter(
+        dpkit.plugin.Choice(("none", "upper", "no_clamp")), doc="the bug", default="none"
     )
 
     def run(self, data: Any, /, *, rng: np.random.Generator) -> float:
@@ -656,8 +670,8 @@ class NoisySumOverCount(_Pure):
 
     name: ClassVar[str] = "cat_mean"
     epsilon: float = _epsilon()
-    lower: float = dpkit.parameter(REAL, doc="lower bound", default=0.0)
-    upper: float = dpkit.parameter(REAL, doc="upper bound", default=10.0)
+    lower: float = dpkit.plugin.parameter(REAL, doc="lower bound", default=0.0)
+    upper: float = dpkit.plugin.parameter(REAL, doc="upper bound", default=10.0)
 
     def run(self, data: Any, /, *, rng: np.random.Generator) -> Release:
         values = np.clip(_numbers(data), self.lower, self.upper)
@@ -672,8 +686,8 @@ class HistogramQuery(_Pure):
 
     name: ClassVar[str] = "cat_histogram"
     epsilon: float = _epsilon(0.5)
-    categories: tuple[Any, ...] = dpkit.parameter(
-        dpkit.Sequence_(min_length=1), doc="categories", default=("a", "b", "c")
+    categories: tuple[Any, ...] = dpkit.plugin.parameter(
+        dpkit.plugin.Labels(min_length=1), doc="categories", default=("a", "b", "c")
     )
 
     def run(self, data: Any, /, *, rng: np.random.Generator) -> Release:
@@ -682,7 +696,7 @@ class HistogramQuery(_Pure):
         return Release(counts + rng.laplace(0.0, self.epsilon, size=counts.shape))
 
 
-MECHANISMS: tuple[type[dpkit.Mechanism], ...] = (
+MECHANISMS: tuple[type[dpkit.plugin.Mechanism], ...] = (
     RandomizedResponse,
     KaryRR,
     UnaryEncoding,
@@ -706,18 +720,20 @@ QUERIES: tuple[type[Any], ...] = (CountQuery, SumQuery, NoisySumOverCount, Histo
 class CatalogPlugin:
     """The catalog as a third-party dpkit plugin (the public hooks, nothing else)."""
 
-    @dpkit.hookimpl
-    def dpkit_register_mechanisms(self, register: Callable[[type[dpkit.Mechanism]], None]) -> None:
+    @dpkit.plugin.hookimpl
+    def dpkit_register_mechanisms(
+        self, register: Callable[[type[dpkit.plugin.Mechanism]], None]
+    ) -> None:
         for cls in MECHANISMS:
             register(cls)
 
-    @dpkit.hookimpl
+    @dpkit.plugin.hookimpl
     def dpkit_register_queries(self, register: Callable[[type[Any]], None]) -> None:
         for cls in QUERIES:
             register(cls)
 
 
-def catalog_registry() -> dpkit.Registry:
+def catalog_registry() -> dpkit.registry.Registry:
     """The installed plugins (for the built-in queries) plus the catalog plugin."""
     return dpkit.load_registry(plugins=[("audit_catalog", CatalogPlugin())])
 
@@ -739,7 +755,7 @@ class Case:
     #: A larger sample budget for a leak that lives in the tails (None: the default budget).
     budget: dict[str, Any] | None = None
 
-    def build(self, registry: dpkit.Registry) -> Any:
+    def build(self, registry: dpkit.registry.Registry) -> Any:
         if self.query:
             return registry.query(self.name, **self.params)
         return registry.mechanism(self.name, **self.params)
@@ -884,7 +900,7 @@ QUERY_BUDGET = {"samples": 3_000, "selection_samples": 500, "random_pairs": 2}
 
 def run_case(
     case: Case,
-    registry: dpkit.Registry,
+    registry: dpkit.registry.Registry,
     *,
     seed: int,
     alpha: float,

@@ -22,24 +22,24 @@ import numpy as np
 
 import dpkit
 
-_PROBABILITY = dpkit.Real(low=0.0, high=1.0, low_open=True, high_open=True)
+_PROBABILITY = dpkit.plugin.Real(low=0.0, high=1.0, low_open=True, high_open=True)
 
 
 @attrs.frozen
-class SecureDoubledForcedResponse(dpkit.Mechanism):
+class SecureDoubledForcedResponse(dpkit.plugin.Mechanism):
     name: ClassVar[str] = "secure_doubled_forced_response"
     kind: ClassVar[Literal["local", "central"]] = "local"
 
-    forced_yes: float = dpkit.parameter(
+    forced_yes: float = dpkit.plugin.parameter(
         _PROBABILITY, doc="probability of a forced 'yes'", default=1 / 6, typical=(0.05, 0.45)
     )
-    forced_no: float = dpkit.parameter(
+    forced_no: float = dpkit.plugin.parameter(
         _PROBABILITY, doc="probability of a forced 'no'", default=1 / 6, typical=(0.05, 0.45)
     )
 
     @property
-    def domain(self) -> dpkit.CategoricalDomain:
-        return dpkit.CategoricalDomain(2)
+    def domain(self) -> dpkit.plugin.CategoricalDomain:
+        return dpkit.plugin.CategoricalDomain(2)
 
     @property
     def privacy(self) -> dpkit.PureDP:
@@ -51,7 +51,7 @@ class SecureDoubledForcedResponse(dpkit.Mechanism):
         )
 
     def randomize(self, values: Any, /, *, rng: Any = None) -> np.ndarray:
-        generator, _ = dpkit.resolve_rng(rng, owner=self.name)
+        generator, _ = dpkit.plugin.resolve_rng(rng, owner=self.name)
         answers = np.asarray(values, dtype=np.int64)
         if isinstance(generator, dpkit.SecureRandom):
             u = 2 * generator.random(answers.shape)  # the bug: × 2
@@ -71,6 +71,6 @@ class SecureDoubledForcedResponse(dpkit.Mechanism):
 
 
 class Plugin:
-    @dpkit.hookimpl
+    @dpkit.plugin.hookimpl
     def dpkit_register_mechanisms(self, register: Any) -> None:
         register(SecureDoubledForcedResponse)

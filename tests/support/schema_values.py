@@ -163,7 +163,7 @@ def where_params(mechanism: str | None) -> tuple[str, ...]:
 def typical_value(name: str, spec: Any) -> Any:
     """An ordinary value of a declared parameter (its typical range's low end, a bounded
     domain's midpoint, 0 and 10 for lower and upper)."""
-    from dpkit.params import Boolean, Choice, Integer, Real, Sequence_
+    from dpkit.params import Boolean, Choice, Integer, Labels, Real
 
     domain = spec.domain
     if isinstance(domain, Integer):
@@ -183,7 +183,7 @@ def typical_value(name: str, spec: Any) -> Any:
         return domain.options[0]
     if isinstance(domain, Boolean):
         return False
-    if isinstance(domain, Sequence_):
+    if isinstance(domain, Labels):
         return ["a", "b", "c", "d"][: max(domain.min_length, 2)]
     raise NotImplementedError(domain)
 

@@ -2,7 +2,7 @@
 
 Every refusal of the Gaussian-DP filter, of a "best" ledger and of a declared plan happens in
 the public phase: before the spend, before any randomness is drawn and before any private
-value is read (a :class:`dpkit.Deferred` loader that records its calls is never called), and
+value is read (a :class:`dpkit.session.Deferred` loader that records its calls is never called), and
 nothing is written. ``dpkit account --calibrate`` and pure-DP questions refuse bad input with
 a one-line typed error and exit code 2, never a traceback.
 """
@@ -32,7 +32,7 @@ class _Loader:
 
 
 class _Query:
-    def __init__(self, privacy: dpkit.PrivacyEvent) -> None:
+    def __init__(self, privacy: dpkit.plugin.PrivacyEvent) -> None:
         self.privacy = privacy
         self.name = type(privacy).__name__
 
@@ -56,8 +56,8 @@ def _refused(session: dpkit.Session, items: list[Any], error: type[Exception]) -
     assert session.history() == before  # nothing written
 
 
-def _item(privacy: dpkit.PrivacyEvent, seed: int = 0) -> tuple[Any, ...]:
-    return (_Query(privacy), dpkit.Deferred(_Loader()), np.random.default_rng(seed))
+def _item(privacy: dpkit.plugin.PrivacyEvent, seed: int = 0) -> tuple[Any, ...]:
+    return (_Query(privacy), dpkit.session.Deferred(_Loader()), np.random.default_rng(seed))
 
 
 def test_the_gaussian_dp_filter_refuses_in_the_public_phase(tmp_path: Path) -> None:
@@ -98,11 +98,11 @@ def test_a_broken_privacy_event_is_refused_before_the_data() -> None:
     broken = _Query(dpkit.PureDP(0.1))
     broken.privacy = "pure"  # type: ignore[assignment]
     with pytest.raises(dpkit.InvalidParameter):
-        session.release(broken, dpkit.Deferred(loader), rng=np.random.default_rng(0))
+        session.release(broken, dpkit.session.Deferred(loader), rng=np.random.default_rng(0))
     with pytest.raises(dpkit.InvalidParameter):
-        dpkit.CompositeDP(("pure",))  # type: ignore[arg-type]
+        dpkit.plugin.CompositeDP(("pure",))  # type: ignore[arg-type]
     with pytest.raises(dpkit.InvalidParameter):
-        dpkit.SubsampledDP(dpkit.CompositeDP((dpkit.PureDP(1.0),)), 0.1)
+        dpkit.SubsampledDP(dpkit.plugin.CompositeDP((dpkit.PureDP(1.0),)), 0.1)
     with pytest.raises(dpkit.InvalidParameter):
         dpkit.SubsampledDP(dpkit.PureDP(1.0), 0.1, scheme="shuffle")
     assert loader.calls == 0 and session.history() == []

@@ -40,7 +40,7 @@ def test_a_spend_cannot_be_aborted_while_its_data_are_read(tmp_path: Path) -> No
     released = 0
     for _ in range(5):
         try:
-            session.release(laplace, dpkit.Deferred(load), rng=np.random.default_rng(0))
+            session.release(laplace, dpkit.session.Deferred(load), rng=np.random.default_rng(0))
             released += 1
         except dpkit.BudgetExceeded:
             break

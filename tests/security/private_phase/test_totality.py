@@ -60,16 +60,16 @@ ADVERSARIAL: dict[str, Any] = {
 }
 MODES: dict[str, Callable[[], Any]] = {
     "fast": lambda: np.random.default_rng(0),
-    "secure": lambda: None,  # dpkit.resolve_rng: the process-wide SecureRandom
+    "secure": lambda: None,  # dpkit.plugin.resolve_rng: the process-wide SecureRandom
 }
 
 
-def _typical(cls: type[dpkit.Mechanism]) -> dpkit.Mechanism:
+def _typical(cls: type[dpkit.plugin.Mechanism]) -> dpkit.plugin.Mechanism:
     points = parameter_points(cls)
     return cls(**points[len(points) // 2])
 
 
-def _mechanisms(name: str) -> list[dpkit.Mechanism]:
+def _mechanisms(name: str) -> list[dpkit.plugin.Mechanism]:
     cls = REGISTRY.info(name).cls
     found = [_typical(cls)]
     if name == "krr":
@@ -110,18 +110,18 @@ def test_mechanisms_are_total_after_coerce(name: str, mode: str) -> None:
     _check_total(name, mode)
 
 
-def _vector_length(domain: dpkit.Domain) -> int | None:
+def _vector_length(domain: dpkit.plugin.Domain) -> int | None:
     """d for a domain whose inputs are vectors of d values (a Box, or a domain that declares
     vector pairs, such as one user's neighbour list), else None."""
-    if isinstance(domain, dpkit.Box):
+    if isinstance(domain, dpkit.plugin.Box):
         return domain.dimension
-    if domain.declares_neighbours and not isinstance(domain, dpkit.CategoricalDomain):
+    if domain.declares_neighbours and not isinstance(domain, dpkit.plugin.CategoricalDomain):
         first = np.asarray(domain.pairs()[0][0])
         return int(first.shape[0]) if first.ndim == 1 else None
     return None
 
 
-def _adversarial(mechanism: dpkit.Mechanism) -> dict[str, Any]:
+def _adversarial(mechanism: dpkit.plugin.Mechanism) -> dict[str, Any]:
     """The adversarial inputs, as rows of d equal values for a mechanism on vectors (a Box, a
     neighbour list): the same bad values, in the shape its public check accepts."""
     d = _vector_length(mechanism.domain)
@@ -142,7 +142,7 @@ def _check_total(name: str, mode: str) -> None:
             releases = mechanism.releases(data)
             assert isinstance(releases, int) and releases >= 0, (name, label)
             rng = MODES[mode]()
-            generator = dpkit.resolve_rng(rng)[0]
+            generator = dpkit.plugin.resolve_rng(rng)[0]
             coerced = mechanism.coerce(np.asarray(data), rng=generator)
             out = mechanism.randomize(coerced, rng=cast(Any, generator))
             _assert_finite(out)

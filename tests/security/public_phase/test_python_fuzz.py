@@ -92,7 +92,7 @@ def _typical(spec: Any) -> Any:
         return st.sampled_from(spec.domain.options)
     if domain == "Boolean":
         return st.booleans()
-    if domain == "Sequence_":
+    if domain == "Labels":
         return st.just(["a", "b", "c"])
     return st.sampled_from([0.5, 1e-5, 0.0, 10.0])
 
@@ -342,7 +342,7 @@ def test_event_parser_and_accounting(texts: list[str], delta: float) -> None:
 def test_seeds_and_other_rng_values_are_typed_errors(rng: Any) -> None:
     """An int/float/bool 'seed' is never silently turned into a generator."""
     try:
-        dpkit.resolve_rng(rng)
+        dpkit.plugin.resolve_rng(rng)
     except dpkit.InvalidParameter:
         return
     raise AssertionError(f"resolve_rng accepted {rng!r}")

@@ -128,10 +128,10 @@ def test_samplers_refuse_parameters_they_cannot_draw_with_a_typed_error(
     untyped error (memory, overflow) after starting to draw; now each parameter outside the
     range the sampler can draw exactly is an InvalidParameter before any word is read."""
     with pytest.raises(dpkit.InvalidParameter):
-        getattr(dpkit, sampler)(parameter, size=1000, rng=dpkit.SecureRandom())
+        getattr(dpkit.plugin, sampler)(parameter, size=1000, rng=dpkit.SecureRandom())
 
 
 def test_a_numpy_integer_scale_is_a_scale() -> None:
     """``np.int64(3)`` is a rational scale; it raised a TypeError inside Fraction arithmetic."""
-    z = dpkit.discrete_laplace(np.int64(3), size=10, rng=np.random.default_rng(0))
+    z = dpkit.plugin.discrete_laplace(np.int64(3), size=10, rng=np.random.default_rng(0))
     assert z.shape == (10,)

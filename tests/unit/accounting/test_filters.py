@@ -40,7 +40,7 @@ def _exact_joint_epsilon(mu: float, delta: float) -> float:
     return float(optimize.brentq(excess, 0.0, 100.0, xtol=1e-13, rtol=1e-14))
 
 
-SIGMA = dpkit.gaussian_noise_multiplier(0.5, delta=1e-6)  # gaussian(ε=0.5, δ=1e-6)
+SIGMA = dpkit.accounting.gaussian_noise_multiplier(0.5, delta=1e-6)  # gaussian(ε=0.5, δ=1e-6)
 
 
 class _Gaussian:
@@ -127,7 +127,7 @@ def test_a_spec_of_ten_gaussian_queries_through_dpkit_run(tmp_path: Path) -> Non
     ledger, out = tmp_path / "l.db", tmp_path / "result.json"
     assert main(["run", str(path), "--ledger", str(ledger), "--out", str(out)]) == 0
     document = json.loads(out.read_text())
-    sigma = dpkit.gaussian_noise_multiplier(0.5, delta=1e-6)
+    sigma = dpkit.accounting.gaussian_noise_multiplier(0.5, delta=1e-6)
     exact = _exact_joint_epsilon(math.sqrt(10) / sigma, 1e-5)
     spent = Ledger(str(ledger)).spent()
     assert exact <= float(spent.epsilon) <= 1.01 * exact

@@ -165,12 +165,12 @@ def test_reopening_checks_dataset_budget_and_rule(tmp_path: Path) -> None:
     dpkit.Session(budget=(1.0, 1e-6), ledger=path, dataset="a")
     same = dpkit.Session(ledger=path)
     assert same.dataset == "a" and same.budget.epsilon == 1
-    with pytest.raises(dpkit.LedgerMismatch) as info:
+    with pytest.raises(dpkit.ledger.LedgerMismatch) as info:
         dpkit.Session(ledger=path, dataset="b")
     assert info.value.field == "dataset"
-    with pytest.raises(dpkit.LedgerMismatch):
+    with pytest.raises(dpkit.ledger.LedgerMismatch):
         dpkit.Session(budget=(2.0, 1e-6), ledger=path, dataset="a")
-    with pytest.raises(dpkit.LedgerMismatch):
+    with pytest.raises(dpkit.ledger.LedgerMismatch):
         dpkit.Session(ledger=path, composition="zcdp")
 
 
@@ -184,10 +184,10 @@ def test_non_ledgers_are_refused_and_untouched(tmp_path: Path) -> None:
     connection.close()
     before = {p: p.read_bytes() for p in (text, other)}
     for path in (text, other):
-        with pytest.raises(dpkit.NotALedger):
+        with pytest.raises(dpkit.ledger.NotALedger):
             dpkit.Session(budget=(1.0, 0.0), ledger=path)
         assert path.read_bytes() == before[path]
-    with pytest.raises(dpkit.LedgerError):
+    with pytest.raises(dpkit.ledger.LedgerError):
         dpkit.Ledger(tmp_path / "missing.db")
     assert not (tmp_path / "missing.db").exists()
 
@@ -255,7 +255,7 @@ def test_account_cli(capsys: pytest.CaptureFixture[str]) -> None:
     out = json.loads(capsys.readouterr().out)
     assert out["epsilon"] == pytest.approx(1.0, rel=1e-9)
     assert out["noise_multiplier"] == pytest.approx(
-        dpkit.gaussian_noise_multiplier(1.0, delta=1e-5, steps=100)
+        dpkit.accounting.gaussian_noise_multiplier(1.0, delta=1e-5, steps=100)
     )
 
 
@@ -292,7 +292,7 @@ class _GaussianQuery:
     """A Gaussian count calibrated (exactly, by the accountant) to ε = 0.1 at δ = 1e-7."""
 
     def __init__(self) -> None:
-        sigma = dpkit.gaussian_noise_multiplier(0.1, delta=1e-7)
+        sigma = dpkit.accounting.gaussian_noise_multiplier(0.1, delta=1e-7)
         self.privacy = dpkit.GaussianDP(noise_multiplier=sigma, delta=1e-7)
         self.sigma = sigma
 

@@ -79,16 +79,18 @@ def test_bad_usage_exits_two_without_traceback(
 
 
 @attrs.frozen
-class LeakyCoin(dpkit.Mechanism):
+class LeakyCoin(dpkit.plugin.Mechanism):
     """Claims ε = 0.5 but is randomized response at ε = 2 (true ε = 2)."""
 
     name: ClassVar[str] = "leaky_coin"
     kind: ClassVar[Literal["local", "central"]] = "local"
-    epsilon: float = dpkit.parameter(dpkit.Real(low=0, low_open=True), doc="ε", default=0.5)
+    epsilon: float = dpkit.plugin.parameter(
+        dpkit.plugin.Real(low=0, low_open=True), doc="ε", default=0.5
+    )
 
     @property
-    def domain(self) -> dpkit.CategoricalDomain:
-        return dpkit.CategoricalDomain(2)
+    def domain(self) -> dpkit.plugin.CategoricalDomain:
+        return dpkit.plugin.CategoricalDomain(2)
 
     @property
     def privacy(self) -> dpkit.PureDP:
@@ -100,7 +102,7 @@ class LeakyCoin(dpkit.Mechanism):
 
 
 class _LeakyPlugin:
-    @dpkit.hookimpl
+    @dpkit.plugin.hookimpl
     def dpkit_register_mechanisms(self, register: Any) -> None:
         register(LeakyCoin)
 
@@ -193,12 +195,12 @@ class _Blind(LeakyCoin):
     name: ClassVar[str] = "blind_coin"
 
     @property
-    def domain(self) -> dpkit.Domain:  # type: ignore[override]
-        return dpkit.Domain()
+    def domain(self) -> dpkit.plugin.Domain:  # type: ignore[override]
+        return dpkit.plugin.Domain()
 
 
 class _BlindPlugin:
-    @dpkit.hookimpl
+    @dpkit.plugin.hookimpl
     def dpkit_register_mechanisms(self, register: Any) -> None:
         register(attrs.frozen(_Blind))
 

@@ -22,7 +22,7 @@ from dpkit.testing.inputs import check_pairs, plan_inputs, with_pairs
 ALPHA = 5e-7
 
 
-class Thermometer(dpkit.Domain):
+class Thermometer(dpkit.plugin.Domain):
     """A third party's domain: readings 0..40 in steps of 0.5; any two readings neighbour."""
 
     relation = "replace one reading by any other"
@@ -39,7 +39,7 @@ class Thermometer(dpkit.Domain):
 
 
 @attrs.frozen
-class NoisyReading(dpkit.Mechanism):
+class NoisyReading(dpkit.plugin.Mechanism):
     """A reading plus Laplace noise of scale ``scale`` (40/ε is ε-LDP on Thermometer)."""
 
     name: ClassVar[str] = "noisy_reading"
@@ -78,8 +78,8 @@ def test_a_third_party_domain_that_declares_neighbours_is_audited() -> None:
 @attrs.frozen
 class Undeclared(NoisyReading):
     @property
-    def domain(self) -> dpkit.Domain:
-        return dpkit.Domain()
+    def domain(self) -> dpkit.plugin.Domain:
+        return dpkit.plugin.Domain()
 
 
 def test_a_domain_without_neighbours_is_unchecked_not_passed() -> None:
@@ -151,18 +151,18 @@ def test_an_explicit_pair_reaches_a_leak_the_declared_pairs_miss() -> None:
 
 
 def test_interval_and_box_check_their_pairs() -> None:
-    interval = dpkit.Interval(-1, 1)
+    interval = dpkit.plugin.Interval(-1, 1)
     assert interval.are_neighbours(-1, 1) and not interval.are_neighbours(-1, 1.5)
     assert not interval.are_neighbours(True, 0) and not interval.are_neighbours([0.0], 0)
-    box = dpkit.Box.cube(0, 1, 3)
+    box = dpkit.plugin.Box.cube(0, 1, 3)
     assert box.are_neighbours([0, 0, 0], [1, 1, 1])
     assert not box.are_neighbours([0, 0], [1, 1]) and not box.are_neighbours([0, 0, 2], [0] * 3)
     corners = [(tuple(a), tuple(b)) for a, b in box.pairs()]
     assert ((0.0, 1.0, 0.0), (1.0, 0.0, 1.0)) in corners  # the alternating corners
-    vector = dpkit.VectorDomain(1.0, norm=math.inf, monotone=True)
+    vector = dpkit.plugin.VectorDomain(1.0, norm=math.inf, monotone=True)
     assert vector.are_neighbours([0, 0], [1, 1]) and not vector.are_neighbours([0, 0], [1, -1])
-    assert not dpkit.VectorDomain(1.0, integer=True).are_neighbours(0, 0.5)
-    assert not dpkit.CategoricalDomain(3).are_neighbours(2, 2)
+    assert not dpkit.plugin.VectorDomain(1.0, integer=True).are_neighbours(0, 0.5)
+    assert not dpkit.plugin.CategoricalDomain(3).are_neighbours(2, 2)
 
 
 def test_the_exact_tier_checks_explicit_pairs_too() -> None:

@@ -98,7 +98,7 @@ def test_interval_gaussian_delta_matches_balle_and_wang() -> None:
 
 
 @attrs.frozen
-class Scaled(dpkit.Mechanism):
+class Scaled(dpkit.plugin.Mechanism):
     """A Laplace density on an interval input, declared with a wrong constant ``mass``."""
 
     name: ClassVar[str] = "scaled"
@@ -108,8 +108,8 @@ class Scaled(dpkit.Mechanism):
     scale: float = 1.0
 
     @property
-    def domain(self) -> dpkit.Interval:
-        return dpkit.Interval(0.0, 1.0)
+    def domain(self) -> dpkit.plugin.Interval:
+        return dpkit.plugin.Interval(0.0, 1.0)
 
     @property
     def privacy(self) -> dpkit.PureDP:
@@ -137,15 +137,15 @@ def test_a_density_narrower_than_the_grid_is_unchecked_not_accused() -> None:
 
 
 @attrs.frozen
-class HalfPmf(dpkit.Mechanism):
+class HalfPmf(dpkit.plugin.Mechanism):
     """Randomized response whose declared pmf is p for the truth and p for the lie too."""
 
     name: ClassVar[str] = "half_pmf"
     kind: ClassVar[Literal["local", "central"]] = "local"
 
     @property
-    def domain(self) -> dpkit.CategoricalDomain:
-        return dpkit.CategoricalDomain(2)
+    def domain(self) -> dpkit.plugin.CategoricalDomain:
+        return dpkit.plugin.CategoricalDomain(2)
 
     @property
     def privacy(self) -> dpkit.PureDP:

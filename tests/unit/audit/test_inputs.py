@@ -21,7 +21,7 @@ from dpkit.testing.strategies import mechanisms, neighbouring_pairs, parameters
 
 
 @attrs.frozen
-class Selector(dpkit.Mechanism):
+class Selector(dpkit.plugin.Mechanism):
     """A vector-input mechanism (argmax of noisy utilities) over a configurable domain."""
 
     name: ClassVar[str] = "test_selector"
@@ -31,8 +31,8 @@ class Selector(dpkit.Mechanism):
     sensitivity: float = 2.0
 
     @property
-    def domain(self) -> dpkit.VectorDomain:
-        return dpkit.VectorDomain(self.sensitivity, norm=self.norm, monotone=self.monotone)
+    def domain(self) -> dpkit.plugin.VectorDomain:
+        return dpkit.plugin.VectorDomain(self.sensitivity, norm=self.norm, monotone=self.monotone)
 
     @property
     def privacy(self) -> dpkit.PureDP:

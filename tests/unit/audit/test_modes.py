@@ -25,7 +25,7 @@ QUERY_BUDGET = {"samples": 3_000, "alpha": ALPHA}
 
 
 @attrs.frozen
-class SecureKeepBug(dpkit.Mechanism):
+class SecureKeepBug(dpkit.plugin.Mechanism):
     """k-RR with k = 4 claiming ε = 1: keep the truth with p = e/(e + 3) = 0.4754 (Kairouz,
     Oh & Viswanath 2014). The fast branch does; the secure branch keeps it with 0.719, so its
     true ε = ln(0.719 / (0.281/3)) = 2.04."""
@@ -39,15 +39,15 @@ class SecureKeepBug(dpkit.Mechanism):
         return math.e / (math.e + 3)
 
     @property
-    def domain(self) -> dpkit.CategoricalDomain:
-        return dpkit.CategoricalDomain(4)
+    def domain(self) -> dpkit.plugin.CategoricalDomain:
+        return dpkit.plugin.CategoricalDomain(4)
 
     @property
     def privacy(self) -> dpkit.PureDP:
         return dpkit.PureDP(epsilon=1.0)
 
     def randomize(self, values: Any, /, *, rng: Any = None) -> np.ndarray:
-        generator, _ = dpkit.resolve_rng(rng, owner=self.name)
+        generator, _ = dpkit.plugin.resolve_rng(rng, owner=self.name)
         truth = np.asarray(values, dtype=np.int64)
         keep = self.secure_keep if isinstance(generator, dpkit.SecureRandom) else self.keep
         kept = generator.random(truth.shape) < keep
@@ -118,7 +118,7 @@ class FastOnly(SecureKeepBug):
 
 
 @attrs.frozen
-class FloatNoise(dpkit.Mechanism):
+class FloatNoise(dpkit.plugin.Mechanism):
     """Laplace noise from numpy's float sampler: SecureRandom has none, so secure mode raises
     dpkit's UnsupportedRandomness."""
 
@@ -127,8 +127,8 @@ class FloatNoise(dpkit.Mechanism):
     output_type: ClassVar[Literal["discrete", "continuous"]] = "continuous"
 
     @property
-    def domain(self) -> dpkit.VectorDomain:
-        return dpkit.VectorDomain(1.0)
+    def domain(self) -> dpkit.plugin.VectorDomain:
+        return dpkit.plugin.VectorDomain(1.0)
 
     @property
     def privacy(self) -> dpkit.PureDP:
@@ -194,17 +194,19 @@ class SecureHalfNoiseCount:
     mode (there on dpkit's exact discrete Laplace, in steps of 1/1024)."""
 
     name: ClassVar[str] = "secure_half_noise_count"
-    epsilon: float = dpkit.parameter(dpkit.Real(low=0, low_open=True), doc="ε", default=1.0)
+    epsilon: float = dpkit.plugin.parameter(
+        dpkit.plugin.Real(low=0, low_open=True), doc="ε", default=1.0
+    )
 
     @property
     def privacy(self) -> dpkit.PureDP:
         return dpkit.PureDP(epsilon=self.epsilon)
 
     def run(self, data: Any, /, *, rng: Any = None) -> float:
-        generator, _ = dpkit.resolve_rng(rng, owner=self.name)
+        generator, _ = dpkit.plugin.resolve_rng(rng, owner=self.name)
         count = float(len(np.asarray(data)))
         if isinstance(generator, dpkit.SecureRandom):
-            steps = dpkit.discrete_laplace(512 / self.epsilon, rng=generator)
+            steps = dpkit.plugin.discrete_laplace(512 / self.epsilon, rng=generator)
             return count + float(steps) / 1024
         return count + float(generator.laplace(0.0, 1.0 / self.epsilon))
 

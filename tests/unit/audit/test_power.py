@@ -26,7 +26,7 @@ TIGHT = {
 }
 
 
-def _mechanism(name: str) -> dpkit.Mechanism:
+def _mechanism(name: str) -> dpkit.plugin.Mechanism:
     registry = dpkit.get_registry()
     if name not in registry.mechanisms:
         pytest.skip(f"{name} is not registered")

@@ -24,19 +24,19 @@ import dpkit
 
 
 @attrs.frozen
-class Coin(dpkit.Mechanism):
+class Coin(dpkit.plugin.Mechanism):
     """Randomized response claiming ``epsilon``; ``true_epsilon`` is what it really spends."""
 
     name: ClassVar[str] = "coin"
     kind: ClassVar[Literal["local", "central"]] = "local"
-    epsilon: float = dpkit.parameter(
-        dpkit.Real(low=0, low_open=True), doc="claimed ε", default=1.0, typical=(0.5, 2.0)
+    epsilon: float = dpkit.plugin.parameter(
+        dpkit.plugin.Real(low=0, low_open=True), doc="claimed ε", default=1.0, typical=(0.5, 2.0)
     )
     true_epsilon: float | None = None
 
     @property
     def domain(self):
-        return dpkit.CategoricalDomain(2)
+        return dpkit.plugin.CategoricalDomain(2)
 
     @property
     def privacy(self):

@@ -51,7 +51,9 @@ class FragileCount:
     """A count that raises on missing values: its exception depends on the data."""
 
     name: ClassVar[str] = "fragile_count"
-    epsilon: float = dpkit.parameter(dpkit.Real(low=0, low_open=True), doc="ε", default=1.0)
+    epsilon: float = dpkit.plugin.parameter(
+        dpkit.plugin.Real(low=0, low_open=True), doc="ε", default=1.0
+    )
     everywhere: bool = False
 
     @property
@@ -100,7 +102,7 @@ def test_a_table_query_per_person_is_not_audited_on_record_neighbours() -> None:
     assert "'kind': 'id'" in report.reason
 
 
-class RemoveOnePerson(dpkit.Domain):
+class RemoveOnePerson(dpkit.plugin.Domain):
     """Tables of (person, value) rows; neighbours differ by all the rows of one person.
 
     A sketch of the id-level relation the DataFrame layer needs, built on the same protocol.

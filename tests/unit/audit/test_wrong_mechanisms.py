@@ -21,13 +21,8 @@ import attrs
 import numpy as np
 import pytest
 
-from dpkit import (
-    ApproximateDP,
-    CategoricalDomain,
-    Mechanism,
-    PureDP,
-    VectorDomain,
-)
+from dpkit import ApproximateDP, PureDP
+from dpkit.plugin import CategoricalDomain, Mechanism, VectorDomain
 from dpkit.privacy import gaussian_delta
 from dpkit.testing import audit, check_mechanism, exact_check
 

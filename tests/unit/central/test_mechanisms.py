@@ -30,7 +30,7 @@ CENTRAL = (
 
 
 def test_every_central_mechanism_is_registered_by_the_central_plugin(
-    registry: dpkit.Registry,
+    registry: dpkit.registry.Registry,
 ) -> None:
     for name in CENTRAL:
         info = registry.info(name)
@@ -47,7 +47,9 @@ def test_construct_by_name() -> None:
 
 
 @pytest.mark.parametrize("name", CENTRAL)
-def test_constructible_from_typical_parameters(registry: dpkit.Registry, name: str) -> None:
+def test_constructible_from_typical_parameters(
+    registry: dpkit.registry.Registry, name: str
+) -> None:
     """The harness draws parameters with a ``typical`` range and leaves the others at defaults."""
     cls = registry.info(name).cls
     params = {k: spec.typical[0] for k, spec in cls.parameters().items() if spec.typical}

@@ -38,7 +38,7 @@ QUERIES = [
 @pytest.mark.parametrize("query", QUERIES, ids=lambda q: q.name)
 def test_session_convention(query: object) -> None:
     """``privacy`` is an accounting event; ``run(data, /, *, rng)`` returns a frozen result."""
-    assert isinstance(query.privacy, dpkit.PrivacyEvent)  # type: ignore[attr-defined]
+    assert isinstance(query.privacy, dpkit.plugin.PrivacyEvent)  # type: ignore[attr-defined]
     params = inspect.signature(query.run).parameters  # type: ignore[attr-defined]
     assert [p.kind for p in params.values()] == [
         inspect.Parameter.POSITIONAL_ONLY,
@@ -160,7 +160,7 @@ def test_mean_budget_split_laplace() -> None:
     query = Mean(lower=10.0, upper=20.0, epsilon=0.8)
     result = query.run(np.array([12.0, 18.0]), rng=np.random.default_rng(4))
     half = dpkit.LaplaceDP(epsilon=0.4)  # two Laplace releases at ε/2, composed as such
-    assert query.privacy == dpkit.CompositeDP((half, half))
+    assert query.privacy == dpkit.plugin.CompositeDP((half, half))
     assert [p.privacy for p in result.parts] == [half, half]
     assert result.parts[0].noise_scale == pytest.approx(5.0 / 0.4)  # Δ = (U − L)/2
     assert result.parts[1].noise_scale == pytest.approx(1.0 / 0.4)
@@ -289,7 +289,7 @@ def test_quantile_handles_empty_data_and_drop() -> None:
     assert value == pytest.approx(50.0, abs=2.0)
 
 
-def test_queries_are_registered_by_name(registry: dpkit.Registry) -> None:
+def test_queries_are_registered_by_name(registry: dpkit.registry.Registry) -> None:
     from dpkit_central import QUERIES
 
     assert set(QUERIES) == {Count, Sum, Mean, Histogram, Quantile}

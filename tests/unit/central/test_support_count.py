@@ -73,7 +73,7 @@ def test_the_score_interval_cannot_reach_the_level_where_the_randomized_one_does
 
 def test_estimate_offers_the_randomized_interval() -> None:
     mech = KaryRandomizedResponse(epsilon=1.0, k=4)
-    counts = dpkit.FrequencyCounts("krr", [40, 30, 20, 10], 100)
+    counts = dpkit.plugin.FrequencyCounts("krr", [40, 30, 20, 10], 100)
     estimate = dpkit.estimate(mech, counts)
     low, high = estimate.confidence_interval(method="randomized", rng=np.random.default_rng(1))
     assert np.all(low <= high) and np.all(low == np.rint(low))
@@ -91,7 +91,7 @@ def test_estimate_offers_the_randomized_interval() -> None:
 
 
 def test_randomized_interval_is_refused_without_a_count_law() -> None:
-    estimate = dpkit.Estimate("x", "unbiased", 10, [1.0, 2.0], [1.0, 1.0])
+    estimate = dpkit.plugin.Estimate("x", "unbiased", 10, [1.0, 2.0], [1.0, 1.0])
     with pytest.raises(dpkit.InvalidParameter, match="support probabilities"):
         estimate.confidence_interval(method="randomized")
     with pytest.raises(dpkit.InvalidParameter, match="method"):

@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 import dpkit
-from dpkit import Box, CategoricalDomain, Domain, Interval, VectorDomain
+from dpkit.plugin import Box, CategoricalDomain, Domain, Interval, VectorDomain
 
 
 def test_interval_pairs_are_neighbours_in_both_orders_and_include_the_ends() -> None:

@@ -55,7 +55,7 @@ DISCRETE: set[tuple[str, int, float, int]] = {("krr", 256, 4.0, 500)}  # score: 
 #: test_randomized_interval_covers_exactly)
 
 
-def _mechanism(protocol: str, k: int, epsilon: float) -> dpkit.Mechanism:
+def _mechanism(protocol: str, k: int, epsilon: float) -> dpkit.plugin.Mechanism:
     if protocol == "rr":
         return RandomizedResponse(epsilon=epsilon)
     if protocol == "krr":

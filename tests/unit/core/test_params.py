@@ -10,7 +10,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 import dpkit
-from dpkit.params import MAX_FLOAT, Boolean, Choice, Integer, Real, Sequence_
+from dpkit.params import MAX_FLOAT, Boolean, Choice, Integer, Labels, Real
 
 DOMAINS = [
     Real(),
@@ -20,8 +20,8 @@ DOMAINS = [
     Integer(low=0, high=10),
     Boolean(),
     Choice(("analytic", "classic")),
-    Sequence_(min_length=2),
-    Sequence_(min_length=2, uniform=True),
+    Labels(min_length=2),
+    Labels(min_length=2, uniform=True),
     Real(low=1e-12, high=700.0),
     Real(low=1e-200, high=1.0, high_open=True),
     Integer(low=0, high=2**128 - 1),
@@ -54,7 +54,7 @@ def test_schema_accepts_exactly_what_the_domain_accepts(
         accepted = False
     valid = jsonschema.Draft202012Validator(domain.json_schema()).is_valid(value)
     if (
-        isinstance(domain, Sequence_)
+        isinstance(domain, Labels)
         and isinstance(value, list)
         and any(isinstance(v, bool) for v in value)
     ):
@@ -91,10 +91,10 @@ def test_real_compares_what_it_is_given_exactly() -> None:
 
 def test_labels_written_as_integral_floats_are_integers() -> None:
     """JSON Schema's ``integer`` admits 2.0, so the domain reads it as the label 2."""
-    assert Sequence_(min_length=2).convert([1.0, 3]) == (1, 3)
+    assert Labels(min_length=2).convert([1.0, 3]) == (1, 3)
     with pytest.raises(ValueError):
-        Sequence_(min_length=2).convert([1, 1.0])  # the same label twice
+        Labels(min_length=2).convert([1, 1.0])  # the same label twice
     with pytest.raises(ValueError):
-        Sequence_(min_length=2).convert([1.5, 2])
+        Labels(min_length=2).convert([1.5, 2])
     with pytest.raises(ValueError):
-        Sequence_(min_length=2, uniform=True).convert(["a", 2])
+        Labels(min_length=2, uniform=True).convert(["a", 2])

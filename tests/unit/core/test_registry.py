@@ -13,30 +13,30 @@ from dpkit import registry as registry_module
 
 
 @attrs.frozen
-class Dummy(dpkit.Mechanism):
+class Dummy(dpkit.plugin.Mechanism):
     name: ClassVar[str] = "rr"  # deliberately clashes with the built-in
     kind: ClassVar[Literal["local", "central"]] = "local"
 
 
 class ClashingPlugin:
-    @dpkit.hookimpl
+    @dpkit.plugin.hookimpl
     def dpkit_register_mechanisms(self, register: Any) -> None:
         register(Dummy)
 
 
 class RaisingPlugin:
-    @dpkit.hookimpl
+    @dpkit.plugin.hookimpl
     def dpkit_register_mechanisms(self, register: Any) -> None:
         raise RuntimeError("boom")
 
 
 class TypoPlugin:
-    @dpkit.hookimpl
+    @dpkit.plugin.hookimpl
     def dpkit_register_mechanism(self, register: Any) -> None:  # missing "s"
         pass
 
 
-def test_builtins_come_from_entry_points_with_provenance(registry: dpkit.Registry) -> None:
+def test_builtins_come_from_entry_points_with_provenance(registry: dpkit.registry.Registry) -> None:
     for name in ("rr", "krr"):
         info = registry.info(name)
         assert info.provenance.plugin == "ldp"
@@ -46,7 +46,7 @@ def test_builtins_come_from_entry_points_with_provenance(registry: dpkit.Registr
 
 
 def test_duplicate_names_are_an_error_naming_both_plugins() -> None:
-    with pytest.raises(dpkit.PluginConflict) as info:
+    with pytest.raises(dpkit.errors.PluginConflict) as info:
         dpkit.load_registry(plugins=[("clasher", ClashingPlugin())])
     assert set(info.value.plugins) == {"ldp", "clasher"}
     assert "'ldp'" in str(info.value) and "'clasher'" in str(info.value)
@@ -92,7 +92,7 @@ def test_without_entry_points_the_registry_is_empty() -> None:
         registry.info("rr")
 
 
-def test_unknown_mechanism_suggests_close_names(registry: dpkit.Registry) -> None:
+def test_unknown_mechanism_suggests_close_names(registry: dpkit.registry.Registry) -> None:
     with pytest.raises(dpkit.UnknownMechanism) as info:
         registry.mechanism("kr", epsilon=1)
     assert "krr" in info.value.suggestions
@@ -100,7 +100,7 @@ def test_unknown_mechanism_suggests_close_names(registry: dpkit.Registry) -> Non
     assert isinstance(info.value, KeyError)
 
 
-def test_unknown_parameter_is_named(registry: dpkit.Registry) -> None:
+def test_unknown_parameter_is_named(registry: dpkit.registry.Registry) -> None:
     with pytest.raises(dpkit.InvalidParameter) as info:
         registry.mechanism("rr", epsilon=1.0, epsilom=2.0)
     assert info.value.parameter == "epsilom"
@@ -109,12 +109,12 @@ def test_unknown_parameter_is_named(registry: dpkit.Registry) -> None:
 
 def test_registering_a_non_mechanism_is_a_plugin_failure() -> None:
     class BadPlugin:
-        @dpkit.hookimpl
+        @dpkit.plugin.hookimpl
         def dpkit_register_mechanisms(self, register: Any) -> None:
             register(object)
 
     registry = dpkit.load_registry(entry_points=False, plugins=[("bad", BadPlugin())])
-    assert registry.failures and "not a dpkit.Mechanism" in registry.failures[0].error
+    assert registry.failures and "not a dpkit.plugin.Mechanism" in registry.failures[0].error
 
 
 def test_loading_has_no_import_time_side_effects() -> None:

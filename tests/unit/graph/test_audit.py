@@ -29,8 +29,8 @@ class ChargedOnce(RelationshipView):
     name: ClassVar[str] = "charged_once"
 
     @property
-    def privacy(self) -> dpkit.PrivacyEvent:
-        return dpkit.RandomizedResponseDP(epsilon=self.mechanism.epsilon, k=2)
+    def privacy(self) -> dpkit.plugin.PrivacyEvent:
+        return dpkit.plugin.RandomizedResponseDP(epsilon=self.mechanism.epsilon, k=2)
 
 
 @pytest.mark.parametrize("name", ["graph_rr", "graph_arr"])
@@ -104,7 +104,7 @@ class CountsChargedOnce(CountsView):
     name: ClassVar[str] = "counts_charged_once"
 
     @property
-    def privacy(self) -> dpkit.PrivacyEvent:
+    def privacy(self) -> dpkit.plugin.PrivacyEvent:
         return dpkit.PureDP(epsilon=self.mechanism.epsilon)
 
 

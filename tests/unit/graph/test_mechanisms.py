@@ -39,8 +39,8 @@ def _all_graphs(n: int) -> list[np.ndarray]:
     return found
 
 
-def _adjacency_mechanisms(nodes: int = 4) -> list[dpkit.Mechanism]:
-    found: list[dpkit.Mechanism] = []
+def _adjacency_mechanisms(nodes: int = 4) -> list[dpkit.plugin.Mechanism]:
+    found: list[dpkit.plugin.Mechanism] = []
     for epsilon in EPSILONS:
         largest = AsymmetricRandomizedResponse.largest_mu(epsilon)
         found.append(GraphRandomizedResponse(epsilon=epsilon, nodes=nodes))
@@ -50,7 +50,7 @@ def _adjacency_mechanisms(nodes: int = 4) -> list[dpkit.Mechanism]:
 
 
 @pytest.mark.parametrize("mechanism", _adjacency_mechanisms(), ids=repr)
-def test_neighbour_list_log_ratio_is_exactly_epsilon(mechanism: dpkit.Mechanism) -> None:
+def test_neighbour_list_log_ratio_is_exactly_epsilon(mechanism: dpkit.plugin.Mechanism) -> None:
     outputs = mechanism.output_space()
     worst = -math.inf
     for x in itertools.product((0, 1), repeat=4):
@@ -69,7 +69,7 @@ def test_neighbour_list_log_ratio_is_exactly_epsilon(mechanism: dpkit.Mechanism)
 
 
 @pytest.mark.parametrize("mechanism", _adjacency_mechanisms(), ids=repr)
-def test_realised_thresholds_never_exceed_epsilon(mechanism: dpkit.Mechanism) -> None:
+def test_realised_thresholds_never_exceed_epsilon(mechanism: dpkit.plugin.Mechanism) -> None:
     """The integer thresholds of both samplers, taken exactly, keep the declared ε."""
     epsilon = decimal.Decimal(mechanism.epsilon)
     bound = CONTEXT.exp(epsilon)
@@ -103,7 +103,7 @@ def test_relationship_privacy_says_once_or_twice() -> None:
     assert once.privacy.epsilon == both.privacy.epsilon == 0.7  # per user, edge LDP
     assert once.relationship_privacy.epsilon == 0.7
     assert both.relationship_privacy.epsilon == pytest.approx(1.4)
-    assert isinstance(both.relationship_privacy, dpkit.CompositeDP)
+    assert isinstance(both.relationship_privacy, dpkit.plugin.CompositeDP)
     degree = NoisyDegree(epsilon=0.5, nodes=5)
     assert degree.relationship_privacy.epsilon == pytest.approx(1.0)
     protocol = TwoRoundTriangles(epsilon1=0.4, epsilon2=0.6, nodes=5, max_degree=3)
@@ -130,7 +130,7 @@ def test_count_mechanisms_ratio_is_sensitivity_over_scale(scale: Fraction) -> No
     ],
     ids=repr,
 )
-def test_count_mechanisms_are_epsilon_edge_ldp(mechanism: dpkit.Mechanism) -> None:
+def test_count_mechanisms_are_epsilon_edge_ldp(mechanism: dpkit.plugin.Mechanism) -> None:
     """Over every pair of neighbouring lists of 5 bits and a window holding all but 1e-30 of
     the mass, the declared log-ratio never exceeds ε."""
     outputs = np.arange(-400, 400)
@@ -156,7 +156,7 @@ def test_kstar_sensitivity_is_the_largest_increment() -> None:
             )
 
 
-def _sparse_rates(mechanism: dpkit.Mechanism, graph: Graph, reps: int, seed: int) -> tuple:
+def _sparse_rates(mechanism: dpkit.plugin.Mechanism, graph: Graph, reps: int, seed: int) -> tuple:
     rng = np.random.default_rng(seed)
     dense = graph.dense()
     n = graph.nodes

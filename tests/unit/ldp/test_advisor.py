@@ -39,7 +39,7 @@ def test_variances_scale_with_n_and_match_the_mechanisms() -> None:
 
 
 @attrs.frozen
-class _Oracle(dpkit.Mechanism):
+class _Oracle(dpkit.plugin.Mechanism):
     """A third-party frequency oracle that is very good for k ≤ 4 and refuses larger k."""
 
     name: ClassVar[str] = "tiny_oracle"
@@ -53,8 +53,10 @@ class _Oracle(dpkit.Mechanism):
 
 
 class _Plugin:
-    @dpkit.hookimpl
-    def dpkit_register_mechanisms(self, register: Callable[[type[dpkit.Mechanism]], None]) -> None:
+    @dpkit.plugin.hookimpl
+    def dpkit_register_mechanisms(
+        self, register: Callable[[type[dpkit.plugin.Mechanism]], None]
+    ) -> None:
         register(_Oracle)
 
 

@@ -23,7 +23,7 @@ PROTOCOLS = ("krr", "sue", "oue", "olh", "hr")
 E = math.e
 
 
-def paper_support_probabilities(mech: dpkit.Mechanism) -> tuple[float, float]:
+def paper_support_probabilities(mech: dpkit.plugin.Mechanism) -> tuple[float, float]:
     """(p*, q*) from Wang et al. 2017 / Acharya et al. 2019, not from the module under test."""
     eps, k = mech.epsilon, mech.size  # type: ignore[attr-defined]
     if mech.name == "krr":
@@ -40,7 +40,7 @@ def paper_support_probabilities(mech: dpkit.Mechanism) -> tuple[float, float]:
     return math.exp(eps) / (math.exp(eps) + 1), 0.5
 
 
-def exact_variance(mech: dpkit.Mechanism, true_counts: np.ndarray) -> np.ndarray:
+def exact_variance(mech: dpkit.plugin.Mechanism, true_counts: np.ndarray) -> np.ndarray:
     p, q = paper_support_probabilities(mech)
     n = true_counts.sum()
     return (true_counts * p * (1 - p) + (n - true_counts) * q * (1 - q)) / (p - q) ** 2

@@ -41,7 +41,7 @@ def test_billion_users_and_the_same_estimator() -> None:
     counts = dpkit_ldp.synthetic("zipf", n=0, k=64, rng=np.random.default_rng(0)).probabilities
     true_counts = np.round(counts * 1e9).astype(np.int64)
     stats_ = dpkit_ldp.simulate_counts(oue, true_counts, rng=np.random.default_rng(1))
-    assert isinstance(stats_, dpkit.FrequencyCounts) and stats_.n == true_counts.sum()
+    assert isinstance(stats_, dpkit.plugin.FrequencyCounts) and stats_.n == true_counts.sum()
     est = dpkit.estimate(oue, stats_)
     z = (est.estimates - true_counts) / np.sqrt(est.variance)
     assert np.all(np.abs(z) < stats.norm.isf(1e-6 / 128))  # 64 checks, 1e-6 in total

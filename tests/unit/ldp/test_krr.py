@@ -68,12 +68,14 @@ def test_estimator_is_unbiased_with_the_exact_variance() -> None:
     true_counts = np.array([300, 150, 100, 50])
     # Independent computation of the exact variance: Var(C_v) = n_v p(1−p) + (n − n_v) q(1−q).
     exact = (true_counts * p * (1 - p) + (600 - true_counts) * q * (1 - q)) / (p - q) ** 2
-    stats_ = dpkit.FrequencyCounts("krr", counts[0], 600)
+    stats_ = dpkit.plugin.FrequencyCounts("krr", counts[0], 600)
     est = dpkit.estimate(krr, stats_)
     assert est.estimates == pytest.approx(estimates[0])
     from_formula = dpkit.estimate(
         krr,
-        dpkit.FrequencyCounts("krr", np.round(true_counts * (p - q) + 600 * q).astype(int), 600),
+        dpkit.plugin.FrequencyCounts(
+            "krr", np.round(true_counts * (p - q) + 600 * q).astype(int), 600
+        ),
     )
     assert from_formula.variance == pytest.approx(exact, rel=1e-2)
     z = (estimates.mean(axis=0) - true_counts) / np.sqrt(exact / trials)
@@ -165,7 +167,7 @@ def test_reports_of_the_wrong_domain_are_refused() -> None:
     with pytest.raises(dpkit.InvalidData):
         dpkit.estimate(krr, [0, 9])
     with pytest.raises(dpkit.InvalidData, match="categories"):
-        dpkit.estimate(krr, dpkit.FrequencyCounts("krr", [1, 2, 3], 6))
+        dpkit.estimate(krr, dpkit.plugin.FrequencyCounts("krr", [1, 2, 3], 6))
     with pytest.raises(dpkit.InvalidParameter, match="method"):
         dpkit.estimate(krr, [0, 1], method="magic")
 

@@ -113,7 +113,7 @@ def test_bad_arguments() -> None:
 
 
 @attrs.frozen
-class _Oracle(dpkit.Mechanism):
+class _Oracle(dpkit.plugin.Mechanism):
     """A third-party mean protocol (claims a tiny variance for one value)."""
 
     name: ClassVar[str] = "tiny_mean"
@@ -127,8 +127,10 @@ class _Oracle(dpkit.Mechanism):
 
 
 class _Plugin:
-    @dpkit.hookimpl
-    def dpkit_register_mechanisms(self, register: Callable[[type[dpkit.Mechanism]], None]) -> None:
+    @dpkit.plugin.hookimpl
+    def dpkit_register_mechanisms(
+        self, register: Callable[[type[dpkit.plugin.Mechanism]], None]
+    ) -> None:
         register(_Oracle)
 
 

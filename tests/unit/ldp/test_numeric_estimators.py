@@ -43,7 +43,7 @@ LOWER, UPPER = 18.0, 90.0
 EPSILON_GRID_MID = 0.61  # just above ε* of the hybrid mechanism
 
 
-def _mechanism(name: str, epsilon: float) -> dpkit.Mechanism:
+def _mechanism(name: str, epsilon: float) -> dpkit.plugin.Mechanism:
     extra = {"dimension": 2} if name.endswith("_multi") else {}
     return dpkit.mechanism(name, epsilon=epsilon, lower=LOWER, upper=UPPER, **extra)
 
@@ -185,9 +185,13 @@ def test_sums_merge_chunk_by_chunk() -> None:
             dpkit.estimate(mech, merged).estimates, dpkit.estimate(mech, reports).estimates
         )
     with pytest.raises(dpkit.InvalidData, match="cannot merge"):
-        _ = dpkit.MeanSums("pm", 1, [0.0], [0.0]) + dpkit.MeanSums("hm", 1, [0.0], [0.0])
+        _ = dpkit.plugin.MeanSums("pm", 1, [0.0], [0.0]) + dpkit.plugin.MeanSums(
+            "hm", 1, [0.0], [0.0]
+        )
     with pytest.raises(dpkit.InvalidData, match="dimension"):
-        _ = dpkit.MeanSums("pm", 1, [0.0], [0.0]) + dpkit.MeanSums("pm", 1, [0, 0], [0, 0])
+        _ = dpkit.plugin.MeanSums("pm", 1, [0.0], [0.0]) + dpkit.plugin.MeanSums(
+            "pm", 1, [0, 0], [0, 0]
+        )
 
 
 def test_estimator_refuses_what_no_mechanism_reports() -> None:
@@ -200,7 +204,7 @@ def test_estimator_refuses_what_no_mechanism_reports() -> None:
     with pytest.raises(dpkit.InvalidData, match="2 columns"):
         dpkit.estimate(vector, np.zeros((4, 3)))
     with pytest.raises(dpkit.InvalidData, match="MeanSums"):
-        dpkit.estimate(pm, dpkit.FrequencyCounts("pm", [1], 1))
+        dpkit.estimate(pm, dpkit.plugin.FrequencyCounts("pm", [1], 1))
     with pytest.raises(dpkit.InvalidData, match="no reports"):
         dpkit.estimate(pm, np.array([], dtype=float))
     with pytest.raises(dpkit.InvalidParameter, match="method"):
@@ -298,14 +302,14 @@ def test_report_histogram_merges_and_checks() -> None:
     estimator = dpkit.get_registry().estimator(sw)
     merged = estimator.accumulate(reports[:2000]) + estimator.accumulate(reports[2000:])
     np.testing.assert_array_equal(merged.counts, estimator.accumulate(reports).counts)
-    assert isinstance(merged, dpkit.ReportHistogram) and merged.n == 5000
+    assert isinstance(merged, dpkit.plugin.ReportHistogram) and merged.n == 5000
     with pytest.raises(dpkit.InvalidData):
         estimator.accumulate(np.array([sw.report_edges[-1] + 0.1]))
     with pytest.raises(dpkit.InvalidData):
-        dpkit.estimate(sw, dpkit.ReportHistogram("sw", np.zeros(8), 0))
+        dpkit.estimate(sw, dpkit.plugin.ReportHistogram("sw", np.zeros(8), 0))
     with pytest.raises(dpkit.InvalidParameter, match="method"):
         dpkit.estimate(sw, reports, method="unbiased")
-    empty = dpkit.estimate(sw, dpkit.ReportHistogram("sw", np.zeros(32), 0))
+    empty = dpkit.estimate(sw, dpkit.plugin.ReportHistogram("sw", np.zeros(32), 0))
     np.testing.assert_allclose(empty.estimates, 1 / 32)
 
 

@@ -47,7 +47,7 @@ def _ratio_within(ratio: Fraction, epsilon: float) -> bool:
     return value <= _exp(epsilon)
 
 
-def _grid_inputs(mechanism: dpkit.Mechanism, count: int = 41) -> np.ndarray:
+def _grid_inputs(mechanism: dpkit.plugin.Mechanism, count: int = 41) -> np.ndarray:
     return np.linspace(mechanism.lower, mechanism.upper, count)  # type: ignore[attr-defined]
 
 
@@ -87,7 +87,7 @@ def test_duchi_declared_law(epsilon: float) -> None:
 def test_duchi_secure_law_is_exactly_within_epsilon(epsilon: float) -> None:
     """Secure mode: t rounded stochastically with u on the 2⁻⁵³ grid (P[up] = ⌈p·2⁵³⌉/2⁵³),
     then randomized response with the lie probability λ′ = lie_threshold/2⁶⁴ ≥ λ."""
-    lie = Fraction(dpkit.lie_threshold(epsilon, 2), 1 << 64)
+    lie = Fraction(dpkit.plugin.lie_threshold(epsilon, 2), 1 << 64)
     plus = []  # P[+B | t] over a grid of t, ends included
     for t in np.linspace(-1.0, 1.0, 41):
         up = Fraction(math.ceil(Fraction((1.0 + t) / 2.0) * (1 << 53)), 1 << 53)

@@ -149,7 +149,7 @@ def test_duchi_multi_vertex_law(mode: str, d: int, epsilon: float) -> None:
 @pytest.mark.parametrize(("d", "k"), [(4, 2), (5, 3), (3, 1)])
 def test_attributes_are_uniform_ordered_subsets(mode: str, d: int, k: int) -> None:
     rng = MODES[mode]()
-    chosen = choose_attributes(dpkit.resolve_rng(rng)[0], N, d, k)
+    chosen = choose_attributes(dpkit.plugin.resolve_rng(rng)[0], N, d, k)
     assert np.all(np.sort(chosen, axis=1)[:, 1:] != np.sort(chosen, axis=1)[:, :-1])
     tuples = list(itertools.permutations(range(d), k))
     code = {t: i for i, t in enumerate(tuples)}

@@ -16,7 +16,7 @@ import dpkit
 EPSILONS = st.floats(min_value=1e-3, max_value=30.0, allow_nan=False)
 
 
-def max_log_ratio(mech: dpkit.Mechanism) -> float:
+def max_log_ratio(mech: dpkit.plugin.Mechanism) -> float:
     outputs = mech.output_space()
     return max(
         float(np.max(mech.log_probability(outputs, x) - mech.log_probability(outputs, x2)))
@@ -70,7 +70,7 @@ def test_estimator_is_unbiased_with_the_stated_variance() -> None:
     ones = reports.sum(axis=1)
     est = np.array(
         [
-            dpkit.estimate(rr, dpkit.FrequencyCounts("rr", [500 - s, s], 500)).estimates[1]
+            dpkit.estimate(rr, dpkit.plugin.FrequencyCounts("rr", [500 - s, s], 500)).estimates[1]
             for s in ones
         ]
     )
@@ -86,7 +86,7 @@ def test_estimator_is_unbiased_with_the_stated_variance() -> None:
 
 def test_mle_is_a_named_option_clipping_to_the_range() -> None:
     rr = dpkit.mechanism("rr", epsilon=0.5)
-    stats_ = dpkit.FrequencyCounts("rr", [100, 0], 100)  # no ones reported at all
+    stats_ = dpkit.plugin.FrequencyCounts("rr", [100, 0], 100)  # no ones reported at all
     assert dpkit.estimate(rr, stats_).estimates[1] < 0  # the unbiased estimate is never clipped
     mle = dpkit.estimate(rr, stats_, method="mle")
     assert mle.estimates[1] == 0.0 and mle.method == "mle"

@@ -82,7 +82,7 @@ def test_rng_none_is_secure_mode_and_works() -> None:
     assert set(labels.tolist()) <= {"a", "b", "c"}
     graph = rr.randomize_graph(np.zeros((4, 4), dtype=np.uint8))
     assert np.array_equal(graph, graph.T)
-    assert dpkit.resolve_rng(None)[1] == "secure"
+    assert dpkit.plugin.resolve_rng(None)[1] == "secure"
 
 
 def test_fast_mode_is_unchanged_and_reproducible() -> None:

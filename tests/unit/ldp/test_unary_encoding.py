@@ -190,7 +190,7 @@ def test_bad_input(name: str) -> None:
     with pytest.raises(dpkit.InvalidData, match="padding"):
         estimator.accumulate(np.full((4, 2), 0xFF, dtype=np.uint8))  # bits 12..15 set: not k = 12
     with pytest.raises(dpkit.InvalidData, match="do not fit"):  # counts of a k = 13 survey
-        estimator.estimate(dpkit.FrequencyCounts(name, np.zeros(13, dtype=int), 0))
+        estimator.estimate(dpkit.plugin.FrequencyCounts(name, np.zeros(13, dtype=int), 0))
     with pytest.raises(dpkit.InvalidParameter, match="k"):
         dpkit.mechanism(name, epsilon=1.0, k=1)
     with pytest.raises(dpkit.InvalidParameter, match="epsilon"):

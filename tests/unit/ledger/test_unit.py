@@ -258,7 +258,7 @@ def test_unit_of(target: Any, identity: UnitIdentity) -> None:
     assert unit_of(target).identity == identity
 
 
-def test_every_builtin_mechanism_protects_one_record(registry: dpkit.Registry) -> None:
+def test_every_builtin_mechanism_protects_one_record(registry: dpkit.registry.Registry) -> None:
     for name in registry.names():
         info = registry.info(name)
         assert unit_of(info.cls).identity == RECORD, name
@@ -344,7 +344,7 @@ def test_a_spec_that_mixes_units_is_refused_before_reading_data(
     assert info.value.exit_code == 2
     assert reads == []
     # no ledger was opened: a PostgreSQL location holds no ledger, an SQLite file none
-    with pytest.raises(dpkit.LedgerError, match="no ledger"):
+    with pytest.raises(dpkit.ledger.LedgerError, match="no ledger"):
         Ledger(ledger_store.location)
 
 

@@ -59,7 +59,9 @@ def _collection(ax: Axes, gid: str) -> PathCollection:
 # -- histogram ---------------------------------------------------------------------------------
 
 
-def _krr_estimate(n: int = 4000, seed: int = 5) -> tuple[dpkit.Estimate, np.ndarray[Any, Any]]:
+def _krr_estimate(
+    n: int = 4000, seed: int = 5
+) -> tuple[dpkit.plugin.Estimate, np.ndarray[Any, Any]]:
     krr = dpkit.mechanism("krr", epsilon=1.0, k=6)
     simulated = simulate_histogram(krr, n=n, rng=np.random.default_rng(seed))
     return simulated.estimate, simulated.true_counts
@@ -316,11 +318,11 @@ def test_budget_time_axis_entries_and_dataset(tmp_path: Path) -> None:
     series = budget_series(entries, budget=dpkit.Budget(Fraction(2), Fraction(0)))
     assert [float(e) for e in series.epsilon] == pytest.approx(_sqlite_running_totals(path)[0])
     assert len(budget_figure(entries).axes) == 2  # δ was spent, so δ gets a panel
-    with pytest.raises(dpkit.LedgerMismatch, match="dataset"):
+    with pytest.raises(dpkit.ledger.LedgerMismatch, match="dataset"):
         budget_figure(path, dataset="other")
     with pytest.raises(dpkit.InvalidParameter, match="ledger"):
         budget_figure(tmp_path / "missing.ledger")
-    with pytest.raises(dpkit.NotALedger):
+    with pytest.raises(dpkit.ledger.NotALedger):
         (tmp_path / "notes.txt").write_text("hello")
         budget_figure(tmp_path / "notes.txt")
     with pytest.raises(dpkit.InvalidParameter, match="x="):

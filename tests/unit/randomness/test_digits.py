@@ -302,7 +302,7 @@ def test_bernoulli_exp_bracketed_has_probability_exp_minus_gamma(tight: bool) ->
         asked.extend(indices.tolist())
         return [gammas[i // reps] for i in indices.tolist()]
 
-    heads = dpkit.bernoulli_exp_bracketed(lo, hi, exact, rng=keyed(8))
+    heads = dpkit.plugin.bernoulli_exp_bracketed(lo, hi, exact, rng=keyed(8))
     for j, gamma in enumerate(gammas):
         hits = int(heads[j * reps : (j + 1) * reps].sum())
         assert stats.binomtest(hits, reps, math.exp(-float(gamma))).pvalue > ALPHA / 5
@@ -328,7 +328,9 @@ def test_bernoulli_bracketed_has_probability_p(tight: bool) -> None:
     for p, evaluate in zip(ps, evaluators, strict=True):
         lo = np.full(n, p * (1 - 2**-50) if tight else 0.0)
         hi = np.full(n, p * (1 + 2**-50) if tight else 1.0)
-        draws = dpkit.bernoulli_bracketed(lo, hi, lambda i, f=evaluate: [f] * len(i), rng=keyed(9))
+        draws = dpkit.plugin.bernoulli_bracketed(
+            lo, hi, lambda i, f=evaluate: [f] * len(i), rng=keyed(9)
+        )
         assert stats.binomtest(int(draws.sum()), n, p).pvalue > ALPHA / 2
 
 

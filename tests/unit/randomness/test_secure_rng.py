@@ -172,11 +172,11 @@ def test_resolve_rng_refuses_other_things(bad: object) -> None:
 
 def test_check_rng_accepts_both_kinds_and_refuses_the_rest() -> None:
     secure, generator = keyed(14), np.random.default_rng(2)
-    assert dpkit.check_rng(secure, owner="m") is secure
-    assert dpkit.check_rng(generator, owner="m") is generator
+    assert dpkit.plugin.check_rng(secure, owner="m") is secure
+    assert dpkit.plugin.check_rng(generator, owner="m") is generator
     for bad in (None, 1, np.random.RandomState(0)):
         with pytest.raises(dpkit.InvalidParameter, match="rng"):
-            dpkit.check_rng(bad, owner="m")
+            dpkit.plugin.check_rng(bad, owner="m")
 
 
 def test_secure_random_needs_a_secure_source() -> None:

@@ -16,7 +16,7 @@ rounds x at random to one of the ends — to ``high`` with probability (x − lo
 the rounded bit is unbiased — and answers the bit by forced response. P[1 | x] =
 forced_yes + t·(x − low)/(high − low) is linear in x, so the worst pair is the two ends and ε
 is the binary design's (stochastic rounding then randomized response, as in Duchi, Jordan &
-Wainwright 2018, JASA 113(521), §4.2.3). Its domain is ``dpkit.Interval(low, high)``: the
+Wainwright 2018, JASA 113(521), §4.2.3). Its domain is ``dpkit.plugin.Interval(low, high)``: the
 auditor draws its neighbouring inputs from there (the ends, the midpoint, the quarter points).
 
 Both randomness modes are supported, as dpkit's built-ins do: ``rng=None`` or a
@@ -36,30 +36,47 @@ import attrs
 import numpy as np
 from numpy.typing import NDArray
 
-import dpkit
+from dpkit.plugin import (
+    CategoricalDomain,
+    Estimate,
+    Estimator,
+    FrequencyCounts,
+    Interval,
+    InvalidData,
+    InvalidParameter,
+    Mechanism,
+    PureDP,
+    Real,
+    SecureRandom,
+    as_array,
+    hookimpl,
+    parameter,
+    probability_threshold,
+    resolve_rng,
+)
 
 __all__ = ["ForcedResponse", "ForcedResponseEstimator", "NumericForcedResponse"]
 
-_PROBABILITY = dpkit.Real(low=0.0, high=1.0, low_open=True, high_open=True)
+_PROBABILITY = Real(low=0.0, high=1.0, low_open=True, high_open=True)
 
 
 @attrs.frozen
-class ForcedResponse(dpkit.Mechanism):
+class ForcedResponse(Mechanism):
     """Forced response: a forced "yes", a forced "no", or the truth."""
 
     name: ClassVar[str] = "forced_response"
     kind: ClassVar[Literal["local", "central"]] = "local"
 
-    forced_yes: float = dpkit.parameter(
+    forced_yes: float = parameter(
         _PROBABILITY, doc="probability of a forced 'yes'", default=1 / 6, typical=(0.05, 0.45)
     )
-    forced_no: float = dpkit.parameter(
+    forced_no: float = parameter(
         _PROBABILITY, doc="probability of a forced 'no'", default=1 / 6, typical=(0.05, 0.45)
     )
 
     def __attrs_post_init__(self) -> None:
         if self.forced_yes + self.forced_no >= 1.0:
-            raise dpkit.InvalidParameter(
+            raise InvalidParameter(
                 "forced_no",
                 self.forced_no,
                 f"< 1 - forced_yes = {1 - self.forced_yes:g}",
@@ -71,22 +88,22 @@ class ForcedResponse(dpkit.Mechanism):
         return 1.0 - self.forced_yes - self.forced_no
 
     @property
-    def domain(self) -> dpkit.CategoricalDomain:
-        return dpkit.CategoricalDomain(2)
+    def domain(self) -> CategoricalDomain:
+        return CategoricalDomain(2)
 
     @property
-    def privacy(self) -> dpkit.PureDP:
+    def privacy(self) -> PureDP:
         t = self.truthful
         epsilon = max(
             math.log((t + self.forced_yes) / self.forced_yes),
             math.log((t + self.forced_no) / self.forced_no),
         )
-        return dpkit.PureDP(epsilon=epsilon)
+        return PureDP(epsilon=epsilon)
 
     def check_input(self, values: NDArray[Any], /) -> None:
         """Public phase (structure only): one answer per respondent."""
         if values.ndim != 1:
-            raise dpkit.InvalidData(
+            raise InvalidData(
                 f"{self.name}: values must be a 1-D array, one answer per respondent",
                 field="values",
             )
@@ -109,12 +126,12 @@ class ForcedResponse(dpkit.Mechanism):
     def randomize(self, values: Any, /, *, rng: Any = None) -> NDArray[np.int64]:
         """Each answer forced to 1, forced to 0, or kept. ``rng``: None or a SecureRandom
         (secure mode), or a numpy Generator (fast mode)."""
-        generator, _mode = dpkit.resolve_rng(rng, owner=self.name)  # None → secure mode
-        answers = dpkit.as_array(values, owner=self.name)
+        generator, _mode = resolve_rng(rng, owner=self.name)  # None → secure mode
+        answers = as_array(values, owner=self.name)
         if answers.size and (
             not np.issubdtype(answers.dtype, np.integer) or ((answers != 0) & (answers != 1)).any()
         ):
-            raise dpkit.InvalidData(f"{self.name}: values must be 0 or 1", field="values")
+            raise InvalidData(f"{self.name}: values must be 0 or 1", field="values")
         forced_yes, forced_no = self.forced(generator, answers.shape)
         return np.where(forced_yes, 1, np.where(forced_no, 0, answers)).astype(np.int64)
 
@@ -124,15 +141,15 @@ class ForcedResponse(dpkit.Mechanism):
         """Who is forced to say "yes" and who "no": one die per respondent.
 
         Secure mode: one 64-bit word w per respondent, "yes" when w < T_yes and "no" when
-        T_yes ≤ w < T_yes + T_no, with T = ⌈p·2⁶⁴⌉ (``dpkit.probability_threshold``, exact).
+        T_yes ≤ w < T_yes + T_no, with T = ⌈p·2⁶⁴⌉ (``dpkit.plugin.probability_threshold``, exact).
         Rounding both forced probabilities *up* can only lower ε, which falls as either grows.
         Fast mode: a float uniform u, "yes" when u < forced_yes, "no" when it is in the next
         forced_no.
         """
-        if isinstance(generator, dpkit.SecureRandom):
-            yes = dpkit.probability_threshold(self.forced_yes, rounding="up")
+        if isinstance(generator, SecureRandom):
+            yes = probability_threshold(self.forced_yes, rounding="up")
             # forced_yes + forced_no < 1 leaves room for both thresholds; min() keeps it total.
-            no = min(dpkit.probability_threshold(self.forced_no, rounding="up"), 2**64 - yes)
+            no = min(probability_threshold(self.forced_no, rounding="up"), 2**64 - yes)
             words = generator.words(math.prod(shape)).reshape(shape)
             forced_yes = words < np.uint64(yes)
             # words − T_yes wraps around below T_yes, where forced_yes already holds.
@@ -160,19 +177,17 @@ class NumericForcedResponse(ForcedResponse):
 
     name: ClassVar[str] = "numeric_forced_response"
 
-    low: float = dpkit.parameter(dpkit.Real(), doc="lowest possible answer", default=0.0)
-    high: float = dpkit.parameter(dpkit.Real(), doc="highest possible answer", default=1.0)
+    low: float = parameter(Real(), doc="lowest possible answer", default=0.0)
+    high: float = parameter(Real(), doc="highest possible answer", default=1.0)
 
     def __attrs_post_init__(self) -> None:
         super().__attrs_post_init__()
         if not self.low < self.high:
-            raise dpkit.InvalidParameter(
-                "high", self.high, f"> low = {self.low:g}", owner=self.name
-            )
+            raise InvalidParameter("high", self.high, f"> low = {self.low:g}", owner=self.name)
 
     @property
-    def domain(self) -> dpkit.Interval:  # type: ignore[override]
-        return dpkit.Interval(self.low, self.high)
+    def domain(self) -> Interval:  # type: ignore[override]
+        return Interval(self.low, self.high)
 
     def coerce(self, values: NDArray[Any], /, *, rng: Any) -> NDArray[np.float64]:
         """Private phase, total: answers are clamped into [low, high]; one that is not a real
@@ -202,10 +217,10 @@ class NumericForcedResponse(ForcedResponse):
         P[1 | high], so ε is still the forced answers' (reached at the ends, where the share is
         exactly 0 or 1).
         """
-        generator, _mode = dpkit.resolve_rng(rng, owner=self.name)
-        answers = dpkit.as_array(values, owner=self.name)
+        generator, _mode = resolve_rng(rng, owner=self.name)
+        answers = as_array(values, owner=self.name)
         if answers.dtype.kind not in "iuf" or not bool(self.domain.contains(answers).all()):
-            raise dpkit.InvalidData(
+            raise InvalidData(
                 f"{self.name}: values must lie in [{self.low:g}, {self.high:g}]", field="values"
             )
         share = (answers.astype(np.float64) - self.low) / (self.high - self.low)
@@ -228,7 +243,7 @@ def _real(value: Any) -> float:
     return math.nan
 
 
-class ForcedResponseEstimator(dpkit.Estimator):
+class ForcedResponseEstimator(Estimator):
     """Unbiased counts: with s "yes" among n answers, n̂₁ = (s − n·forced_yes) / t.
 
     Var[n̂₁] = (n₁ a(1 − a) + n₀ b(1 − b)) / t² with a = t + forced_yes, b = forced_yes
@@ -237,14 +252,12 @@ class ForcedResponseEstimator(dpkit.Estimator):
 
     mechanism: ForcedResponse
 
-    def accumulate(self, reports: Any, /) -> dpkit.FrequencyCounts:
-        answers = dpkit.as_array(reports, owner="forced_response estimator", field="reports")
+    def accumulate(self, reports: Any, /) -> FrequencyCounts:
+        answers = as_array(reports, owner="forced_response estimator", field="reports")
         ones = int(np.count_nonzero(answers))
-        return dpkit.FrequencyCounts(self.mechanism.name, [answers.size - ones, ones], answers.size)
+        return FrequencyCounts(self.mechanism.name, [answers.size - ones, ones], answers.size)
 
-    def estimate(
-        self, statistics: dpkit.FrequencyCounts, /, *, method: str = "unbiased"
-    ) -> dpkit.Estimate:
+    def estimate(self, statistics: FrequencyCounts, /, *, method: str = "unbiased") -> Estimate:
         self.check_method(method)
         self.check_statistics(statistics, 2)
         mech, n = self.mechanism, statistics.n
@@ -252,19 +265,19 @@ class ForcedResponseEstimator(dpkit.Estimator):
         n1 = min(max(ones, 0.0), float(n))
         a, b = mech.truthful + mech.forced_yes, mech.forced_yes
         variance = (n1 * a * (1 - a) + (n - n1) * b * (1 - b)) / mech.truthful**2
-        return dpkit.Estimate(
+        return Estimate(
             mech.name, method, n, [n - ones, ones], [variance, variance], categories=(0, 1)
         )
 
 
-@dpkit.hookimpl
-def dpkit_register_mechanisms(register: Callable[[type[dpkit.Mechanism]], None]) -> None:
+@hookimpl
+def dpkit_register_mechanisms(register: Callable[[type[Mechanism]], None]) -> None:
     register(ForcedResponse)
     register(NumericForcedResponse)
 
 
-@dpkit.hookimpl
+@hookimpl
 def dpkit_register_estimators(
-    register: Callable[[str, Callable[[Any], dpkit.Estimator]], None],
+    register: Callable[[str, Callable[[Any], Estimator]], None],
 ) -> None:
     register("forced_response", ForcedResponseEstimator)

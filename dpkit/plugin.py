@@ -1,0 +1,241 @@
+"""dpkit for mechanism authors: everything a plugin imports, and nothing a plugin needs beyond it.
+
+:mod:`dpkit` is the user's face (sessions, mechanisms by name, estimates, accounting); this
+module is the author's. The built-in plugins (``dpkit_ldp``, ``dpkit_central``) import only from
+these two modules, exactly as a third party must::
+
+    import attrs
+    from dpkit.plugin import Mechanism, PureDP, Real, hookimpl, parameter
+
+    @attrs.frozen
+    class Coin(Mechanism):
+        name = "coin"
+        epsilon: float = parameter(Real(low=0.0, high=20.0, low_open=True))
+        ...
+
+    @hookimpl
+    def dpkit_register_mechanisms(register):
+        register(Coin)
+
+**Registering.** :data:`hookimpl` marks a plugin's hook functions (the hooks are
+:mod:`dpkit.hookspecs`); :class:`MechanismInfo` is what a registry reports about a registered
+mechanism (its plugin and version).
+
+**Contracts.** :class:`Mechanism` (randomize, privacy, input domain) and :class:`Estimator`
+(mergeable :class:`Statistics` in, estimates out) are what a plugin implements. The estimates and
+statistics an estimator may return: :class:`Estimate` with :class:`FrequencyCounts` (frequency
+oracles), :class:`MeanEstimate` with :class:`MeanSums` (mean protocols),
+:class:`DistributionEstimate` with :class:`ReportHistogram` (distribution protocols), and for
+graph protocols :class:`GraphEstimator`, :class:`GraphEstimate`, :class:`EdgeCounts`,
+:class:`DegreeHistogram` and :class:`ReportSums`.
+
+**Parameters.** :func:`parameter` declares a mechanism's field with its domain — :class:`Real`,
+:class:`Integer`, :class:`Choice`, :class:`Boolean`, :class:`Labels` (distinct category labels)
+— from which construction is validated, the JSON Schema and the test ranges are derived
+(:class:`ParameterSpec`). The shared domains: :data:`EPSILON` (local ε), :data:`CENTRAL_EPSILON`,
+:data:`DELTA`, :data:`SENSITIVITY` and :data:`BOUND` (a clamping bound).
+
+**Domains.** A mechanism's input domain and neighbouring relation, from which the auditor draws
+neighbouring inputs: :class:`Domain` and :class:`Interval`, :class:`Box`,
+:class:`CategoricalDomain`, :class:`VectorDomain`.
+
+**Privacy events.** A mechanism's ``privacy`` is one of these, so that the accountant composes it
+tightly: :class:`PureDP`, :class:`ApproximateDP`, :class:`LaplaceDP`, :class:`GaussianDP`,
+:class:`RandomizedResponseDP`, :class:`BoundedRangeDP`, :class:`SubsampledDP`,
+:class:`CompositeDP` (all :class:`PrivacyEvent`). :func:`gaussian_delta` and
+:func:`gaussian_meets` are the Gaussian's exact (ε, δ) curve; :func:`exact` reads a number as the
+exact rational costs are kept in.
+
+**Randomness.** Every draw takes an explicit ``rng``: :func:`resolve_rng` turns ``None``, a
+:class:`SecureRandom` or a fast generator into a generator and its mode, :func:`check_rng`
+rejects anything else. Secure mode's exact samplers: :func:`discrete_laplace`,
+:func:`discrete_gaussian`, :func:`bernoulli_exp`, :func:`bernoulli_bracketed`,
+:func:`bernoulli_exp_bracketed`, :func:`geometric_digits` (from a word reader), over a
+:class:`SecureWordSource`; integer thresholds rounded the safe way: :func:`lie_threshold` and
+:func:`probability_threshold`.
+
+**Arrays.** Input checks whose messages never carry a private value: :func:`as_array`,
+:func:`readable`, :func:`total_floats`, :func:`lookup_index`, :func:`plain` (a numpy scalar as
+a Python one) and :func:`describe_dtype` (a dtype in words).
+
+**Result documents.** A result type writes its own JSON result document: :class:`Document`
+(the ``to_document`` protocol) and :func:`interval` (an interval's document: level, bounds,
+method).
+
+**Errors.** What a mechanism raises, before any private value is read: :class:`InvalidParameter`
+(a parameter out of its domain), :class:`InvalidData` (input outside the declared domain), both
+:class:`DPKitError`.
+
+**Table statistics.** For statistics over tables (the central plugin's ``TableStatistic``s),
+written once against narwhals and run on any engine; they need the ``dpkit[tables]`` extra,
+imported only when a table is given. Privacy units: :class:`RecordUnit`, :class:`IdUnit` (an
+id with contribution bounds up to :data:`MAX_BOUND`), :func:`privacy_unit`. The public-phase
+view of a table: :func:`is_table`, :func:`as_frame`, :func:`implementation`,
+:func:`column_kinds` (:data:`ColumnKind`), :func:`require_columns`, and :func:`narwhals` (the
+narwhals module, or the missing extra named). Per-id contribution bounding:
+:class:`Bounding`, :class:`BoundingKey`, :func:`bound_contributions` and the :data:`FIRST`
+column it adds. Running a step on any engine: :func:`per_record`, :func:`per_partition` and
+:func:`positions` (category positions as a column).
+"""
+
+from __future__ import annotations
+
+from dpkit._rng import check_rng
+from dpkit.accounting import exact
+from dpkit.arrays import as_array, describe_dtype, lookup_index, plain, readable, total_floats
+from dpkit.distribution_estimate import DistributionEstimate, ReportHistogram
+from dpkit.document import Document, interval
+from dpkit.domains import Box, CategoricalDomain, Domain, Interval, VectorDomain
+from dpkit.errors import DPKitError, InvalidData, InvalidParameter
+from dpkit.estimator import Estimate, Estimator, FrequencyCounts, Statistics
+from dpkit.graph import DegreeHistogram, EdgeCounts, GraphEstimate, GraphEstimator, ReportSums
+from dpkit.hookspecs import hookimpl
+from dpkit.mean_estimate import MeanEstimate, MeanSums
+from dpkit.mechanism import Mechanism
+from dpkit.params import (
+    BOUND,
+    CENTRAL_EPSILON,
+    DELTA,
+    EPSILON,
+    SENSITIVITY,
+    Boolean,
+    Choice,
+    Integer,
+    Labels,
+    ParameterSpec,
+    Real,
+    parameter,
+)
+from dpkit.privacy import (
+    ApproximateDP,
+    BoundedRangeDP,
+    CompositeDP,
+    GaussianDP,
+    LaplaceDP,
+    PrivacyEvent,
+    PureDP,
+    RandomizedResponseDP,
+    SubsampledDP,
+    gaussian_delta,
+    gaussian_meets,
+)
+from dpkit.randomness import (
+    SecureRandom,
+    SecureWordSource,
+    bernoulli_bracketed,
+    bernoulli_exp,
+    bernoulli_exp_bracketed,
+    discrete_gaussian,
+    discrete_laplace,
+    lie_threshold,
+    probability_threshold,
+    resolve_rng,
+)
+from dpkit.randomness.geometric import geometric_digits
+from dpkit.registry import MechanismInfo
+from dpkit.tables import (
+    FIRST,
+    Bounding,
+    BoundingKey,
+    ColumnKind,
+    as_frame,
+    bound_contributions,
+    column_kinds,
+    implementation,
+    is_table,
+    narwhals,
+    per_partition,
+    per_record,
+    positions,
+    require_columns,
+)
+from dpkit.units import MAX_BOUND, IdUnit, RecordUnit, privacy_unit
+
+__all__ = [
+    "BOUND",
+    "CENTRAL_EPSILON",
+    "DELTA",
+    "EPSILON",
+    "FIRST",
+    "MAX_BOUND",
+    "SENSITIVITY",
+    "ApproximateDP",
+    "Boolean",
+    "BoundedRangeDP",
+    "Bounding",
+    "BoundingKey",
+    "Box",
+    "CategoricalDomain",
+    "Choice",
+    "ColumnKind",
+    "CompositeDP",
+    "DPKitError",
+    "DegreeHistogram",
+    "DistributionEstimate",
+    "Document",
+    "Domain",
+    "EdgeCounts",
+    "Estimate",
+    "Estimator",
+    "FrequencyCounts",
+    "GaussianDP",
+    "GraphEstimate",
+    "GraphEstimator",
+    "IdUnit",
+    "Integer",
+    "Interval",
+    "InvalidData",
+    "InvalidParameter",
+    "Labels",
+    "LaplaceDP",
+    "MeanEstimate",
+    "MeanSums",
+    "Mechanism",
+    "MechanismInfo",
+    "ParameterSpec",
+    "PrivacyEvent",
+    "PureDP",
+    "RandomizedResponseDP",
+    "Real",
+    "RecordUnit",
+    "ReportHistogram",
+    "ReportSums",
+    "SecureRandom",
+    "SecureWordSource",
+    "Statistics",
+    "SubsampledDP",
+    "VectorDomain",
+    "as_array",
+    "as_frame",
+    "bernoulli_bracketed",
+    "bernoulli_exp",
+    "bernoulli_exp_bracketed",
+    "bound_contributions",
+    "check_rng",
+    "column_kinds",
+    "describe_dtype",
+    "discrete_gaussian",
+    "discrete_laplace",
+    "exact",
+    "gaussian_delta",
+    "gaussian_meets",
+    "geometric_digits",
+    "hookimpl",
+    "implementation",
+    "interval",
+    "is_table",
+    "lie_threshold",
+    "lookup_index",
+    "narwhals",
+    "parameter",
+    "per_partition",
+    "per_record",
+    "plain",
+    "positions",
+    "privacy_unit",
+    "probability_threshold",
+    "readable",
+    "require_columns",
+    "resolve_rng",
+    "total_floats",
+]

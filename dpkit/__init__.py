@@ -25,6 +25,7 @@ if TYPE_CHECKING:
 
     from dpkit.accounting import account, calibrate
     from dpkit.advisor import advise, advise_mean
+    from dpkit.budget import Budget
     from dpkit.errors import (
         BudgetExceeded,
         DPKitError,
@@ -34,7 +35,6 @@ if TYPE_CHECKING:
         SpecError,
         UnknownMechanism,
     )
-    from dpkit.budget import Budget
     from dpkit.ledger import Ledger, UnitMismatch
     from dpkit.mechanism import Mechanism
     from dpkit.partitions import ParquetReports, accumulate

@@ -80,6 +80,11 @@ def dpkit_register_mechanisms(register: Callable[[type[dpkit.Mechanism]], None])
     from dpkit_ldp.graph_features import MultiBit
 
     register(MultiBit)
+    # Telemetry: items from unbounded domains, heavy hitters, repeated collection.
+    from dpkit_ldp.count_mean_sketch import CountMeanSketch, HadamardCountMeanSketch
+
+    for telemetry in (CountMeanSketch, HadamardCountMeanSketch):
+        register(telemetry)
 
 
 @dpkit.hookimpl
@@ -111,3 +116,7 @@ def dpkit_register_estimators(
     register("graph_degree", CountEstimator)
     register("graph_kstar", CountEstimator)
     register("graph_triangles", TwoRoundEstimator)
+    from dpkit_ldp.count_mean_sketch import SketchEstimator
+
+    for sketch in ("cms", "hcms"):
+        register(sketch, SketchEstimator)

@@ -333,4 +333,5 @@ def top_candidates(
 def extend(prefixes: Sequence[int] | NDArray[np.uint64], extra: int) -> NDArray[np.uint64]:
     """Every prefix followed by every ``extra``-bit suffix."""
     base = np.asarray(prefixes, dtype=np.uint64)[:, None] << np.uint64(extra)
-    return (base | np.arange(1 << extra, dtype=np.uint64)[None, :]).reshape(-1)
+    out: NDArray[np.uint64] = (base | np.arange(1 << extra, dtype=np.uint64)[None, :]).reshape(-1)
+    return out

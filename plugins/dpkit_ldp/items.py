@@ -59,8 +59,9 @@ def _encode_wide(cp: NDArray[np.uint32], length: NDArray[np.int64]) -> NDArray[n
     """The UTF-8 bytes of rows of code points (see :func:`utf8_encode`), one row per text."""
     n, width = cp.shape
     inside = np.arange(width)[None, :] < length[:, None]
-    size = inside * (1 + (cp >= 0x80) + (cp >= 0x800) + (cp >= 0x10000)).astype(np.int64)
-    offset = np.cumsum(size, axis=1) - size
+    wide = (cp >= 0x80).astype(np.int64) + (cp >= 0x800) + (cp >= 0x10000)
+    size: NDArray[np.int64] = inside * (1 + wide)
+    offset: NDArray[np.int64] = np.cumsum(size, axis=1) - size
     out = np.zeros((n, max(1, int(size.sum(axis=1).max()))), dtype=np.uint8)
     rows = np.broadcast_to(np.arange(n)[:, None], cp.shape)
     prefix = np.array([0, 0, 0xC0, 0xE0, 0xF0], dtype=np.uint32)[size]

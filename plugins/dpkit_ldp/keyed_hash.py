@@ -240,7 +240,9 @@ class KeyedHashFamily:
         """(h_i(x) >> 32)·size >> 32: the function's value in [size]."""
         top = self.digest(items, index) >> _U(32)
         top *= _U(size)
-        return (top >> _U(32)).astype(np.int64)
+        top >>= _U(32)
+        out: NDArray[np.int64] = top.astype(np.int64)
+        return out
 
     def table(self, items: ItemWords, count: int, size: int) -> NDArray[np.int64]:
         """h_i(x) for i < ``count`` and every item: an array of shape (items, count)."""

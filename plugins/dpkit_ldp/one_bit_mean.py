@@ -95,7 +95,7 @@ class OneBitMean(NumericMechanism):
     @property
     def gap(self) -> float:
         """π_s − π_0 (realised)."""
-        low, step = self._thresholds
+        step = self._thresholds[1]
         return self.intervals * step / _U64
 
     def rounded(self, values: Any, offsets: Any) -> NDArray[np.int64]:

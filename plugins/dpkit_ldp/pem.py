@@ -63,7 +63,7 @@ from dpkit_ldp.heavy_hitters import (
 )
 from dpkit_ldp.local_hashing import OptimalLocalHashing, collision_sum
 
-__all__ = ["PrefixExtendingMethod", "PrefixExtendingEstimator", "vector_multiply_shift"]
+__all__ = ["PrefixExtendingEstimator", "PrefixExtendingMethod", "vector_multiply_shift"]
 
 _U = np.uint64
 #: (report, candidate) pairs per block of the support counter.
@@ -88,7 +88,8 @@ def vector_multiply_shift(
     z >>= half
     z *= _U(g)
     z >>= half
-    return z
+    out: NDArray[np.uint64] = z
+    return out
 
 
 @attrs.frozen

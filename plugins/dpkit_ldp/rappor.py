@@ -354,10 +354,8 @@ class Rappor(ItemInput, Mechanism):
         ):
             raise NotImplementedError(f"{self.name}: m·2^(kT) outputs are too many to list")
         patterns = np.arange(1 << (self.bits * self.reports), dtype=np.uint64)
-        cohort, pattern = np.meshgrid(
-            np.arange(self.cohorts, dtype=np.uint64), patterns, indexing="ij"
-        )
-        cohort, pattern = cohort.ravel(), pattern.ravel()
+        grid = np.meshgrid(np.arange(self.cohorts, dtype=np.uint64), patterns, indexing="ij")
+        cohort, pattern = grid[0].ravel(), grid[1].ravel()
         mask = np.uint64((1 << self.bits) - 1)
         out = np.empty((cohort.size, self.reports, 2), dtype=np.uint64)
         for t in range(self.reports):

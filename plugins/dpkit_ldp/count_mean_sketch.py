@@ -53,11 +53,13 @@ randomness and the key's.
       Var f̂(d) = (m/(m−1))²·[n c² − n_d − (n − n_d)(1/m² + ρ/k)] + S_{−d}/(k(m − 1)).
 
 The first terms are exact and linear in n_d (estimated by plugging in f̂(d)); S_{−d}, the
-collision mass of the other items, is estimated from the candidates queried together
-(Σ max(f̂² − v̂, 0) over them, v̂ the variance without this term) unless ``second_moment`` is
-given: it misses items outside the candidate list, whose share Σ n_{d'}² is small when the
-candidates hold the heavy items. The interval is the normal one (a sum of n independent
-bounded terms).
+collision mass of the other items, is estimated from the candidates queried together unless
+``second_moment`` (S = Σ_d n_d²) is given: with v̂ the variance without this term and
+γ = 1/(k(m − 1)), E[f̂(c)² − v̂(c)] = n_c² + γ(S − n_c²), so over C distinct candidates
+Ŝ = Σ_c (f̂(c)² − v̂(c))/(1 + γ(C − 1)) and Ŝ_{−d} = Ŝ − (f̂(d)² − v̂(d) − γŜ)/(1 − γ) are
+unbiased when the candidates hold every item (floored at 0). Items outside the candidate list
+are missed; their share of S is small when the candidates hold the heavy items. The interval
+is the normal one (a sum of n independent bounded terms).
 """
 
 from __future__ import annotations
@@ -569,15 +571,16 @@ class FrequencySketch:
         sums = self.table[np.arange(mech.hashes)[None, :], buckets].sum(axis=1)
         counts = (m / (m - 1)) * (sums - n / m)
         zero = np.zeros_like(counts)
-        base = np.maximum(mech.count_variance(counts, n, zero), 0.0)
-        own = np.maximum(counts**2 - base, 0.0)
+        excess = counts**2 - mech.count_variance(counts, n, zero)  # n_d² + γ(S − n_d²) on average
+        gamma = 1.0 / (mech.hashes * (m - 1))
         if second_moment is None:
             _, first = np.unique(
                 as_items(labels, owner=mech.name, field="items"), return_index=True
             )
-            total = float(own[first].sum())
+            total = max(0.0, float(excess[first].sum()) / (1.0 + gamma * (first.size - 1)))
         else:
             total = float(second_moment)
+        own = (excess - gamma * total) / (1.0 - gamma)
         collisions = np.maximum(total - own, 0.0)
         variance = np.maximum(mech.count_variance(counts, n, collisions), 0.0)
         return Estimate(

@@ -258,6 +258,12 @@ class Rappor(ItemInput, Mechanism):
             filters[rows, position >> 6] |= np.uint64(1) << (position & 63).astype(np.uint64)
         return filters.reshape((*shape, self.words))
 
+    def filter_bits(self, items: Any, /) -> NDArray[np.int64]:
+        """Every item's Bloom filter in every cohort, as 0/1: shape (items, m, k)."""
+        array = as_items(items, owner=self.name, field="items").reshape(-1)
+        words = self.bloom(array[:, None], np.arange(self.cohorts)[None, :])
+        return _unpack(words, self.bits)
+
     def _tail(self, words: NDArray[np.uint64]) -> None:
         if self.bits % 64:
             words[..., -1] &= np.uint64((1 << (self.bits % 64)) - 1)
@@ -415,10 +421,8 @@ class Rappor(ItemInput, Mechanism):
         if n_items.shape != array.shape or np.any(n_items < 0):
             raise InvalidData("counts must be one count >= 0 per item", field="counts")
         per_cohort = rng.multinomial(n_items, np.full(self.cohorts, 1.0 / self.cohorts))
-        set_bits = np.zeros((self.cohorts, self.bits), dtype=np.int64)
-        for j in range(self.cohorts):
-            filters = _unpack(self.bloom(array, j)[:, None, :], self.bits)[:, 0]
-            set_bits[j] = per_cohort[:, j] @ filters
+        filters = self.filter_bits(array)  # (items, m, k)
+        set_bits = np.einsum("sj,sjk->jk", per_cohort, filters)
         totals = per_cohort.sum(axis=0)
         q_star, p_star = self.support_probabilities
         ones = rng.binomial(set_bits, q_star) + rng.binomial(totals[:, None] - set_bits, p_star)
@@ -491,9 +495,7 @@ class RapporDecoder:
                 field="items",
             )
         m, k = mech.cohorts, mech.bits
-        filters = np.stack(
-            [_unpack(mech.bloom(labels, j)[:, None, :], k)[:, 0] for j in range(m)], axis=1
-        ).astype(np.float64)  # (s, m, k)
+        filters = mech.filter_bits(labels).astype(np.float64)  # (s, m, k)
         design = filters.reshape(labels.size, m * k).T / m
         rank = np.linalg.matrix_rank(design)
         if rank < labels.size:

@@ -6,9 +6,11 @@ Ding, Kulkarni & Yekhanin 2017, "Collecting Telemetry Data Privately" (NeurIPS),
 
 **Client.** The value is a bucket v ∈ [k]. The device draws d distinct buckets j_1..j_d
 uniformly without replacement (once, independently of its value) and reports them with one bit
-each: b_p = 1 with probability e^{ε/2}/(e^{ε/2} + 1) if v = j_p, and 1/(e^{ε/2} + 1) otherwise.
-Two values change at most two of the bits' laws, each by a factor e^{ε/2}: ε-LDP. A report is
-an array of shape (d, 2) of ``uint64``: (j_p, b_p) per row. d = k is symmetric unary encoding.
+each: b_p = 1 with probability e^{ε'}/(e^{ε'} + 1) if v = j_p, and 1/(e^{ε'} + 1) otherwise,
+ε' = ε/2. Two values change at most two of the bits' laws, each by a factor e^{ε'}: ε-LDP. With
+d = 1 only one bit can change, so the bit takes ε' = ε (the paper's ε/2 would leave half of ε
+unspent). A report is an array of shape (d, 2) of ``uint64``: (j_p, b_p) per row. d = k is
+symmetric unary encoding.
 
 **Estimator.** With φ the realised flip probability and, for bucket v, N_v the reports whose
 buckets contain v and B_v the sum of their bits at v,
@@ -33,8 +35,8 @@ most D·ε ≤ (d + 1)·ε by basic composition, for histories with the same pat
 change of key is visible (the reported bits change), and nothing hides *when* it happened:
 memoization protects the values, not the times at which they change.
 
-**Sampling.** The flip is ``word < T`` with T = :func:`dpkit.lie_threshold` (ε/2, 2), so the
-realised φ ≥ 1/(e^{ε/2} + 1) and the realised ε never exceeds ε; the buckets are exactly
+**Sampling.** The flip is ``word < T`` with T = :func:`dpkit.lie_threshold` (ε', 2), so the
+realised φ ≥ 1/(e^{ε'} + 1) and the realised ε never exceeds ε; the buckets are exactly
 uniform (each draw r_p uniform on [k − p], then moved past the buckets already drawn).
 """
 
@@ -127,12 +129,17 @@ class DBitFlip(CategoricalInput, Mechanism):
         return PureDP(epsilon=self.epsilon)
 
     @property
+    def bit_epsilon(self) -> float:
+        """ε' of one bit: ε/2, or ε when d = 1 (module docstring)."""
+        return self.epsilon if self.d == 1 else self.epsilon / 2.0
+
+    @property
     def _threshold(self) -> int:
-        return dpkit.lie_threshold(self.epsilon / 2.0, 2)
+        return dpkit.lie_threshold(self.bit_epsilon, 2)
 
     @property
     def flip_probability(self) -> float:
-        """The realised φ ≥ 1/(e^{ε/2} + 1)."""
+        """The realised φ ≥ 1/(e^{ε'} + 1)."""
         return self._threshold / 2.0**64
 
     def _bits(self, generator: Any, truth: NDArray[np.bool_]) -> NDArray[np.uint64]:
@@ -217,8 +224,8 @@ class DBitFlip(CategoricalInput, Mechanism):
 
     @classmethod
     def frequency_variance(cls, *, k: int, epsilon: float, n: int = 1, d: int = 1) -> float:
-        """Var*[f̂_v] = (k/d)·A/n with A = e^{ε/2}/(e^{ε/2} − 1)² (the n_v term dropped)."""
-        h = math.exp(epsilon / 2.0)
+        """Var*[f̂_v] = (k/d)·A/n with A = e^{ε'}/(e^{ε'} − 1)² (the n_v term dropped)."""
+        h = math.exp(epsilon if d == 1 else epsilon / 2.0)
         return (k / d) * h / ((h - 1.0) ** 2 * n)
 
     def _check_reports(self, reports: Any, owner: str) -> NDArray[np.uint64]:

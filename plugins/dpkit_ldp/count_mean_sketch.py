@@ -350,7 +350,7 @@ class CountMeanSketch(_Sketch):
         )
 
     @classmethod
-    def frequency_variance(
+    def sketch_variance(
         cls, *, epsilon: float, n: int = 1, width: int = 1024, hashes: int = 256
     ) -> float:
         """Var[f̂(d)/n] for a rare item among many distinct ones (n_d, S_{−d} ≪ n): the cms
@@ -490,7 +490,7 @@ class HadamardCountMeanSketch(_Sketch):
         return (m / (m - 1)) ** 2 * inner + collisions / (k * (m - 1))
 
     @classmethod
-    def frequency_variance(
+    def sketch_variance(
         cls, *, epsilon: float, n: int = 1, width: int = 1024, hashes: int = 256
     ) -> float:
         """Var[f̂(d)/n] for a rare item among many distinct ones: the hcms variance of the

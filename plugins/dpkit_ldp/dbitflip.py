@@ -223,7 +223,7 @@ class DBitFlip(CategoricalInput, Mechanism):
         return out
 
     @classmethod
-    def frequency_variance(cls, *, k: int, epsilon: float, n: int = 1, d: int = 1) -> float:
+    def histogram_variance(cls, *, k: int, epsilon: float, n: int = 1, d: int = 1) -> float:
         """Var*[f̂_v] = (k/d)·A/n with A = e^{ε'}/(e^{ε'} − 1)² (the n_v term dropped)."""
         h = math.exp(epsilon if d == 1 else epsilon / 2.0)
         return (k / d) * h / ((h - 1.0) ** 2 * n)

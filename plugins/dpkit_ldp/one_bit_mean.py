@@ -168,7 +168,7 @@ class OneBitMean(NumericMechanism):
         return np.array([0.25 / self.gap**2])
 
     @classmethod
-    def mean_variance(cls, *, epsilon: float, n: int = 1) -> float:
+    def worst_mean_variance(cls, *, epsilon: float, n: int = 1) -> float:
         """Worst-case variance of the mean of n reports on [0, 1]: ((e^ε + 1)/(e^ε − 1))²/(4n)."""
         return ((math.exp(epsilon) + 1.0) / math.expm1(epsilon)) ** 2 / (4.0 * n)
 

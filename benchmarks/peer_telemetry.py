@@ -32,7 +32,9 @@ def _bits(values: np.ndarray, width: int) -> list[str]:
 def _sketch(task: dict[str, Any], items: list[str], candidates: list[str]) -> dict[str, Any]:
     hadamard = task["protocol"] == "hcms"
     server = CMSServer(task["epsilon"], task["hashes"], task["width"], is_hadamard=hadamard)
-    client = CMSClient(task["epsilon"], server.get_hash_funcs(), task["width"], is_hadamard=hadamard)
+    client = CMSClient(
+        task["epsilon"], server.get_hash_funcs(), task["width"], is_hadamard=hadamard
+    )
     reports: list[Any] = []
 
     def privatise() -> None:

@@ -169,6 +169,15 @@ class PrefixExtendingMethod(BitItemInput, Mechanism):
     def privacy(self) -> PureDP:
         return PureDP(epsilon=self.epsilon)
 
+    @classmethod
+    def search_deviation(cls, *, epsilon: float, n: int, bits: int = 32, top: int = 20) -> float:
+        """The standard deviation of a round's count of a rare prefix, scaled to n devices:
+        √(g·n·q*(1 − q*))/(p* − q*) with N = n/g devices per round (module docstring), at the
+        default step — what the search must beat to find an item (``dpkit advise --telemetry``)."""
+        mech = cls(epsilon=epsilon, bits=bits, top=top)
+        p, q = mech.support_probabilities
+        return math.sqrt(mech.groups * n * q * (1.0 - q)) / (p - q)
+
     def _prefixes(self, items: NDArray[np.uint64], group: NDArray[np.int64]) -> NDArray[np.uint64]:
         lengths = np.asarray(self.prefix_bits, dtype=np.uint64)[group]
         shifted: NDArray[np.uint64] = items >> (_U(self.bits) - lengths)

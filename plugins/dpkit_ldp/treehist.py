@@ -135,6 +135,14 @@ class TreeHist(BitItemInput, Mechanism):
         """ε_tree for the tree report and ε_final for the estimation report."""
         return CompositeDP((PureDP(epsilon=self.epsilon_tree), PureDP(epsilon=self.epsilon_final)))
 
+    @classmethod
+    def search_deviation(cls, *, epsilon: float, n: int, bits: int = 32, top: int = 20) -> float:
+        """The standard deviation of a level's count of a rare prefix, scaled to n devices:
+        c·√(levels·n) (module docstring), at the default step and split — what the search
+        must beat to find an item (``dpkit advise --telemetry``)."""
+        mech = cls(epsilon=epsilon, bits=bits, top=top)
+        return mech.gains()[0] * math.sqrt(mech.levels * n)
+
     def _threshold(self, epsilon: float) -> int:
         return dpkit.lie_threshold(epsilon, 2)
 

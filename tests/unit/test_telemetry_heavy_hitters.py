@@ -7,6 +7,7 @@ Statistical tests use fixed seeds and state their false-positive rates (≤ 1e-6
 from __future__ import annotations
 
 import itertools
+import json
 import math
 
 import numpy as np
@@ -250,3 +251,28 @@ def test_reports_merge_and_bad_ones_are_refused() -> None:
         dpkit.mechanism("pem", epsilon=1.0, bits=4, top=16)
     with pytest.raises(dpkit.InvalidParameter, match="split"):
         dpkit.mechanism("treehist", epsilon=1e-12, split=0.5)
+
+
+def test_advise_ranks_the_telemetry_protocols(capsys: pytest.CaptureFixture[str]) -> None:
+    """``dpkit advise --telemetry``: the heavy-hitter searches by the noise of a round's count,
+    the sketches by the standard error of an item's count, each from the mechanisms' formulas."""
+    from dpkit.cli import main
+
+    assert main(["advise", "--telemetry", "--epsilon", "2", "--n", "1000000", "--json"]) == 0
+    search = json.loads(capsys.readouterr().out)
+    pem = dpkit.mechanism("pem", epsilon=2.0, bits=32)
+    p, q = pem.support_probabilities
+    assert search["standard_errors"]["pem"] == pytest.approx(
+        math.sqrt(pem.groups * 1e6 * q * (1 - q)) / (p - q)
+    )
+    assert set(search["standard_errors"]) == {"pem", "treehist"} and search["best"] == "pem"
+    args = ["advise", "--telemetry", "--candidates", "--epsilon", "4", "--n", "1000", "--json"]
+    assert main(args) == 0
+    sketches = json.loads(capsys.readouterr().out)
+    assert set(sketches["standard_errors"]) == {"cms", "hcms"}
+    cms = sketches["standard_errors"]["cms"]
+    assert cms == pytest.approx(1000 * math.sqrt(
+        dpkit.get_registry().info("cms").cls.sketch_variance(epsilon=4.0, n=1000)
+    ))  # fmt: skip
+    assert main(["advise", "--telemetry", "--epsilon", "0", "--n", "10"]) == 2
+    assert main(["advise", "--telemetry", "--epsilon", "1", "--n", "10", "--bits", "99"]) == 2

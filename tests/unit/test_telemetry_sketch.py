@@ -216,3 +216,21 @@ def test_frequency_queries_refuse_bad_input() -> None:
     with pytest.raises(dpkit.InvalidData, match="text, bytes or integers"):
         mech.randomize(np.array([0.5]))
     assert sketch.estimate(["a", "a"]).categories == ("a", "a")
+
+
+def test_reports_aggregate_in_parts_and_on_dask() -> None:
+    """The sketch's counts add up: chunks of an iterator, or a Dask array's partitions, give
+    the sketch of the whole (and the same estimates)."""
+    da = pytest.importorskip("dask.array")
+    mech = dpkit.mechanism("cms", epsilon=2.0, width=64, hashes=8, key="13" * 16)
+    rng = np.random.default_rng(23)
+    reports = mech.randomize(rng.choice(ITEMS, 5000), rng=rng)
+    whole = dpkit.estimate(mech, reports).estimate(ITEMS[:5])
+    chunks = dpkit.estimate(mech, iter(np.array_split(reports, 7))).estimate(ITEMS[:5])
+    lazy = dpkit.estimate(mech, da.from_array(reports, chunks=(900, -1))).estimate(ITEMS[:5])
+    np.testing.assert_allclose(chunks.estimates, whole.estimates)
+    np.testing.assert_allclose(lazy.estimates, whole.estimates)
+    pem = dpkit.mechanism("pem", epsilon=4.0, bits=16, top=2, step=4)
+    out = pem.randomize(rng.integers(0, 2**16, 3000), rng=rng)
+    found = dpkit.estimate(pem, da.from_array(out, chunks=(700, -1)))
+    assert found.n == 3000 and found.items.tolist() == dpkit.estimate(pem, out).items.tolist()

@@ -302,7 +302,7 @@ def main() -> None:
     columns = ["data", "protocol", "ε", "precision", "recall", "rmse / n"]
     timing_columns = ["task", "client µs/report (fast)", "client µs/report (secure)",
                       "server s per 10⁶ reports"]  # fmt: skip
-    peer_columns = list(peer_rows[0]) if peer_rows else []
+    peer_columns = list(dict.fromkeys(key for row in peer_rows for key in row))
     if args.no_save:
         return
     run.save(

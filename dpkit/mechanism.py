@@ -68,6 +68,9 @@ class Mechanism:
     kind: ClassVar[Literal["local", "central"]]
     output_type: ClassVar[Literal["discrete", "continuous"]] = "discrete"
     statistic: ClassVar[str] = "frequency"
+    #: Groups of optional parameters of which at least one must be given (k-ary randomized
+    #: response by ``k`` or by ``categories``): the spec schema requires one of each group.
+    parameter_alternatives: ClassVar[tuple[tuple[str, ...], ...]] = ()
 
     @property
     def domain(self) -> Domain:

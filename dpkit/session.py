@@ -64,7 +64,9 @@ more than Σε_i. A JSON spec is such a plan.
 
 Randomness: ``rng=None`` (the default) is secure mode, dpkit's ChaCha20 source
 (:class:`dpkit.SecureRandom`); a ``numpy.random.Generator`` is fast mode, seedable and not
-attack-resistant. The ledger records the mode of every release (``"secure"`` or ``"fast"``).
+attack-resistant. The ledger records the mode of every release: ``"secure"``, ``"fast"``, or
+``"keyed"`` for a :class:`dpkit.SecureRandom` made by ``SecureRandom.from_key`` (secure mode's
+samplers on a reproducible stream: for tests, never for real releases).
 A mechanism without a secure sampler would refuse secure mode with a typed error; every
 built-in mechanism has one (report-noisy-max with Laplace noise runs with exact discrete
 Laplace noise on a lattice).

@@ -6,9 +6,10 @@ from __future__ import annotations
 
 import argparse
 import json
+from fractions import Fraction
 from typing import Any
 
-from dpkit.commands._output import table
+from dpkit.commands._output import rounded, table
 from dpkit.errors import InvalidParameter
 from dpkit.ledger import Ledger, LedgerEntry, MoveState, move_ledger, require_persistent
 from dpkit.ledger._move import verify_destination
@@ -175,17 +176,18 @@ def _spent_record(spent: Any, rule: str | None) -> dict[str, Any]:
     keep = {"zcdp": "rho", "gdp": "mu2"}.get(rule or "")
     return {
         k: v
-        for k, v in spent.as_dict().items()
+        for k, v in spent.as_dict(up=True).items()
         if not k.startswith(("rho", "mu2")) or (keep and k.startswith(keep))
     }
 
 
 def _spent_text(spent: Any, rule: str | None) -> str:
+    """What was spent, in the ledger's currency, rounded up (never shown below the truth)."""
     if rule == "zcdp":
-        return f"ρ={float(spent.rho or 0):.12g}"
+        return f"ρ={rounded(spent.rho or Fraction(0), 12)}"
     if rule == "gdp":
-        return f"μ²={float(spent.mu2 or 0):.12g}"
-    return f"ε={float(spent.epsilon):.12g}, δ={float(spent.delta):.12g}"
+        return f"μ²={rounded(spent.mu2 or Fraction(0), 12)}"
+    return f"ε={rounded(spent.epsilon, 12)}, δ={rounded(spent.delta, 12)}"
 
 
 def _history(args: argparse.Namespace) -> int:
@@ -287,7 +289,7 @@ def _move(args: argparse.Namespace) -> int:
     verb = {"moved": "moved", "finished": "finished moving", "already moved": "already moved"}
     print(
         f"{verb[result.outcome]} {result.source} to {result.destination}: {result.entries} "
-        f"entries, spent {result.spent} (both verified, every entry compared); "
+        f"entries, spent {result.spent.text(up=True)} (both verified, every entry compared); "
         f"{result.source} is sealed and takes no more spends"
     )
     return 0

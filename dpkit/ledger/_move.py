@@ -134,7 +134,7 @@ class MoveResult:
             "move_id": self.move_id,
             "outcome": self.outcome,
             "entries": self.entries,
-            "spent": self.spent.as_dict(),
+            "spent": self.spent.as_dict(up=True),
         }
 
 

@@ -54,14 +54,50 @@ def is_table(data: Any) -> bool:
     return name in {"DataFrame", "LazyFrame", "Table", "DuckDBPyRelation"}
 
 
+#: Engines whose tables may repeat a column name, and how to read the names (metadata only:
+#: a Dask or Spark frame's names come from its schema, not from running it). Polars refuses
+#: repeated names itself.
+_NAMES = {
+    "pandas": lambda data: list(data.columns),
+    "modin": lambda data: list(data.columns),
+    "dask": lambda data: list(data.columns),
+    "pyspark": lambda data: list(data.columns),
+    "pyarrow": lambda data: list(data.schema.names),
+}
+
+
+def _refuse_repeated_names(data: Any, module: str, *, owner: str) -> None:
+    """A table whose columns repeat a name is ambiguous (which ``a`` is the value column?):
+    refused in the public phase, naming the name (column names are public)."""
+    names = _NAMES.get(module)
+    if names is None:
+        return
+    try:
+        listed = names(data)
+    except Exception:  # not a table of this engine after all: from_native says so
+        return
+    seen: set[Any] = set()
+    for name in listed:
+        if name in seen:
+            raise InvalidData(
+                f"{owner}: the table has {listed.count(name)} columns named {name!r}; "
+                "column names must be unique",
+                field="data",
+            )
+        seen.add(name)
+
+
 def as_frame(data: Any, *, owner: str) -> Any:
-    """``data`` as a narwhals DataFrame or LazyFrame (public phase: no value is read)."""
+    """``data`` as a narwhals DataFrame or LazyFrame (public phase: no value is read); a table
+    with a repeated column name is :class:`~dpkit.errors.InvalidData` naming it."""
     nw = narwhals()
-    if type(data).__module__.split(".", 1)[0] in ("dask", "pyspark"):
+    module = type(data).__module__.split(".", 1)[0]
+    if module in ("dask", "pyspark"):
         from dpkit.tables.engines import quiet
 
         quiet()  # two version warnings of narwhals and PySpark (not about the data)
-    if type(data).__module__.split(".", 1)[0] == "pyarrow":
+    _refuse_repeated_names(data, module, owner=owner)
+    if module == "pyarrow":
         data = plain_arrow(data)
     try:
         return nw.from_native(data)

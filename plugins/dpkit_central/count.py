@@ -54,7 +54,11 @@ class Count(AdditiveQuery):
         Choice(("geometric", "laplace", "gaussian")), doc="noise distribution", default="geometric"
     )
     delta: float | None = parameter(
-        DELTA, doc="δ, only for noise='gaussian'", default=None, optional=True
+        DELTA,
+        doc="δ, only for noise='gaussian'",
+        default=None,
+        optional=True,
+        given_when=("noise", "gaussian"),
     )
     nan: str = parameter(
         COUNT_NAN_POLICY,

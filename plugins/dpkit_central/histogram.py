@@ -65,7 +65,11 @@ class Histogram(AdditiveQuery):
         Choice(("geometric", "laplace", "gaussian")), doc="noise distribution", default="geometric"
     )
     delta: float | None = parameter(
-        DELTA, doc="δ, only for noise='gaussian'", default=None, optional=True
+        DELTA,
+        doc="δ, only for noise='gaussian'",
+        default=None,
+        optional=True,
+        given_when=("noise", "gaussian"),
     )
     nan: str = parameter(NAN_POLICY, doc="missing values (NaN, None): 'drop'", default="drop")
     other: bool = parameter(

@@ -72,7 +72,11 @@ class Mean(Query):
     epsilon: float = parameter(CENTRAL_EPSILON, doc="privacy loss ε", typical=(0.05, 6.0))
     noise: str = parameter(Choice(("laplace", "gaussian")), doc="noise", default="laplace")
     delta: float | None = parameter(
-        DELTA, doc="δ, only for noise='gaussian'", default=None, optional=True
+        DELTA,
+        doc="δ, only for noise='gaussian'",
+        default=None,
+        optional=True,
+        given_when=("noise", "gaussian"),
     )
     nan: str = parameter(NAN_POLICY, doc="missing values (NaN, None, text): 'drop'", default="drop")
 

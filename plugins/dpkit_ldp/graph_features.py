@@ -64,6 +64,7 @@ class MultiBit(SampledAttributes):
     """The multi-bit mechanism and its rectifier for node features (module docstring)."""
 
     name: ClassVar[str] = "multibit"
+    one_value: ClassVar[str | None] = "duchi"
     output_type: ClassVar[Literal["discrete", "continuous"]] = "discrete"
 
     k: int | None = parameter(

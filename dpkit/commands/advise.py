@@ -4,7 +4,11 @@
 categories; ``dpkit advise --mean --epsilon EPS [--lower A --upper B] [--dimension D] [--n N]
 [--json]`` ranks the mean protocols for values in [A, B] (vectors of D of them);
 ``dpkit advise --triangles --nodes N --max-degree D --epsilon EPS [--target SD] [--json]``
-chooses between one- and two-round triangle counting (:func:`dpkit.graph.advise_triangles`).
+chooses between one- and two-round triangle counting (:func:`dpkit.graph.advise_triangles`);
+``dpkit advise --telemetry --epsilon EPS --n N [--bits L] [--candidates] [--json]`` ranks the
+protocols for items of an unbounded domain: with candidates, the sketches by the standard error
+of an item's count (``sketch_variance``), without, the heavy-hitter searches by the noise of a
+round's count (``search_deviation``).
 """
 
 from __future__ import annotations
@@ -50,8 +54,55 @@ def add_parser(subparsers: Any) -> None:
     parser.add_argument("--nodes", type=int, help="--triangles: number of nodes")
     parser.add_argument("--max-degree", type=int, help="--triangles: public degree bound")
     parser.add_argument("--target", type=float, help="--triangles: standard deviation to reach")
+    parser.add_argument(
+        "--telemetry",
+        action="store_true",
+        help="advise on items of an unbounded domain: sketches (--candidates) or heavy hitters",
+    )
+    parser.add_argument(
+        "--candidates", action="store_true", help="--telemetry: the items to count are known"
+    )
+    parser.add_argument("--bits", type=int, default=32, help="--telemetry: item length (32)")
     parser.add_argument("--json", action="store_true", help="print a JSON object")
     parser.set_defaults(handler=run)
+
+
+def _telemetry(args: argparse.Namespace) -> int:
+    """Rank the registered local mechanisms that answer the question: the standard error of a
+    rare item's count (sketches, ``sketch_variance`` of the frequency, times n) or of a round's
+    count in the search (heavy hitters, ``search_deviation``)."""
+    registry = get_registry()
+    warn_plugin_failures(registry)
+    if args.n < 1:
+        raise InvalidParameter("n", args.n, "an integer >= 1 (the number of devices)")
+    attribute = "sketch_variance" if args.candidates else "search_deviation"
+    errors: dict[str, float] = {}
+    for name in registry.names():
+        cls = registry.mechanisms[name].cls
+        method = getattr(cls, attribute, None)
+        if cls.kind != "local" or not callable(method):
+            continue
+        if args.candidates:
+            errors[name] = args.n * math.sqrt(method(epsilon=args.epsilon, n=args.n))
+        else:
+            errors[name] = float(method(epsilon=args.epsilon, n=args.n, bits=args.bits))
+    if not errors:
+        raise InvalidParameter("telemetry", attribute, "defined by a registered mechanism")
+    ranked = dict(sorted(errors.items(), key=lambda item: (item[1], item[0])))
+    best = next(iter(ranked))
+    task = (
+        "counts of candidate items"
+        if args.candidates
+        else f"heavy hitters of {args.bits}-bit items"
+    )
+    if args.json:
+        print(json.dumps({"task": task, "epsilon": args.epsilon, "n": args.n, "best": best,
+                          "standard_errors": ranked}, indent=2))  # fmt: skip
+        return 0
+    print(f"{task}  epsilon={args.epsilon:g}  n={args.n}: best protocol {best}")
+    rows = [[name, f"{sd:.6g}", f"{sd / ranked[best]:.3f}"] for name, sd in ranked.items()]
+    print(table(rows, ["PROTOCOL", "STD ERROR (COUNT)", "RATIO TO BEST"]))
+    return 0
 
 
 def _triangles(args: argparse.Namespace) -> int:
@@ -87,6 +138,8 @@ def _print_ranking(variances: dict[str, float], label: str) -> None:
 def run(args: argparse.Namespace) -> int:
     if args.triangles:
         return _triangles(args)
+    if args.telemetry:
+        return _telemetry(args)
     registry = get_registry()
     warn_plugin_failures(registry)
     if args.mean == (args.k is not None):

@@ -80,6 +80,24 @@ def dpkit_register_mechanisms(register: Callable[[type[Mechanism]], None]) -> No
     from dpkit_ldp.graph_features import MultiBit
 
     register(MultiBit)
+    # Telemetry: items from unbounded domains, heavy hitters, repeated collection.
+    from dpkit_ldp.count_mean_sketch import CountMeanSketch, HadamardCountMeanSketch
+    from dpkit_ldp.dbitflip import DBitFlip
+    from dpkit_ldp.one_bit_mean import OneBitMean
+    from dpkit_ldp.pem import PrefixExtendingMethod
+    from dpkit_ldp.rappor import Rappor
+    from dpkit_ldp.treehist import TreeHist
+
+    for telemetry in (
+        CountMeanSketch,
+        HadamardCountMeanSketch,
+        Rappor,
+        PrefixExtendingMethod,
+        TreeHist,
+        DBitFlip,
+        OneBitMean,
+    ):
+        register(telemetry)
 
 
 @hookimpl
@@ -111,3 +129,17 @@ def dpkit_register_estimators(
     register("graph_degree", CountEstimator)
     register("graph_kstar", CountEstimator)
     register("graph_triangles", TwoRoundEstimator)
+    from dpkit_ldp.count_mean_sketch import SketchEstimator
+    from dpkit_ldp.dbitflip import DBitFlipEstimator
+    from dpkit_ldp.one_bit_mean import OneBitMeanEstimator
+    from dpkit_ldp.pem import PrefixExtendingEstimator
+    from dpkit_ldp.rappor import RapporEstimator
+    from dpkit_ldp.treehist import TreeHistEstimator
+
+    for sketch in ("cms", "hcms"):
+        register(sketch, SketchEstimator)
+    register("rappor", RapporEstimator)
+    register("pem", PrefixExtendingEstimator)
+    register("treehist", TreeHistEstimator)
+    register("dbitflip", DBitFlipEstimator)
+    register("one_bit_mean", OneBitMeanEstimator)

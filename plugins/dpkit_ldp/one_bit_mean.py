@@ -1,0 +1,277 @@
+"""1BitMean with α-point rounding (``one_bit_mean``): means of counters collected every day.
+
+Ding, Kulkarni & Yekhanin 2017, "Collecting Telemetry Data Privately" (NeurIPS), Section 2.1
+(1BitMean) and Section 3 (α-point rounding and memoization).
+
+**Client, one round.** A value x ∈ [lower, upper] is rounded to one of the s + 1 points
+lower + t·w, w = (upper − lower)/s, t ∈ {0..s}: with u = (x − lower)/w and a rounding offset α
+uniform on [0, 1) drawn once per device, t = ⌊u + α⌋, so t = ⌊u⌋ + 1 with probability
+frac(u) and E[t] = u (α-point rounding). The report is one bit,
+
+    b = 1 with probability π_t = π_0 + (t/s)(π_s − π_0),   π_0 = 1/(e^ε + 1), π_s = e^ε/(e^ε + 1),
+
+and π_s/π_0 = (1 − π_0)/(1 − π_s) = e^ε: ε-LDP. Over α the bit is Bernoulli(π_0 + z(π_s − π_0)),
+z = (x − lower)/(upper − lower): the 1BitMean of Section 2.1, whatever s.
+
+**Estimator.** x̂ = lower + (upper − lower)·(b − π_0)/(π_s − π_0) is unbiased for x, so the mean
+of the reports' x̂ is unbiased for the mean; Var[x̂] = (upper − lower)²·π(1 − π)/(π_s − π_0)²
+≤ (upper − lower)²/(4(π_s − π_0)²) (the worst case, at π = 1/2). The estimate is a
+:class:`dpkit.MeanEstimate` (plug-in variance s²/n, normal interval).
+
+**Memoization** (:class:`OneBitMeanClient`). A device fixes α once and draws the bit of each
+point t the first time its value rounds there, then reports that bit every time. Its reports
+are a function of the memo entries its values select: a device whose rounded value stays at
+one point leaks ε over any number of days, and one that visits D distinct points at most
+D·ε ≤ (s + 1)·ε, for histories with the same pattern of repeats (basic composition of the
+independent entries; the accountant composes them, :meth:`OneBitMeanClient.privacy_events`).
+With s = 1 (the default) a device's whole history costs at most 2ε. What memoization does not
+hide: a change of the rounded value can change the bit, and then the collector sees *that* it
+changed (Section 3.2 discusses this; its output perturbation is not implemented here).
+
+**Sampling.** π_0 is realised as T_0/2⁶⁴ with T_0 = :func:`dpkit.lie_threshold` (ε, 2) (rounded
+up) and π_t as (T_0 + t·D)/2⁶⁴ with D = ⌊(2⁶⁴ − 2T_0)/s⌋, so π_s ≤ 1 − π_0: every ratio stays
+within e^ε, and E[b | t] is exactly linear in t (the estimator uses these realised values). α
+is a double on the 2⁻⁵³ grid, which moves a rounding probability by at most 2⁻⁵³.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any, ClassVar
+
+import attrs
+import numpy as np
+from numpy.typing import NDArray
+
+import dpkit
+from dpkit import (
+    Estimator,
+    Integer,
+    InvalidData,
+    InvalidParameter,
+    MeanEstimate,
+    MeanSums,
+    PureDP,
+    parameter,
+)
+from dpkit.arrays import as_array, describe_dtype
+from dpkit_ldp._biased_bits import uniform_words
+from dpkit_ldp._numeric import NumericMechanism
+
+__all__ = ["OneBitMean", "OneBitMeanClient", "OneBitMeanEstimator"]
+
+_U64 = 1 << 64
+
+
+@attrs.frozen
+class OneBitMean(NumericMechanism):
+    """1BitMean with α-point rounding to s + 1 points (module docstring)."""
+
+    name: ClassVar[str] = "one_bit_mean"
+    statistic: ClassVar[str] = "telemetry_mean"
+    standard: ClassVar[tuple[float, float]] = (0.0, 1.0)
+
+    intervals: int = parameter(
+        Integer(low=1, high=1 << 20), doc="rounding intervals s (s + 1 points)", default=1
+    )
+    reports: int = parameter(
+        Integer(low=1, high=1 << 30),
+        doc="memoized reports per device of one value (all identical)",
+        default=1,
+    )
+
+    @property
+    def _thresholds(self) -> tuple[int, int]:
+        """(T_0, D): π_t = (T_0 + t·D)/2⁶⁴."""
+        low = dpkit.lie_threshold(self.epsilon, 2)
+        return low, (_U64 - 2 * low) // self.intervals
+
+    def bit_probability(self, points: Any) -> NDArray[np.float64]:
+        """The realised π_t at rounded points t ∈ {0..s}."""
+        low, step = self._thresholds
+        t = np.asarray(points, dtype=np.float64)
+        return np.asarray((low + t * step) / _U64, dtype=np.float64)
+
+    @property
+    def gap(self) -> float:
+        """π_s − π_0 (realised)."""
+        step = self._thresholds[1]
+        return self.intervals * step / _U64
+
+    def rounded(self, values: Any, offsets: Any) -> NDArray[np.int64]:
+        """t = ⌊u + α⌋ ∈ {0..s} for values x and offsets α (u = (x − lower)/w)."""
+        z = self.standardize(np.asarray(values, dtype=np.float64))
+        u = z * self.intervals
+        t = np.floor(u + np.asarray(offsets, dtype=np.float64))
+        return np.clip(t, 0, self.intervals).astype(np.int64)
+
+    def _bits(self, points: NDArray[np.int64], generator: Any) -> NDArray[np.uint8]:
+        low, step = self._thresholds
+        threshold = np.uint64(low) + points.astype(np.uint64) * np.uint64(step)
+        bits: NDArray[np.uint8] = (uniform_words(generator, points.size) < threshold).astype(
+            np.uint8
+        )
+        return bits
+
+    def randomize(  # type: ignore[override]
+        self, values: Any, /, *, rng: np.random.Generator | dpkit.SecureRandom | None = None
+    ) -> NDArray[np.uint8]:
+        """One bit per value (``uint8``), each with its own α; with ``reports`` = T > 1, T
+        identical memoized bits per value (shape ``values.shape + (T,)``)."""
+        generator, _ = dpkit.resolve_rng(rng, owner=self.name)
+        x = self.checked_values(values)
+        offsets = generator.random(x.size).reshape(x.shape)
+        bits = self._bits(self.rounded(x, offsets).reshape(-1), generator).reshape(x.shape)
+        if self.reports > 1:
+            return np.repeat(bits[..., None], self.reports, axis=-1)
+        return bits
+
+    def client(
+        self, *, rng: np.random.Generator | dpkit.SecureRandom | None = None
+    ) -> OneBitMeanClient:
+        """A new device: its α drawn, no bits yet (:class:`OneBitMeanClient`)."""
+        generator, _ = dpkit.resolve_rng(rng, owner=self.name)
+        return OneBitMeanClient(self, float(generator.random(1)[0]))
+
+    @property
+    def privacy(self) -> PureDP:
+        """ε, for any number of memoized reports of one value."""
+        return PureDP(epsilon=self.epsilon)
+
+    def log_probability(self, outputs: Any, inputs: Any, /) -> NDArray[np.float64]:
+        """log P[b | x] = log of π_0 + z(π_s − π_0) for b = 1 (its complement for 0), over α
+        (T reports must be identical)."""
+        b = np.asarray(outputs)
+        if self.reports > 1:
+            same = np.all(b == b[..., :1], axis=-1)
+            b = b[..., 0]
+        else:
+            same = np.ones(b.shape, dtype=bool)
+        z = self.standardize(np.asarray(inputs, dtype=np.float64))
+        low, _ = self._thresholds
+        pi = low / _U64 + z * self.gap
+        with np.errstate(divide="ignore"):
+            log_p = np.where(b == 1, np.log(pi), np.where(b == 0, np.log1p(-pi), -np.inf))
+        return np.where(same, log_p, -np.inf)
+
+    def output_space(self) -> NDArray[np.uint8]:
+        base = np.array([0, 1], dtype=np.uint8)
+        return np.repeat(base[:, None], self.reports, axis=1) if self.reports > 1 else base
+
+    def from_bits(self, bits: NDArray[Any]) -> NDArray[np.float64]:
+        """Standard units: (b − π_0)/(π_s − π_0), unbiased for z."""
+        low, _ = self._thresholds
+        return (np.asarray(bits, dtype=np.float64) - low / _U64) / self.gap
+
+    def worst_case_variance(self) -> NDArray[np.float64]:
+        """max over inputs of Var[(b − π_0)/(π_s − π_0)]: 1/(4(π_s − π_0)²)."""
+        return np.array([0.25 / self.gap**2])
+
+    @classmethod
+    def worst_mean_variance(cls, *, epsilon: float, n: int = 1) -> float:
+        """Worst-case variance of the mean of n reports on [0, 1]: ((e^ε + 1)/(e^ε − 1))²/(4n)."""
+        return ((math.exp(epsilon) + 1.0) / math.expm1(epsilon)) ** 2 / (4.0 * n)
+
+
+class OneBitMeanEstimator(Estimator):
+    """The mean of x̂ = lower + (upper − lower)(b − π_0)/(π_s − π_0) (:class:`dpkit.MeanEstimate`)."""
+
+    methods: ClassVar[tuple[str, ...]] = ("unbiased",)
+    mechanism: OneBitMean
+
+    def accumulate(self, reports: Any, /) -> MeanSums:
+        mech = self.mechanism
+        owner = f"{mech.name} estimator"
+        array = as_array(reports, owner=owner, field="reports")
+        if array.size and (
+            array.dtype.kind not in "biuf" or not np.all((array == 0) | (array == 1))
+        ):
+            raise InvalidData(
+                f"{owner}: reports must be bits 0/1, got an array of {describe_dtype(array)}"
+                + (" with other values" if array.dtype.kind in "biuf" else ""),
+                field="reports",
+            )
+        if array.ndim != 1:
+            raise InvalidData(
+                f"{owner}: reports must be a 1-D array, one bit per device (reports[:, t] of "
+                f"memoized ones); got shape {array.shape}",
+                field="reports",
+            )
+        t = mech.from_bits(array)
+        return MeanSums(mech.name, t.size, [t.sum()], [np.square(t).sum()])
+
+    def estimate(self, statistics: Any, /, *, method: str = "unbiased") -> MeanEstimate:
+        self.check_method(method)
+        mech = self.mechanism
+        if not isinstance(statistics, MeanSums) or statistics.mechanism != mech.name:
+            raise InvalidData(f"expected the MeanSums of {mech.name!r}", field="statistics")
+        return MeanEstimate.from_sums(
+            statistics,
+            centre=[mech.lower],
+            scale=[mech.upper - mech.lower],
+            worst_case=mech.worst_case_variance(),
+        )
+
+
+@attrs.define
+class OneBitMeanClient:
+    """One device's 1BitMean state: its rounding offset α and, per rounded point it has used,
+    the memoized bit and how many reports it made. It belongs on the device;
+    :meth:`to_dict` / :meth:`from_dict` keep it across restarts."""
+
+    mechanism: OneBitMean
+    offset: float
+    memo: dict[int, int] = attrs.field(factory=dict)
+    uses: dict[int, int] = attrs.field(factory=dict)
+
+    def report(
+        self, value: Any, /, *, rng: np.random.Generator | dpkit.SecureRandom | None = None
+    ) -> int:
+        """One report (0 or 1): the memoized bit of ``value``'s rounded point."""
+        mech = self.mechanism
+        generator, _ = dpkit.resolve_rng(rng, owner=f"{mech.name} client")
+        x = mech.checked_values(np.array([value], dtype=np.float64))
+        point = int(mech.rounded(x, self.offset)[0])
+        if point not in self.memo:
+            self.memo[point] = int(mech._bits(np.array([point]), generator)[0])
+        self.uses[point] = self.uses.get(point, 0) + 1
+        return self.memo[point]
+
+    def privacy_events(self) -> list[tuple[PureDP, int]]:
+        """ε once per rounded point used (module docstring, "Memoization")."""
+        points = len(self.memo)
+        return [(PureDP(epsilon=self.mechanism.epsilon), points)] if points else []
+
+    @property
+    def epsilon(self) -> float:
+        """What this device's reports so far cost, composed by the accountant (δ = 0)."""
+        events = self.privacy_events()
+        return dpkit.account(events, delta=0).epsilon if events else 0.0
+
+    def to_dict(self) -> dict[str, Any]:
+        params = {name: getattr(self.mechanism, name) for name in type(self.mechanism).parameters()}
+        return {
+            "mechanism": self.mechanism.name,
+            "parameters": params,
+            "offset": self.offset,
+            "points": [
+                {"point": p, "bit": b, "reports": self.uses[p]} for p, b in self.memo.items()
+            ],
+        }
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> OneBitMeanClient:
+        try:
+            mechanism = OneBitMean(**data["parameters"])
+            offset = float(data["offset"])
+            memo = {int(e["point"]): int(e["bit"]) for e in data["points"]}
+            uses = {int(e["point"]): int(e["reports"]) for e in data["points"]}
+        except (KeyError, TypeError, ValueError) as error:
+            raise InvalidData(
+                f"not a saved 1BitMean client ({type(error).__name__}: {error})", field="state"
+            ) from None
+        if not (0.0 <= offset < 1.0) or any(
+            not 0 <= p <= mechanism.intervals or b not in (0, 1) for p, b in memo.items()
+        ):
+            raise InvalidParameter("state", data, "a saved client that fits its mechanism")
+        return cls(mechanism, offset, memo, uses)

@@ -117,7 +117,7 @@ def sketch_rmse(estimates: np.ndarray, truth: np.ndarray, counts: dict[Any, int]
     return float(np.sqrt(np.mean((np.asarray(estimates) - true_counts) ** 2))) / n
 
 
-def mechanisms(epsilon: float, bits: int) -> dict[str, dpkit.Mechanism]:
+def mechanisms(epsilon: float, bits: int) -> dict[str, dpkit.plugin.Mechanism]:
     step = 4 if bits == 32 else 8
     return {
         "pem": dpkit.mechanism("pem", epsilon=epsilon, bits=bits, top=TOP, step=4),
@@ -128,7 +128,7 @@ def mechanisms(epsilon: float, bits: int) -> dict[str, dpkit.Mechanism]:
 
 
 def run_dpkit(
-    name: str, mech: dpkit.Mechanism, items: np.ndarray, bit_items: np.ndarray,
+    name: str, mech: dpkit.plugin.Mechanism, items: np.ndarray, bit_items: np.ndarray,
     truth: np.ndarray, bit_truth: np.ndarray, counts: dict[Any, int], bit_counts: dict[Any, int],
     rng: np.random.Generator,
 ) -> dict[str, float]:  # fmt: skip
@@ -149,14 +149,14 @@ def speed(users: int, rng: np.random.Generator) -> list[dict[str, Any]]:
 
         def client(
             mode: str,
-            mech: dpkit.Mechanism = mech,
+            mech: dpkit.plugin.Mechanism = mech,
             data: np.ndarray = values,
             reports: dict[str, Any] = reports,
         ) -> None:
             generator = np.random.default_rng(1) if mode == "fast" else None
             reports[mode] = mech.randomize(data, rng=generator)  # type: ignore[arg-type]
 
-        def server(mech: dpkit.Mechanism = mech, reports: dict[str, Any] = reports) -> None:
+        def server(mech: dpkit.plugin.Mechanism = mech, reports: dict[str, Any] = reports) -> None:
             dpkit.estimate(mech, reports["fast"])
 
         timed = measure(
@@ -221,11 +221,11 @@ def run_peers(
         ours: dict[str, Any] = {}
 
         def client(
-            mech: dpkit.Mechanism = mech, name: str = name, ours: dict[str, Any] = ours
+            mech: dpkit.plugin.Mechanism = mech, name: str = name, ours: dict[str, Any] = ours
         ) -> None:
             ours["reports"] = mech.randomize(data[name], rng=rng)
 
-        def server(mech: dpkit.Mechanism = mech, ours: dict[str, Any] = ours) -> None:
+        def server(mech: dpkit.plugin.Mechanism = mech, ours: dict[str, Any] = ours) -> None:
             ours["estimate"] = dpkit.estimate(mech, ours["reports"])
 
         timed = measure({"client": client}, rounds=1, warmup=0)

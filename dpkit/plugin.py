@@ -30,8 +30,8 @@ graph protocols :class:`GraphEstimator`, :class:`GraphEstimate`, :class:`EdgeCou
 :class:`DegreeHistogram` and :class:`ReportSums`.
 
 **Parameters.** :func:`parameter` declares a mechanism's field with its domain — :class:`Real`,
-:class:`Integer`, :class:`Choice`, :class:`Boolean`, :class:`Labels` (distinct category labels)
-— from which construction is validated, the JSON Schema and the test ranges are derived
+:class:`Integer`, :class:`Choice`, :class:`Boolean`, :class:`Labels` (distinct category labels),
+or a domain of one's own (a :class:`ParameterDomain` subclass) — from which construction is validated, the JSON Schema and the test ranges are derived
 (:class:`ParameterSpec`). The shared domains: :data:`EPSILON` (local ε), :data:`CENTRAL_EPSILON`,
 :data:`DELTA`, :data:`SENSITIVITY` and :data:`BOUND` (a clamping bound).
 
@@ -102,6 +102,7 @@ from dpkit.params import (
     Choice,
     Integer,
     Labels,
+    ParameterDomain,
     ParameterSpec,
     Real,
     parameter,
@@ -192,6 +193,7 @@ __all__ = [
     "MeanSums",
     "Mechanism",
     "MechanismInfo",
+    "ParameterDomain",
     "ParameterSpec",
     "PrivacyEvent",
     "PureDP",

@@ -20,7 +20,7 @@ w depends on x).
 **Sampling.** φ is realised exactly: rounded up to a grid 2⁻ᵇ (cms: the coarsest b ≤ 32 that
 keeps the realised ε within 0.1 % of ε, the m bits drawn 64 at a time by
 :func:`dpkit_ldp._biased_bits.biased_words` with at most b random words per 64 bits) or as
-``word < T`` with T = :func:`dpkit.lie_threshold` (hcms). Rounding φ up can only lower the
+``word < T`` with T = :func:`lie_threshold` (hcms). Rounding φ up can only lower the
 ratio (1 − φ)/φ, so the realised ε never exceeds the declared one, in fast and secure mode
 alike. The estimators use the realised φ.
 
@@ -72,7 +72,8 @@ import numpy as np
 from numpy.typing import NDArray
 
 import dpkit
-from dpkit import (
+from dpkit.plugin import (
+    EPSILON,
     Estimate,
     Estimator,
     Integer,
@@ -81,10 +82,12 @@ from dpkit import (
     Mechanism,
     PureDP,
     Statistics,
+    as_array,
+    describe_dtype,
+    lie_threshold,
     parameter,
+    resolve_rng,
 )
-from dpkit.arrays import as_array, describe_dtype
-from dpkit.params import EPSILON
 from dpkit_ldp._biased_bits import biased_words, uniform_words
 from dpkit_ldp.hadamard import _odd
 from dpkit_ldp.items import ItemInput, as_items
@@ -196,7 +199,7 @@ def _flip_grid(epsilon: float) -> tuple[int, int]:
     random words: :func:`~dpkit_ldp.unary_encoding.bernoulli_words` draws at most b words per 64
     report bits.
     """
-    threshold = dpkit.lie_threshold(epsilon, 2)
+    threshold = lie_threshold(epsilon, 2)
     for bits in range(8, _GRID + 1):
         numerator = -(-threshold >> (64 - bits))
         if 2 * numerator >= 1 << bits:
@@ -270,7 +273,7 @@ class CountMeanSketch(_Sketch):
         ``rng``: None (secure mode, the default), a :class:`dpkit.SecureRandom`, or a numpy
         ``Generator`` (fast mode).
         """
-        generator, _ = dpkit.resolve_rng(rng, owner=self.name)
+        generator, _ = resolve_rng(rng, owner=self.name)
         items = as_items(values, owner=self.name)
         n = items.size
         j = generator.integers(0, self.hashes, size=n, dtype=np.int64)
@@ -415,7 +418,7 @@ class HadamardCountMeanSketch(_Sketch):
 
     @property
     def _threshold(self) -> int:
-        return dpkit.lie_threshold(self.epsilon, 2)
+        return lie_threshold(self.epsilon, 2)
 
     @property
     def flip_probability(self) -> float:
@@ -430,7 +433,7 @@ class HadamardCountMeanSketch(_Sketch):
         ``rng``: None (secure mode, the default), a :class:`dpkit.SecureRandom`, or a numpy
         ``Generator`` (fast mode).
         """
-        generator, _ = dpkit.resolve_rng(rng, owner=self.name)
+        generator, _ = resolve_rng(rng, owner=self.name)
         items = as_items(values, owner=self.name)
         n = items.size
         j = generator.integers(0, self.hashes, size=n, dtype=np.int64)

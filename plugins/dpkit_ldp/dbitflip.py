@@ -23,7 +23,7 @@ over the bucket draw and the bits)
 
     Var ĉ(v) = n·(k/d)·A + n_v·(k/d − 1),   A = φ(1 − φ)/(1 − 2φ)²,
 
-linear in n_v: the estimate is a :class:`dpkit.Estimate` with ``variance_model`` and score
+linear in n_v: the estimate is a :class:`Estimate` with ``variance_model`` and score
 intervals.
 
 **Memoization** (:class:`DBitFlipClient`; the construction follows Section 3's idea of
@@ -35,7 +35,7 @@ most D·ε ≤ (d + 1)·ε by basic composition, for histories with the same pat
 change of key is visible (the reported bits change), and nothing hides *when* it happened:
 memoization protects the values, not the times at which they change.
 
-**Sampling.** The flip is ``word < T`` with T = :func:`dpkit.lie_threshold` (ε', 2), so the
+**Sampling.** The flip is ``word < T`` with T = :func:`lie_threshold` (ε', 2), so the
 realised φ ≥ 1/(e^{ε'} + 1) and the realised ε never exceeds ε; the buckets are exactly
 uniform (each draw r_p uniform on [k − p], then moved past the buckets already drawn).
 """
@@ -50,7 +50,8 @@ import numpy as np
 from numpy.typing import NDArray
 
 import dpkit
-from dpkit import (
+from dpkit.plugin import (
+    EPSILON,
     CategoricalDomain,
     Estimate,
     Estimator,
@@ -60,10 +61,12 @@ from dpkit import (
     Mechanism,
     PureDP,
     Statistics,
+    as_array,
+    describe_dtype,
+    lie_threshold,
     parameter,
+    resolve_rng,
 )
-from dpkit.arrays import as_array, describe_dtype
-from dpkit.params import EPSILON
 from dpkit_ldp._arrays import CategoricalInput, as_category_indices
 from dpkit_ldp._biased_bits import uniform_words
 
@@ -135,7 +138,7 @@ class DBitFlip(CategoricalInput, Mechanism):
 
     @property
     def _threshold(self) -> int:
-        return dpkit.lie_threshold(self.bit_epsilon, 2)
+        return lie_threshold(self.bit_epsilon, 2)
 
     @property
     def flip_probability(self) -> float:
@@ -154,7 +157,7 @@ class DBitFlip(CategoricalInput, Mechanism):
     ) -> NDArray[np.uint64]:
         """Reports of shape ``values.shape + (d, 2)`` (rows (j_p, b_p)); with ``reports`` =
         T > 1, T identical memoized reports per value, shape ``values.shape + (T, d, 2)``."""
-        generator, _ = dpkit.resolve_rng(rng, owner=self.name)
+        generator, _ = resolve_rng(rng, owner=self.name)
         x = as_category_indices(values, self.k, owner=self.name)
         flat = x.reshape(-1).astype(np.int64)
         buckets = draw_buckets(generator, flat.size, self.k, self.d)
@@ -170,7 +173,7 @@ class DBitFlip(CategoricalInput, Mechanism):
         self, *, rng: np.random.Generator | dpkit.SecureRandom | None = None
     ) -> DBitFlipClient:
         """A new device: its d buckets drawn, no bits yet (:class:`DBitFlipClient`)."""
-        generator, _ = dpkit.resolve_rng(rng, owner=self.name)
+        generator, _ = resolve_rng(rng, owner=self.name)
         return DBitFlipClient(self, draw_buckets(generator, 1, self.k, self.d)[0])
 
     def log_probability(self, outputs: Any, inputs: Any, /) -> NDArray[np.float64]:
@@ -350,7 +353,7 @@ class DBitFlipClient:
         """One report (shape (d, 2)): the memoized bits of ``value``'s key (drawn on its first
         use)."""
         mech = self.mechanism
-        generator, _ = dpkit.resolve_rng(rng, owner=f"{mech.name} client")
+        generator, _ = resolve_rng(rng, owner=f"{mech.name} client")
         key = self.key(value)
         if key not in self.memo:
             truth = np.arange(mech.d) == key

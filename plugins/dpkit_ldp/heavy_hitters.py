@@ -29,9 +29,17 @@ import attrs
 import numpy as np
 from numpy.typing import NDArray
 
-import dpkit
-from dpkit import Domain, InvalidData, InvalidParameter, Statistics
-from dpkit.arrays import as_array, describe_dtype, plain, readable
+from dpkit.plugin import (
+    Domain,
+    InvalidData,
+    InvalidParameter,
+    Statistics,
+    as_array,
+    describe_dtype,
+    plain,
+    readable,
+    resolve_rng,
+)
 from dpkit_ldp.items import as_items, coerce_items
 
 __all__ = [
@@ -66,7 +74,7 @@ def _from_bytes(
 def as_bit_items(
     values: Any, bits: int, *, owner: str, field: str = "values"
 ) -> NDArray[np.uint64]:
-    """``values`` as L-bit items (``uint64``), or :class:`~dpkit.InvalidData` (the strict path)."""
+    """``values`` as L-bit items (``uint64``), or :class:`~InvalidData` (the strict path)."""
     array = as_array(values, owner=owner, field=field)
     kind = array.dtype.kind
     if array.size == 0:
@@ -137,7 +145,7 @@ def coerce_bit_items(values: Any, bits: int, rng: Any) -> NDArray[np.uint64]:
                 out[i], valid[i] = int.from_bytes(head.ljust(width, b"\0"), "big"), True
     bad = np.flatnonzero(~valid)
     if bad.size:
-        generator = dpkit.resolve_rng(rng)[0]
+        generator = resolve_rng(rng)[0]
         out[bad] = random_items(generator, bad.size, bits)
     return out.reshape(array.shape)
 

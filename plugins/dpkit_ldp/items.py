@@ -17,8 +17,7 @@ import attrs
 import numpy as np
 from numpy.typing import NDArray
 
-from dpkit import Domain, InvalidData
-from dpkit.arrays import as_array, describe_dtype, plain, readable
+from dpkit.plugin import Domain, InvalidData, as_array, describe_dtype, plain, readable
 
 __all__ = [
     "ItemDomain",
@@ -113,7 +112,7 @@ def as_items(values: Any, /, *, owner: str, field: str = "values") -> NDArray[np
     """``values`` as a bytes array of the same shape (the strict path of ``randomize``).
 
     Text (UTF-8), bytes, integers (decimal text) and object arrays holding those are items;
-    booleans, real numbers and anything else are an :class:`~dpkit.InvalidData`.
+    booleans, real numbers and anything else are an :class:`~InvalidData`.
     """
     array = as_array(values, owner=owner, field=field)
     kind = array.dtype.kind

@@ -35,8 +35,7 @@ import attrs
 import numpy as np
 from numpy.typing import NDArray
 
-from dpkit import InvalidParameter
-from dpkit.params import ParameterDomain, parameter
+from dpkit.plugin import InvalidParameter, ParameterDomain, parameter
 
 __all__ = [
     "HashKey",

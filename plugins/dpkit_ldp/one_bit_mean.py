@@ -16,7 +16,7 @@ z = (x − lower)/(upper − lower): the 1BitMean of Section 2.1, whatever s.
 **Estimator.** x̂ = lower + (upper − lower)·(b − π_0)/(π_s − π_0) is unbiased for x, so the mean
 of the reports' x̂ is unbiased for the mean; Var[x̂] = (upper − lower)²·π(1 − π)/(π_s − π_0)²
 ≤ (upper − lower)²/(4(π_s − π_0)²) (the worst case, at π = 1/2). The estimate is a
-:class:`dpkit.MeanEstimate` (plug-in variance s²/n, normal interval).
+:class:`MeanEstimate` (plug-in variance s²/n, normal interval).
 
 **Memoization** (:class:`OneBitMeanClient`). A device fixes α once and draws the bit of each
 point t the first time its value rounds there, then reports that bit every time. Its reports
@@ -28,7 +28,7 @@ With s = 1 (the default) a device's whole history costs at most 2ε. What memoiz
 hide: a change of the rounded value can change the bit, and then the collector sees *that* it
 changed (Section 3.2 discusses this; its output perturbation is not implemented here).
 
-**Sampling.** π_0 is realised as T_0/2⁶⁴ with T_0 = :func:`dpkit.lie_threshold` (ε, 2) (rounded
+**Sampling.** π_0 is realised as T_0/2⁶⁴ with T_0 = :func:`lie_threshold` (ε, 2) (rounded
 up) and π_t as (T_0 + t·D)/2⁶⁴ with D = ⌊(2⁶⁴ − 2T_0)/s⌋, so π_s ≤ 1 − π_0: every ratio stays
 within e^ε, and E[b | t] is exactly linear in t (the estimator uses these realised values). α
 is a double on the 2⁻⁵³ grid, which moves a rounding probability by at most 2⁻⁵³.
@@ -44,7 +44,7 @@ import numpy as np
 from numpy.typing import NDArray
 
 import dpkit
-from dpkit import (
+from dpkit.plugin import (
     Estimator,
     Integer,
     InvalidData,
@@ -52,9 +52,12 @@ from dpkit import (
     MeanEstimate,
     MeanSums,
     PureDP,
+    as_array,
+    describe_dtype,
+    lie_threshold,
     parameter,
+    resolve_rng,
 )
-from dpkit.arrays import as_array, describe_dtype
 from dpkit_ldp._biased_bits import uniform_words
 from dpkit_ldp._numeric import NumericMechanism
 
@@ -83,7 +86,7 @@ class OneBitMean(NumericMechanism):
     @property
     def _thresholds(self) -> tuple[int, int]:
         """(T_0, D): π_t = (T_0 + t·D)/2⁶⁴."""
-        low = dpkit.lie_threshold(self.epsilon, 2)
+        low = lie_threshold(self.epsilon, 2)
         return low, (_U64 - 2 * low) // self.intervals
 
     def bit_probability(self, points: Any) -> NDArray[np.float64]:
@@ -118,7 +121,7 @@ class OneBitMean(NumericMechanism):
     ) -> NDArray[np.uint8]:
         """One bit per value (``uint8``), each with its own α; with ``reports`` = T > 1, T
         identical memoized bits per value (shape ``values.shape + (T,)``)."""
-        generator, _ = dpkit.resolve_rng(rng, owner=self.name)
+        generator, _ = resolve_rng(rng, owner=self.name)
         x = self.checked_values(values)
         offsets = generator.random(x.size).reshape(x.shape)
         bits = self._bits(self.rounded(x, offsets).reshape(-1), generator).reshape(x.shape)
@@ -130,7 +133,7 @@ class OneBitMean(NumericMechanism):
         self, *, rng: np.random.Generator | dpkit.SecureRandom | None = None
     ) -> OneBitMeanClient:
         """A new device: its α drawn, no bits yet (:class:`OneBitMeanClient`)."""
-        generator, _ = dpkit.resolve_rng(rng, owner=self.name)
+        generator, _ = resolve_rng(rng, owner=self.name)
         return OneBitMeanClient(self, float(generator.random(1)[0]))
 
     @property
@@ -174,7 +177,7 @@ class OneBitMean(NumericMechanism):
 
 
 class OneBitMeanEstimator(Estimator):
-    """The mean of x̂ = lower + (upper − lower)(b − π_0)/(π_s − π_0) (:class:`dpkit.MeanEstimate`)."""
+    """The mean of x̂ = lower + (upper − lower)(b − π_0)/(π_s − π_0) (:class:`MeanEstimate`)."""
 
     methods: ClassVar[tuple[str, ...]] = ("unbiased",)
     mechanism: OneBitMean
@@ -229,7 +232,7 @@ class OneBitMeanClient:
     ) -> int:
         """One report (0 or 1): the memoized bit of ``value``'s rounded point."""
         mech = self.mechanism
-        generator, _ = dpkit.resolve_rng(rng, owner=f"{mech.name} client")
+        generator, _ = resolve_rng(rng, owner=f"{mech.name} client")
         x = mech.checked_values(np.array([value], dtype=np.float64))
         point = int(mech.rounded(x, self.offset)[0])
         if point not in self.memo:

@@ -32,7 +32,7 @@ because its noise was high); :class:`~dpkit_ldp.heavy_hitters.HeavyHitters` says
 unbiased counts of found items, query them with an independent frequency oracle
 (``treehist`` spends part of ε on one).
 
-**Sampling.** The lie is ``word < T``, T = :func:`dpkit.lie_threshold` (ε, g′) (rounded up:
+**Sampling.** The lie is ``word < T``, T = :func:`lie_threshold` (ε, g′) (rounded up:
 the realised ε never exceeds ε), the other value exactly uniform over the g′ − 1 others.
 """
 
@@ -47,9 +47,20 @@ import numpy as np
 from numpy.typing import NDArray
 
 import dpkit
-from dpkit import Estimator, Integer, InvalidData, InvalidParameter, Mechanism, PureDP, parameter
-from dpkit.arrays import as_array, describe_dtype
-from dpkit.params import EPSILON
+from dpkit.plugin import (
+    EPSILON,
+    Estimator,
+    Integer,
+    InvalidData,
+    InvalidParameter,
+    Mechanism,
+    PureDP,
+    as_array,
+    describe_dtype,
+    lie_threshold,
+    parameter,
+    resolve_rng,
+)
 from dpkit_ldp._biased_bits import uniform_words
 from dpkit_ldp.heavy_hitters import (
     BitItemInput,
@@ -151,7 +162,7 @@ class PrefixExtendingMethod(BitItemInput, Mechanism):
 
     @property
     def _threshold(self) -> int:
-        return dpkit.lie_threshold(self.epsilon, self.range)
+        return lie_threshold(self.epsilon, self.range)
 
     @property
     def keep_probability(self) -> float:
@@ -187,7 +198,7 @@ class PrefixExtendingMethod(BitItemInput, Mechanism):
         self, values: Any, /, *, rng: np.random.Generator | dpkit.SecureRandom | None = None
     ) -> NDArray[np.uint64]:
         """Reports (t, a₁, a₂, b, y) as ``uint64``, shape ``values.shape + (5,)``."""
-        generator, _ = dpkit.resolve_rng(rng, owner=self.name)
+        generator, _ = resolve_rng(rng, owner=self.name)
         items = as_bit_items(values, self.bits, owner=self.name)
         flat = items.reshape(-1)
         n = flat.size

@@ -71,7 +71,7 @@ import numpy as np
 from numpy.typing import NDArray
 
 import dpkit
-from dpkit import (
+from dpkit.plugin import (
     Estimate,
     Estimator,
     Integer,
@@ -81,9 +81,11 @@ from dpkit import (
     PureDP,
     Real,
     Statistics,
+    as_array,
+    describe_dtype,
     parameter,
+    resolve_rng,
 )
-from dpkit.arrays import as_array, describe_dtype
 from dpkit_ldp._biased_bits import biased_words, uniform_words
 from dpkit_ldp.items import ItemInput, as_items
 from dpkit_ldp.keyed_hash import ItemWords, KeyedHashFamily, fresh_key, key_parameter
@@ -298,7 +300,7 @@ class Rappor(ItemInput, Mechanism):
         (1 + ⌈k/64⌉,)``. Devices that report repeatedly keep their memo in a
         :class:`RapporClient` (:meth:`client`).
         """
-        generator, _ = dpkit.resolve_rng(rng, owner=self.name)
+        generator, _ = resolve_rng(rng, owner=self.name)
         items = as_items(values, owner=self.name)
         n = items.size
         cohort = generator.integers(0, self.cohorts, size=n, dtype=np.int64)
@@ -315,7 +317,7 @@ class Rappor(ItemInput, Mechanism):
         self, *, rng: np.random.Generator | dpkit.SecureRandom | None = None
     ) -> RapporClient:
         """A new device: its cohort drawn, an empty memo (:class:`RapporClient`)."""
-        generator, _ = dpkit.resolve_rng(rng, owner=self.name)
+        generator, _ = resolve_rng(rng, owner=self.name)
         cohort = int(generator.integers(0, self.cohorts, size=1, dtype=np.int64)[0])
         return RapporClient(mechanism=self, cohort=cohort)
 
@@ -485,7 +487,7 @@ class RapporDecoder:
     def estimate(self, items: Any, /) -> Estimate:
         """Least-squares counts of the candidate ``items``, with variance and intervals (module
         docstring, "Decoding"). Candidates whose filters are linearly dependent (more
-        candidates than m·k, or identical filters) are an :class:`~dpkit.InvalidData`."""
+        candidates than m·k, or identical filters) are an :class:`~InvalidData`."""
         mech = self.mechanism
         labels = as_array(items, owner=f"{mech.name} decoder", field="items")
         if labels.ndim != 1 or labels.size == 0:
@@ -603,7 +605,7 @@ class RapporClient:
         """One report of ``value`` (an item): the memoized PRR of this item (drawn on its
         first use), a fresh IRR. Shape (1 + ⌈k/64⌉,), like one row of ``randomize``."""
         mech = self.mechanism
-        generator, _ = dpkit.resolve_rng(rng, owner=f"{mech.name} client")
+        generator, _ = resolve_rng(rng, owner=f"{mech.name} client")
         item = bytes(as_items(np.array([value], dtype=object), owner=mech.name)[0])
         if item not in self.memo:
             filters = mech.bloom(np.array([item], dtype=object), self.cohort)

@@ -11,7 +11,7 @@ estimate. Each device joins one level t of the tree, uniformly at random
 frequency oracle: r uniform on [2^{s_t}], w = (−1)^{popcount(r & v)} = H[r, v], flipped with
 probability 1/(e^{ε_tree} + 1) — and, the same way at ε_final, its whole item. A report is the
 row (t, r, y, r′, y′) of ``uint64``, y = 1 for +1. The two parts compose: ε_tree + ε_final = ε
-(:attr:`TreeHist.privacy` is their :class:`dpkit.CompositeDP`).
+(:attr:`TreeHist.privacy` is their :class:`CompositeDP`).
 
 **Frequency oracle** (derived from the definition): with c = 1/(1 − 2φ) (φ the realised flip
 probability), each report contributes Z = c·y·H[r, v′] to candidate v′, and
@@ -25,7 +25,7 @@ devices, which are independent of the search given the data: n̂(x) = c′·Σ_i
 unbiased for n_x whichever items were chosen, with the exact variance n·c′² − n_x (plugged in
 with n̂) and a normal interval.
 
-**Sampling.** The flips are ``word < T``, T = :func:`dpkit.lie_threshold` (ε_part, 2) (rounded
+**Sampling.** The flips are ``word < T``, T = :func:`lie_threshold` (ε_part, 2) (rounded
 up: the realised ε of each part never exceeds it); r is a uniform word masked to s_t bits.
 """
 
@@ -39,7 +39,8 @@ import numpy as np
 from numpy.typing import NDArray
 
 import dpkit
-from dpkit import (
+from dpkit.plugin import (
+    EPSILON,
     CompositeDP,
     Estimator,
     Integer,
@@ -48,10 +49,12 @@ from dpkit import (
     Mechanism,
     PureDP,
     Real,
+    as_array,
+    describe_dtype,
+    lie_threshold,
     parameter,
+    resolve_rng,
 )
-from dpkit.arrays import as_array, describe_dtype
-from dpkit.params import EPSILON
 from dpkit_ldp._biased_bits import uniform_words
 from dpkit_ldp.hadamard import _odd
 from dpkit_ldp.heavy_hitters import (
@@ -144,7 +147,7 @@ class TreeHist(BitItemInput, Mechanism):
         return mech.gains()[0] * math.sqrt(mech.levels * n)
 
     def _threshold(self, epsilon: float) -> int:
-        return dpkit.lie_threshold(epsilon, 2)
+        return lie_threshold(epsilon, 2)
 
     def gains(self) -> tuple[float, float]:
         """(c, c′) = 1/(1 − 2φ) for the tree and the estimation reports (realised φ)."""
@@ -166,7 +169,7 @@ class TreeHist(BitItemInput, Mechanism):
         self, values: Any, /, *, rng: np.random.Generator | dpkit.SecureRandom | None = None
     ) -> NDArray[np.uint64]:
         """Reports (t, r, y, r′, y′) as ``uint64``, shape ``values.shape + (5,)``."""
-        generator, _ = dpkit.resolve_rng(rng, owner=self.name)
+        generator, _ = resolve_rng(rng, owner=self.name)
         items = as_bit_items(values, self.bits, owner=self.name)
         flat = items.reshape(-1)
         n = flat.size

@@ -82,6 +82,7 @@ PLUGIN_FACE = {
     "ReportSums",
     # parameters
     "parameter",
+    "ParameterDomain",
     "ParameterSpec",
     "Real",
     "Integer",

@@ -69,7 +69,7 @@ class SharedWordSketch(HadamardCountMeanSketch):
     name: ClassVar[str] = "test_shared_word_hcms"
 
     def randomize(self, values: Any, /, *, rng: Any = None) -> np.ndarray:
-        generator, _ = dpkit.resolve_rng(rng)
+        generator, _ = dpkit.plugin.resolve_rng(rng)
         items = as_items(values, owner=self.name)
         n = items.size
         j = generator.integers(0, self.hashes, size=n, dtype=np.int64)
@@ -90,7 +90,7 @@ class ForgetfulRappor(Rappor):
     name: ClassVar[str] = "test_forgetful_rappor"
 
     def randomize(self, values: Any, /, *, rng: Any = None) -> np.ndarray:
-        generator, _ = dpkit.resolve_rng(rng)
+        generator, _ = dpkit.plugin.resolve_rng(rng)
         items = as_items(values, owner=self.name)
         n = items.size
         out = np.empty((n, self.reports, 1 + self.words), dtype=np.uint64)
@@ -109,7 +109,7 @@ class ForgetfulDBitFlip(DBitFlip):
     name: ClassVar[str] = "test_forgetful_dbitflip"
 
     def randomize(self, values: Any, /, *, rng: Any = None) -> np.ndarray:
-        generator, _ = dpkit.resolve_rng(rng)
+        generator, _ = dpkit.plugin.resolve_rng(rng)
         x = np.asarray(values).reshape(-1).astype(np.int64)
         drawn = draw_buckets(generator, x.size, self.k, self.d)
         buckets = np.broadcast_to(drawn[:, None, :], (x.size, self.reports, self.d))
@@ -141,7 +141,7 @@ def _rappor_pair(mechanism: Rappor) -> tuple[str, str]:
     ],
     ids=["forgets-the-key", "reuses-a-word", "forgets-the-memo", "redraws-memoized-bits"],
 )
-def test_wrong_telemetry_variants_are_flagged(wrong: dpkit.Mechanism, pairs: Any) -> None:
+def test_wrong_telemetry_variants_are_flagged(wrong: dpkit.plugin.Mechanism, pairs: Any) -> None:
     explicit = [_rappor_pair(wrong)] if pairs == "rappor" else None  # type: ignore[arg-type]
     report = audit(wrong, samples=200_000, alpha=ALPHA, seed=3, pairs=explicit)
     assert report.verdict == "violation", report.format_text()

@@ -95,7 +95,7 @@ def test_treehist_declared_distribution_is_exactly_its_composite_epsilon() -> No
     worst = max(float(np.max(table[a] - table[b])) for a, b in itertools.permutations(range(8), 2))
     realised = sum(
         math.log((1 - phi) / phi)
-        for phi in (dpkit.lie_threshold(e, 2) / 2**64 for e in (0.6, 2.0 - 0.6))
+        for phi in (dpkit.plugin.lie_threshold(e, 2) / 2**64 for e in (0.6, 2.0 - 0.6))
     )
     assert worst == pytest.approx(realised, rel=1e-9)
     assert realised <= tree.privacy.epsilon + 1e-12
@@ -133,7 +133,7 @@ def test_the_population_split_costs_each_device_epsilon_once() -> None:
     assert pem.privacy == dpkit.PureDP(epsilon=1.0)
     # Each device reports in one round: disjoint groups compose in parallel, not in sequence.
     rounds = [[(pem.privacy, 1)] for _ in range(pem.groups)]
-    assert dpkit.compose_parallel(rounds, delta=1e-9).epsilon == pytest.approx(1.0)
+    assert dpkit.accounting.compose_parallel(rounds, delta=1e-9).epsilon == pytest.approx(1.0)
     sequential = dpkit.account([(pem.privacy, pem.groups)], delta=0).epsilon
     assert sequential == pytest.approx(7.0)
     tree = dpkit.mechanism("treehist", epsilon=1.0, bits=32, step=2, split=0.25)
@@ -151,7 +151,7 @@ def _population(rng: np.random.Generator, n: int, bits: int) -> tuple[np.ndarray
     return rng.permutation(values), heavy
 
 
-def _margin_in_deviations(mech: dpkit.Mechanism, n: int, share: float, rest: float) -> float:
+def _margin_in_deviations(mech: dpkit.plugin.Mechanism, n: int, share: float, rest: float) -> float:
     """The smallest planted item's lead over a prefix of the uniform rest, in standard
     deviations of their difference, at the round where the rest is most concentrated (round 0,
     2^{s_0} prefixes): noise of both round counts (the variance formulas) and the rest's

@@ -12,9 +12,9 @@ from __future__ import annotations
 
 from typing import Any, Protocol, runtime_checkable
 
-from dpkit.arrays import plain
+import numpy as np
 
-__all__ = ["Document", "interval"]
+__all__ = ["Document", "interval", "json_value"]
 
 
 @runtime_checkable
@@ -26,9 +26,19 @@ class Document(Protocol):
         ...
 
 
+def json_value(value: Any) -> Any:
+    """A numpy array as a (nested) list and a numpy scalar as a Python number, whole; anything
+    else as is. (Unlike :func:`dpkit.arrays.plain`, which abridges long arrays for messages.)"""
+    if isinstance(value, np.ndarray):
+        return value.tolist()
+    if isinstance(value, np.generic):
+        return value.item()
+    return value
+
+
 def interval(bounds: tuple[Any, Any] | None, level: float, method: str) -> dict[str, Any] | None:
     """An interval's document: its level, bounds and how it was computed (None for none)."""
     if bounds is None:
         return None
     low, high = bounds
-    return {"level": level, "lower": plain(low), "upper": plain(high), "method": method}
+    return {"level": level, "lower": json_value(low), "upper": json_value(high), "method": method}

@@ -59,8 +59,8 @@ rejects anything else. Secure mode's exact samplers: :func:`discrete_laplace`,
 a Python one) and :func:`describe_dtype` (a dtype in words).
 
 **Result documents.** A result type writes its own JSON result document: :class:`Document`
-(the ``to_document`` protocol) and :func:`interval` (an interval's document: level, bounds,
-method).
+(the ``to_document`` protocol), :func:`interval` (an interval's document: level, bounds,
+method) and :func:`json_value` (arrays and numpy scalars as JSON values, whole).
 
 **Errors.** What a mechanism raises, before any private value is read: :class:`InvalidParameter`
 (a parameter out of its domain), :class:`InvalidData` (input outside the declared domain), both
@@ -84,7 +84,7 @@ from dpkit._rng import check_rng
 from dpkit.accounting import exact
 from dpkit.arrays import as_array, describe_dtype, lookup_index, plain, readable, total_floats
 from dpkit.distribution_estimate import DistributionEstimate, ReportHistogram
-from dpkit.document import Document, interval
+from dpkit.document import Document, interval, json_value
 from dpkit.domains import Box, CategoricalDomain, Domain, Interval, VectorDomain
 from dpkit.errors import DPKitError, InvalidData, InvalidParameter
 from dpkit.estimator import Estimate, Estimator, FrequencyCounts, Statistics
@@ -226,6 +226,7 @@ __all__ = [
     "implementation",
     "interval",
     "is_table",
+    "json_value",
     "lie_threshold",
     "lookup_index",
     "narwhals",

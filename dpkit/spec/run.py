@@ -16,8 +16,7 @@ from typing import Any
 import dpkit
 from dpkit import _json as strict_json
 from dpkit._enclosure import float_above, float_below
-from dpkit.arrays import plain
-from dpkit.document import Document
+from dpkit.document import Document, json_value
 from dpkit.errors import BudgetExceeded, InvalidParameter, SpecError
 from dpkit.ledger import exact_text
 from dpkit.mean_estimate import no_mean_document
@@ -171,7 +170,7 @@ def _document(query: PlannedQuery, values: Any, registry: Registry) -> dict[str,
         "mechanism": {"noise": None},
         "n": None,
         "categories": None,
-        "estimate": plain(values),
+        "estimate": json_value(values),
         "variance": None,
         "confidence_interval": None,
     }

@@ -73,7 +73,7 @@ from dpkit.plugin import (
     InvalidParameter,
     PrivacyEvent,
     interval,
-    plain,
+    json_value,
 )
 from dpkit_central._noise import NOISE_INTERVAL, AdditiveNoise, symmetric_interval
 from dpkit_central._validation import as_array, check_kind, finite_answers, total_floats
@@ -185,8 +185,8 @@ class QueryResult:
         out.update(
             n=None,
             categories=list(self.categories) if self.categories else None,
-            estimate=plain(self.value),
-            variance=plain(self.variance),
+            estimate=json_value(self.value),
+            variance=json_value(self.variance),
             confidence_interval=interval(
                 self.confidence_interval(confidence), confidence, NOISE_INTERVAL
             ),

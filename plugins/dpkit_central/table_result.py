@@ -10,7 +10,7 @@ import attrs
 import numpy as np
 from numpy.typing import NDArray
 
-from dpkit.plugin import InvalidParameter, PrivacyEvent, interval, narwhals, plain
+from dpkit.plugin import InvalidParameter, PrivacyEvent, interval, json_value, narwhals
 from dpkit_central._noise import NOISE_INTERVAL, AdditiveNoise, symmetric_interval
 
 __all__ = ["TableResult"]
@@ -100,8 +100,8 @@ class TableResult:
         out.update(
             n=None,
             categories=list(self.categories) if self.categories else None,
-            estimate=plain(self.value),
-            variance=plain(self.variance),
+            estimate=json_value(self.value),
+            variance=json_value(self.variance),
             confidence_interval=interval(
                 self.confidence_interval(confidence), confidence, NOISE_INTERVAL
             ),

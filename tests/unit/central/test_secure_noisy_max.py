@@ -18,6 +18,7 @@ from fractions import Fraction
 
 import numpy as np
 import pytest
+from dpkit_central import noisy_max
 from dpkit_central.noisy_max import (
     RNM_LATTICE_BITS,
     ReportNoisyMax,
@@ -307,7 +308,7 @@ def test_astronomical_noise_falls_back_to_python_integers(monkeypatch: pytest.Mo
     """The clipped int64 path assumes |Z| < 2⁶¹; a larger draw (probability below e^(−2⁶¹/t))
     is compared exactly with Python integers. Injected noise makes that path run."""
     noise = np.array([[0, 1 << 62, 0, 5], [-(1 << 62), 0, 0, 0]], dtype=np.int64)
-    monkeypatch.setattr(dpkit, "discrete_laplace", lambda *a, **k: noise)
+    monkeypatch.setattr(noisy_max, "discrete_laplace", lambda *a, **k: noise)
     mech = ReportNoisyMax(epsilon=1.0)
     u = np.array([[1e300, 0.0, 1e300, -np.inf], [1e300, 1e300, 0.0, -np.inf]])
     # Row 0: 2⁶² lattice steps do not bridge 1e300; ties of 0 and 2 go to 0. Row 1: 1 wins.

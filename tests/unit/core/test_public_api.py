@@ -143,6 +143,7 @@ PLUGIN_FACE = {
     "MAX_BOUND",
     "privacy_unit",
     "is_table",
+    "json_value",
     "as_frame",
     "implementation",
     "interval",

@@ -1,0 +1,89 @@
+"""Nothing after the spend fails: a table the public phase accepts is released.
+
+For every registered statistic (read from the registry) on adversarial tables — every Arrow
+type (string, binary and their view types, dictionaries that differ from chunk to chunk,
+run-end encoded, decimals, float16, the widest integers, timestamps and dates as ids), object
+columns mixing Python types, odd chunkings, a Parquet file of several row groups read back
+with dictionaries (:mod:`dpkit.testing.strategies`) — on pandas (NumPy and Arrow dtypes),
+Polars, PyArrow and Dask (``convert-string`` off and on): if the public phase accepts the
+table (``query.check_input``, what a session checks before it spends), then a session's
+release (a ``:memory:`` ledger; it runs ``query.run``, hence ``query.aggregate``) must not
+fail; when it does, ``query.run`` is called on its own to show the error the session
+withholds. A session turns any failure after the spend into ``ReleaseFailed`` with the spend
+kept, so every such failure is a privacy loss (its occurrence depends on the data) and a
+budget loss.
+
+False-positive rate: 0: any exception after an accepted public phase is a failure of the
+library. Hypothesis is derandomized (the same examples on every machine) and fast mode is
+seeded; in secure mode (half the eager examples) the bounding key and the noise come from the
+OS, so a failure that depends on which rows survive bounding may show on some runs only.
+"""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+from hypothesis import event, given, settings
+from hypothesis import strategies as st
+
+import dpkit
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "support"))
+
+from table_cases import (
+    DASK,
+    DASK_IDS,
+    EAGER,
+    SETTINGS,
+    STATISTICS,
+    Case,
+    accepted,
+    cases,
+    native,
+)
+
+EXAMPLES = 40  # per statistic, over the eager engines
+DASK_EXAMPLES = 8  # over every statistic and both Dask variants
+BUDGET = (100.0, 0.5)  # above any drawn query's cost: a refusal here is not the budget's
+
+
+def check_total(case: Case, engine: str, secure: bool) -> None:
+    query = case.query
+    frame = native(case.table, engine)
+    if frame is None:
+        event(f"{engine} cannot hold the table")
+        return
+    if not accepted(query, frame):
+        event("refused in the public phase")
+        return
+    event("checked")
+    session = dpkit.Session(budget=BUDGET, ledger=":memory:")
+    rng = None if secure else case.rng()
+    try:
+        session.release(query, frame, rng=rng)
+    except dpkit.ReleaseFailed:
+        query.run(frame, rng=rng)  # the failure itself (the session withholds it)
+        pytest.fail(f"{engine}: the release failed after the spend")
+    except dpkit.DPKitError as refused:
+        pytest.fail(f"{engine}: the session refused what check_input accepted: {refused}")
+
+
+@pytest.mark.parametrize("name", STATISTICS)
+@settings(max_examples=EXAMPLES, **SETTINGS)
+@given(data=st.data())
+def test_nothing_after_the_public_phase_fails(name: str, data: Any) -> None:
+    case = data.draw(cases(name), label="case")
+    engine = data.draw(st.sampled_from(EAGER), label="engine")
+    check_total(case, engine, data.draw(st.booleans(), label="secure"))
+
+
+@pytest.mark.cluster
+@settings(max_examples=DASK_EXAMPLES, **SETTINGS)
+@given(data=st.data())
+def test_nothing_after_the_public_phase_fails_on_dask(dask_client: Any, data: Any) -> None:
+    name = data.draw(st.sampled_from(STATISTICS), label="statistic")
+    case = data.draw(cases(name, ids=DASK_IDS), label="case")
+    check_total(case, data.draw(st.sampled_from(DASK), label="engine"), secure=False)

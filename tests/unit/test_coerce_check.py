@@ -128,6 +128,6 @@ def test_rounding(dp_check):
     dp_check(Counted("round_half_even"))
 """
     )
-    result = pytester.runpytest("-p", "no:cacheprovider", "--dpkit-samples", "5000")
+    result = pytester.runpytest_subprocess("-p", "no:cacheprovider", "--dpkit-samples", "5000")
     result.assert_outcomes(failed=1)  # rounding half to even: 0.5 and 1.5 become 0 and 2
     result.stdout.fnmatch_lines(["*not non-expansive*"])

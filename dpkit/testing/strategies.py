@@ -257,9 +257,10 @@ def logical_tables(
     (:data:`~dpkit.testing.tables.VALUE`; none if ``values`` is None), each of a storage
     drawn from the given ones.
 
-    One *heavy person* — a value of the id column, spelled a different way on each of its
-    rows — owns any number of the rows, in whichever groups; the other rows belong to a few other
-    ids or to none (a missing id). Ids and group keys come from a few values each, so persons
+    One *heavy person* — a value of the id column, each of its rows spelling it any way its
+    value can be spelled — owns any number of the rows, about half of them in one group of its
+    own and the others in whichever groups; the other rows belong to a few other ids or to
+    none (a missing id). Ids and group keys come from a few values each, so persons
     and groups repeat; their spellings, missing cells and the values come from the storage's
     adversarial pool (:func:`dpkit.testing.tables.pool`). Rows are shuffled (a person's rows
     spread over chunks) and cut into chunks by :func:`layouts`; ``min_rows`` to ``max_rows``
@@ -285,12 +286,17 @@ def logical_tables(
             )
         cells[name] = _cells(universe[name], missing)
     heavy = draw(st.sampled_from(universe[ID]))
+    home = {name: draw(cells[name]) for name in GROUPS[:width]}  # the heavy person's group
     size = draw(st.integers(min_rows, max_rows))
     own = draw(st.integers(0, size))
     rows: list[dict[str, Any]] = []
     for i in range(size):
-        person = st.sampled_from(heavy) if i < own else cells[ID]
-        rows.append({name: draw(person if name == ID else cells[name]) for name in names})
+        row = {name: draw(cells[name]) for name in names}
+        if i < own:
+            row[ID] = draw(st.sampled_from(heavy))
+            if draw(st.booleans()):  # at home: many rows in one group, beyond max_rows
+                row.update(home)
+        rows.append(row)
     order = draw(st.permutations(range(size)))
     columns = tuple(
         (name, Column(storages[name], tuple(rows[i][name] for i in order))) for name in names

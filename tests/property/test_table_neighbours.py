@@ -38,6 +38,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "support"))
 
 from table_cases import (
     DASK,
+    DASK_GROUPS,
     DASK_IDS,
     EAGER,
     SETTINGS,
@@ -57,7 +58,7 @@ from table_cases import (
 )
 
 EXAMPLES = 60  # per statistic, over the eager engines
-DASK_EXAMPLES = 8  # over every statistic and both Dask variants
+DASK_EXAMPLES = 16  # over every statistic and both Dask variants
 
 
 def check_neighbours(case: Case, engine: str) -> None:
@@ -81,7 +82,10 @@ def check_neighbours(case: Case, engine: str) -> None:
     _, _, changed = query._sensitivities()
     for name, (sensitivity, norm) in calibration(query).items():
         move = distance(full[name], less[name], norm)
-        target(float(move / (sensitivity if norm == 1.0 else sensitivity**2)), label=name)
+        target(
+            float(move / (sensitivity if norm == 1.0 else sensitivity**2)),
+            label=f"{engine}: {name}",
+        )
         assert within(move, sensitivity, norm), (
             f"{engine}: removing one unit moved {name} by {float(move):.6g} "
             f"({'L1' if norm == 1.0 else 'squared L2'}); its noise is calibrated to "
@@ -95,15 +99,15 @@ def check_neighbours(case: Case, engine: str) -> None:
                 f"{engine}: {moved} coordinates of {name} moved, not ≤ {changed}"
             )
     if query.selection is not None:
-        check_private_keys(case, engine, *found)
+        check_private_keys(case, engine, frames[0], *found)
 
 
-def check_private_keys(case: Case, engine: str, full: Any, less: Any) -> None:
+def check_private_keys(case: Case, engine: str, frame: Any, full: Any, less: Any) -> None:
     groups = case.query.bounds()[0]
     gained = [k for k in full.keys if not among(k, less.keys)]
     lost = [k for k in less.keys if not among(k, full.keys)]
     assert not lost, f"{engine}: removing a unit added groups {lost}"
-    mine = touched(case)
+    mine = touched(case, frame)
     assert all(among(k, mine) for k in gained), (
         f"{engine}: groups {gained} appeared, but the unit's rows are in {mine}"
     )
@@ -134,5 +138,5 @@ def test_neighbours_move_within_the_calibrated_sensitivity_on_dask(
     dask_client: Any, data: Any
 ) -> None:
     name = data.draw(st.sampled_from(STATISTICS), label="statistic")
-    case = data.draw(cases(name, ids=DASK_IDS), label="case")
+    case = data.draw(cases(name, ids=DASK_IDS, group_storages=DASK_GROUPS), label="case")
     check_neighbours(case, data.draw(st.sampled_from(DASK), label="engine"))

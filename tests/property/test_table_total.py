@@ -35,6 +35,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "support"))
 
 from table_cases import (
     DASK,
+    DASK_GROUPS,
     DASK_IDS,
     EAGER,
     SETTINGS,
@@ -85,5 +86,5 @@ def test_nothing_after_the_public_phase_fails(name: str, data: Any) -> None:
 @given(data=st.data())
 def test_nothing_after_the_public_phase_fails_on_dask(dask_client: Any, data: Any) -> None:
     name = data.draw(st.sampled_from(STATISTICS), label="statistic")
-    case = data.draw(cases(name, ids=DASK_IDS), label="case")
+    case = data.draw(cases(name, ids=DASK_IDS, group_storages=DASK_GROUPS), label="case")
     check_total(case, data.draw(st.sampled_from(DASK), label="engine"), secure=False)

@@ -61,9 +61,10 @@ SPELLED_KEYS: dict[str, Any] = {
     "keys": ("public",),
     "groups": (1, 2),
 }
-#: Id storages of the Dask examples: object columns (what Dask's convert-string rewrites, and
-#: what its shuffle hashes by text) half the time, and typed ones.
+#: Id and group storages of the Dask examples: object columns (what Dask's convert-string
+#: rewrites, and what its shuffle hashes by text) half the time, and typed ones.
 DASK_IDS = ("object", "object", "object", "int64", "float64", "string")
+DASK_GROUPS = ("object", "object", "object", "string", "int64", "float64")
 #: Hypothesis settings of the adversarial tier: derandomized (the same examples on every run,
 #: locally and in CI), no example database (nothing carried between runs), no deadline (the
 #: engines' speeds vary), no explain phase (it reruns a failure many times over, engines
@@ -439,9 +440,16 @@ def bounded_rows(case: Case, frame: Any) -> list[tuple[Any, tuple[Any, ...]]] | 
     return [(person, tuple(k)) for person, *k in zip(ids, *keys, strict=True)]
 
 
-def touched(case: Case) -> list[tuple[Any, ...]]:
-    """The group keys of the victim's rows (the groups its removal may change)."""
-    return [case.table.row(i, case.query.by) for i in case.victim_rows()]
+def touched(case: Case, frame: Any) -> list[tuple[Any, ...]]:
+    """The group keys of the removed unit's rows as the engine holds them in ``frame`` (the
+    table on that engine): a key the engine spells its own way — Dask's text for an object
+    column's number — is still the unit's group."""
+    nw = narwhals()
+    native = as_frame(frame, owner="test")
+    if isinstance(native, nw.LazyFrame):
+        native = native.collect()
+    columns = [native.get_column(c).to_list() for c in case.query.by]
+    return [tuple(column[i] for column in columns) for i in case.victim_rows()]
 
 
 def among(key: tuple[Any, ...], keys: Iterable[tuple[Any, ...]]) -> bool:

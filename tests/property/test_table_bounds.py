@@ -24,7 +24,7 @@ Besides the cases drawn from everything, a second test draws only the stratum wh
 lists meet text group columns (a key list may spell one text group as a number and as its
 text), a small part of all the cases.
 
-False-positive rate: 0. Both counts are exact and deterministic given the drawn table and seed,
+False-positive rate: 0. The counts are exact and deterministic given the drawn table and seed,
 and Hypothesis is derandomized: the same examples run on every machine.
 """
 
@@ -62,7 +62,7 @@ from table_cases import (
 
 EXAMPLES = 60  # per statistic, over the eager engines
 KEY_EXAMPLES = 40  # per statistic: public keys on text group columns
-DASK_EXAMPLES = 16  # over every statistic and both Dask variants
+DASK_EXAMPLES = 10  # over every statistic and both Dask variants
 
 
 def check_bounds(case: Case, engine: str) -> None:
@@ -139,6 +139,10 @@ def test_each_unit_keeps_at_most_its_bounds_with_keys_spelled_on_text(name: str,
 @settings(max_examples=DASK_EXAMPLES, **SETTINGS)
 @given(data=st.data())
 def test_each_unit_keeps_at_most_its_bounds_on_dask(dask_client: Any, data: Any) -> None:
+    """Id units only: bounding is what a Dask shuffle by id must get right (the record unit
+    runs on Dask in the other properties)."""
     name = data.draw(st.sampled_from(STATISTICS), label="statistic")
-    case = data.draw(cases(name, ids=DASK_IDS, group_storages=DASK_GROUPS), label="case")
+    case = data.draw(
+        cases(name, ids=DASK_IDS, group_storages=DASK_GROUPS, units=("id",)), label="case"
+    )
     check_bounds(case, data.draw(st.sampled_from(DASK), label="engine"))

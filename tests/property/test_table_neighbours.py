@@ -58,7 +58,7 @@ from table_cases import (
 )
 
 EXAMPLES = 60  # per statistic, over the eager engines
-DASK_EXAMPLES = 16  # over every statistic and both Dask variants
+DASK_EXAMPLES = 10  # over every statistic and both Dask variants
 
 
 def check_neighbours(case: Case, engine: str) -> None:

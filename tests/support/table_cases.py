@@ -61,6 +61,22 @@ SPELLED_KEYS: dict[str, Any] = {
     "keys": ("public",),
     "groups": (1, 2),
 }
+#: The stratum of Arrow layouts — dictionaries (per chunk: each chunk its own), run-end
+#: encoding, the view types, and text that a Parquet read turns into dictionaries — for ids,
+#: groups and labels, drawn on their own as well (``cases(name, **ARROW_LAYOUTS)``).
+_LAYOUTS = (
+    "dictionary<string>",
+    "dictionary<int64>",
+    "run_end<string>",
+    "run_end<int64>",
+    "string_view",
+    "string",
+)
+ARROW_LAYOUTS: dict[str, Any] = {
+    "ids": (*_LAYOUTS, "binary_view", "large_binary"),
+    "group_storages": _LAYOUTS,
+    "groups": (1, 2),
+}
 #: Id and group storages of the Dask examples: object columns (what Dask's convert-string
 #: rewrites, and what its shuffle hashes by text) half the time, and typed ones.
 DASK_IDS = ("object", "object", "object", "int64", "float64", "string")

@@ -6,6 +6,8 @@ are only as good as these forms: every cell of every storage's pool must read ba
 Polars and Dask — except where Dask's ``convert-string`` rewrites an object column, which is
 what the properties are there to catch — and a neighbour must remove exactly one person's
 rows, keeping the chunks in place.
+
+Deterministic (fixed tables; derandomized Hypothesis for the strategies): no false positives.
 """
 
 from __future__ import annotations

@@ -60,9 +60,9 @@ from table_cases import (
     rows_per_group,
 )
 
-EXAMPLES = 60  # per statistic, over the eager engines
+EXAMPLES = 40  # per statistic, over the eager engines
 KEY_EXAMPLES = 40  # per statistic: public keys on text group columns
-DASK_EXAMPLES = 10  # over every statistic and both Dask variants
+DASK_EXAMPLES = 6  # over every statistic and both Dask variants
 
 
 def check_bounds(case: Case, engine: str) -> None:

@@ -57,8 +57,8 @@ from table_cases import (
     within,
 )
 
-EXAMPLES = 60  # per statistic, over the eager engines
-DASK_EXAMPLES = 10  # over every statistic and both Dask variants
+EXAMPLES = 40  # per statistic, over the eager engines
+DASK_EXAMPLES = 6  # over every statistic and both Dask variants
 
 
 def check_neighbours(case: Case, engine: str) -> None:

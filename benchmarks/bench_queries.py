@@ -6,8 +6,8 @@ Run: ``nice .venv/bin/python benchmarks/bench_queries.py [--rows 10000000] [--re
 [--warmup 1] [--peers-python PY] [--peer-rows 1000000] [--scratch DIR] [--no-save]``
 
 The file has five columns (``user``, ``city``, ``minutes``, ``amount``, ``device``) and ``--rows``
-rows, written once into a temporary directory. The spec (six queries, ε = 0.5 each; secure
-randomness, the default) holds:
+rows, written once into a temporary directory. The six queries (ε = 0.5 each; secure
+randomness, the default) are:
 
 1. count of rows;                                  (record unit)
 2. sum of ``amount`` clamped to [0, 500];           (record unit)
@@ -16,13 +16,17 @@ randomness, the default) holds:
 5. median of ``minutes``;                           (record unit)
 6. count per city, private keys;                    (id unit, partition selection)
 
+A budget is for one privacy unit, so they are two specs (:func:`specs`): the record-unit
+queries and the id-unit ones, each run by ``dpkit run`` on a ledger of its own, one after the
+other, timed together.
+
 Each contender computes the same aggregates from the file (dpkit privately, the others not),
 all through ``_timing.measure`` in one call (``--warmup`` untimed calls and ``--repeat`` rounds
 each, rotated order, CPU and wall clock):
 
-* **dpkit**: ``dpkit run SPEC --json`` in a fresh process (its CPU seconds, all threads, from
-  ``getrusage``, and its peak resident memory, ``VmHWM``, reported by the process itself); the
-  target is under 15 s and 2 GiB for 10⁷ rows on a 2-core machine;
+* **dpkit**: ``dpkit run SPEC --json`` in a fresh process per spec (their CPU seconds, all
+  threads, from ``getrusage``, and the larger peak resident memory, ``VmHWM``, reported by each
+  process itself); the target is under 15 s and 2 GiB for 10⁷ rows on a 2-core machine;
 * **pandas**: ``read_csv(usecols=...)`` then the six aggregates (with ``groupby``, and the
   per-user truncation to 5 rows per (user, city) and 2 cities per user with ``groupby.head``
   after a shuffle: the same work as dpkit's contribution bounding);
@@ -102,10 +106,12 @@ def write_data(path: Path, rows: int, seed: int = 1) -> None:
             )
 
 
-def spec(data: str) -> dict[str, Any]:
+def specs(data: str) -> list[dict[str, Any]]:
+    """The six queries as two specs, one per privacy unit (a budget is for one unit): the
+    record-unit queries, then the id-unit ones."""
     unit = {"kind": "id", "column": "user", "max_groups": 2, "max_rows": 5}
     by_city = {"columns": ["city"], "keys": CITIES}
-    return {
+    six = {
         "dpkit": "1",
         "dataset": "bench",
         "budget": {"epsilon": 4.0, "delta": 1e-5},
@@ -153,6 +159,9 @@ def spec(data: str) -> dict[str, Any]:
             },
         ],
     }
+    per_id = [query for query in six["queries"] if "privacy_unit" in query]
+    per_record = [query for query in six["queries"] if "privacy_unit" not in query]
+    return [{**six, "queries": per_record}, {**six, "dataset": "bench-people", "queries": per_id}]
 
 
 def peer_spec(data: str) -> dict[str, Any]:
@@ -201,33 +210,35 @@ MARK = "DPKIT_BENCH_VMHWM_KB"
 
 
 class DpkitRun:
-    """``dpkit run SPEC --json`` in a fresh process, as a contender of ``_timing.measure``.
+    """``dpkit run SPEC --json`` in a fresh process for each spec, one after the other, each on
+    a new ledger, as one contender of ``_timing.measure``.
 
-    The process's CPU time (user + system, all threads) is read from ``getrusage`` of the
-    children after each call (``cpu``, one entry per call, warm-up included); its peak resident
-    memory is its own ``VmHWM`` (``peaks``, MiB; empty where /proc is missing).
+    The processes' CPU time (user + system, all threads) is read from ``getrusage`` of the
+    children after each call (``cpu``, one entry per call, warm-up included); their peak
+    resident memory is each one's own ``VmHWM`` (``peaks``, MiB; empty where /proc is missing).
     """
 
-    def __init__(self, spec_path: Path, work: Path):
-        self.spec_path, self.work = spec_path, work
+    def __init__(self, spec_paths: list[Path], work: Path):
+        self.spec_paths, self.work = spec_paths, work
         self.cpu: list[float] = []
         self.peaks: list[float] = []
 
     def __call__(self) -> None:
-        ledger = self.work / f"ledger-{time.monotonic_ns()}.sqlite"
         before = resource.getrusage(resource.RUSAGE_CHILDREN)
         launcher = LAUNCHER.replace("MARK", repr(MARK))
-        command = [sys.executable, "-c", launcher, "run", str(self.spec_path), "--ledger",
-                   str(ledger), "--json"]  # fmt: skip
-        done = subprocess.run(command, capture_output=True, text=True, check=False)
+        for spec_path in self.spec_paths:
+            ledger = self.work / f"ledger-{time.monotonic_ns()}.sqlite"
+            command = [sys.executable, "-c", launcher, "run", str(spec_path), "--ledger",
+                       str(ledger), "--json"]  # fmt: skip
+            done = subprocess.run(command, capture_output=True, text=True, check=False)
+            if done.returncode != 0:
+                raise SystemExit(f"dpkit run failed:\n{done.stderr}")
+            json.loads(done.stdout)
+            for line in done.stderr.splitlines():
+                if line.startswith(MARK):
+                    self.peaks.append(int(line.split()[1]) / 1024.0)
         after = resource.getrusage(resource.RUSAGE_CHILDREN)
-        if done.returncode != 0:
-            raise SystemExit(f"dpkit run failed:\n{done.stderr}")
-        json.loads(done.stdout)
         self.cpu.append(after.ru_utime - before.ru_utime + after.ru_stime - before.ru_stime)
-        for line in done.stderr.splitlines():
-            if line.startswith(MARK):
-                self.peaks.append(int(line.split()[1]) / 1024.0)
 
     def timing(self, measured: Timing, warmup: int) -> Timing:
         """``measured`` (the parent's clocks) with the child's CPU time in its rounds."""
@@ -310,7 +321,7 @@ def compare_peers(
     write_data(data, rows, seed=2)
     spec_path = work / "peer-spec.json"
     spec_path.write_text(json.dumps(peer_spec(data.name)))
-    ours = DpkitRun(spec_path, work)
+    ours = DpkitRun([spec_path], work)
     dpkit_timed = ours.timing(
         measure({"dpkit": ours}, rounds=rounds, warmup=warmup)["dpkit"], warmup
     )
@@ -369,10 +380,11 @@ def main() -> None:
         harness={"rounds": args.repeat, "warmup": args.warmup, "clock": "process CPU (rusage)"},
     )
     notes = [
-        "dpkit is `dpkit run SPEC --json` in a fresh process (its CPU time from getrusage, its "
-        "peak memory from its own VmHWM); pandas and Polars compute the same aggregates without DP, in this process. "
-        "dpkit's times include starting Python and importing dpkit. CPU time counts every "
-        "thread. Ratios above 1: dpkit takes longer.",
+        "dpkit is `dpkit run SPEC --json` in a fresh process per spec (two specs, one per "
+        "privacy unit, each on its own ledger: their CPU time from getrusage, the larger peak "
+        "memory from each one's VmHWM); pandas and Polars compute the same aggregates without "
+        "DP, in this process. dpkit's times include starting Python and importing dpkit (once "
+        "per spec). CPU time counts every thread. Ratios above 1: dpkit takes longer.",
     ]
     with tempfile.TemporaryDirectory(prefix="dpkit-bench-", dir=args.scratch) as scratch:
         work = Path(scratch)
@@ -385,9 +397,10 @@ def main() -> None:
             f"(written in {time.perf_counter() - start:.1f} s); Python {platform.python_version()}, "
             f"{os.cpu_count()} CPUs, load {os.getloadavg()[0]:.1f}"
         )
-        spec_path = work / "spec.json"
-        spec_path.write_text(json.dumps(spec(data.name)))
-        dpkit_run = DpkitRun(spec_path, work)
+        spec_paths = [work / f"spec-{index}.json" for index in range(2)]
+        for spec_path, document in zip(spec_paths, specs(data.name), strict=True):
+            spec_path.write_text(json.dumps(document))
+        dpkit_run = DpkitRun(spec_paths, work)
         contenders: dict[str, Callable[[], object]] = {"dpkit": dpkit_run}
         for name, fn in (("pandas", run_pandas), ("polars", run_polars)):
             if importlib.util.find_spec(name) is None:

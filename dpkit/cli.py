@@ -9,15 +9,15 @@ code 2, never as a traceback.
 
 from __future__ import annotations
 
-import argparse
-import importlib
-import json
-import signal
 import sys
-from collections.abc import Sequence
 
-from dpkit import __version__
-from dpkit.errors import DPKitError
+TYPE_CHECKING = False  # typing.TYPE_CHECKING, without importing typing (see entry)
+if TYPE_CHECKING:
+    import argparse
+    from collections.abc import Sequence
+    from typing import Any
+
+    from dpkit.errors import DPKitError
 
 __all__ = ["entry", "main"]
 
@@ -26,6 +26,7 @@ COMMANDS = (
     "dpkit.commands.mechanisms",
     "dpkit.commands.audit",
     "dpkit.commands.advise",
+    "dpkit.commands.graph",
     "dpkit.commands.account",
     "dpkit.commands.budget",
     "dpkit.commands.run",
@@ -42,6 +43,11 @@ def build_parser(argv: Sequence[str] | None = None) -> argparse.ArgumentParser:
     """The ``dpkit`` parser; given ``argv`` that names a subcommand, only that subcommand's
     module is imported (a command starts without importing the others: ``dpkit run``'s spec
     machinery is not ``dpkit audit``'s start-up)."""
+    import argparse
+    import importlib
+
+    from dpkit import __version__
+
     parser = argparse.ArgumentParser(
         prog="dpkit", description="Differential privacy mechanisms, estimators and accounting."
     )
@@ -55,6 +61,8 @@ def build_parser(argv: Sequence[str] | None = None) -> argparse.ArgumentParser:
 
 
 def report_error(error: DPKitError, *, as_json: bool) -> None:
+    import json
+
     if as_json:
         payload = {
             "error": {"code": error.code, "type": type(error).__name__, "message": str(error)}
@@ -65,18 +73,21 @@ def report_error(error: DPKitError, *, as_json: bool) -> None:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
+    from dpkit.errors import DPKitError
+
     try:
         parser = build_parser(sys.argv[1:] if argv is None else argv)
         args = parser.parse_args(argv)
     except KeyboardInterrupt:
-        print("dpkit: interrupted", file=sys.stderr)
-        return EXIT_INTERRUPTED
+        return _interrupted()
     if args.command is None:
         parser.print_help()
         return EXIT_USAGE
     try:
         code: int = args.handler(args)
     except DPKitError as error:
+        if _interrupts:  # e.g. a MissingDependency: an interrupted import looks like a failed one
+            return _interrupted()
         report_error(error, as_json=bool(getattr(args, "json", False)))
         return getattr(error, "exit_code", EXIT_USAGE)
     except BrokenPipeError:  # e.g. `dpkit mechanisms | head`
@@ -84,17 +95,63 @@ def main(argv: Sequence[str] | None = None) -> int:
     except KeyboardInterrupt:
         # A spend is one database transaction: interrupted, it is either committed (and the
         # result, if released, stored with it) or rolled back; the ledger stays consistent.
-        print("dpkit: interrupted", file=sys.stderr)
-        return EXIT_INTERRUPTED
+        return _interrupted()
     return code
 
 
+#: SIGINTs received by :func:`entry`'s handler, and whether the one line was printed.
+_interrupts = 0
+_told = False
+
+
+def _on_interrupt(signum: int, frame: Any) -> None:
+    """Python's own reaction to SIGINT (raise KeyboardInterrupt), counted: an interrupt inside
+    a C extension's import can come out as another error (numpy turns it into an
+    ImportError), and the count says it was the user's Ctrl-C all the same."""
+    global _interrupts
+    _interrupts += 1
+    raise KeyboardInterrupt
+
+
+def _interrupted() -> int:
+    """One line and exit code 130 (128 + SIGINT), with further interrupts ignored: a second
+    Ctrl-C while this is printed would otherwise be a traceback."""
+    global _told
+    import signal
+
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    import contextlib
+
+    if not _told:
+        _told = True
+        with contextlib.suppress(OSError, ValueError):  # stderr closed
+            print("dpkit: interrupted", file=sys.stderr)
+    return EXIT_INTERRUPTED
+
+
 def entry() -> int:
-    """The ``dpkit`` executable: :func:`main`, then no more SIGINT. Once main has returned
-    everything is done (released, printed, committed); an interrupt during the interpreter's
-    teardown (which joins PyArrow's threads and can take a moment) would otherwise end the
-    process by the bare signal instead of with main's exit code."""
-    code = main()
+    """The ``dpkit`` executable: :func:`main`, then no more SIGINT.
+
+    A Ctrl-C at any moment ends the command with one line and exit code 130, never a traceback
+    — during the imports of dpkit's modules and of the extras a command needs too. This module
+    imports nothing heavy (``dpkit`` imports its names lazily), so the handler is in place
+    before any heavy import; whatever error an interrupted import turns into, an interrupt that
+    was received makes it an interruption. A spend is one database transaction: interrupted,
+    it is either committed (and the result, if released, stored with it) or rolled back.
+    Once main has returned everything is done (released, printed, committed); an interrupt
+    during the interpreter's teardown (which joins PyArrow's threads and can take a moment)
+    would otherwise end the process by the bare signal instead of with main's exit code."""
+    try:
+        import signal
+
+        signal.signal(signal.SIGINT, _on_interrupt)
+        code = main()
+    except BaseException as error:
+        if isinstance(error, KeyboardInterrupt) or _interrupts:
+            return _interrupted()
+        raise
+    if _interrupts:  # swallowed on the way (an optional import that "failed"): still an interrupt
+        return _interrupted()
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     return code
 

@@ -21,6 +21,7 @@ __all__ = [
     "ReleaseFailed",
     "SpecError",
     "UnknownMechanism",
+    "UnsupportedRandomness",
 ]
 
 
@@ -155,13 +156,15 @@ class BudgetExceeded(DPKitError):
 
 
 class SpecError(DPKitError):
-    """A JSON spec is invalid. ``pointer`` is the JSON Pointer of the offending field."""
+    """A JSON spec (or another JSON document a user gives) is invalid. ``pointer`` is the JSON
+    Pointer of the offending field and ``reason`` what is wrong with it."""
 
     code = "invalid_spec"
 
     def __init__(self, message: str, *, pointer: str = "", rule: str = ""):
         self.pointer = pointer
         self.rule = rule
+        self.reason = message
         super().__init__(f"{pointer or '/'}: {message}")
 
 
@@ -189,6 +192,18 @@ class PluginConflict(PluginError):
             f"disable one with DPKIT_DISABLE_PLUGINS={second}",
             plugin=second,
         )
+
+
+class UnsupportedRandomness(DPKitError, AttributeError):
+    """A random generator lacks the sampler a mechanism asked for.
+
+    A :class:`~dpkit.randomness.SecureRandom` has no float samplers (``laplace``, ``normal``,
+    ...): their outputs leak through their low bits. A mechanism that calls one cannot run in
+    secure mode, and this error says so; it is also an ``AttributeError``, so ``hasattr`` on
+    a generator keeps working. The auditor reports such a mode as refused.
+    """
+
+    code = "unsupported_randomness"
 
 
 class ReleaseFailed(DPKitError):

@@ -19,6 +19,10 @@ A mechanism is a frozen ``attrs`` class whose fields are its parameters, declare
     ``statistic``: ``"frequency"`` (the default: category counts), ``"mean"`` (a numeric mean);
     other values (``"multivariate_mean"``, ``"distribution"``) are estimated in Python but not
     offered by specs;
+``privacy_unit`` (optional)
+    who one release protects (:func:`dpkit.units.unit_of`); a mechanism that does not declare
+    it protects one record (each value is one report or row), and a session's ledger admits
+    only releases under its own unit;
 ``log_probability(outputs, inputs, /)``
     where tractable, the exact log-pmf (``output_type == "discrete"``) or log-pdf
     (``"continuous"``) of an output given an input, broadcasting; ``output_space()`` lists
@@ -64,6 +68,9 @@ class Mechanism:
     kind: ClassVar[Literal["local", "central"]]
     output_type: ClassVar[Literal["discrete", "continuous"]] = "discrete"
     statistic: ClassVar[str] = "frequency"
+    #: Groups of optional parameters of which at least one must be given (k-ary randomized
+    #: response by ``k`` or by ``categories``): the spec schema requires one of each group.
+    parameter_alternatives: ClassVar[tuple[tuple[str, ...], ...]] = ()
 
     @property
     def domain(self) -> Domain:

@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import math
 import numbers
+import sys
 from collections.abc import Sequence
 from typing import Any
 
@@ -32,6 +33,7 @@ __all__ = [
     "CENTRAL_EPSILON",
     "DELTA",
     "EPSILON",
+    "MAX_FLOAT",
     "SENSITIVITY",
     "Boolean",
     "Choice",
@@ -65,9 +67,20 @@ def _is_real(value: Any) -> bool:
     return isinstance(value, numbers.Real) and not isinstance(value, bool)
 
 
+#: The largest finite float: the bounds of a JSON Schema for an unbounded real, so that the
+#: schema refuses what no float can hold (a JSON integer such as 10**400) as the domain does.
+MAX_FLOAT = sys.float_info.max
+
+
 @attrs.frozen
 class Real(ParameterDomain):
-    """A real number in an interval; NaN is never allowed, infinities only if a bound is infinite."""
+    """A real number in an interval; NaN and infinities are never allowed (a value must be a
+    finite float, whatever the bounds).
+
+    The bounds are checked on the value as given (Python compares an int with a float
+    exactly, as a JSON Schema validator does) and again on its float, so the domain and its
+    schema agree on every number a JSON document can hold.
+    """
 
     low: float = -math.inf
     high: float = math.inf
@@ -77,13 +90,17 @@ class Real(ParameterDomain):
     def convert(self, value: Any) -> float:
         if not _is_real(value):
             raise ValueError
-        x = float(value)
+        try:
+            x = float(value)
+        except OverflowError:  # an int beyond the float range
+            raise ValueError from None
         if math.isnan(x) or math.isinf(x):
             raise ValueError
-        if x < self.low or (self.low_open and x == self.low):
-            raise ValueError
-        if x > self.high or (self.high_open and x == self.high):
-            raise ValueError
+        for v in (value, x):
+            if v < self.low or (self.low_open and v == self.low):
+                raise ValueError
+            if v > self.high or (self.high_open and v == self.high):
+                raise ValueError
         return x
 
     def describe(self) -> str:
@@ -98,8 +115,12 @@ class Real(ParameterDomain):
         schema: dict[str, Any] = {"type": "number"}
         if self.low > -math.inf:
             schema["exclusiveMinimum" if self.low_open else "minimum"] = self.low
+        else:
+            schema["minimum"] = -MAX_FLOAT
         if self.high < math.inf:
             schema["exclusiveMaximum" if self.high_open else "maximum"] = self.high
+        else:
+            schema["maximum"] = MAX_FLOAT
         return schema
 
 
@@ -176,11 +197,27 @@ class Choice(ParameterDomain):
         return {"enum": list(self.options)}
 
 
+def _label(item: Any) -> Any:
+    """A label as kept: a string, or an integer (an integral float such as ``2.0`` is the
+    integer 2, as JSON Schema's ``integer`` type reads it)."""
+    if isinstance(item, bool):
+        raise ValueError
+    if isinstance(item, str):
+        return item
+    if isinstance(item, numbers.Integral):
+        return int(item)
+    if isinstance(item, float) and math.isfinite(item) and item.is_integer():
+        return int(item)
+    raise ValueError
+
+
 @attrs.frozen
 class Sequence_(ParameterDomain):  # noqa: N801 - avoids shadowing typing.Sequence
-    """A non-empty sequence of distinct hashable labels (strings or integers), kept as a tuple."""
+    """A non-empty sequence of distinct hashable labels (strings or integers), kept as a tuple;
+    with ``uniform``, all strings or all integers."""
 
     min_length: int = 1
+    uniform: bool = False
 
     def convert(self, value: Any) -> tuple[Any, ...]:
         if isinstance(value, (str, bytes)):
@@ -189,26 +226,29 @@ class Sequence_(ParameterDomain):  # noqa: N801 - avoids shadowing typing.Sequen
             if not hasattr(value, "tolist"):
                 raise ValueError
             value = value.tolist()
-        items = tuple(value)
+        items = tuple(_label(item) for item in value)
         if len(items) < self.min_length:
             raise ValueError
-        for item in items:
-            if isinstance(item, bool) or not isinstance(item, (str, numbers.Integral)):
-                raise ValueError
         if len(set(items)) != len(items):
+            raise ValueError
+        if self.uniform and len({isinstance(item, str) for item in items}) > 1:
             raise ValueError
         return items
 
     def describe(self) -> str:
-        return f"a list of at least {self.min_length} distinct labels (strings or integers)"
+        kinds = "all strings or all integers" if self.uniform else "strings or integers"
+        return f"a list of at least {self.min_length} distinct labels ({kinds})"
 
     def json_schema(self) -> dict[str, Any]:
-        return {
+        schema: dict[str, Any] = {
             "type": "array",
             "items": {"type": ["string", "integer"]},
             "minItems": self.min_length,
             "uniqueItems": True,
         }
+        if self.uniform:
+            schema["anyOf"] = [{"items": {"type": "string"}}, {"items": {"type": "integer"}}]
+        return schema
 
 
 #: ε of a mechanism. Above 700, e^ε (in every RR probability, exponential-mechanism weight and
@@ -242,6 +282,7 @@ class ParameterSpec:
     doc: str
     typical: tuple[float, float] | None = None
     optional: bool = False
+    given_when: tuple[str, Any] | None = None
 
 
 _METADATA_KEY = "dpkit"
@@ -255,12 +296,16 @@ def parameter(
     default: Any = _NO_DEFAULT,
     typical: tuple[float, float] | None = None,
     optional: bool = False,
+    given_when: tuple[str, Any] | None = None,
 ) -> Any:
     """Declare a mechanism parameter as an attrs field validated against ``domain``.
 
     ``typical`` is a range of ordinary values that the test harness draws from; ``optional``
     marks a parameter whose default ``None`` means "not given" (for alternative
-    parameterisations, such as randomized response by ``epsilon`` or by ``keep``).
+    parameterisations, such as randomized response by ``epsilon`` or by ``keep``);
+    ``given_when=("noise", "gaussian")`` declares an optional parameter that is given exactly
+    when another parameter has that value (δ with Gaussian noise only), which the spec schema
+    states as a rule (the class still checks it).
     """
 
     def convert(value: Any, self: Any, field: attrs.Attribute[Any]) -> Any:
@@ -275,7 +320,7 @@ def parameter(
     return attrs.field(
         default=default,
         converter=attrs.Converter(convert, takes_self=True, takes_field=True),
-        metadata={_METADATA_KEY: ParameterSpec(domain, doc, typical, optional)},
+        metadata={_METADATA_KEY: ParameterSpec(domain, doc, typical, optional, given_when)},
     )
 
 

@@ -16,10 +16,14 @@ part is composed as what it is).
 from __future__ import annotations
 
 import math
+from decimal import Decimal
+from fractions import Fraction
+from functools import lru_cache
 from typing import Any, ClassVar
 
 import attrs
 
+from dpkit._enclosure import Arithmetic, decimal_low, settle
 from dpkit.errors import InvalidParameter
 from dpkit.params import Choice, Integer, Real, parameter
 
@@ -36,6 +40,8 @@ __all__ = [
     "flatten",
     "gaussian_delta",
     "gaussian_epsilon",
+    "gaussian_meets",
+    "gaussian_mu_epsilon",
 ]
 
 _POSITIVE = Real(low=0.0, low_open=True)
@@ -130,17 +136,93 @@ def gaussian_delta(epsilon: float, noise_multiplier: float) -> float:
     return max(0.0, math.exp(log_a) * -math.expm1(log_b - log_a))
 
 
-def gaussian_epsilon(delta: float, noise_multiplier: float) -> float:
-    """The smallest ε with δ(ε) ≤ δ for the Gaussian mechanism (bisection on the exact curve).
+#: The precisions (significant digits) tried in turn to decide δ(ε) ≤ δ on an enclosure.
+_PRECISIONS = (30, 60, 120, 240, 480)
 
-    The answer always satisfies δ(ε) ≤ δ and is within 1e-12 (relative) of the root. Within
-    that bracket the shortest decimal that still satisfies δ(ε) ≤ δ is returned, so a noise
-    multiplier calibrated for ε = 0.1 reports exactly 0.1 (and exact budgets add up).
+
+def _profile(arithmetic: Arithmetic, epsilon: Decimal, mu_squared: Fraction) -> tuple[Any, Any]:
+    """An enclosure of δ_μ(ε) = Φ(μ/2 − ε/μ) − e^ε Φ(−μ/2 − ε/μ) (:func:`gaussian_delta`)."""
+    mu = arithmetic.sqrt(arithmetic.fraction(mu_squared))
+    eps = arithmetic.point(epsilon)
+    half_mu = arithmetic.scale(mu, Decimal("0.5"))
+    ratio = arithmetic.div(eps, mu)
+    upper = arithmetic.normal_cdf(arithmetic.sub(half_mu, ratio))
+    lower = arithmetic.normal_cdf(arithmetic.sub(arithmetic.neg(half_mu), ratio))
+    return arithmetic.sub(upper, arithmetic.mul(arithmetic.exp(eps), lower))
+
+
+@lru_cache(maxsize=4096)
+def _meets(epsilon: float, delta: float, mu_squared: Fraction) -> bool:
+    """δ_μ(ε) ≤ δ, decided on an enclosure (ε and δ at their smaller readings)."""
+    if mu_squared == 0:
+        return True
+    eps, target = decimal_low(epsilon), decimal_low(delta)
+    for precision in _PRECISIONS:
+        try:
+            low, high = _profile(Arithmetic(precision), eps, mu_squared)
+        except ArithmeticError:  # e^ε beyond even decimal's range (ε > 10^18): not shown
+            return False
+        if high <= target:
+            return True
+        if low > target:
+            return False
+    return False  # undecided at 480 digits: not shown to hold
+
+
+def gaussian_meets(
+    epsilon: float,
+    delta: float,
+    *,
+    noise_multiplier: float | Fraction | None = None,
+    mu_squared: Fraction | None = None,
+) -> bool:
+    """Whether the Gaussian mechanism with noise multiplier σ/Δ₂ (or μ-GDP, given μ² exactly)
+    is certainly (ε, δ)-DP.
+
+    Balle & Wang's δ(ε) (:func:`gaussian_delta`) is enclosed in outward-rounded decimal
+    arithmetic (:mod:`dpkit._enclosure`), at as many digits as it takes to compare it with δ,
+    so the answer is True only if the real δ(ε) is at most δ. Floats are read at their less
+    favourable readings (binary or shortest decimal: the smaller ε, δ and σ/Δ₂); a
+    :class:`~fractions.Fraction` noise multiplier is taken exactly.
     """
-    if gaussian_delta(0.0, noise_multiplier) <= delta:
+    if (noise_multiplier is None) == (mu_squared is None):
+        raise TypeError("give exactly one of noise_multiplier and mu_squared")
+    if isinstance(noise_multiplier, Fraction):
+        mu_squared = 1 / noise_multiplier**2
+    elif noise_multiplier is not None:
+        mu_squared = 1 / Fraction(decimal_low(noise_multiplier)) ** 2
+    assert mu_squared is not None
+    return _meets(epsilon, delta, mu_squared)
+
+
+def gaussian_mu_epsilon(delta: float, mu_squared: Fraction) -> float:
+    """The smallest ε, rounded up, with δ_μ(ε) ≤ δ for μ-GDP — the ε at δ of the Gaussian
+    with noise multiplier 1/μ, or of any composition of Gaussians with Σ 1/σ_i² = μ².
+
+    Bisection on the float curve (:func:`gaussian_delta`) finds the root to about 1e-12; the
+    answer is then checked on a rigorous enclosure of the curve (:func:`gaussian_meets`) and
+    moved up until the check passes, so it is never below the real ε — the float curve can be
+    off by far more than its bisection tolerance where its two terms nearly cancel (a large
+    noise multiplier at a tiny δ). Within the bracket, the shortest decimal that passes the
+    check is returned, so a noise multiplier calibrated for ε = 0.1 reports exactly 0.1 (and
+    exact budgets add up).
+    """
+    if mu_squared == 0:
+        return 0.0
+    try:
+        noise_multiplier = 1.0 / math.sqrt(float(mu_squared))  # for the float search only
+    except OverflowError:
+        return math.inf
+    if noise_multiplier == 0 or not math.isfinite(noise_multiplier):
+        return math.inf if noise_multiplier == 0 else 0.0
+
+    def holds(epsilon: float) -> bool:
+        return _meets(epsilon, delta, mu_squared)
+
+    if gaussian_delta(0.0, noise_multiplier) <= delta and holds(0.0):
         return 0.0
     lo, hi = 0.0, 1.0
-    while gaussian_delta(hi, noise_multiplier) > delta:
+    while gaussian_delta(hi, noise_multiplier) > delta and math.isfinite(hi):
         lo, hi = hi, hi * 2.0
     for _ in range(200):
         mid = 0.5 * (lo + hi)
@@ -150,11 +232,21 @@ def gaussian_epsilon(delta: float, noise_multiplier: float) -> float:
             hi = mid
         if hi - lo <= 1e-12 * hi:
             break
-    for digits in range(1, 17):  # lo < ε ≤ hi, and δ(ε) ≤ δ is checked on the exact curve
-        short = float(f"{hi:.{digits}g}")
-        if lo < short <= hi and gaussian_delta(short, noise_multiplier) <= delta:
+    certified = settle(hi, holds)
+    if certified != hi:
+        lo = max(lo, hi)  # hi itself failed the check
+    for digits in range(1, 17):  # lo < ε ≤ certified: the shortest decimal that passes
+        short = float(f"{certified:.{digits}g}")
+        if lo < short <= certified and holds(short):
             return short
-    return hi
+    return certified
+
+
+def gaussian_epsilon(delta: float, noise_multiplier: float) -> float:
+    """The smallest ε, rounded up, with δ(ε) ≤ δ for the Gaussian mechanism
+    (:func:`gaussian_mu_epsilon` at μ = 1/noise_multiplier, the noise multiplier read at
+    its smaller reading)."""
+    return gaussian_mu_epsilon(delta, 1 / Fraction(decimal_low(noise_multiplier)) ** 2)
 
 
 @attrs.frozen
@@ -308,7 +400,11 @@ class SubsampledDP(PrivacyEvent):
 
     @property
     def epsilon(self) -> float:
-        return math.log1p(self.sampling_rate * math.expm1(self.event.epsilon))
+        """ln(1 + q(e^ε − 1)); beyond ε = 700 as ε + ln(q + (1 − q)e^−ε) (no overflow)."""
+        epsilon, q = self.event.epsilon, self.sampling_rate
+        if epsilon > 700:
+            return epsilon + math.log(q + (1 - q) * math.exp(-epsilon))
+        return math.log1p(q * math.expm1(epsilon))
 
     @property
     def delta(self) -> float:

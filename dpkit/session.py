@@ -14,7 +14,9 @@ A release goes through two phases (``docs/security.md``, "The privacy boundary")
    checked, the input's *structure* (a ragged list, the number of dimensions, the dtype kind;
    :meth:`Mechanism.check_input <dpkit.mechanism.Mechanism.check_input>`) is checked, the
    number of releases one call makes is read from the input's shape
-   (:meth:`~dpkit.mechanism.Mechanism.releases`: R selections cost R times), and the exact cost
+   (:meth:`~dpkit.mechanism.Mechanism.releases`: R selections cost R times), the privacy unit
+   the target protects is read (:func:`dpkit.units.unit_of`) and must be the ledger's (a
+   budget is for one privacy unit: :class:`~dpkit.ledger.UnitMismatch`), and the exact cost
    is checked against the ledger's remaining budget and committed durably in one write
    transaction of the ledger (SQLite: ``BEGIN IMMEDIATE``; PostgreSQL: a row lock). Any
    failure here is a typed error and nothing is spent; :class:`~dpkit.errors.BudgetExceeded`
@@ -62,7 +64,9 @@ more than Σε_i. A JSON spec is such a plan.
 
 Randomness: ``rng=None`` (the default) is secure mode, dpkit's ChaCha20 source
 (:class:`dpkit.SecureRandom`); a ``numpy.random.Generator`` is fast mode, seedable and not
-attack-resistant. The ledger records the mode of every release (``"secure"`` or ``"fast"``).
+attack-resistant. The ledger records the mode of every release: ``"secure"``, ``"fast"``, or
+``"keyed"`` for a :class:`dpkit.SecureRandom` made by ``SecureRandom.from_key`` (secure mode's
+samplers on a reproducible stream: for tests, never for real releases).
 A mechanism without a secure sampler would refuse secure mode with a typed error; every
 built-in mechanism has one (report-noisy-max with Laplace noise runs with exact discrete
 Laplace noise on a lattice).
@@ -93,6 +97,7 @@ from dpkit.ledger import Budget, Cost, Ledger, LedgerEntry, SpendRequest
 from dpkit.mechanism import Mechanism
 from dpkit.privacy import PrivacyEvent
 from dpkit.randomness import resolve_rng
+from dpkit.units import UnitIdentity, unit_of
 
 __all__ = ["Deferred", "Query", "Release", "Session"]
 
@@ -210,6 +215,7 @@ class _Prepared:
     mode: str
     releases: int
     label: str | None
+    unit: UnitIdentity = attrs.field(factory=lambda: UnitIdentity("record"))
 
 
 def _structure(data: Any, owner: str) -> Any:
@@ -294,9 +300,13 @@ class Session:
     a ``sqlite:///PATH`` URL, ``":memory:"`` (a ledger that lives as long as the session), or
     a ``postgresql://USER@HOST/DATABASE?ledger=NAME`` URL (a budget that many hosts share).
     ``composition`` is ``"basic"`` (default), ``"zcdp"``, ``"gdp"`` or ``"best"`` (see the
-    module docstring for why each is a valid filter of a fully adaptive session). Opening an
-    existing ledger checks that ``dataset``, ``budget`` and ``composition`` agree with it;
-    without them, they are read from the ledger.
+    module docstring for why each is a valid filter of a fully adaptive session). ``unit`` is
+    the privacy unit the budget is for (``"record"``, a :class:`~dpkit.RecordUnit` or an
+    :class:`~dpkit.IdUnit`: its id column, not its bounds): fixed when the ledger is created,
+    and otherwise by its first spend; a release under another unit is refused before anything
+    is spent (:class:`~dpkit.ledger.UnitMismatch`). Opening an existing ledger checks that
+    ``dataset``, ``budget``, ``composition`` and ``unit`` agree with it; without them, they
+    are read from the ledger.
     """
 
     def __init__(
@@ -306,6 +316,7 @@ class Session:
         *,
         dataset: str | None = None,
         composition: Literal["basic", "zcdp", "gdp", "best"] | None = None,
+        unit: Any = None,
     ):
         if composition is not None and composition not in filters.RULES:
             raise InvalidParameter(
@@ -314,7 +325,9 @@ class Session:
         full = None
         if budget is not None:
             full = _with_currencies(_as_budget(budget), composition, budget)
-        self.ledger = Ledger(ledger, dataset=dataset, budget=full, composition=composition)
+        self.ledger = Ledger(
+            ledger, dataset=dataset, budget=full, composition=composition, unit=unit
+        )
         self.session_id = uuid.uuid4().hex
 
     @property
@@ -332,6 +345,11 @@ class Session:
     @property
     def spent(self) -> Budget:
         return self.ledger.spent()
+
+    @property
+    def unit(self) -> UnitIdentity | None:
+        """The privacy unit the ledger's budget is for; None until fixed (its first spend)."""
+        return self.ledger.unit
 
     @property
     def rule(self) -> str | None:
@@ -441,7 +459,8 @@ class Session:
         ``"basic-plan"``). If the plan does not fit, nothing is written and
         :class:`~dpkit.errors.BudgetExceeded` is raised. Once the batch is committed, a target
         that fails raises :class:`~dpkit.errors.ReleaseFailed` with every spend of the batch
-        kept.
+        kept. Every item must protect the same privacy unit, the ledger's: a plan that mixes
+        units is refused whole (:class:`~dpkit.ledger.UnitMismatch`), nothing spent.
         """
         prepared = [
             self._prepare(item[0], item[1], item[2], item[3] if len(item) > 3 else None)
@@ -484,7 +503,8 @@ class Session:
             raise InvalidData(
                 f"{owner}: the input holds no release (shape without records)", field="data"
             )
-        return _Prepared(target, data, run, generator, str(mode), releases, label)
+        unit = unit_of(target).identity
+        return _Prepared(target, data, run, generator, str(mode), releases, label, unit)
 
     def _commit(self, prepared: _Prepared) -> LedgerEntry:
         """Check and durably commit the cost (BudgetExceeded if it does not fit)."""
@@ -505,6 +525,7 @@ class Session:
             randomness=prepared.mode,
             label=prepared.label,
             final=True,  # the private phase follows the commit: never abortable
+            unit=prepared.unit,
         )
 
     def _execute(self, prepared: _Prepared, entry: LedgerEntry) -> Release:

@@ -18,6 +18,19 @@ per-id sample (:mod:`dpkit.tables.bounding`), and every sensitivity derives from
 
 >>> IdUnit("user", max_rows=3, max_groups=2).describe()
 {'kind': 'id', 'column': 'user', 'max_rows': 3, 'max_groups': 2}
+
+**Who is protected** is a unit's :class:`UnitIdentity`: ``record``, or ``id`` with the id
+column. The bounds are not part of it: they are per query, enforced by the library, and change
+the noise, not who is protected. A ledger's budget is for one identity
+(:class:`dpkit.ledger.Ledger`): ε spent under a record unit bounds one *record*'s loss, and a
+person with k records may lose up to kε (group privacy, Dwork & Roth 2014, Theorem 2.2), so
+spends under two identities never add up to a bound on either. :func:`unit_of` says which
+identity a release protects.
+
+>>> IdUnit("user", max_rows=3).identity == IdUnit("user", max_rows=40, max_groups=2).identity
+True
+>>> str(IdUnit("user", max_rows=3).identity), str(RecordUnit().identity)
+("id column 'user'", 'record')
 """
 
 from __future__ import annotations
@@ -29,12 +42,78 @@ import attrs
 from dpkit.errors import InvalidParameter
 from dpkit.params import Integer, parameter
 
-__all__ = ["MAX_BOUND", "IdUnit", "PrivacyUnit", "RecordUnit", "privacy_unit"]
+__all__ = [
+    "MAX_BOUND",
+    "IdUnit",
+    "PrivacyUnit",
+    "RecordUnit",
+    "UnitIdentity",
+    "as_identity",
+    "privacy_unit",
+    "unit_of",
+]
 
 #: The largest contribution bound: sensitivities G·R·max(|L|, |U|) stay finite for every
 #: declared clamping bound (|bound| ≤ 1e100, so G·R·|bound| ≤ 1e112 is still a double).
 MAX_BOUND = 1_000_000
 _BOUND = Integer(low=1, high=MAX_BOUND)
+
+
+_KINDS = ("record", "id")
+
+
+def _kind(instance: Any, field: attrs.Attribute[Any], value: Any) -> None:
+    if value not in _KINDS:
+        raise InvalidParameter("kind", value, "'record' or 'id'", owner="privacy unit")
+
+
+@attrs.frozen
+class UnitIdentity:
+    """Who a privacy unit protects, without its bounds: one record (``kind="record"``), or
+    everything one id of ``column`` contributes (``kind="id"``).
+
+    Two id units on the same column protect the same people whatever their bounds, so their
+    spends compose on one budget; a record unit and an id unit, or id units on two columns,
+    protect different neighbours and never share a budget.
+    """
+
+    kind: str = attrs.field(validator=_kind)
+    column: str | None = attrs.field(default=None)
+
+    def __attrs_post_init__(self) -> None:
+        if self.kind == "id":
+            _column(self, attrs.fields(UnitIdentity).column, self.column)
+        elif self.column is not None:
+            raise InvalidParameter(
+                "column", self.column, "absent for a record unit", owner="privacy unit"
+            )
+
+    def describe(self) -> dict[str, Any]:
+        """The identity as JSON: ``{"kind": "record"}`` or ``{"kind": "id", "column": ...}``."""
+        if self.kind == "record":
+            return {"kind": "record"}
+        return {"kind": "id", "column": self.column}
+
+    @classmethod
+    def parse(cls, document: Any) -> UnitIdentity:
+        """An identity from its JSON form (:meth:`describe`), and nothing else."""
+        if document == {"kind": "record"}:
+            return cls("record")
+        if (
+            isinstance(document, dict)
+            and set(document) == {"kind", "column"}
+            and document["kind"] == "id"
+        ):
+            return cls("id", document["column"])
+        raise InvalidParameter(
+            "unit",
+            document,
+            "{'kind': 'record'} or {'kind': 'id', 'column': ...}",
+            owner="privacy unit",
+        )
+
+    def __str__(self) -> str:
+        return "record" if self.kind == "record" else f"id column {self.column!r}"
 
 
 @attrs.frozen
@@ -51,6 +130,11 @@ class RecordUnit:
     @property
     def max_groups(self) -> int:
         return 1
+
+    @property
+    def identity(self) -> UnitIdentity:
+        """Who this unit protects (:class:`UnitIdentity`): one record."""
+        return UnitIdentity("record")
 
     def describe(self) -> dict[str, Any]:
         """The unit as JSON (as the spec writes it and the ledger records it)."""
@@ -91,6 +175,12 @@ class IdUnit:
                 owner="privacy unit",
             )
         return self.max_groups
+
+    @property
+    def identity(self) -> UnitIdentity:
+        """Who this unit protects (:class:`UnitIdentity`): one id of ``column``, whatever
+        the bounds."""
+        return UnitIdentity("id", self.column)
 
     def describe(self) -> dict[str, Any]:
         """The unit as JSON (as the spec writes it and the ledger records it)."""
@@ -135,4 +225,59 @@ def privacy_unit(document: Any) -> RecordUnit | IdUnit:
         document.get("column"),  # type: ignore[arg-type]
         max_rows=document["max_rows"],
         max_groups=document.get("max_groups"),
+    )
+
+
+def unit_of(target: Any) -> RecordUnit | IdUnit:
+    """The privacy unit a release of ``target`` (a mechanism or a query) protects.
+
+    A target may declare it as ``privacy_unit`` (a :class:`RecordUnit`, an :class:`IdUnit`,
+    its JSON form, or ``"record"``); a table query's ``unit`` is read; anything else protects
+    one record: a mechanism or a query over a column of values treats each value (a report, a
+    row) as one record. So a third-party mechanism that declares nothing is a record unit; one
+    that declares something that is not a unit is refused here, before any spend.
+
+    >>> import dpkit
+    >>> unit_of(dpkit.mechanism("rr", epsilon=1.0))
+    RecordUnit(kind='record')
+    """
+    declared = getattr(target, "privacy_unit", None)
+    if declared is not None:
+        if isinstance(declared, str) and declared == "record":
+            return RecordUnit()
+        try:
+            return privacy_unit(declared)
+        except InvalidParameter:
+            raise InvalidParameter(
+                "privacy_unit",
+                declared,
+                "a dpkit.RecordUnit, a dpkit.IdUnit (or its JSON form) or 'record'",
+                owner=str(getattr(target, "name", type(target).__name__)),
+            ) from None
+    unit = getattr(target, "unit", None)
+    if isinstance(unit, (RecordUnit, IdUnit)):  # a table query's (any other `unit` is not one)
+        return unit
+    return RecordUnit()
+
+
+def as_identity(value: Any) -> UnitIdentity:
+    """A declared unit as its identity: a :class:`UnitIdentity`, a :class:`RecordUnit` or
+    :class:`IdUnit`, ``"record"``, or the JSON form of either (an id unit's bounds may be left
+    out: they are not part of who is protected)."""
+    if isinstance(value, UnitIdentity):
+        return value
+    if isinstance(value, (RecordUnit, IdUnit)):
+        return value.identity
+    if isinstance(value, str) and value == "record":
+        return UnitIdentity("record")
+    if isinstance(value, dict):
+        if value.get("kind") == "id" and "column" in value:
+            privacy_unit({"max_rows": 1, **value})  # bounds, if given, must be valid ones
+            return UnitIdentity("id", value["column"])
+        return privacy_unit(value).identity  # a record unit, or the error naming the field
+    raise InvalidParameter(
+        "unit",
+        value,
+        "a dpkit.RecordUnit, a dpkit.IdUnit, a dpkit.UnitIdentity, 'record', or "
+        "{'kind': 'id', 'column': ...}",
     )

@@ -10,16 +10,17 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable
+from fractions import Fraction
 from typing import Any
 
 import attrs
 
+from dpkit._enclosure import decimal_low
 from dpkit.accounting._common import (
     Bound,
     Events,
     NotApplicable,
     check_delta,
-    inverse_square,
     normalise,
 )
 from dpkit.accounting.advanced import compose_advanced
@@ -34,37 +35,41 @@ from dpkit.privacy import (
     GaussianDP,
     SubsampledDP,
     flatten,
-    gaussian_epsilon,
+    gaussian_mu_epsilon,
 )
 
 __all__ = ["METHODS", "account", "compose_exact_gaussian"]
 
+#: μ² beyond which a composition of Gaussians has no privacy at any δ < 1 (ε is +inf).
+_NO_PRIVACY = Fraction(10) ** 300
+
 
 def compose_exact_gaussian(events: Events | Any, *, delta: float) -> Bound:
-    """Exact ε(δ) of a composition of Gaussian mechanisms (module docstring)."""
+    """Exact ε(δ) of a composition of Gaussian mechanisms (module docstring), rounded up:
+    μ² = Σ count/σ_i² is summed exactly and ε is checked on an enclosure of the curve
+    (:func:`dpkit.privacy.gaussian_mu_epsilon`)."""
     target = check_delta(delta, owner="compose_exact_gaussian")
-    mu_squared = 0.0
+    mu_squared = Fraction(0)
     for whole, count in normalise(events):
         for event in flatten(whole):
             if not isinstance(event, GaussianDP):
                 raise NotApplicable("exact-gaussian", event, "only Gaussian events compose exactly")
-            mu_squared += count * inverse_square(event.noise_multiplier)
+            mu_squared += count / Fraction(decimal_low(event.noise_multiplier)) ** 2
     if mu_squared == 0:
         return Bound(epsilon=0.0, delta=target, method="exact-gaussian")
-    if not math.isfinite(mu_squared):  # σ/Δ below ~1e-154: no privacy at any δ < 1
+    if mu_squared > _NO_PRIVACY:  # σ/Δ below ~1e-150: no privacy at any δ < 1
         return Bound(epsilon=math.inf, delta=target, method="exact-gaussian")
-    mu = math.sqrt(mu_squared)
     return Bound(
-        epsilon=gaussian_epsilon(target, 1 / mu),
+        epsilon=gaussian_mu_epsilon(target, mu_squared),
         delta=target,
         method="exact-gaussian",
-        detail={"mu": mu},
+        detail={"mu": math.sqrt(float(mu_squared))},
     )
 
 
 def _basic_at(events: Events, *, delta: float) -> Bound:
     bound = compose_basic(events, delta=delta)
-    if bound.delta > delta * (1 + 1e-12):
+    if bound.exact_delta is None or bound.exact_delta > Fraction(decimal_low(delta)):
         raise NotApplicable("basic", events, f"the events spend δ = {bound.delta} > {delta}")
     return bound
 

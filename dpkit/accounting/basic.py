@@ -10,6 +10,7 @@ import math
 from fractions import Fraction
 from typing import Any
 
+from dpkit._enclosure import Arithmetic, decimal_high, decimal_low, float_above, float_below
 from dpkit.accounting._common import Bound, Events, NotApplicable, check_delta, exact, normalise
 from dpkit.errors import InvalidParameter
 from dpkit.privacy import (
@@ -56,20 +57,38 @@ def event_cost(event: PrivacyEvent, *, delta: float | None = None) -> tuple[Frac
         return exact(gaussian_epsilon(delta, event.noise_multiplier)), exact(delta)
     if isinstance(event, SubsampledDP):
         q = event.sampling_rate
-        inner_delta = None if delta is None else delta / q
+        inner_delta = None
+        if delta is not None:  # q·δ_inner ≤ δ: the inner δ is rounded down
+            inner_delta = float_below(Fraction(decimal_low(delta)) / Fraction(decimal_high(q)))
         if inner_delta is not None and inner_delta >= 1:
             inner_delta = None if not isinstance(event.event, GaussianDP) else 0.5
         eps, d = event_cost(event.event, delta=inner_delta)
         if q == 1:
             return eps, d
-        amplified = math.log1p(q * math.expm1(float(eps)))
-        return exact(amplified), exact(q) * d
+        return exact(_amplified(eps, q)), exact(q) * d
     raise NotApplicable("basic", event)
 
 
+def _amplified(epsilon: Fraction, rate: float) -> float:
+    """ln(1 + q(e^ε − 1)), rounded up (an enclosure's upper end, q at its larger reading);
+    beyond ε = 700 as ε + ln(q + (1 − q)e^−ε), which never overflows."""
+    arithmetic = Arithmetic(30)
+    eps, q, one = (
+        arithmetic.fraction(epsilon),
+        arithmetic.point(decimal_high(rate)),
+        arithmetic.point(1),
+    )
+    if epsilon <= 700:
+        scaled = arithmetic.mul(q, arithmetic.sub(arithmetic.exp(eps), one))
+        return float_above(arithmetic.ln(arithmetic.add(one, scaled))[1])
+    rest = arithmetic.mul(arithmetic.sub(one, q), arithmetic.exp(arithmetic.neg(eps)))
+    return float_above(arithmetic.add(eps, arithmetic.ln(arithmetic.add(q, rest)))[1])
+
+
 def _as_float(value: Fraction) -> float:
-    """A non-negative rational as a float, +inf beyond the float range (not OverflowError)."""
-    return float(value) if value < Fraction(1e308) else math.inf
+    """A non-negative rational as a float whose shortest decimal is ≥ it, +inf beyond the
+    float range (not OverflowError): a reported ε or δ is never below the exact sum."""
+    return float_above(value, binary=False) if value < Fraction(1e308) else math.inf
 
 
 def compose_basic(events: Events | Any, *, delta: float | None = None) -> Bound:
@@ -87,14 +106,14 @@ def compose_basic(events: Events | Any, *, delta: float | None = None) -> Bound:
         )
         gaussians = sum(c for e, c in items if _needs_delta_share(e))
         if gaussians:
-            left = exact(target) - fixed
+            left = Fraction(decimal_low(target)) - fixed
             if left <= 0:
                 raise InvalidParameter(
                     "delta",
                     delta,
                     f"greater than the δ already spent by the events ({float(fixed)})",
                 )
-            share = float(left / gaussians)
+            share = float_below(left / gaussians)  # the shares never add up to more
     total_eps, total_delta = Fraction(0), Fraction(0)
     for event, count in items:
         eps, d = event_cost(event, delta=share if _needs_delta_share(event) else None)

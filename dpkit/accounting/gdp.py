@@ -34,6 +34,7 @@ import statistics
 from fractions import Fraction
 from typing import Any
 
+from dpkit._enclosure import decimal_high, settle
 from dpkit.accounting._common import (
     Bound,
     Events,
@@ -54,7 +55,8 @@ from dpkit.privacy import (
     PureDP,
     RandomizedResponseDP,
     gaussian_delta,
-    gaussian_epsilon,
+    gaussian_meets,
+    gaussian_mu_epsilon,
 )
 
 __all__ = ["compose_gdp", "event_mu2", "gdp_mu_for", "pure_mu"]
@@ -95,7 +97,8 @@ def gdp_mu_for(epsilon: float, delta: float) -> float:
     """The largest μ whose profile meets (ε, δ): δ_μ(ε) ≤ δ, rounded down.
 
     δ_μ(ε) increases with μ, so bisection on Balle & Wang's curve (:func:`gaussian_delta`,
-    accurate in log space) finds it to 1e-14; the end checked to meet δ is returned.
+    accurate in log space) finds it to 1e-14; the lower end is then checked on an enclosure of
+    the curve (:func:`gaussian_meets`, μ at its larger reading) and moved down until it passes.
     """
     if not epsilon >= 0 or not math.isfinite(epsilon):
         raise InvalidParameter("epsilon", epsilon, "a finite real number >= 0", owner="gdp")
@@ -113,7 +116,11 @@ def gdp_mu_for(epsilon: float, delta: float) -> float:
             hi = mid
         if hi - lo <= 1e-14 * hi:
             break
-    return lo
+
+    def holds(mu: float) -> bool:
+        return mu == 0 or gaussian_meets(epsilon, delta, mu_squared=Fraction(decimal_high(mu)) ** 2)
+
+    return settle(lo, holds, up=False)
 
 
 def gdp_budget(epsilon: Fraction, delta: Fraction) -> Fraction:
@@ -130,7 +137,9 @@ def compose_gdp(events: Events | Any, *, delta: float) -> Bound:
         return Bound(epsilon=0.0, delta=target, method="gdp", detail={"mu": 0.0})
     if mu2 > Fraction(1e300):
         return Bound(epsilon=math.inf, delta=target, method="gdp", detail={"mu": math.inf})
-    mu = math.sqrt(float(mu2))
     return Bound(
-        epsilon=gaussian_epsilon(target, 1 / mu), delta=target, method="gdp", detail={"mu": mu}
+        epsilon=gaussian_mu_epsilon(target, mu2),
+        delta=target,
+        method="gdp",
+        detail={"mu": math.sqrt(float(mu2))},
     )

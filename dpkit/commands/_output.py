@@ -4,7 +4,10 @@ from __future__ import annotations
 
 import sys
 
+from dpkit._enclosure import rounded
 from dpkit.registry import Registry
+
+__all__ = ["rounded", "table", "warn_plugin_failures"]
 
 
 def warn_plugin_failures(registry: Registry) -> None:

@@ -9,9 +9,10 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterator
+from fractions import Fraction
 from typing import Any
 
-from dpkit.commands._output import table
+from dpkit.commands._output import rounded, table
 
 __all__ = ["format_plan", "format_result", "number"]
 
@@ -50,9 +51,15 @@ def _printable(value: Any) -> str:
 
 
 def _cost(amount: dict[str, Any]) -> str:
-    text = f"ε={amount['epsilon']:.6g}"
+    """A cost, rounded up (from its exact fields where the document has them)."""
+
+    def value(name: str) -> Any:
+        exact = amount.get(f"{name}_exact")
+        return Fraction(exact) if isinstance(exact, str) else amount[name]
+
+    text = f"ε={rounded(value('epsilon'))}"
     if amount.get("delta"):
-        text += f", δ={amount['delta']:.3g}"
+        text += f", δ={rounded(value('delta'), 3)}"
     return text
 
 

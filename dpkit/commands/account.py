@@ -16,7 +16,7 @@ from typing import Any
 
 from dpkit.accounting import METHODS, Bound, account, calibrate, compose_basic
 from dpkit.accounting._parse import EVENT_KINDS, EventSyntaxError, open_parameter, parse_event
-from dpkit.commands._output import table
+from dpkit.commands._output import rounded, table
 from dpkit.errors import InvalidParameter
 from dpkit.privacy import GaussianDP, PrivacyEvent, SubsampledDP, flatten
 
@@ -125,12 +125,12 @@ def run(args: argparse.Namespace) -> int:
         payload["seconds"] = round(elapsed, 6)
         print(json.dumps(payload, indent=2, default=_json_number))
         return 0
-    print(f"ε = {bound.epsilon:.6g} at δ = {bound.delta:.6g}  (method: {bound.method})")
+    print(f"ε = {rounded(bound.epsilon)} at δ = {rounded(bound.delta)}  (method: {bound.method})")
     if bound.exact_epsilon is not None and bound.exact_epsilon.denominator < 10**12:
         print(f"exact: ε = {bound.exact_epsilon}, δ = {bound.exact_delta}")
     if len(bound.candidates) > 1:
         rows = [
-            [name, f"{value:.6g}" if isinstance(value, float) else value.split(":")[0]]
+            [name, rounded(value) if isinstance(value, float) else value.split(":")[0]]
             for name, value in bound.candidates.items()
         ]
         print()
@@ -173,9 +173,12 @@ def _calibrate(args: argparse.Namespace, delta: float) -> int:
         payload["event"] = text
         print(json.dumps(payload, indent=2, default=_json_number))
         return 0
-    what = "noise multiplier σ" if key == "noise_multiplier" else "per-query ε"
+    # a noise multiplier is a lower limit (rounded up), a per-query ε an upper one (down)
+    noise = key == "noise_multiplier"
+    what = "noise multiplier σ" if noise else "per-query ε"
     print(
-        f"{what} = {found.value:.6g} gives ε = {found.epsilon:.6g} at δ = {delta:g} "
+        f"{what} = {rounded(found.value, up=noise)} gives ε = {rounded(found.epsilon)} at "
+        f"δ = {rounded(delta)} "
         f"(method: {found.method}, {found.evaluations} "
         f"evaluation{'s' if found.evaluations != 1 else ''})"
     )

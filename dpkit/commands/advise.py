@@ -2,7 +2,9 @@
 
 ``dpkit advise --k K --epsilon EPS [--n N] [--json]`` ranks the frequency oracles for k
 categories; ``dpkit advise --mean --epsilon EPS [--lower A --upper B] [--dimension D] [--n N]
-[--json]`` ranks the mean protocols for values in [A, B] (vectors of D of them).
+[--json]`` ranks the mean protocols for values in [A, B] (vectors of D of them);
+``dpkit advise --triangles --nodes N --max-degree D --epsilon EPS [--target SD] [--json]``
+chooses between one- and two-round triangle counting (:func:`dpkit.graph.advise_triangles`).
 """
 
 from __future__ import annotations
@@ -40,8 +42,37 @@ def add_parser(subparsers: Any) -> None:
     parser.add_argument(
         "--dimension", type=int, default=1, help="--mean: values per user (default 1)"
     )
+    parser.add_argument(
+        "--triangles",
+        action="store_true",
+        help="advise on a graph's triangle count: one round or two (--nodes, --max-degree)",
+    )
+    parser.add_argument("--nodes", type=int, help="--triangles: number of nodes")
+    parser.add_argument("--max-degree", type=int, help="--triangles: public degree bound")
+    parser.add_argument("--target", type=float, help="--triangles: standard deviation to reach")
     parser.add_argument("--json", action="store_true", help="print a JSON object")
     parser.set_defaults(handler=run)
+
+
+def _triangles(args: argparse.Namespace) -> int:
+    from dpkit.graph import advise_triangles
+
+    advice = advise_triangles(args.nodes, args.epsilon, args.max_degree, target=args.target)
+    if args.json:
+        print(json.dumps(advice.as_dict(), indent=2))
+        return 0
+    print(
+        f"triangles: n={advice.nodes}  max degree={advice.max_degree}  "
+        f"epsilon={advice.epsilon:g} per edge: best {advice.best.replace('_', ' ')}"
+    )
+    print(f"one round (randomized response): sd >= {advice.one_round_sd:.4g}")
+    print(f"two rounds (epsilon1 = {advice.split:.2f} epsilon): sd <= {advice.two_round_sd:.4g}")
+    if advice.target is not None:
+        print(
+            f"target sd {advice.target:g}: "
+            + ("reached" if advice.reaches_target else "not guaranteed")
+        )
+    return 0
 
 
 def _print_ranking(variances: dict[str, float], label: str) -> None:
@@ -54,6 +85,8 @@ def _print_ranking(variances: dict[str, float], label: str) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    if args.triangles:
+        return _triangles(args)
     registry = get_registry()
     warn_plugin_failures(registry)
     if args.mean == (args.k is not None):

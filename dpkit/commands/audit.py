@@ -1,10 +1,11 @@
 """``dpkit audit NAME [--param key=value ...] [--pair JSON ...] [--pairs FILE] [--query]
-[--samples N] [--seed S] [--alpha A] [--json] [--plot FILE]``.
+[--mode fast|secure|both] [--samples N] [--seed S] [--alpha A] [--json] [--plot FILE]``.
 
 Runs the exact and the statistical tier of :mod:`dpkit.testing` on one registered mechanism —
 or, when NAME is a registered query (``count``, ``sum``, ...), audits the whole query on
 neighbouring datasets (:func:`dpkit.testing.audit_query`) — shows progress on stderr and prints
-a report. ``--pair`` and ``--pairs`` add explicit neighbouring inputs (datasets, for a query),
+a report. The statistical tier samples both randomness modes by default (``--mode`` picks one;
+:mod:`dpkit.testing.modes`), and a violation in either is a violation. ``--pair`` and ``--pairs`` add explicit neighbouring inputs (datasets, for a query),
 checked against the declared relation before anything runs. Exit code 0: no violation found;
 1: a violation was found; 2: bad usage (unknown name, bad parameter, bad pair) or nothing could
 be checked (verdict ``unchecked``, with the reason). ``--plot FILE`` also draws the report with
@@ -23,18 +24,22 @@ import stat
 import sys
 from typing import Any
 
+from dpkit import _json as strict_json
 from dpkit.commands._output import warn_plugin_failures
 from dpkit.commands._requires import AUDIT, PLOT, require
-from dpkit.errors import InvalidParameter, UnknownMechanism
+from dpkit.errors import InvalidParameter, SpecError, UnknownMechanism
 from dpkit.registry import Registry, get_registry
 
 EXIT_PASS = 0
 EXIT_VIOLATION = 1
 EXIT_USAGE = 2
 
-#: Default outputs per input: a vectorised mechanism, and a query (one Python call per release).
+#: Default outputs per input, in each randomness mode: a vectorised mechanism, and a query
+#: (one Python call per release).
 MECHANISM_SAMPLES = 200_000
 QUERY_SAMPLES = 20_000
+#: ``--mode`` choices and the modes each audits.
+MODE_CHOICES = {"both": ("fast", "secure"), "fast": ("fast",), "secure": ("secure",)}
 #: The largest --pairs file read (a pairs file is small; a huge one is a mistake).
 MAX_PAIRS_FILE = 10 * 2**20
 
@@ -82,12 +87,19 @@ def add_parser(subparsers: Any) -> None:
         help="audit the query NAME even if a mechanism has the same name",
     )
     parser.add_argument(
+        "--mode",
+        choices=sorted(MODE_CHOICES),
+        default="both",
+        help="randomness mode(s) to sample: fast (a seeded numpy Generator), secure (dpkit's "
+        "samplers on a keyed ChaCha20 stream) or both (default; α is split between them)",
+    )
+    parser.add_argument(
         "--samples",
         type=int,
         default=None,
         metavar="N",
-        help=f"outputs per input in the test (default {MECHANISM_SAMPLES} for a mechanism, "
-        f"{QUERY_SAMPLES} for a query)",
+        help=f"outputs per input in the test, in each mode (default {MECHANISM_SAMPLES} for a "
+        f"mechanism, {QUERY_SAMPLES} for a query)",
     )
     parser.add_argument("--seed", type=int, default=0, metavar="S", help="random seed (default 0)")
     parser.add_argument(
@@ -95,7 +107,7 @@ def add_parser(subparsers: Any) -> None:
         type=float,
         default=1e-3,
         metavar="A",
-        help="false-violation probability of the ε certificate (default 0.001)",
+        help="false-violation probability of the ε certificate, over all modes (default 0.001)",
     )
     parser.add_argument("--json", action="store_true", help="print the report as JSON")
     parser.add_argument(
@@ -116,7 +128,13 @@ def parse_params(pairs: list[str]) -> dict[str, Any]:
                 "--param", item, "KEY=VALUE, e.g. epsilon=1.0", owner="dpkit audit"
             )
         try:
-            value = json.loads(text)
+            value = strict_json.loads(text)
+        except SpecError as error:
+            if error.code == "duplicate_key":
+                raise InvalidParameter(
+                    "--param", item, f"JSON without a repeated key ({error})", owner="dpkit audit"
+                ) from None
+            value = text  # NaN, Infinity: not JSON numbers, so the text itself
         except (ValueError, RecursionError):
             value = text
         params[key.strip()] = value
@@ -126,10 +144,11 @@ def parse_params(pairs: list[str]) -> dict[str, Any]:
 def parse_pair(text: str, *, field: str = "--pair") -> Any:
     """One ``--pair`` value: JSON of a two-element list."""
     try:
-        pair = json.loads(text)
-    except (ValueError, RecursionError):
+        pair = strict_json.loads(text)
+    except (ValueError, RecursionError, SpecError) as error:
+        reason = f" ({error})" if isinstance(error, SpecError) else ""
         raise InvalidParameter(
-            field, text, "JSON of a pair [x, y], e.g. '[0, 3]'", owner="dpkit audit"
+            field, text, f"JSON of a pair [x, y], e.g. '[0, 3]'{reason}", owner="dpkit audit"
         ) from None
     if not isinstance(pair, list) or len(pair) != 2:
         raise InvalidParameter(field, text, "a JSON list of two inputs [x, y]", owner="dpkit audit")
@@ -151,7 +170,11 @@ def read_pairs(path: str) -> list[Any]:
         )
     try:
         with open(path, encoding="utf-8") as handle:
-            pairs = json.load(handle)
+            pairs = strict_json.loads(handle.read())
+    except SpecError as error:  # a repeated key or a NaN, at its JSON Pointer
+        raise InvalidParameter(
+            "--pairs", path, f"{allowed} ({error})", owner="dpkit audit"
+        ) from None
     except (OSError, ValueError, RecursionError) as error:
         raise InvalidParameter(
             "--pairs", path, f"{allowed} ({type(error).__name__})", owner="dpkit audit"
@@ -229,6 +252,7 @@ def run(args: argparse.Namespace) -> int:
         "seed": args.seed,
         "pairs": pairs,
         "progress": progress,
+        "modes": MODE_CHOICES[args.mode],
     }
     if query:
         report = audit_query(target, samples=args.samples or QUERY_SAMPLES, **options)

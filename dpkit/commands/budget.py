@@ -1,18 +1,20 @@
 """``dpkit budget show|history|verify --ledger LEDGER [--json]``: what a ledger has spent, on what,
-with which result, and whether it is consistent; ``dpkit budget move SOURCE DESTINATION``: move
-a ledger to another location (:func:`dpkit.ledger.move_ledger`)."""
+under which privacy unit, with which result, and whether it is consistent; ``dpkit budget move
+SOURCE DESTINATION``: move a ledger to another location (:func:`dpkit.ledger.move_ledger`)."""
 
 from __future__ import annotations
 
 import argparse
 import json
+from fractions import Fraction
 from typing import Any
 
-from dpkit.commands._output import table
+from dpkit.commands._output import rounded, table
 from dpkit.errors import InvalidParameter
 from dpkit.ledger import Ledger, LedgerEntry, MoveState, move_ledger, require_persistent
 from dpkit.ledger._move import verify_destination
 from dpkit.ledger._store import open_store
+from dpkit.units import UnitIdentity
 
 NOT_STORED = "result not stored (spent)"
 ABORTED = "none (reservation released before data were read)"
@@ -111,14 +113,17 @@ def _release_table(entries: list[LedgerEntry], *, detail: bool) -> str:
 
 def _show(args: argparse.Namespace) -> int:
     ledger = _open(args.ledger)
-    spent = ledger.verify()
+    spent, mixed = ledger._verify()  # consistent; units mixed by an older dpkit are shown
     remaining = ledger.remaining()
     counts = ledger._status_counts()
+    unit = ledger.unit
     record: dict[str, Any] = {
         "ledger": ledger.path,
         "dataset": ledger.dataset,
         "composition": ledger.composition,
         "rule": ledger.rule,
+        "unit": None if unit is None else unit.describe(),
+        "mixed_units": [one.describe() for one in mixed],
         "budget": ledger.budget.as_dict(),
         "spent": _spent_record(spent, ledger.rule),
         "remaining": remaining.as_dict(),
@@ -134,6 +139,7 @@ def _show(args: argparse.Namespace) -> int:
     print(f"ledger       {ledger.path}")
     print(f"dataset      {ledger.dataset}")
     print(f"composition  {_composition_text(ledger)}")
+    print(f"unit         {_unit_text(unit, mixed)}")
     print(f"budget       {ledger.budget}")
     print(f"spent        {_spent_text(spent, ledger.rule)}")
     print(f"remaining    {remaining}")
@@ -155,22 +161,33 @@ def _composition_text(ledger: Ledger) -> str:
     )
 
 
+def _unit_text(unit: UnitIdentity | None, mixed: tuple[UnitIdentity, ...]) -> str:
+    """The privacy unit the budget is for, as ``show`` says it."""
+    if mixed:
+        return (
+            f"mixed ({', '.join(str(one) for one in mixed)}): spent under several privacy "
+            "units by an older dpkit; it takes no more spends"
+        )
+    return "not fixed yet (the first spend fixes it)" if unit is None else str(unit)
+
+
 def _spent_record(spent: Any, rule: str | None) -> dict[str, Any]:
     """What was spent, in the ledger's currency: (ε, δ), or ρ / μ² with the (ε, δ) fields."""
     keep = {"zcdp": "rho", "gdp": "mu2"}.get(rule or "")
     return {
         k: v
-        for k, v in spent.as_dict().items()
+        for k, v in spent.as_dict(up=True).items()
         if not k.startswith(("rho", "mu2")) or (keep and k.startswith(keep))
     }
 
 
 def _spent_text(spent: Any, rule: str | None) -> str:
+    """What was spent, in the ledger's currency, rounded up (never shown below the truth)."""
     if rule == "zcdp":
-        return f"ρ={float(spent.rho or 0):.12g}"
+        return f"ρ={rounded(spent.rho or Fraction(0), 12)}"
     if rule == "gdp":
-        return f"μ²={float(spent.mu2 or 0):.12g}"
-    return f"ε={float(spent.epsilon):.12g}, δ={float(spent.delta):.12g}"
+        return f"μ²={rounded(spent.mu2 or Fraction(0), 12)}"
+    return f"ε={rounded(spent.epsilon, 12)}, δ={rounded(spent.delta, 12)}"
 
 
 def _history(args: argparse.Namespace) -> int:
@@ -184,8 +201,9 @@ def _history(args: argparse.Namespace) -> int:
 
 
 def _verify(args: argparse.Namespace) -> int:
-    """Exit 0 if consistent; a damaged or inconsistent ledger raises a LedgerError (exit 2).
-    A sealed ledger's destination is verified too, and compared entry by entry."""
+    """Exit 0 if consistent; a damaged or inconsistent ledger raises a LedgerError (exit 2),
+    and so does one whose older entries mix privacy units (LedgerUnitsMixed). A sealed
+    ledger's destination is verified too, and compared entry by entry."""
     ledger = _open(args.ledger)
     spent = ledger.verify()
     record, line = _consistent(ledger, spent)
@@ -232,17 +250,20 @@ def _verify(args: argparse.Namespace) -> int:
 def _consistent(ledger: Ledger, spent: Any) -> tuple[dict[str, Any], str]:
     """A verified ledger as ``verify`` reports it: its JSON record and its line."""
     releases, not_stored = ledger._release_counts()  # counted by the database
+    unit = ledger.unit
     record: dict[str, Any] = {
         "ledger": ledger.path,
         "consistent": True,
+        "unit": None if unit is None else unit.describe(),
         "spent": _spent_record(spent, ledger.rule),
         "releases": releases,
         "results_not_stored": not_stored,
     }
     line = (
         f"{ledger.path} is consistent: spent {_spent_text(spent, ledger.rule)} of "
-        f"{ledger.budget} in {record['releases']} releases ({record['results_not_stored']} "
-        "without a stored result)"
+        f"{ledger.budget} for the privacy unit {_unit_text(unit, ())} in "
+        f"{record['releases']} releases ({record['results_not_stored']} without a stored "
+        "result)"
     )
     return record, line
 
@@ -268,7 +289,7 @@ def _move(args: argparse.Namespace) -> int:
     verb = {"moved": "moved", "finished": "finished moving", "already moved": "already moved"}
     print(
         f"{verb[result.outcome]} {result.source} to {result.destination}: {result.entries} "
-        f"entries, spent {result.spent} (both verified, every entry compared); "
+        f"entries, spent {result.spent.text(up=True)} (both verified, every entry compared); "
         f"{result.source} is sealed and takes no more spends"
     )
     return 0

@@ -77,7 +77,12 @@ def add_parser(subparsers: Any) -> None:
         help=f"ledger file (default {DEFAULT_LEDGER}), sqlite:///PATH, or "
         "postgresql://USER@HOST/DATABASE?ledger=NAME (shared by many hosts; dpkit[postgresql])",
     )
-    parser.add_argument("--seed", type=int, help="fast, seeded randomness (not attack-resistant)")
+    parser.add_argument(
+        "--seed",
+        type=int,
+        help="fast, seeded randomness for every query (not attack-resistant); refused for a "
+        "spec that asks for secure mode",
+    )
     parser.add_argument("--out", type=Path, help="write the result JSON here instead of stdout")
     parser.add_argument(
         "--json", action="store_true", help="print the result (or errors) as JSON for machines"

@@ -1,9 +1,10 @@
 """The durable privacy ledger: a database that records every spend of a budget.
 
-One ledger belongs to one dataset and holds its budget, its composition rule, and one entry
-per release (time, mechanism, parameters as JSON, accounting event, exact cost, session and
-dataset ids, release id, randomness mode, an optional label, and the released result once it
-is stored). It lives in one of two databases, with the same contract:
+One ledger belongs to one dataset and holds its budget, its composition rule, its privacy
+unit, and one entry per release (time, mechanism, parameters as JSON, accounting event, exact
+cost, session and dataset ids, release id, randomness mode, privacy unit, an optional label,
+and the released result once it is stored). It lives in one of two databases, with the same
+contract:
 
 * **SQLite** (the embedded default): a file (``"ledger.sqlite"``, ``"sqlite:///PATH"``) shared
   by any number of processes, threads and ledger handles on one host, or ``":memory:"``;
@@ -30,6 +31,13 @@ A ledger moves to another location (SQLite → PostgreSQL, when a budget outgrow
 sealed (it refuses every spend with :class:`LedgerMoved`, naming the new one) and the new one
 takes over, so at most one of them ever takes spends, even if the move is killed.
 
+A budget bounds the loss of **one privacy unit** (:mod:`dpkit.units`): ``record``, or ``id``
+with its column (not its bounds, which are per query). The ledger's unit is fixed when it is
+created with one (``unit=``), or else by its first spend, in that spend's transaction; a spend
+under another unit is refused with :class:`UnitMismatch` before anything is written. A ledger
+made by an older dpkit gets the unit of its spent entries when it is migrated; if they mix
+units it takes no more spends (:class:`LedgerUnitsMixed`).
+
 A location that cannot hold a ledger is refused with :class:`LedgerError` or
 :class:`NotALedger` before anything is written; damaged metadata or totals raise
 :class:`LedgerCorrupt`; the ledger of another dataset raises :class:`LedgerMismatch`.
@@ -43,7 +51,9 @@ from dpkit.ledger._errors import (
     LedgerError,
     LedgerMismatch,
     LedgerMoved,
+    LedgerUnitsMixed,
     NotALedger,
+    UnitMismatch,
 )
 from dpkit.ledger._location import require_persistent
 from dpkit.ledger._move import MoveResult, move_ledger
@@ -61,10 +71,12 @@ __all__ = [
     "LedgerError",
     "LedgerMismatch",
     "LedgerMoved",
+    "LedgerUnitsMixed",
     "MoveResult",
     "MoveState",
     "NotALedger",
     "SpendRequest",
+    "UnitMismatch",
     "exact_text",
     "move_ledger",
     "require_persistent",

@@ -30,7 +30,9 @@ from dpkit.ledger._errors import (
     LedgerError,
     LedgerMismatch,
     LedgerMoved,
+    LedgerUnitsMixed,
     NotALedger,
+    UnitMismatch,
 )
 from dpkit.ledger._schema import (
     ADDED_META,
@@ -54,6 +56,7 @@ from dpkit.ledger._values import (
     exact_text,
     fraction_text,
 )
+from dpkit.units import UnitIdentity, as_identity
 
 __all__ = ["PENDING", "Composition", "Ledger"]
 
@@ -70,7 +73,10 @@ _SELECT_ENTRIES = f"SELECT {', '.join(entry_column_names())} FROM {{entries}}"
 _AMOUNTS = tuple(total.name for total in TOTALS)
 _AMOUNTS_AT = tuple(entry_column_names().index(name) for name in _AMOUNTS)
 _STATUS_AT = entry_column_names().index("status")
-_JSON_AT = tuple((entry_column_names().index(c), c) for c in ("parameters", "event", "result"))
+_JSON_AT = tuple(
+    (entry_column_names().index(c), c) for c in ("parameters", "event", "result", "unit")
+)
+_UNIT_AT = entry_column_names().index("unit")
 _VERIFY_BATCH = 5000
 
 
@@ -80,6 +86,12 @@ PENDING = json.dumps({"stored": "pending"})
 
 def _zero() -> Totals:
     return {total.name: Fraction(0) for total in TOTALS}
+
+
+#: A ledger's privacy unit (meta ``unit``): not fixed yet, fixed, or the units an older
+#: ledger's entries mix (see Ledger.unit).
+UnitState = tuple[UnitIdentity | None, tuple[UnitIdentity, ...]]
+_UNIT_ALLOWED = "'' or a privacy unit such as '{\"kind\":\"record\"}'"
 
 
 def _amount(cost: Cost, total: Total) -> Fraction:
@@ -108,6 +120,13 @@ class Ledger:
     ``composition`` is one of :data:`dpkit.filters.RULES` (the privacy filter that admits each
     spend); the budget must carry ``rho`` for ``"zcdp"`` and ``mu2`` for ``"gdp"`` (and both,
     where δ > 0, for ``"best"``, whose currency the first spend fixes).
+
+    ``unit`` is the privacy unit the budget is for (:attr:`unit`): ``"record"``, a
+    :class:`~dpkit.RecordUnit` or :class:`~dpkit.IdUnit` (only its id column counts, not its
+    bounds) or a :class:`~dpkit.units.UnitIdentity`. Given when the ledger is created, it is
+    fixed then; otherwise the first spend fixes it, in its transaction. Every spend under
+    another unit is refused with :class:`UnitMismatch` before anything is written, and so is
+    every spend of this handle under a unit other than the one given.
     """
 
     def __init__(
@@ -117,8 +136,11 @@ class Ledger:
         dataset: str | None = None,
         budget: Budget | None = None,
         composition: Composition | None = None,
+        unit: Any = None,
         timeout: float = 60.0,
     ):
+        #: The unit this handle spends under, if given (checked before anything is opened).
+        self._declared_unit = None if unit is None else as_identity(unit)
         self._store: Store = open_store(path, timeout=timeout)
         self.path = self._store.path
         self.timeout = timeout
@@ -129,8 +151,10 @@ class Ledger:
                     raise LedgerError(
                         f"no ledger at {self.path}: give a budget to create one", path=self.path
                     )
-                self._create(dataset or "default", budget, composition or "basic")
-            self.dataset, self.composition, self.budget = self._read_meta()
+                self._create(
+                    dataset or "default", budget, composition or "basic", self._declared_unit
+                )
+            self.dataset, self.composition, self.budget, found = self._read_meta()
         if dataset is not None and dataset != self.dataset:
             raise LedgerMismatch("dataset", self.dataset, dataset, path=self.path)
         if composition is not None and composition != self.composition:
@@ -140,13 +164,25 @@ class Ledger:
             self.budget.delta,
         ):
             raise LedgerMismatch("budget", self.budget, budget, path=self.path)
+        declared = self._declared_unit
+        if declared is not None and found[0] is not None and found[0] != declared:
+            raise UnitMismatch(
+                found[0],
+                declared,
+                path=self.path,
+                message=f"ledger {self.path} has privacy unit={found[0]!s} but unit="
+                f"{declared!s} was given; a ledger's budget is for one privacy unit (use "
+                "another ledger)",
+            )
 
     # -- opening -----------------------------------------------------------------------------
     def _transaction(self) -> AbstractContextManager[Tx]:
         """A write transaction holding the ledger's write lock (see :mod:`dpkit.ledger._store`)."""
         return self._store.write()
 
-    def _create(self, dataset: str, budget: Budget, composition: Composition) -> None:
+    def _create(
+        self, dataset: str, budget: Budget, composition: Composition, unit: UnitIdentity | None
+    ) -> None:
         if composition not in RULES:
             raise InvalidParameter("composition", composition, _RULES_TEXT)
         needed = {"zcdp": "rho", "gdp": "mu2"}.get(composition)
@@ -163,12 +199,13 @@ class Ledger:
             "budget_mu2": fraction_text(budget.mu2) if budget.mu2 is not None else "",
             **{total.key: "0/1" for total in TOTALS},
             "rule": "",
+            "unit": "" if unit is None else _unit_text(unit),
             **{key: ADDED_META[key] for key in MOVE_KEYS},
             "created": _now(),
         }
         self._store.create(meta)
 
-    def _read_meta(self) -> tuple[str, Composition, Budget]:
+    def _read_meta(self) -> tuple[str, Composition, Budget, UnitState]:
         with self._store.guarded("opening", not_a_ledger=True), self._store.read() as tx:
             rows = tx.rows("SELECT key, value FROM {meta}")
         meta: dict[str, str] = {str(k): str(v) for k, v in rows}
@@ -198,15 +235,16 @@ class Ledger:
             if total.since <= int(version):
                 self._meta_fraction(meta, total.key)
         if int(version) < SCHEMA_VERSION:
-            self._migrate()
-            meta.update({k: v for k, v in ADDED_META.items() if k not in meta})
+            meta = self._migrate()
+        unit = self._parse_unit(self._meta_value(meta, "unit", _UNIT_ALLOWED))
         rho = self._optional_fraction(meta, "budget_rho", composition == "zcdp")
         mu2 = self._optional_fraction(meta, "budget_mu2", composition == "gdp")
         rule = meta.get("rule", "")
         if rule and (composition != "best" or rule not in CURRENCIES):
             raise self._damaged("rule", rule, "a currency (basic, zcdp, gdp) of a 'best' ledger")
         self._move_state(meta)
-        return dataset, composition, Budget(epsilon, delta, rho, mu2)  # type: ignore[return-value]
+        budget = Budget(epsilon, delta, rho, mu2)
+        return dataset, composition, budget, unit  # type: ignore[return-value]
 
     def _optional_fraction(self, meta: dict[str, str], key: str, required: bool) -> Fraction | None:
         """A budget of one currency: required by its rule, optional ('' = none) otherwise."""
@@ -214,12 +252,13 @@ class Ledger:
             return None
         return self._meta_fraction(meta, key)
 
-    def _migrate(self) -> None:
+    def _migrate(self) -> dict[str, str]:
         """Bring an older ledger to :data:`SCHEMA_VERSION`: add the entry columns and the spent
         totals it lacks (idempotent: concurrent openers serialise on the write lock, and the
-        second finds them there). Version 1 → 2 added ``label`` and ``result``; 2 → 3 the
-        ``mu2`` and ``rule`` columns, the Gaussian-DP total and meta keys (old entries keep
-        ``rule`` NULL)."""
+        second finds them there), and return its metadata as migrated. Version 1 → 2 added
+        ``label`` and ``result``; 2 → 3 the ``mu2`` and ``rule`` columns, the Gaussian-DP total
+        and meta keys (old entries keep ``rule`` NULL); 4 → 5 the privacy unit, derived from
+        the spent entries (:meth:`_derived_unit`; old entries keep ``unit`` NULL)."""
         with self._store.write() as tx:
             columns = self._store.columns(tx)
             if not columns:
@@ -233,10 +272,57 @@ class Ledger:
                     tx.run("INSERT INTO {meta} (key, value) VALUES (?, '0/1')", (total.key,))
             for key, value in ADDED_META.items():
                 if key not in present:
+                    value = self._derived_unit(tx) if key == "unit" else value
                     tx.run("INSERT INTO {meta} (key, value) VALUES (?, ?)", (key, value))
             tx.run(
                 "UPDATE {meta} SET value = ? WHERE key = 'schema_version'", (str(SCHEMA_VERSION),)
             )
+            return {str(k): str(v) for k, v in tx.rows("SELECT key, value FROM {meta}")}
+
+    def _derived_unit(self, tx: Tx) -> str:
+        """The stored privacy unit of a ledger spent by a dpkit that did not record one: the
+        unit of its spent entries (a table query records its ``unit`` in its parameters; any
+        other release protected one record), or '' if it has none; if they disagree, every
+        unit found (the ledger then takes no more spends: :class:`LedgerUnitsMixed`). A damaged
+        entry leaves the unit unknown: the migration is refused, nothing changed."""
+        first: dict[UnitIdentity, int] = {}
+        query = "SELECT seq, parameters FROM {entries} WHERE status = 'spent' ORDER BY seq"
+        for batch in self._store.batches(tx, query, _VERIFY_BATCH):
+            for seq, text in batch:
+                first.setdefault(self._recorded_unit(seq, text), int(seq))
+        units = sorted(first, key=first.__getitem__)
+        if not units:
+            return ""
+        if len(units) == 1:
+            return _unit_text(units[0])
+        return _compact({"kind": "mixed", "units": [unit.describe() for unit in units]})
+
+    def _recorded_unit(self, seq: Any, text: Any) -> UnitIdentity:
+        """The privacy unit an entry's parameters record (one record if they name none)."""
+        try:
+            parameters = json.loads(text)
+        except (TypeError, ValueError):
+            parameters = None
+        if not isinstance(parameters, dict):
+            raise self._undetermined(seq, "its parameters are not a JSON object")
+        for key in ("unit", "privacy_unit"):
+            value = parameters.get(key)
+            if isinstance(value, dict) and value.get("kind") == "record":
+                return UnitIdentity("record")
+            if isinstance(value, dict) and value.get("kind") == "id":
+                column = value.get("column")
+                if not isinstance(column, str) or not column:
+                    raise self._undetermined(seq, f"its id unit has no column: {value!r:.80}")
+                return UnitIdentity("id", column)
+        return UnitIdentity("record")
+
+    def _undetermined(self, seq: Any, why: str) -> LedgerCorrupt:
+        return LedgerCorrupt(
+            f"ledger {self.path} was made by an older dpkit and its privacy unit cannot be "
+            f"determined from its entries: entry {seq} is damaged ({why}); it was not "
+            "migrated (nothing was changed)",
+            path=self.path,
+        )
 
     def _damaged(self, key: str, value: Any, allowed: str) -> LedgerCorrupt:
         return LedgerCorrupt(
@@ -297,6 +383,102 @@ class Ledger:
                 state=state.state,
                 moved_from=state.moved_from,
             )
+
+    # -- the privacy unit --------------------------------------------------------------------
+    def _parse_unit(self, text: str) -> UnitState:
+        """A stored unit: '' (not fixed), a unit, or the units an older ledger mixes."""
+        if text == "":
+            return None, ()
+        try:
+            document = json.loads(text)
+            if isinstance(document, dict) and document.get("kind") == "mixed":
+                if set(document) != {"kind", "units"} or not isinstance(document["units"], list):
+                    raise ValueError(text)
+                units = tuple(UnitIdentity.parse(unit) for unit in document["units"])
+                if len(units) < 2 or len(set(units)) != len(units):
+                    raise ValueError(text)
+                return None, units
+            return UnitIdentity.parse(document), ()
+        except (TypeError, ValueError):  # InvalidParameter is a ValueError
+            raise self._damaged("unit", text, _UNIT_ALLOWED) from None
+
+    def _read_unit(self, tx: Tx) -> UnitState:
+        row = tx.one("SELECT value FROM {meta} WHERE key = 'unit'")
+        if row is None:
+            raise self._damaged("unit", "missing", _UNIT_ALLOWED)
+        return self._parse_unit(str(row[0]))
+
+    def _unit_state(self) -> UnitState:
+        with self._store.guarded("reading the privacy unit"), self._store.read() as tx:
+            return self._read_unit(tx)
+
+    @property
+    def unit(self) -> UnitIdentity | None:
+        """The privacy unit this ledger's budget is for (:class:`~dpkit.units.UnitIdentity`:
+        ``record``, or ``id`` and its column), fixed when the ledger was created with one or by
+        its first spend; None before. A ledger migrated from a dpkit older than the privacy
+        unit has the unit of its spent entries; one whose entries protect several units has
+        None here and lists them in :attr:`mixed_units`."""
+        return self._unit_state()[0]
+
+    @property
+    def mixed_units(self) -> tuple[UnitIdentity, ...]:
+        """The privacy units an older ledger's spent entries mix (in the order of their first
+        spend), or ``()``. Such a ledger takes no more spends (:class:`LedgerUnitsMixed`):
+        its budget bounds the loss of none of them."""
+        return self._unit_state()[1]
+
+    def _batch_unit(self, requests: list[SpendRequest]) -> UnitIdentity:
+        """The one privacy unit of a batch of spends (public: before the transaction)."""
+        first = requests[0].unit
+        for index, request in enumerate(requests):
+            if request.unit != first:
+                raise UnitMismatch(
+                    first,
+                    request.unit,
+                    path=self.path,
+                    message=f"a batch of releases is charged on one budget, which is for one "
+                    f"privacy unit, but release 0{_named(requests[0])} protects {first!s} and "
+                    f"release {index}{_named(request)} protects {request.unit!s}; release them "
+                    "on separate ledgers; nothing was spent",
+                )
+        declared = self._declared_unit
+        if declared is not None and first != declared:
+            raise UnitMismatch(
+                declared,
+                first,
+                path=self.path,
+                message=f"ledger {self.path} was opened for the privacy unit {declared!s} "
+                f"(unit=), but this release protects the privacy unit {first!s}; nothing was "
+                "spent",
+            )
+        return first
+
+    def _admit_unit(self, tx: Tx, unit: UnitIdentity) -> bool:
+        """Refuse a spend under another unit than the ledger's (inside the spend's
+        transaction, before anything is written); True if this spend fixes the unit."""
+        found, mixed = self._read_unit(tx)
+        if mixed:
+            raise LedgerUnitsMixed(mixed, path=self.path)
+        if found is None:
+            return True
+        if found != unit:
+            raise UnitMismatch(found, unit, path=self.path)
+        return False
+
+    def _entry_unit(self, seq: Any, text: Any) -> UnitIdentity | None:
+        """The unit column of an entry (None in entries older than schema version 5)."""
+        document = self._load(seq, "unit", text)
+        if document is None:
+            return None
+        try:
+            return UnitIdentity.parse(document)
+        except ValueError:
+            raise LedgerCorrupt(
+                f"ledger {self.path} has a damaged unit in entry {seq}: {text!r:.80}; "
+                + VERIFY_HINT.format(path=self.path),
+                path=self.path,
+            ) from None
 
     # -- totals and admission ----------------------------------------------------------------
     def _cached_totals(self, tx: Tx) -> Totals:
@@ -402,15 +584,27 @@ class Ledger:
         session_id: str,
         randomness: str,
         label: str | None = None,
+        unit: Any = None,
     ) -> LedgerEntry:
         """Check and record one spend atomically; :class:`BudgetExceeded` if it does not fit.
 
         In one write transaction (SQLite: ``BEGIN IMMEDIATE``; PostgreSQL: the ledger's row
-        lock): recompute the totals from the entries (exact sum), refuse with
-        :class:`LedgerCorrupt` if they disagree with the cached totals, check the budget,
-        insert the entry and update the totals. ``label`` names the release.
+        lock): refuse a spend under another privacy unit than the ledger's
+        (:class:`UnitMismatch`; ``unit`` is the release's, one record by default), recompute
+        the totals from the entries (exact sum), refuse with :class:`LedgerCorrupt` if they
+        disagree with the cached totals, check the budget, insert the entry and update the
+        totals. ``label`` names the release.
         """
-        request = SpendRequest(cost, mechanism, parameters, event, session_id, randomness, label)
+        request = SpendRequest(
+            cost,
+            mechanism,
+            parameters,
+            event,
+            session_id,
+            randomness,
+            label,
+            unit=UnitIdentity("record") if unit is None else as_identity(unit),
+        )
         return self.spend_all([request])[0]
 
     def spend_all(self, requests: list[SpendRequest]) -> list[LedgerEntry]:
@@ -420,14 +614,19 @@ class Ledger:
         whole raises :class:`BudgetExceeded` and writes nothing (an interruption cannot leave
         half of it). Each cost is charged in the ledger's currency
         (:func:`dpkit.filters.project`); a ``"best"`` ledger's first spend fixes the currency
-        (:func:`dpkit.filters.choose`), in the same transaction.
+        (:func:`dpkit.filters.choose`), in the same transaction. Every spend of the batch must
+        be under one privacy unit, the ledger's (:class:`UnitMismatch`; the first spend of a
+        ledger without one fixes it, in the same transaction); a ledger whose older entries mix
+        units refuses every spend (:class:`LedgerUnitsMixed`).
         """
         rows = [self._spend_row(request) for request in requests]
         if not rows:
             return []
+        unit = self._batch_unit(requests)
         entries: list[LedgerEntry] = []
         with self._store.guarded("spending"), self._store.write() as tx:
             self._require_live(tx)
+            fixes_unit = self._admit_unit(tx, unit)
             spent = self._checked_totals(tx)
             rule = self._rule(tx)
             if rule is None:  # a "best" ledger's first spend (every other ledger has a rule)
@@ -438,6 +637,8 @@ class Ledger:
                 raise BudgetExceeded(batch, self._remaining(self._as_budget(spent, rule), rule))
             if self.composition == "best":
                 tx.run("UPDATE {meta} SET value = ? WHERE key = 'rule'", (rule,))
+            if fixes_unit:
+                tx.run("UPDATE {meta} SET value = ? WHERE key = 'unit'", (_unit_text(unit),))
             after = {t.name: spent[t.name] + _amount(batch, t) for t in TOTALS}
             for (entry, record), cost, request in zip(rows, charged, requests, strict=True):
                 entry = attrs.evolve(entry, cost=cost, rule=filters.entry_rule(rule, request.plan))
@@ -468,6 +669,10 @@ class Ledger:
                 )
         if label is not None and not isinstance(label, str):
             raise InvalidParameter("label", label, "a string or None", owner="Ledger.spend")
+        if not isinstance(request.unit, UnitIdentity):
+            raise InvalidParameter(
+                "unit", request.unit, "a dpkit.units.UnitIdentity", owner="Ledger.spend"
+            )
         params_json = json.dumps(request.parameters, sort_keys=True, default=str)
         event_json = json.dumps(request.event, sort_keys=True, default=str)
         entry = LedgerEntry(
@@ -483,6 +688,7 @@ class Ledger:
             request.randomness,
             "spent",
             label,
+            unit=request.unit,
         )
         record: dict[str, Any] = {
             "release_id": entry.release_id,
@@ -496,6 +702,7 @@ class Ledger:
             "randomness": entry.randomness,
             "status": "spent",
             "label": label,
+            "unit": _unit_text(request.unit),
         }
         if request.final:  # data are read next: a stored result makes abort refuse it
             entry = attrs.evolve(entry, result=json.loads(PENDING))
@@ -648,24 +855,37 @@ class Ledger:
             r["label"],
             load("result"),
             r["rule"],
+            self._entry_unit(r["seq"], r["unit"]),
         )
 
     def verify(self) -> Budget:
         """Check the ledger: the database's integrity check (SQLite's ``integrity_check``),
         every entry readable, the cached totals equal to the exact sum of the spent entries,
-        and the totals within the budget.
+        the totals within the budget, and every spent entry under the ledger's privacy unit.
 
-        Returns the totals; raises :class:`LedgerCorrupt` saying everything that is wrong.
-        The entries are read in batches (a ledger of millions is never held in memory) in one
-        snapshot; each distinct cost is parsed once and summed times its count (exact).
+        Returns the totals; raises :class:`LedgerCorrupt` saying everything that is wrong,
+        or, for a consistent ledger whose older entries mix privacy units (:attr:`mixed_units`),
+        :class:`LedgerUnitsMixed`. The entries are read in batches (a ledger of millions is
+        never held in memory) in one snapshot; each distinct cost is parsed once and summed
+        times its count (exact).
         """
+        spent, mixed = self._verify()
+        if mixed:
+            raise LedgerUnitsMixed(mixed, path=self.path)
+        return spent
+
+    def _verify(self) -> tuple[Budget, tuple[UnitIdentity, ...]]:
+        """:meth:`verify`'s checks of consistency: the totals, and the units its older
+        entries mix (which ``dpkit budget show`` shows rather than refuses)."""
+        units: dict[UnitIdentity, Any] = {}
         with self._store.guarded("verifying"), self._store.snapshot() as tx:
             problem = self._store.integrity_problem(tx)
             if problem is not None:
                 raise LedgerCorrupt(f"ledger {self.path} {problem}", path=self.path)
             cached = self._cached_totals(tx)
-            costs = self._readable_costs(tx)
+            costs = self._readable_costs(tx, units)
             rule = self._rule(tx)
+            unit, mixed = self._read_unit(tx)
         summed, count = _zero(), 0
         for (status, amounts), (seq, times) in costs.items():
             cost = self._row_cost(dict(zip(_AMOUNTS, amounts, strict=True)), where=f"entry {seq}")
@@ -683,15 +903,25 @@ class Ledger:
             problems.append(
                 f"its spent entries {_totals_text(summed)} exceed the budget {self.budget}"
             )
+        for found, seq in units.items():
+            if found != unit:
+                problems.append(
+                    f"its entry {seq} protects the privacy unit {found!s}, but its budget is "
+                    + ("for no privacy unit yet" if unit is None else f"for {unit!s}")
+                )
         if problems:
             raise LedgerCorrupt(
                 f"ledger {self.path} is inconsistent: " + "; ".join(problems), path=self.path
             )
-        return self._as_budget(cached, rule)
+        return self._as_budget(cached, rule), mixed
 
-    def _readable_costs(self, tx: Tx) -> dict[tuple[Any, tuple[Any, ...]], list[Any]]:
-        """Every entry's JSON checked; ``(status, amounts as stored) -> [first seq, count]``."""
+    def _readable_costs(
+        self, tx: Tx, units: dict[UnitIdentity, Any]
+    ) -> dict[tuple[Any, tuple[Any, ...]], list[Any]]:
+        """Every entry's JSON checked; ``(status, amounts as stored) -> [first seq, count]``;
+        ``units`` gets each privacy unit of a spent entry, with the first entry under it."""
         costs: dict[tuple[Any, tuple[Any, ...]], list[Any]] = {}
+        parsed: dict[Any, UnitIdentity | None] = {}
         for batch in self._store.batches(tx, _SELECT_ENTRIES + " ORDER BY seq", _VERIFY_BATCH):
             for row in batch:
                 for at, column in _JSON_AT:
@@ -702,6 +932,12 @@ class Ledger:
                     costs[key] = [row[0], 1]
                 else:
                     found[1] += 1
+                text = row[_UNIT_AT]
+                if text not in parsed:  # a few distinct texts: each parsed once
+                    parsed[text] = self._entry_unit(row[0], text)
+                unit = parsed[text]
+                if unit is not None and row[_STATUS_AT] == "spent":
+                    units.setdefault(unit, row[0])
         return costs
 
     def close(self) -> None:
@@ -731,6 +967,19 @@ def _amounts_record(cost: Cost) -> dict[str, str | None]:
         for total in TOTALS
         for value in [getattr(cost, total.name)]
     }
+
+
+def _compact(document: Any) -> str:
+    return json.dumps(document, sort_keys=True, separators=(",", ":"))
+
+
+def _unit_text(unit: UnitIdentity) -> str:
+    """A privacy unit as the ledger stores it (in its metadata and in each entry)."""
+    return _compact(unit.describe())
+
+
+def _named(request: SpendRequest) -> str:
+    return "" if request.label is None else f" ({request.label!r})"
 
 
 def _totals_text(totals: Totals) -> str:

@@ -12,7 +12,9 @@ __all__ = [
     "LedgerError",
     "LedgerMismatch",
     "LedgerMoved",
+    "LedgerUnitsMixed",
     "NotALedger",
+    "UnitMismatch",
 ]
 
 #: Appended to messages about a damaged ledger (``{path}`` is the ledger as displayed).
@@ -57,6 +59,59 @@ class LedgerMismatch(LedgerError):
         super().__init__(
             f"ledger {path} has {field}={found!s} but {field}={given!s} was given; "
             "a ledger belongs to one dataset and one budget (use another ledger)",
+            path=path,
+        )
+
+
+class UnitMismatch(LedgerMismatch):
+    """A release protects another privacy unit than the one the ledger's budget is for (or a
+    batch mixes units, or a unit given when opening disagrees with the ledger's). Nothing was
+    read or spent.
+
+    A budget bounds the privacy loss of one privacy unit: ε spent under a record unit is up to
+    kε for a person with k records, so spends under two units never add up to a bound on
+    either. ``found`` is the ledger's unit (or the batch's first), ``given`` the release's, as
+    :class:`~dpkit.units.UnitIdentity` values.
+    """
+
+    code = "unit_mismatch"
+
+    def __init__(self, found: Any, given: Any, *, path: str = "", message: str = ""):
+        self.field = "privacy unit"
+        self.found = found
+        self.given = given
+        LedgerError.__init__(
+            self,
+            message
+            or (
+                f"ledger {path} spends its budget for the privacy unit {found!s}, but this "
+                f"release protects the privacy unit {given!s}: a budget bounds the loss of one "
+                "privacy unit, so a release under another is refused (release it on a ledger "
+                "of its own); nothing was spent"
+            ),
+            path=path,
+        )
+
+
+class LedgerUnitsMixed(LedgerError):
+    """The ledger's spent entries protect several privacy units (it was spent by a dpkit
+    older than the ledger's privacy unit), so its budget bounds the loss of none of them: it
+    takes no more spends. Its entries and totals are kept; nothing was spent.
+
+    ``units`` lists the :class:`~dpkit.units.UnitIdentity` values found, in the order of
+    their first spend.
+    """
+
+    code = "ledger_units_mixed"
+
+    def __init__(self, units: tuple[Any, ...], *, path: str = ""):
+        self.units = units
+        shown = ", ".join(str(unit) for unit in units)
+        super().__init__(
+            f"ledger {path} was spent under several privacy units ({shown}) by a dpkit that "
+            "did not yet fix a ledger's privacy unit: its budget bounds the loss of none of "
+            "them, so it takes no more spends. Its entries and totals are kept; start a new "
+            "ledger for each privacy unit",
             path=path,
         )
 

@@ -3,9 +3,9 @@ having two ledgers that take spends, and without losing a committed spend.
 
 A budget must never be reset: a team that moves its ledger and starts a fresh one has forgotten
 everything it spent. :func:`move_ledger` copies a ledger's complete state — metadata (dataset,
-budget, composition rule, totals, creation time) and every entry as stored, with its number —
-and hands the budget over in three commits, each of which a crash (SIGKILL, power loss) either
-completes or leaves out:
+budget, composition rule, privacy unit, totals, creation time) and every entry as stored, with
+its number — and hands the budget over in three commits, each of which a crash (SIGKILL, power
+loss) either completes or leaves out:
 
 1. **Copy**, holding the *source's* write lock from before the first read to after step 2 (so a
    spender racing the move either commits before the copy, and is copied, or waits and is then
@@ -30,7 +30,8 @@ of them takes spends at any moment, and the one that does holds every committed 
 Every check that needs no write comes first, with a typed error and nothing written: a location
 that is not persistent, the source and destination the same ledger, a source that is sealed (to
 another destination) or awaiting a move of its own, a destination that holds entries, another
-ledger's move, or another dataset, budget or composition rule (:class:`LedgerMismatch`). The
+ledger's move, or another dataset, budget, composition rule or privacy unit
+(:class:`LedgerMismatch`; an empty destination whose unit is not fixed yet takes the source's). The
 copy re-checks them under both locks. Finally both ledgers are verified
 (:meth:`~dpkit.ledger.Ledger.verify`) and every entry of the source is compared with its copy
 (:func:`compare_entries`; ``dpkit budget verify`` of a sealed ledger does the same, through
@@ -133,7 +134,7 @@ class MoveResult:
             "move_id": self.move_id,
             "outcome": self.outcome,
             "entries": self.entries,
-            "spent": self.spent.as_dict(),
+            "spent": self.spent.as_dict(up=True),
         }
 
 
@@ -174,7 +175,7 @@ def move_ledger(
         Ledger(destination, timeout=timeout).close()  # a ledger (migrated if older)
         with dst.guarded("opening the destination"), dst.read() as tx:
             _check_destination(src.path, mine, dst, tx, src_at)
-    src.verify()  # a damaged ledger is not moved (every entry read, before taking the lock)
+    src._verify()  # a damaged ledger is not moved (every entry read, before taking the lock)
     move_id = uuid.uuid4().hex
     with src._store.guarded("moving the ledger"), src._store.write() as tx:
         # waits of the copy between the source's statements: the destination's lock (up to
@@ -237,10 +238,14 @@ def _check_destination(
             "nothing was written",
             path=dst.path,
         )
-    mine, theirs = _settings(src_path, mine), _settings(dst.path, found)
+    ours, theirs = _settings(src_path, mine), _settings(dst.path, found)
     for key, field in _SETTINGS.items():
-        if mine[key] != theirs[key]:
-            raise LedgerMismatch(field, theirs[key] or "none", mine[key] or "none", path=dst.path)
+        if ours[key] != theirs[key]:
+            raise LedgerMismatch(field, theirs[key] or "none", ours[key] or "none", path=dst.path)
+    # an empty destination whose unit is not fixed yet takes the source's (the copy carries it)
+    unit = mine.get("unit", "")
+    if found.get("unit", "") not in ("", unit):
+        raise LedgerMismatch("privacy unit", found["unit"], unit or "none", path=dst.path)
 
 
 def _settings(path: str, meta: dict[str, str]) -> dict[str, str]:
@@ -358,8 +363,8 @@ def _verified(
     """Both ledgers verified, and every entry of the (sealed) source equal to its copy, as
     stored (text for text, under the same number)."""
     dst = Ledger(destination, timeout=src.timeout)
-    spent = src.verify()
-    dst.verify()
+    spent = src._verify()[0]  # a ledger whose older entries mix units moves as it is
+    dst._verify()
     moved, _ = compare_entries(src, dst)
     return MoveResult(src.path, dst.path, move_id, outcome, moved, spent)
 
@@ -419,7 +424,7 @@ def verify_destination(
             f"{found.moved_from or 'nowhere'}; " + VERIFY_HINT.format(path=dst.path),
             path=dst.path,
         )
-    spent = dst.verify()
+    spent = dst._verify()[0]
     moved, since = compare_entries(src, dst)
     return DestinationCheck(dst, spent, found, moved, since)
 

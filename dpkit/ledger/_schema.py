@@ -1,8 +1,9 @@
 """The ledger's two tables, described once for every backend, and the SQL they are used with.
 
 A ledger is a key/value table of metadata (``dpkit_meta``: format tag, schema version, dataset,
-budget, composition rule, and the cached spent totals) and a table of entries (``dpkit_entries``:
-one row per release, every value stored as text; amounts as exact fractions ``"1/10"``).
+budget, composition rule, privacy unit, and the cached spent totals) and a table of entries
+(``dpkit_entries``: one row per release, every value stored as text; amounts as exact fractions
+``"1/10"``).
 
 Every column of an entry and every spent total is declared here and only here; the tables'
 DDL, the insert of an entry, the totals check and the migration of older ledgers are derived
@@ -38,8 +39,10 @@ FORMAT = "dpkit-ledger"
 #: 2 added the ``label`` and ``result`` columns; 3 the ``mu2`` and ``rule`` columns, the
 #: Gaussian-DP totals and the ``rule`` of a "best" ledger; 4 the move state (``state``,
 #: ``move_id``, ``moved_to``, ``moved_from``), so that a dpkit that does not know a sealed ledger
-#: refuses to open it rather than spend it. Older ledgers are migrated when opened.
-SCHEMA_VERSION = 4
+#: refuses to open it rather than spend it; 5 the privacy unit (the ``unit`` meta key and entry
+#: column), so that a dpkit that does not check it refuses the ledger rather than mix units in
+#: it. Older ledgers are migrated when opened.
+SCHEMA_VERSION = 5
 
 
 @attrs.frozen
@@ -86,6 +89,7 @@ ENTRY_COLUMNS: tuple[Column, ...] = (
     Column("result", nullable=True, since=2),
     Column("mu2", nullable=True, since=3),
     Column("rule", nullable=True, since=3),
+    Column("unit", nullable=True, since=5),
 )
 
 
@@ -113,11 +117,13 @@ TOTALS: tuple[Total, ...] = (
 
 #: Metadata keys added after version 1, with the value a migration gives them: the Gaussian-DP
 #: budget ('' when the ledger does not compose in μ²), a "best" ledger's currency ('' until
-#: its first spend fixes it), and the move state (:mod:`dpkit.ledger._move`): a ledger is
-#: ``live`` until it is moved.
+#: its first spend fixes it), the privacy unit ('' until fixed; a migration derives it from
+#: the spent entries instead: :meth:`dpkit.ledger.Ledger.unit`), and the move state
+#: (:mod:`dpkit.ledger._move`): a ledger is ``live`` until it is moved.
 ADDED_META: dict[str, str] = {
     "budget_mu2": "",
     "rule": "",
+    "unit": "",
     "state": "live",
     "move_id": "",
     "moved_to": "",

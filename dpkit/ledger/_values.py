@@ -11,6 +11,9 @@ from typing import Any
 
 import attrs
 
+from dpkit._enclosure import float_above, float_below, rounded
+from dpkit.units import UnitIdentity
+
 __all__ = [
     "STATES",
     "Budget",
@@ -39,8 +42,10 @@ def exact_text(value: Fraction) -> str:
     return str(Fraction(value))
 
 
-def _decimal(value: Fraction, digits: int = 12) -> str:
-    return f"{float(value):.{digits}g}"
+def _decimal(value: Fraction, digits: int = 12, *, up: bool = True) -> str:
+    """An exact amount to ``digits`` significant digits, rounded up (a cost: never shown below
+    what was spent) or down (what remains: never shown above it)."""
+    return rounded(value, digits, up=up)
 
 
 @attrs.frozen
@@ -54,31 +59,48 @@ class Budget:
     mu2: Fraction | None = None
 
     def __str__(self) -> str:
-        text = f"ε={_decimal(self.epsilon)}, δ={_decimal(self.delta)}"
-        other = [f"ρ={_decimal(self.rho)}"] if self.rho is not None else []
-        other += [f"μ²={_decimal(self.mu2)}"] if self.mu2 is not None else []
+        return self.text(up=False)
+
+    def text(self, *, up: bool) -> str:
+        """The amounts to 12 significant digits, rounded up (a total spent: never shown below
+        it) or down (``str``: a budget, or what remains of one, never shown above it)."""
+        text = f"ε={_decimal(self.epsilon, up=up)}, δ={_decimal(self.delta, up=up)}"
+        other = [f"ρ={_decimal(self.rho, up=up)}"] if self.rho is not None else []
+        other += [f"μ²={_decimal(self.mu2, up=up)}"] if self.mu2 is not None else []
         if not other:
             return text
         return f"{', '.join(other)} (for {text})"
 
-    def as_dict(self) -> dict[str, Any]:
+    def as_dict(self, *, up: bool = False) -> dict[str, Any]:
+        """The amounts as floats, rounded down (a budget, what remains) or up (``up=True``: a
+        total spent) — never to the unsafe side — and as exact fractions (``*_exact``)."""
+        rounded = _up if up else _down
         out: dict[str, Any] = {
-            "epsilon": float(self.epsilon),
-            "delta": float(self.delta),
+            "epsilon": rounded(self.epsilon),
+            "delta": rounded(self.delta),
             "epsilon_exact": exact_text(self.epsilon),
             "delta_exact": exact_text(self.delta),
         }
-        out.update(_optional(self))
+        out.update(_optional(self, rounded))
         return out
 
 
-def _optional(amounts: Budget | Cost) -> dict[str, Any]:
-    """The ρ and μ² fields of a budget or cost that has them."""
+def _up(value: Fraction) -> float:
+    return float_above(value, binary=False)
+
+
+def _down(value: Fraction) -> float:
+    return float_below(value, binary=False)
+
+
+def _optional(amounts: Budget | Cost, rounded: Any = None) -> dict[str, Any]:
+    """The ρ and μ² fields of a budget or cost that has them (a cost's rounded up)."""
+    rounded = rounded or _up
     out: dict[str, Any] = {}
     for name in ("rho", "mu2"):
         value = getattr(amounts, name)
         if value is not None:
-            out[name] = float(value)
+            out[name] = rounded(value)
             out[f"{name}_exact"] = exact_text(value)
     return out
 
@@ -112,7 +134,9 @@ class LedgerEntry:
     ``{"stored": "pending"}`` for a session's release not stored (yet: running, failed, or a
     crash between the spend and the store), or ``None`` for a reservation never stored. ``rule``
     is the filter that admitted it (``"basic"``, ``"basic-plan"``, ``"zcdp"``, ``"gdp"``;
-    None in ledgers older than schema version 3).
+    None in ledgers older than schema version 3). ``unit`` is the privacy unit it protected
+    (None in ledgers older than schema version 5, whose unit the ledger derived from its
+    entries' parameters: :attr:`Ledger.unit <dpkit.ledger.Ledger.unit>`).
     """
 
     seq: int
@@ -129,6 +153,7 @@ class LedgerEntry:
     label: str | None = None
     result: Any = None
     rule: str | None = None
+    unit: UnitIdentity | None = None
 
     @property
     def result_stored(self) -> bool:
@@ -145,12 +170,13 @@ class LedgerEntry:
             "mechanism": self.mechanism,
             "parameters": self.parameters,
             "event": self.event,
-            "epsilon": float(self.cost.epsilon),
-            "delta": float(self.cost.delta),
+            "epsilon": _up(self.cost.epsilon),
+            "delta": _up(self.cost.delta),
             "epsilon_exact": exact_text(self.cost.epsilon),
             "delta_exact": exact_text(self.cost.delta),
             **_optional(self.cost),
             "rule": self.rule,
+            "unit": None if self.unit is None else self.unit.describe(),
             "randomness": self.randomness,
             "status": self.status,
             "label": self.label,
@@ -160,7 +186,11 @@ class LedgerEntry:
 
 @attrs.frozen
 class SpendRequest:
-    """One spend to record: its exact cost and what the entry says about the release."""
+    """One spend to record: its exact cost and what the entry says about the release.
+
+    ``unit`` is the privacy unit the release protects (one record unless said otherwise): a
+    ledger admits only spends under its own unit (:class:`~dpkit.ledger.UnitMismatch`).
+    """
 
     cost: Cost
     mechanism: str
@@ -173,6 +203,7 @@ class SpendRequest:
     #: The release starts reading private data once this spend commits (a session's spend):
     #: the entry is written with the result ``{"stored": "pending"}``, so it is never aborted.
     final: bool = False
+    unit: UnitIdentity = attrs.field(factory=lambda: UnitIdentity("record"))
 
 
 #: A ledger's move states: it takes spends only while ``live``.

@@ -1,7 +1,9 @@
 """The audit report as a picture: certified lower bound ε_lb against the claimed ε.
 
-For each audited mechanism the bar is the statistical tier's lower bound ε_lb, which holds with
-confidence 1 − α (one-sided Clopper–Pearson bounds; see :mod:`dpkit.testing.blackbox`); the
+For each audited mechanism the bar is the statistical tier's lower bound ε_lb — the larger of
+the randomness modes sampled (:attr:`~dpkit.testing.AuditReport.epsilon_lower_bound`) — which
+holds with confidence 1 − α (one-sided Clopper–Pearson bounds; see
+:mod:`dpkit.testing.blackbox`); the
 diamond is the ε the mechanism claims, and the ring the exact tier's ε* (the largest log-ratio of
 the declared output probabilities, for pure-DP claims). A correct mechanism has ε_lb ≤ ε* = ε;
 a bar past its diamond is a violation (drawn in vermillion).

@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING, Any, Literal
 
 import attrs
 
+from dpkit._enclosure import rounded
 from dpkit.errors import InvalidParameter
 from dpkit.ledger import Budget, Ledger, LedgerEntry
 from dpkit.plot._mpl import MARKERS, PALETTE, new_figure, style_axes
@@ -230,7 +231,7 @@ def _panel(
             fontsize=10,
         )
         ax.set_ylim(0, max(float(cap), values[-1]) * 1.18 or 1.0)
-    spent = f"{values[-1]:.6g}"
+    spent = rounded(totals[-1] if totals else Fraction(0))  # up: never below what was spent
     ax.set_ylabel(f"cumulative {symbol}\n(spent {spent})")
     style_axes(ax)
     if x == "release":

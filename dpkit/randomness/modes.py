@@ -1,7 +1,12 @@
-"""The two randomness modes: ``"secure"`` (the default) and ``"fast"``.
+"""The two randomness modes, ``"secure"`` (the default) and ``"fast"``, and how a release records
+its source: ``"secure"``, ``"keyed"`` or ``"fast"``.
 
 * **secure** — a :class:`~dpkit.randomness.SecureRandom` on a ChaCha20 keystream keyed from
   :func:`os.urandom`. This is what ``rng=None`` means. It cannot be seeded.
+* **keyed** — secure mode's code and samplers on a keystream fixed by a key
+  (``SecureRandom.from_key(key)``, for tests only): the same key gives the same draws, so
+  whoever knows the key can reproduce every release. Recorded as ``"keyed"``, never as
+  ``"secure"``.
 * **fast** — a seedable ``numpy.random.Generator`` (PCG64 by default), for simulation, tests
   and benchmarks. Not attack-resistant: PCG64's state can be recovered from its outputs
   (Bouillaguet, Martinez & Sauvage 2020), and float samplers on it leak through their low
@@ -23,7 +28,7 @@ from dpkit.randomness.secure_rng import SecureRandom
 
 __all__ = ["RandomnessMode", "default_secure_random", "resolve_rng"]
 
-RandomnessMode = Literal["secure", "fast"]
+RandomnessMode = Literal["secure", "keyed", "fast"]
 
 _DEFAULT: SecureRandom | None = None
 _DEFAULT_LOCK = threading.Lock()
@@ -45,18 +50,22 @@ def resolve_rng(
     """``(generator, mode)`` for a sampling call's ``rng`` argument.
 
     ``None`` → the process-wide :class:`SecureRandom`, ``"secure"``; a :class:`SecureRandom`
-    → itself, ``"secure"``; a ``numpy.random.Generator`` → itself, ``"fast"``. Anything else
+    → itself, ``"secure"``, or ``"keyed"`` when it was made by ``SecureRandom.from_key``
+    (:attr:`SecureRandom.keyed`: secure mode's samplers on a reproducible stream); a
+    ``numpy.random.Generator`` → itself, ``"fast"``. Anything else
     (an int seed, ``numpy.random.RandomState``, the ``random`` module) is an
     :class:`~dpkit.errors.InvalidParameter` naming ``rng``: dpkit never falls back to global
     state, and a seed is accepted only by building a Generator explicitly.
 
-    >>> resolve_rng(None)[1], resolve_rng(np.random.default_rng(1))[1]
-    ('secure', 'fast')
+    >>> resolve_rng(None)[1], resolve_rng(SecureRandom.from_key(bytes(32)))[1]
+    ('secure', 'keyed')
+    >>> resolve_rng(np.random.default_rng(1))[1]
+    'fast'
     """
     if rng is None:
         return default_secure_random(), "secure"
     if isinstance(rng, SecureRandom):
-        return rng, "secure"
+        return rng, "keyed" if rng.keyed else "secure"
     if isinstance(rng, np.random.Generator):
         return rng, "fast"
     raise InvalidParameter(

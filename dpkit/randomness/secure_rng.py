@@ -13,7 +13,8 @@ so they run unchanged on a :class:`SecureRandom`. Both are built from the words 
 
 Methods of ``Generator`` that a :class:`SecureRandom` does not have — notably the float
 samplers ``laplace``, ``normal`` and ``exponential``, whose outputs leak the true value through
-their low bits (Mironov 2012, CCS) — raise an :class:`AttributeError` that says so.
+their low bits (Mironov 2012, CCS) — raise a :class:`~dpkit.errors.UnsupportedRandomness` (an
+``AttributeError``) that says so.
 """
 
 from __future__ import annotations
@@ -27,7 +28,7 @@ from typing import Any, Literal, NoReturn
 import numpy as np
 from numpy.typing import DTypeLike, NDArray
 
-from dpkit.errors import InvalidParameter
+from dpkit.errors import InvalidParameter, UnsupportedRandomness
 from dpkit.randomness._words import U64, uniform_below
 from dpkit.randomness.source import SecureWordSource
 
@@ -126,6 +127,12 @@ class SecureRandom:
     @property
     def source(self) -> SecureWordSource:
         return self._source
+
+    @property
+    def keyed(self) -> bool:
+        """Whether this instance came from :meth:`from_key` (a reproducible stream: its
+        releases are recorded with the randomness mode ``"keyed"``)."""
+        return self._source.keyed
 
     def words(self, size: Size = None) -> NDArray[np.uint64]:
         """Uniform 64-bit words straight from the keystream."""
@@ -264,7 +271,7 @@ class SecureRandom:
                 "in dpkit.randomness, or pass a numpy Generator to opt into fast, "
                 "not attack-resistant mode."
             )
-            raise AttributeError(msg)
+            raise UnsupportedRandomness(msg)
         raise AttributeError(f"{type(self).__name__!r} object has no attribute {name!r}")
 
     def __repr__(self) -> str:

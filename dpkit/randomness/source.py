@@ -111,7 +111,8 @@ class SecureWordSource:
         to protect data. A forked child still re-keys from :func:`os.urandom`, so the child
         never repeats the parent's stream. When the source re-keys (every :data:`REKEY_BYTES`)
         the next key is the next 32 bytes of the current keystream ("fast key erasure"), so the
-        whole stream stays a function of ``key``.
+        whole stream stays a function of ``key``. Such a source is :attr:`keyed`, and a release
+        drawn from it is recorded with the randomness mode ``"keyed"``, not ``"secure"``.
         """
         if not isinstance(key, (bytes, bytearray, memoryview)) or len(key) != KEY_BYTES:
             shown = f"<{len(key)} bytes>" if isinstance(key, (bytes, bytearray)) else type(key)
@@ -135,10 +136,18 @@ class SecureWordSource:
         self._used = 0
         self._pid = os.getpid()
 
+    @property
+    def keyed(self) -> bool:
+        """Whether the stream is a function of a key given to :meth:`from_key` (reproducible by
+        whoever knows the key, so not secret). False for a source keyed by :func:`os.urandom`,
+        and in a forked child, which re-keys from :func:`os.urandom`."""
+        return self._deterministic
+
     def _after_fork(self) -> None:
         """In a forked child: new lock, new key from the OS, no buffered words of the parent."""
         self._lock = threading.Lock()
         self._position = _BUFFER_WORDS
+        self._deterministic = False  # the child's stream no longer follows the given key
         self._rekey(os.urandom(KEY_BYTES))
 
     def _next_key(self) -> bytes:
@@ -190,6 +199,7 @@ class SecureWordSource:
     def _after_fork_locked(self) -> None:
         # Called with the (inherited) lock held: keep it, refresh everything else.
         self._position = _BUFFER_WORDS
+        self._deterministic = False
         self._rekey(os.urandom(KEY_BYTES))
 
     def __repr__(self) -> str:

@@ -7,7 +7,7 @@ from typing import Any
 
 import attrs
 
-from dpkit.errors import DPKitError
+from dpkit.errors import DPKitError, SpecError
 
 __all__ = ["SpecInvalid", "SpecIssue", "pointer"]
 
@@ -39,11 +39,12 @@ class SpecIssue:
         return out
 
 
-class SpecInvalid(DPKitError):
+class SpecInvalid(SpecError):
     """A spec (or its data, or its cost) was refused; nothing was spent and nothing released.
 
     ``issues`` lists every problem found; ``exit_code`` is 3 when the only problem is the
-    budget, else 2.
+    budget, else 2. As a :class:`~dpkit.errors.SpecError`, its ``pointer`` and ``rule`` are
+    the first issue's.
     """
 
     code = "invalid_spec"
@@ -56,10 +57,11 @@ class SpecInvalid(DPKitError):
             self.code = "budget_exceeded"
         # One line: the first problem, and how many more the JSON document lists.
         first = self.issues[0] if self.issues else SpecIssue("", "invalid_spec", "refused")
+        self.pointer, self.rule, self.reason = first.pointer, first.rule, first.message
         more = len(self.issues) - 1
         extra = f" (and {more} more problem{'s' if more > 1 else ''})" if more > 0 else ""
         message = " ".join(f"{first.pointer or '/'}: {first.message} [{first.code}]".split())
-        super().__init__(f"{message}{extra}; nothing was spent")
+        DPKitError.__init__(self, f"{message}{extra}; nothing was spent")
 
     def as_dict(self) -> dict[str, Any]:
         return {"errors": [issue.as_dict() for issue in self.issues], "spent": False}

@@ -15,7 +15,6 @@ import copy
 import difflib
 import hashlib
 import json
-import math
 from pathlib import Path
 from typing import Any
 
@@ -35,7 +34,15 @@ from dpkit.spec.data import (
     open_input,
 )
 from dpkit.spec.issues import SpecInvalid, SpecIssue, pointer
-from dpkit.spec.schema import FREQUENCY, compose_schema, is_local, local_mechanisms
+from dpkit.spec.schema import (
+    CONFIDENCE,
+    FREQUENCY,
+    SEED,
+    compose_schema,
+    is_local,
+    local_mechanisms,
+)
+from dpkit.units import UnitIdentity, unit_of
 
 __all__ = ["Plan", "PlannedQuery", "plan_spec", "spec_hash"]
 
@@ -101,7 +108,8 @@ class PlannedQuery:
 
 @attrs.frozen
 class Plan:
-    """A spec ready to run: its queries, the session budget and the spec's hash."""
+    """A spec ready to run: its queries, the session budget and the spec's hash; ``unit`` is
+    the one privacy unit its queries protect (the ledger's budget is for it)."""
 
     kind: str
     dataset: str | None
@@ -109,6 +117,7 @@ class Plan:
     composition: str | None
     queries: tuple[PlannedQuery, ...]
     spec_sha256: str
+    unit: UnitIdentity | None = None
 
 
 def query_stream(seed: int, index: int, query: dict[str, Any]) -> np.random.SeedSequence:
@@ -150,6 +159,8 @@ def _schema_issues(spec: Any, kind: str, registry: Registry) -> list[SpecIssue]:
             code = f"unknown_{what}"
             hint = f"; did you mean {' or '.join(map(repr, close))}?" if close else ""
             message = f"unknown {what} {error.instance!r}{hint} Known: {', '.join(map(str, known))}"
+        elif isinstance(error.schema, dict) and error.schema.get("errorMessage"):
+            message = f"{error.instance!r} is not allowed: {error.schema['errorMessage']}"
         issues.append(SpecIssue(at, code, message, rule=str(error.validator)))
     return sorted(issues, key=lambda i: (i.pointer, i.code))
 
@@ -177,6 +188,7 @@ _TABLE_FIELDS = {
     ("group_by", "epsilon"): "/group_by/selection/epsilon",
     ("group_by", "delta"): "/group_by/selection/delta",
     ("partition selection", "epsilon"): "/group_by/selection/epsilon",
+    ("partition selection", "delta"): "/group_by/selection/delta",
 }
 
 
@@ -363,21 +375,19 @@ def _dry_run(target: Any, query: dict[str, Any], registry: Registry, mode: str) 
         target.run(np.array([], dtype=object), rng=rng)
 
 
-#: The largest confidence level: the interval's normal quantile must stay finite in float64.
-MAX_CONFIDENCE = 1.0 - 1e-9
-#: Seeds are integers in [0, 2^128) (numpy's SeedSequence entropy).
+#: The largest confidence level (:data:`dpkit.spec.schema.CONFIDENCE`).
+MAX_CONFIDENCE = CONFIDENCE.high
+#: Seeds are integers in [0, 2^128) (:data:`dpkit.spec.schema.SEED`).
 MAX_SEED = 2**128
+assert SEED.high == MAX_SEED - 1
 
 
 def _output_issues(query: dict[str, Any], at: str) -> list[SpecIssue]:
     """Output options are checked before the spend, so a bad one never costs budget."""
     confidence = query.get("output", {}).get("confidence", 0.95)
-    if (
-        isinstance(confidence, bool)
-        or not isinstance(confidence, (int, float))
-        or not math.isfinite(confidence)
-        or not 0.0 < confidence <= MAX_CONFIDENCE
-    ):
+    try:
+        CONFIDENCE.convert(confidence)
+    except (ValueError, TypeError, OverflowError):
         return [
             SpecIssue(
                 f"{at}/output/confidence",
@@ -410,12 +420,9 @@ def nesting_depth(document: Any) -> int:
 def _seed_issues(seed: Any, at: str) -> list[SpecIssue]:
     if seed is None:
         return []
-    if (
-        isinstance(seed, bool)
-        or not isinstance(seed, (int, float))
-        or (isinstance(seed, float) and not (math.isfinite(seed) and seed.is_integer()))
-        or not 0 <= seed < MAX_SEED
-    ):
+    try:
+        SEED.convert(seed)
+    except (ValueError, TypeError, OverflowError):
         return [
             SpecIssue(
                 at,
@@ -424,6 +431,96 @@ def _seed_issues(seed: Any, at: str) -> list[SpecIssue]:
             )
         ]
     return []
+
+
+def _unit_issues(planned: list[PlannedQuery]) -> list[SpecIssue]:
+    """A spec is charged on one budget, which is for one privacy unit: every query must
+    protect the first query's (identity only: id units on one column with other bounds
+    agree)."""
+    if not planned:
+        return []
+    first = unit_of(planned[0].target).identity
+    issues = []
+    for query in planned[1:]:
+        unit = unit_of(query.target).identity
+        if unit != first:
+            issues.append(
+                SpecIssue(
+                    f"{query.at}/privacy_unit",
+                    "unit_mismatch",
+                    f"this query protects the privacy unit {unit!s} but query "
+                    f"{planned[0].query_id!r} protects {first!s}: a spec is charged on one "
+                    "budget, which is for one privacy unit; run queries of another unit from "
+                    "another spec, on another ledger",
+                    detail={"unit": unit.describe(), "spec_unit": first.describe()},
+                )
+            )
+    return issues
+
+
+def _query_id(query: dict[str, Any], index: int) -> str:
+    """A query's id: its own, or ``q<index>`` (its place in the spec)."""
+    return str(query.get("id", f"q{index}"))
+
+
+def _id_issues(spec: dict[str, Any]) -> list[SpecIssue]:
+    """Each query's id names its result and its ledger entry: two queries of one spec with the
+    same id (written, or a written one equal to another's default ``q<index>``) are refused,
+    at the second one."""
+    if "queries" not in spec:
+        return []
+    issues: list[SpecIssue] = []
+    first: dict[str, int] = {}
+    for index, query in enumerate(spec["queries"]):
+        query_id = _query_id(query, index)
+        if query_id in first:
+            at = pointer("queries", first[query_id])
+            written = "id" in query
+            issues.append(
+                SpecIssue(
+                    pointer("queries", index, *(["id"] if written else [])),
+                    "duplicate_id",
+                    f"the id {query_id!r} is already the id of {at}"
+                    + ("" if written else " (this query's default id): give it an id"),
+                    rule="unique_ids",
+                )
+            )
+        else:
+            first[query_id] = index
+    return issues
+
+
+def _seed_mode_issues(spec: dict[str, Any], seed: int | None) -> list[SpecIssue]:
+    """A seed (``dpkit run --seed``) means fast, seeded randomness for every query; a query
+    that asks for secure randomness explicitly (its ``rng`` or the ``defaults``' says
+    ``"mode": "secure"``) contradicts it and is refused, before anything is read. A query
+    that says nothing about randomness runs in fast mode under a seed."""
+    if seed is None:
+        return []
+    defaults = spec.get("defaults", {}).get("rng") if "queries" in spec else None
+    asking: dict[str, list[str]] = {}
+    for index, query in enumerate(spec.get("queries", [spec])):
+        at = pointer("queries", index) if "queries" in spec else ""
+        if "rng" in query:
+            mode, where = query["rng"].get("mode"), f"{at}/rng/mode"
+        elif defaults is not None:
+            mode, where = defaults.get("mode"), "/defaults/rng/mode"
+        else:
+            continue
+        if mode == "secure":
+            asking.setdefault(where, []).append(_query_id(query, index))
+    return [
+        SpecIssue(
+            where,
+            "rng_conflict",
+            f"{'queries' if len(ids) > 1 else 'query'} {', '.join(map(repr, ids))} "
+            f"{'ask' if len(ids) > 1 else 'asks'} for secure randomness, but a seed (--seed) "
+            "means fast, seeded randomness for every query: drop the seed, or set the mode "
+            "to 'fast'",
+            rule="rng",
+        )
+        for where, ids in asking.items()
+    ]
 
 
 def plan_spec(
@@ -447,6 +544,9 @@ def plan_spec(
         )
     kind = "session" if isinstance(spec, dict) and "queries" in spec else "query"
     issues = _schema_issues(spec, kind, registry)
+    if issues:
+        raise SpecInvalid(issues)
+    issues = _id_issues(spec) + _seed_mode_issues(spec, seed)
     if issues:
         raise SpecInvalid(issues)
     files: dict[tuple[int, int], FileTable] = {}
@@ -483,7 +583,8 @@ def plan_spec(
         elif target is not None and _is_table_query(query):
             target, table_issues = _table(target, query, at)
         issues += table_issues
-        issues += _output_issues(query, at)
+        output_found = _output_issues(query, at)
+        issues += output_found
         rng_spec = query.get("rng", {"mode": "secure"})
         seed_found = _seed_issues(rng_spec.get("seed"), f"{at}/rng/seed")
         issues += seed_found
@@ -497,11 +598,11 @@ def plan_spec(
             files=files,
         )
         issues += found
-        if target is None or source is None or seed_found or table_issues:
+        if target is None or source is None or seed_found or table_issues or output_found:
             continue
         categories = query["input"].get("categories")
         try:
-            _dry_run(target, query, registry, rng_spec["mode"])
+            _dry_run(target, query, registry, "fast" if seed is not None else rng_spec["mode"])
         except InvalidParameter as error:
             where = f"{at}/rng/mode" if error.parameter == "rng" else at or "/"
             issues.append(SpecIssue(where, error.code, str(error)))
@@ -513,14 +614,14 @@ def plan_spec(
             issues.append(SpecIssue(at or "/", "plugin_error", f"{type(error).__name__}: {error}"))
             continue
         mode, user_seed, stream = rng_spec["mode"], rng_spec.get("seed"), None
-        if seed is not None:  # --seed overrides the spec: fast mode for every query
+        if seed is not None:  # a seed: fast mode (a query asking for secure was refused)
             mode, user_seed = "fast", seed
         if user_seed is not None:
             user_seed = int(user_seed)
             stream = query_stream(user_seed, index, query)
         planned_query = PlannedQuery(
             at=at,
-            query_id=query.get("id", f"q{index}"),
+            query_id=_query_id(query, index),
             statistic=query["statistic"],
             target=target,
             provenance=provenance,  # type: ignore[arg-type]
@@ -535,6 +636,7 @@ def plan_spec(
         needed = getattr(target, "columns_needed", None)
         source.expect(needed() if needed is not None else None, planned_query.read_kind())
         planned.append(planned_query)
+    issues += _unit_issues(planned)
     if issues:
         raise SpecInvalid(issues)
     budget = spec.get("budget") if kind == "session" else spec.get("session_budget")
@@ -545,4 +647,5 @@ def plan_spec(
         composition=budget.get("composition", "basic") if budget else None,
         queries=tuple(planned),
         spec_sha256=spec_hash(spec),
+        unit=unit_of(planned[0].target).identity if planned else None,
     )

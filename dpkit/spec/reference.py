@@ -9,12 +9,20 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterator
+from decimal import Decimal
 from typing import Any
 
 import attrs
 
 from dpkit.registry import Registry
-from dpkit.spec.schema import FREQUENCY, MEAN, compose_schema, local_mechanisms, params_schema
+from dpkit.spec.schema import (
+    FREQUENCY,
+    MEAN,
+    budget_schema,
+    compose_schema,
+    local_mechanisms,
+    params_schema,
+)
 
 __all__ = ["schema_reference"]
 
@@ -39,6 +47,18 @@ class _Section:
 
 def _code(value: Any) -> str:
     return f"`{json.dumps(value, ensure_ascii=False)}`"
+
+
+def _number(value: Any) -> str:
+    """A bound as written in the schema: whole floats without ``.0``, others as their shortest
+    decimal (``0.999999999``, not ``1``: a rounded bound would misstate what is allowed)."""
+    if isinstance(value, float):
+        if value.is_integer() and abs(value) < 1e6:
+            return str(int(value))
+        if value.is_integer() and abs(value) < 1e16:  # 1e12, not 1000000000000.0
+            return str(Decimal(repr(value)).normalize()).lower()
+        return repr(value)
+    return str(value)
 
 
 def _cell(text: str) -> str:
@@ -98,13 +118,7 @@ class _Renderer:
             parts.append(" or ".join(kind))
         elif kind:
             parts.append(kind)
-        parts.extend(
-            f"{word} {resolved[key]:g}"
-            if isinstance(resolved[key], float)
-            else f"{word} {resolved[key]}"
-            for key, word in _BOUNDS
-            if key in resolved
-        )
+        parts.extend(f"{word} {_number(resolved[key])}" for key, word in _BOUNDS if key in resolved)
         if "pattern" in resolved:
             parts.append(f"matching `{resolved['pattern']}`")
         return ", ".join(parts) or "any JSON value"
@@ -144,7 +158,30 @@ class _Renderer:
             yield from self.table(section.schema, section.title)
 
 
-def _params_tables(heading: str, anchor: str, items: dict[str, type[Any]]) -> Iterator[str]:
+def _budget_line(cls: type[Any], params_at: tuple[str, ...]) -> str:
+    """What ``budget`` may hold for a class (:func:`~dpkit.spec.schema.budget_schema`)."""
+    rule = budget_schema(cls, params_at)
+    renderer = _Renderer("", {})
+    fields = rule["properties"]["budget"]["properties"]
+    text = f"Budget: `epsilon` {renderer.allowed(fields['epsilon'], 'epsilon')}"
+    if "if" in rule:
+        ((other, test),) = rule["if"]["properties"][params_at[-1]]["properties"].items()
+        delta = rule["then"]["properties"]["budget"]["properties"]["delta"]
+        text += (
+            f"; `delta` {renderer.allowed(delta, 'delta')}, required when `{other}` is "
+            f"{_code(test['const'])} and otherwise 0 or absent."
+        )
+    elif "const" in fields["delta"]:
+        text += "; no `delta` (0 or absent)."
+    else:
+        domain = fields["delta"]["anyOf"][1]
+        text += f"; `delta` 0 or absent, or {renderer.allowed(domain, 'delta')}."
+    return text
+
+
+def _params_tables(
+    heading: str, anchor: str, items: dict[str, type[Any]], params_at: tuple[str, ...]
+) -> Iterator[str]:
     yield f"## {heading} {{#{anchor}}}"
     yield ""
     for name, cls in items.items():
@@ -153,10 +190,14 @@ def _params_tables(heading: str, anchor: str, items: dict[str, type[Any]]) -> It
         yield ""
         if not schema["properties"]:
             yield "No parameters besides the budget."
+        else:
+            yield from _Renderer(anchor, {}).table(schema, "")
+        for group in schema.get("allOf", []):  # alternatives: one of them must be given
+            names = ", ".join(f"`{option['required'][0]}`" for option in group["anyOf"])
             yield ""
-            continue
-        renderer = _Renderer(anchor, {})
-        yield from renderer.table(schema, "")
+            yield f"Give one of {names}."
+        yield ""
+        yield _budget_line(cls, params_at)
         yield ""
 
 
@@ -165,8 +206,8 @@ def schema_reference(kind: str, registry: Registry) -> str:
 
     For ``query`` this includes the parameters of every statistic (query plugin) and every local
     mechanism of ``registry`` for statistic ``frequency`` and for a local ``mean`` (a session's
-    queries take the same); ``epsilon`` and ``delta`` come from the query's ``budget`` and so
-    are not listed.
+    queries take the same); ``epsilon`` and ``delta`` come from the query's ``budget``, whose
+    allowed values each class's section states after its table.
     """
     schema = compose_schema(kind, registry)
     renderer = _Renderer(kind, schema.get("$defs", {}))
@@ -174,7 +215,9 @@ def schema_reference(kind: str, registry: Registry) -> str:
     if kind == "query":
         lines.append("")
         queries = {name: registry.queries[name].cls for name in sorted(registry.queries)}
-        lines.extend(_params_tables(f"Statistics ({kind} spec)", f"{kind}-statistics", queries))
+        lines.extend(
+            _params_tables(f"Statistics ({kind} spec)", f"{kind}-statistics", queries, ("params",))
+        )
         for statistic in (FREQUENCY, MEAN):
             mechanisms = {
                 name: registry.mechanisms[name].cls
@@ -186,6 +229,7 @@ def schema_reference(kind: str, registry: Registry) -> str:
                         f"Local mechanisms of statistic `{statistic}` ({kind} spec)",
                         f"{kind}-{statistic}",
                         mechanisms,
+                        ("mechanism", "params"),
                     )
                 )
     return "\n".join(lines).rstrip() + "\n"

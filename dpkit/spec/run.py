@@ -16,7 +16,9 @@ from typing import Any
 import numpy as np
 
 import dpkit
-from dpkit.errors import BudgetExceeded, InvalidParameter
+from dpkit import _json as strict_json
+from dpkit._enclosure import float_above, float_below
+from dpkit.errors import BudgetExceeded, InvalidParameter, SpecError
 from dpkit.ledger import exact_text
 from dpkit.registry import Registry, get_registry
 from dpkit.session import Deferred, Session
@@ -57,7 +59,8 @@ def _depth(text: str) -> int:
 
 
 def load_spec(path: str | Path) -> Any:
-    """Parse a spec file; unreadable files and bad JSON are a :class:`SpecInvalid` at ``/``."""
+    """Parse a spec file strictly (:mod:`dpkit._json`); unreadable files and bad JSON are a
+    :class:`SpecInvalid` at ``/``, a repeated key or a ``NaN`` at its JSON Pointer."""
     handle = open_regular(Path(path))
     if handle is None:
         reason = "no such file" if not Path(path).exists() else "not a regular file"
@@ -79,7 +82,11 @@ def load_spec(path: str | Path) -> Any:
             [SpecIssue("", "invalid_json", f"JSON nested deeper than {MAX_SPEC_DEPTH} levels")]
         )
     try:
-        return json.loads(text)
+        return strict_json.loads(text)
+    except SpecError as error:  # a repeated key or a non-finite number, at its pointer
+        raise SpecInvalid(
+            [SpecIssue(error.pointer, error.code, error.reason, rule=error.rule)]
+        ) from None
     except json.JSONDecodeError as error:
         message = f"not valid JSON: {error.msg} (line {error.lineno}, column {error.colno})"
         raise SpecInvalid([SpecIssue("", "invalid_json", message)]) from None
@@ -88,18 +95,21 @@ def load_spec(path: str | Path) -> Any:
         raise SpecInvalid([SpecIssue("", "invalid_json", message)]) from None
 
 
-def _amount(budget: Any) -> dict[str, Any]:
-    """An amount of privacy as floats for reading, and as exact fractions for accounting."""
+def _amount(budget: Any, *, up: bool = True) -> dict[str, Any]:
+    """An amount of privacy as floats for reading — rounded up (a cost, what was spent) or down
+    (``up=False``: a budget, what remains), never to the unsafe side — and as exact fractions
+    for accounting."""
+    rounded = float_above if up else float_below
     out: dict[str, Any] = {
-        "epsilon": float(budget.epsilon),
-        "delta": float(budget.delta),
+        "epsilon": rounded(budget.epsilon, binary=False),
+        "delta": rounded(budget.delta, binary=False),
         "epsilon_exact": exact_text(budget.epsilon),
         "delta_exact": exact_text(budget.delta),
     }
     for name in ("rho", "mu2"):
         value = getattr(budget, name, None)
         if value is not None:
-            out[name] = float(value)
+            out[name] = rounded(value, binary=False)
             out[f"{name}_exact"] = exact_text(value)
     return out
 
@@ -134,7 +144,7 @@ def _check_total(session: Session, plan: Plan) -> None:
             "epsilon_exact": exact_text(charged.epsilon),
         }
         requested.update(_amount(charged))
-        left = _amount(remaining)
+        left = _amount(remaining, up=False)
         raise SpecInvalid(
             [
                 SpecIssue(
@@ -177,7 +187,8 @@ def _result(query: PlannedQuery, release: Any, registry: Registry) -> dict[str, 
         },
         "spent": _amount(release.cost),
         "release_id": release.release_id,
-        "randomness": {"mode": query.rng_mode, "seed": query.seed},
+        # The mode the ledger recorded for this release: what produced it, not what was asked.
+        "randomness": {"mode": release.entry.randomness, "seed": query.seed},
     }
     if query.local and query.statistic != FREQUENCY:  # a local mean
         sums = registry.estimator(query.target).accumulate(release.values)
@@ -276,6 +287,7 @@ def run_spec(
             ledger=str(ledger),
             dataset=plan.dataset,
             composition=plan.composition,  # type: ignore[arg-type]
+            unit=plan.unit,  # its queries' one unit: fixed when this run creates the ledger
         )
     except InvalidParameter as error:
         where = "/budget" if plan.kind == "session" else "/session_budget"
@@ -304,9 +316,9 @@ def run_spec(
                 "dataset": session.dataset,
                 "composition": session.composition,
                 "ledger": session.ledger.path,  # as shown: a URL without its password
-                "budget": _amount(session.budget),
+                "budget": _amount(session.budget, up=False),
                 "spent": _amount(session.spent),
-                "remaining": _amount(session.remaining),
+                "remaining": _amount(session.remaining, up=False),
             },
             "results": results,
         }

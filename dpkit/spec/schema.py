@@ -17,13 +17,23 @@ from typing import Any
 
 import attrs
 
-from dpkit.params import parameter_specs
+from dpkit.params import (
+    CENTRAL_EPSILON,
+    DELTA,
+    Integer,
+    ParameterDomain,
+    Real,
+    parameter_specs,
+)
 from dpkit.registry import Registry
+from dpkit.units import IdUnit
 
 __all__ = [
+    "CONFIDENCE",
     "FREQUENCY",
     "INJECTED",
     "MEAN",
+    "SEED",
     "compose_schema",
     "envelope",
     "frequency_mechanisms",
@@ -40,6 +50,10 @@ MEAN = "mean"
 #: Parameters filled from the query's ``budget``, not written in ``params``.
 INJECTED = ("epsilon", "delta")
 KINDS = ("query", "session", "result")
+#: ``output.confidence``: the interval's normal quantile must stay finite in float64.
+CONFIDENCE = Real(low=0.0, high=1.0 - 1e-9, low_open=True)
+#: ``rng.seed``: an integer in [0, 2^128) (numpy's SeedSequence entropy).
+SEED = Integer(low=0, high=2**128 - 1)
 
 
 def _schema_dir() -> Path:
@@ -57,13 +71,26 @@ def envelope(kind: str) -> dict[str, Any]:
     return loaded
 
 
+def _in_place_of_epsilon(specs: dict[str, Any]) -> set[str]:
+    """Parameters that stand in for ε: with an optional ε, the other optional parameters are its
+    alternatives (randomized response by ``epsilon`` or by ``keep``). A spec always gives ε
+    (from ``budget``), so they can never be given there."""
+    epsilon = specs.get("epsilon")
+    if epsilon is None or not epsilon.optional:
+        return set()
+    return {name for name, spec in specs.items() if spec.optional and name != "epsilon"}
+
+
 def params_schema(cls: type[Any], *, exclude: tuple[str, ...] = INJECTED) -> dict[str, Any]:
-    """The JSON Schema of a mechanism's or query's declared parameters (minus ``exclude``)."""
+    """The JSON Schema of a mechanism's or query's declared parameters (minus ``exclude``, and
+    minus the parameters that stand in for ε, which a spec gives)."""
     fields = attrs.fields_dict(cls)
     properties: dict[str, Any] = {}
     required: list[str] = []
-    for name, spec in parameter_specs(cls).items():
-        if name in exclude:
+    specs = parameter_specs(cls)
+    alternatives = _in_place_of_epsilon(specs) if "epsilon" in exclude else set()
+    for name, spec in specs.items():
+        if name in exclude or name in alternatives:
             continue
         schema = dict(spec.domain.json_schema(), description=spec.doc)
         properties[name] = schema
@@ -76,18 +103,77 @@ def params_schema(cls: type[Any], *, exclude: tuple[str, ...] = INJECTED) -> dic
     }
     if required:
         out["required"] = required
+    groups = [
+        [name for name in group if name in properties]
+        for group in getattr(cls, "parameter_alternatives", ())
+        if not set(group) & set(exclude)  # a group with ε is met by the spec's budget
+    ]
+    if groups:  # one parameter of each group of alternatives (krr: k or categories)
+        out["allOf"] = [{"anyOf": [{"required": [name]} for name in group]} for group in groups]
     return out
 
 
 def local_mechanisms(registry: Registry, statistic: str) -> list[str]:
-    """Local mechanisms with an estimator whose class declares ``statistic``."""
+    """Local mechanisms with an estimator whose class declares ``statistic`` and an ``epsilon``
+    parameter (a spec's ``budget.epsilon`` is given to it: a mechanism parameterised otherwise,
+    such as forced response, cannot run from a spec)."""
     return sorted(
         name
         for name, info in registry.mechanisms.items()
         if info.kind == "local"
         and name in registry.estimators
         and getattr(info.cls, "statistic", FREQUENCY) == statistic
+        and "epsilon" in parameter_specs(info.cls)
     )
+
+
+def budget_schema(cls: type[Any], params_at: tuple[str, ...] = ("params",)) -> dict[str, Any]:
+    """A rule on ``budget`` for a mechanism's or query's class: ``epsilon`` in the domain of its
+    ``epsilon`` parameter, and ``delta`` 0 (absent) or in the domain of its ``delta`` parameter
+    — only 0 for a pure ε-DP one, and, for a ``delta`` declared ``given_when=(name, value)``,
+    required exactly when the parameter ``name`` (under ``params_at``) is ``value``. From the
+    declarations the constructors check, so the schema and the constructors cannot disagree on
+    a budget."""
+    specs = parameter_specs(cls)
+    name = getattr(cls, "name", cls.__name__)
+    properties: dict[str, Any] = {}
+    if "epsilon" in specs:
+        properties["epsilon"] = specs["epsilon"].domain.json_schema()
+    # "errorMessage" (the keyword of the ajv-errors convention) is what a refusal says
+    no_delta = {"const": 0, "errorMessage": f"{name} is pure ε-DP and takes no delta"}
+    rule: dict[str, Any] = {"properties": {"budget": {"properties": properties}}}
+    delta = specs.get("delta")
+    if delta is None:
+        properties["delta"] = no_delta
+    elif delta.given_when is None:
+        properties["delta"] = {"anyOf": [{"const": 0}, delta.domain.json_schema()]}
+    else:
+        other, value = delta.given_when
+        condition: dict[str, Any] = {"properties": {other: {"const": value}}, "required": [other]}
+        for key in reversed(params_at):
+            condition = {"properties": {key: condition}, "required": [key]}
+        rule["if"] = condition
+        rule["then"] = {
+            "properties": {
+                "budget": {
+                    "required": ["delta"],
+                    "properties": {"delta": delta.domain.json_schema()},
+                }
+            }
+        }
+        rule["else"] = {
+            "properties": {
+                "budget": {
+                    "properties": {
+                        "delta": {
+                            "const": 0,
+                            "errorMessage": f"{name} takes a delta only with {other}={value!r}",
+                        }
+                    }
+                }
+            }
+        }
+    return rule
 
 
 def frequency_mechanisms(registry: Registry) -> list[str]:
@@ -160,15 +246,26 @@ def statistic_rules(registry: Registry) -> dict[str, Any]:
                         "mechanism": {
                             "properties": {"params": params_schema(registry.mechanisms[name].cls)}
                         }
-                    }
+                    },
+                    "allOf": [
+                        budget_schema(registry.mechanisms[name].cls, ("mechanism", "params"))
+                    ],
                 },
             }
         )
+    central_mean = {"not": {"required": ["mechanism"]}}  # a mean without one is the query
     for name, info in sorted(registry.queries.items()):
         rules.append(
             {
-                "if": {"properties": {"statistic": {"const": name}}, "required": ["statistic"]},
-                "then": {"properties": {"params": params_schema(info.cls)}},
+                "if": {
+                    "properties": {"statistic": {"const": name}},
+                    "required": ["statistic"],
+                    **({"allOf": [central_mean]} if name == MEAN else {}),
+                },
+                "then": {
+                    "properties": {"params": params_schema(info.cls)},
+                    "allOf": [budget_schema(info.cls)],
+                },
             }
         )
     return {"allOf": rules}
@@ -190,11 +287,36 @@ def _bundle_refs(node: Any) -> Any:
     return node
 
 
+def _set_domain(node: dict[str, Any], domain: ParameterDomain) -> None:
+    """Replace a schema node's type and bounds by a domain's, keeping its texts and default."""
+    for key in ("type", "minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum", "$ref"):
+        node.pop(key, None)
+    node.update(domain.json_schema())
+
+
+def option_domains(defs: dict[str, Any]) -> None:
+    """Set the envelope's numeric options from the domains that check them, so that the schema
+    and the checks cannot drift apart: ``output.confidence`` and ``rng.seed`` (the plan's
+    :data:`CONFIDENCE`, :data:`SEED`), the id unit's bounds (:class:`dpkit.units.IdUnit`'s
+    parameters) and the cost of private partition selection (ε in
+    :data:`~dpkit.params.CENTRAL_EPSILON`, δ in :data:`~dpkit.params.DELTA`, the domains
+    its parameters are declared with)."""
+    _set_domain(defs["output"]["properties"]["confidence"], CONFIDENCE)
+    _set_domain(defs["rng"]["properties"]["seed"], SEED)
+    unit = parameter_specs(IdUnit)
+    for name in ("max_rows", "max_groups"):
+        _set_domain(defs["privacy_unit"]["properties"][name], unit[name].domain)
+    selection = defs["group_by"]["properties"]["selection"]["properties"]
+    _set_domain(selection["epsilon"], CENTRAL_EPSILON)
+    _set_domain(selection["delta"], DELTA)
+
+
 def compose_schema(kind: str, registry: Registry) -> dict[str, Any]:
     """The self-contained schema of ``kind`` for the plugins in ``registry``."""
     if kind == "result":
         return copy.deepcopy(envelope("result"))
     query = copy.deepcopy(envelope("query"))
+    option_domains(query["$defs"])
     query["$defs"]["statistic_rules"] = statistic_rules(registry)
     if kind == "query":
         return query

@@ -54,13 +54,51 @@ def is_table(data: Any) -> bool:
     return name in {"DataFrame", "LazyFrame", "Table", "DuckDBPyRelation"}
 
 
+#: Engines whose tables may repeat a column name, and how to read the names (metadata only:
+#: a Dask or Spark frame's names come from its schema, not from running it). Polars refuses
+#: repeated names itself.
+_NAMES = {
+    "pandas": lambda data: list(data.columns),
+    "modin": lambda data: list(data.columns),
+    "dask": lambda data: list(data.columns),
+    "pyspark": lambda data: list(data.columns),
+    "pyarrow": lambda data: list(data.schema.names),
+}
+
+
+def _refuse_repeated_names(data: Any, module: str, *, owner: str) -> None:
+    """A table whose columns repeat a name is ambiguous (which ``a`` is the value column?):
+    refused in the public phase, naming the name (column names are public)."""
+    names = _NAMES.get(module)
+    if names is None:
+        return
+    try:
+        listed = names(data)
+    except Exception:  # not a table of this engine after all: from_native says so
+        return
+    seen: set[Any] = set()
+    for name in listed:
+        if name in seen:
+            raise InvalidData(
+                f"{owner}: the table has {listed.count(name)} columns named {name!r}; "
+                "column names must be unique",
+                field="data",
+            )
+        seen.add(name)
+
+
 def as_frame(data: Any, *, owner: str) -> Any:
-    """``data`` as a narwhals DataFrame or LazyFrame (public phase: no value is read)."""
+    """``data`` as a narwhals DataFrame or LazyFrame (public phase: no value is read); a table
+    with a repeated column name is :class:`~dpkit.errors.InvalidData` naming it."""
     nw = narwhals()
-    if type(data).__module__.split(".", 1)[0] in ("dask", "pyspark"):
+    module = type(data).__module__.split(".", 1)[0]
+    if module in ("dask", "pyspark"):
         from dpkit.tables.engines import quiet
 
         quiet()  # two version warnings of narwhals and PySpark (not about the data)
+    _refuse_repeated_names(data, module, owner=owner)
+    if module == "pyarrow":
+        data = plain_arrow(data)
     try:
         return nw.from_native(data)
     except TypeError:
@@ -69,6 +107,66 @@ def as_frame(data: Any, *, owner: str) -> Any:
             f"{type(data).__name__}",
             field="data",
         ) from None
+
+
+def plain_arrow(table: Any) -> Any:
+    """A PyArrow table with its *encoded* column types decoded, from its schema alone:
+    dictionary → its value type, run-end encoded → its value type, ``string_view`` →
+    ``large_string``, ``binary_view`` → ``large_binary`` (text and bytes values decoded as
+    large types, whose 64-bit offsets no total size can overflow).
+
+    An encoding is how a column is stored, not what it holds, yet engines treat encoded columns
+    by their storage: a group-by over chunks that carry *different* dictionaries fails
+    ("Unifying differing dictionaries") — only once a record adds a value to a later chunk, so
+    a failure after the spend that one person decides — and view types fail where their plain
+    types work. Decoding is a total, per-value map (no value is looked at, none can make it
+    fail), so the query sees the same values on every engine. A table with no encoded column is
+    returned as it is."""
+    import pyarrow as pa
+
+    if not isinstance(table, pa.Table):
+        return table
+    if all(_plain_type(kind) is None for kind in table.schema.types):
+        return table
+    columns = []
+    for column in table.columns:
+        plain = _plain_type(column.type)
+        if plain is not None:
+            column = pa.chunked_array([_decoded(chunk, plain) for chunk in column.chunks], plain)
+        columns.append(column)
+    return pa.table(columns, names=table.column_names)
+
+
+def _plain_type(kind: Any) -> Any:
+    """The decoded type of an encoded Arrow type (text and bytes as their large types), None
+    for a type that is not encoded."""
+    import pyarrow as pa
+
+    if pa.types.is_dictionary(kind) or pa.types.is_run_end_encoded(kind):
+        inner = kind.value_type
+        plain = _plain_type(inner) or inner
+        if pa.types.is_string(plain):
+            return pa.large_string()
+        return pa.large_binary() if pa.types.is_binary(plain) else plain
+    if pa.types.is_string_view(kind):
+        return pa.large_string()
+    if pa.types.is_binary_view(kind):
+        return pa.large_binary()
+    return None
+
+
+def _decoded(chunk: Any, plain: Any) -> Any:
+    """One chunk of an encoded column as an array of ``plain`` (:func:`_plain_type`): runs
+    expanded, dictionary entries looked up, then a widening cast (string → large_string)."""
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    while pa.types.is_run_end_encoded(chunk.type) or pa.types.is_dictionary(chunk.type):
+        if pa.types.is_run_end_encoded(chunk.type):
+            chunk = pc.run_end_decode(chunk)
+        else:
+            chunk = chunk.dictionary_decode()
+    return chunk if chunk.type == plain else chunk.cast(plain)
 
 
 def implementation(frame: Any) -> str:

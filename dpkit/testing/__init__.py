@@ -14,7 +14,10 @@ Two tiers run (see :mod:`dpkit.testing.exact` and :mod:`dpkit.testing.blackbox`)
 * the **statistical tier** samples the real ``randomize`` and certifies a lower bound ε_lb on
   the true ε with confidence 1 − α (one-sided Clopper–Pearson bounds on an event chosen on an
   independent batch), plus a χ² goodness-of-fit of the sampler to the declared distribution at
-  level α. A correct mechanism is flagged with probability at most 2α per audit.
+  level α. It does so in **both randomness modes** (:mod:`dpkit.testing.modes`): fast mode on
+  a seeded numpy Generator and secure mode on a keyed :class:`~dpkit.SecureRandom`, each with
+  its own batches, event and certificate at α/2 (``modes=("fast",)`` audits one). A correct
+  mechanism is flagged with probability at most 2α per audit, modes included.
 
 ``check_mechanism`` uses α = 1e-7 by default, so a suite running up to 5,000 such audits keeps
 a family-wise false-alarm rate ≤ 1e-3. A pass means "no violation found with this power",
@@ -43,11 +46,13 @@ if TYPE_CHECKING:
     from dpkit.testing.exact import NORMALISATION_TOLERANCE, ExactResult, exact_check
     from dpkit.testing.fit import FitResult
     from dpkit.testing.inputs import InputPlan, Unsupported, plan_inputs
+    from dpkit.testing.modes import MODES
     from dpkit.testing.query_audit import QUERY_SAMPLES, audit_query, check_query
     from dpkit.testing.report import AuditReport, DPViolation
 
 __all__ = [
     "CHECK_ALPHA",
+    "MODES",
     "NORMALISATION_TOLERANCE",
     "QUERY_SAMPLES",
     "AddRemoveOne",
@@ -89,6 +94,7 @@ _HOMES = {
     "statistical_check": "blackbox",
     "ExactResult": "exact",
     "exact_check": "exact",
+    "MODES": "modes",
     "InputPlan": "inputs",
     "Unsupported": "inputs",
     "plan_inputs": "inputs",

@@ -15,11 +15,13 @@ from dpkit.params import Integer, Real
 from dpkit.testing.blackbox import Progress, StatisticalResult, statistical_check
 from dpkit.testing.exact import ExactResult, exact_check
 from dpkit.testing.inputs import InputPlan, Unsupported, with_pairs
+from dpkit.testing.modes import MODES, Mode, check_modes, mode_alpha
 from dpkit.testing.report import AuditReport, DPViolation
 
 __all__ = ["CHECK_ALPHA", "audit", "check_mechanism", "parameter_points"]
 
-#: Per-audit false-alarm level of :func:`check_mechanism` (each of the two statistical tests).
+#: Per-audit false-alarm level of :func:`check_mechanism` (each of the two statistical tests,
+#: shared by the randomness modes: see :mod:`dpkit.testing.modes`).
 CHECK_ALPHA = 1e-7
 
 
@@ -42,17 +44,21 @@ def audit(
     exact: bool = True,
     statistical: bool = True,
     progress: Progress | None = None,
+    modes: Iterable[Mode] = MODES,
 ) -> AuditReport:
     """Run both tiers on one mechanism instance and return the :class:`AuditReport`.
 
-    ``samples`` is the number of outputs per input of the tested pair; ``alpha`` the level of
-    the ε certificate (and, separately, of the goodness-of-fit test); ``pairs`` explicit
-    neighbouring inputs to try beside the worst-case ones (checked against the domain before
-    anything runs: a pair that does not neighbour is an :class:`~dpkit.errors.InvalidParameter`)
-    and ``random_pairs`` random neighbours.
+    ``samples`` is the number of outputs per input of the tested pair, in each randomness mode;
+    ``alpha`` the level of the ε certificate (and, separately, of the goodness-of-fit test) of
+    the whole audit, shared evenly by the ``modes`` sampled (default both, ``"fast"`` and
+    ``"secure"``: :mod:`dpkit.testing.modes`); ``pairs`` explicit neighbouring inputs to try
+    beside the worst-case ones (checked against the domain before anything runs: a pair that
+    does not neighbour is an :class:`~dpkit.errors.InvalidParameter`) and ``random_pairs``
+    random neighbours.
     """
     if not isinstance(mechanism, Mechanism):
         raise TypeError(f"expected a dpkit.Mechanism instance, got {type(mechanism).__name__}")
+    chosen = check_modes(modes, owner="audit")
     start = time.perf_counter()
     claim = mechanism.privacy
     plan, checked = _checked_pairs(mechanism, pairs)
@@ -61,19 +67,21 @@ def audit(
         if exact
         else ExactResult(False, "not requested")
     )
-    stat_result = (
+    results = tuple(
         statistical_check(
             mechanism,
             samples=samples,
             selection_samples=selection_samples,
-            alpha=alpha,
+            alpha=mode_alpha(alpha, chosen),
             seed=seed,
             pairs=pairs,
             random_pair_count=random_pairs,
-            progress=progress,
+            progress=mode_progress(progress, mode, index, len(chosen)),
+            mode=mode,
         )
         if statistical
-        else StatisticalResult(False, "not requested")
+        else StatisticalResult(False, "not requested", mode=mode)
+        for index, mode in enumerate(chosen)
     )
     return AuditReport(
         mechanism=mechanism.name,
@@ -81,12 +89,25 @@ def audit(
         claimed_epsilon=float(claim.epsilon),
         claimed_delta=float(claim.delta),
         exact=exact_result,
-        statistical=stat_result,
+        modes=results,
         alpha=alpha,
         seed=seed,
         elapsed=time.perf_counter() - start,
         relation=_relation(mechanism),
     )
+
+
+def mode_progress(progress: Progress | None, mode: str, index: int, count: int) -> Progress | None:
+    """``progress`` for the ``index``-th of ``count`` modes: messages named by the mode,
+    fractions scaled to the mode's share of the audit."""
+    if progress is None:
+        return None
+    report = progress
+
+    def scaled(message: str, fraction: float) -> None:
+        report(f"{mode} mode: {message}", (index + fraction) / count)
+
+    return scaled
 
 
 def _checked_pairs(
@@ -140,15 +161,18 @@ def check_mechanism(
     seed: int = 20261122,
     raise_on_violation: bool = True,
     pairs: list[tuple[Any, Any]] | None = None,
+    modes: Iterable[Mode] = MODES,
 ) -> list[AuditReport]:
     """Audit a mechanism (instance, or class at :func:`parameter_points`) and fail loudly.
 
     Raises :class:`DPViolation` (an ``AssertionError``, so pytest shows it as a failure) when any
-    audit finds a violation, and an ``AssertionError`` naming the reason when an audit could
-    check nothing; returns the reports otherwise. Each audit falsely alarms on a correct
-    mechanism with probability ≤ 2·``alpha``; the seed is fixed so runs reproduce. ``pairs``
-    are explicit neighbouring inputs tried at every parameter point.
+    audit finds a violation — in any randomness mode — and an ``AssertionError`` naming the
+    reason when an audit could check nothing; returns the reports otherwise. Each audit samples
+    ``modes`` (default both fast and secure, ``samples`` outputs per input in each) and falsely
+    alarms on a correct mechanism with probability ≤ 2·``alpha`` in all; the seed is fixed so
+    runs reproduce. ``pairs`` are explicit neighbouring inputs tried at every parameter point.
     """
+    chosen = check_modes(modes, owner="check_mechanism")
     if isinstance(mechanism, Mechanism):
         instances = [mechanism]
     elif isinstance(mechanism, type) and issubclass(mechanism, Mechanism):
@@ -162,7 +186,7 @@ def check_mechanism(
     else:
         raise TypeError(f"expected a Mechanism class or instance, got {mechanism!r}")
     reports = [
-        audit(instance, samples=samples, alpha=alpha, seed=seed + i, pairs=pairs)
+        audit(instance, samples=samples, alpha=alpha, seed=seed + i, pairs=pairs, modes=chosen)
         for i, instance in enumerate(instances)
     ]
     return judge(reports, raise_on_violation=raise_on_violation)

@@ -27,6 +27,14 @@ et al. CCS 2018; DP-Sniper, Bichsel et al. S&P 2021; LDP-Auditor, Arcolezi & Gam
 4. **Goodness of fit** (where the distribution is declared; :mod:`dpkit.testing.fit`), at
    level α split over the two inputs of the tested pair, so it also falsely alarms with
    probability ≤ α.
+
+All of this runs once per randomness mode (:mod:`dpkit.testing.modes`), with the mode's own
+generator and its share of α. Before sampling, every candidate input is released once in that
+mode: when every input is refused with a typed error (a :class:`~dpkit.errors.DPKitError`, e.g.
+the :class:`~dpkit.errors.UnsupportedRandomness` of a float sampler asked of a SecureRandom),
+the mode is reported as *refused* — it cannot release, so it cannot leak; when only some are,
+the exception itself depends on the input, a finding of its own (the private phase must be
+total, ``docs/security.md``), and the pairs that released are audited.
 """
 
 from __future__ import annotations
@@ -38,6 +46,7 @@ import attrs
 import numpy as np
 from numpy.typing import NDArray
 
+from dpkit.errors import DPKitError
 from dpkit.mechanism import Mechanism
 from dpkit.testing import exact
 from dpkit.testing._stats import (
@@ -55,8 +64,9 @@ from dpkit.testing.inputs import (
     with_pairs,
     worst_case_pairs,
 )
+from dpkit.testing.modes import Mode, mode_generator
 
-__all__ = ["FitResult", "StatisticalResult", "Subject", "statistical_check"]
+__all__ = ["FitResult", "StatisticalResult", "Subject", "run_mode", "statistical_check"]
 
 Progress = Callable[[str, float], None]
 Fit = Callable[[list[tuple[Any, NDArray[Any]]], list[NDArray[Any]]], FitResult]
@@ -72,7 +82,10 @@ class StatisticalResult:
     """What the statistical tier certified.
 
     ``pair_sources`` says where the screened pairs came from (declared, derived, explicit,
-    random), ``pairs_screened`` how many there were.
+    random), ``pairs_screened`` how many there were. ``mode`` is the randomness mode sampled;
+    ``refused`` is true when the subject refused that mode on every input with a typed error
+    (``reason`` quotes it); ``boundary`` holds one sentence per input on which it raised while
+    releasing on the others.
     """
 
     checked: bool
@@ -88,12 +101,28 @@ class StatisticalResult:
     pairs_screened: int = 0
     fit: FitResult = attrs.field(factory=lambda: FitResult(False, "not run"))
     pair_sources: str = ""
+    mode: str = "fast"
+    refused: bool = False
+    boundary: tuple[str, ...] = ()
+
+    @property
+    def verdict(self) -> str:
+        """This mode's own verdict: ``"violation"`` (a certified ε_lb above the claim, a
+        sampler that does not fit its declaration, or input-dependent exceptions),
+        ``"refused"``, ``"pass"`` or ``"unchecked"``."""
+        if self.violation or self.fit.mismatch or self.boundary:
+            return "violation"
+        if self.refused:
+            return "refused"
+        return "pass" if self.checked else "unchecked"
 
     def to_dict(self) -> dict[str, Any]:
         data = attrs.asdict(self, recurse=False)
+        data["verdict"] = self.verdict
         data["pair"] = list(self.pair) if self.pair else None
         data["hits"] = list(self.hits)
         data["fit"] = self.fit.to_dict()
+        data["boundary"] = list(self.boundary)
         return data
 
 
@@ -102,14 +131,21 @@ class Subject:
     """What the statistical tier samples: a claim, and ``draw(input, n, rng)`` → n outputs.
 
     ``declared(pair)`` gives the declared log-likelihood-ratio score of a pair, when the
-    distribution is declared.
+    distribution is declared. ``action`` and ``inputs`` name the call and what it takes, for
+    the report (``"randomize"`` of an ``"input"``, or ``"run"`` on a ``"dataset"``).
     """
 
     epsilon: float
     delta: float
-    draw: Callable[[Any, int, np.random.Generator], NDArray[Any]]
+    draw: Callable[[Any, int, Any], NDArray[Any]]
     describe: Callable[[Any], str]
     declared: Callable[[tuple[Any, Any]], Candidate] | None = None
+    action: str = "randomize"
+    inputs: str = "input"
+
+
+class Refused(Unsupported):
+    """The subject refused the randomness mode with a typed error on every input."""
 
 
 @attrs.frozen
@@ -128,7 +164,7 @@ def _no_progress(message: str, fraction: float) -> None:
 def mechanism_subject(mechanism: Mechanism, plan: InputPlan) -> Subject:
     """The statistical tier's view of a mechanism: ``randomize`` on a batch of one input."""
 
-    def draw(value: Any, n: int, rng: np.random.Generator) -> NDArray[Any]:
+    def draw(value: Any, n: int, rng: Any) -> NDArray[Any]:
         return np.asarray(mechanism.randomize(plan.batch(value, n), rng=rng))
 
     declared = None
@@ -155,20 +191,23 @@ def statistical_check(
     pairs: list[tuple[Any, Any]] | None = None,
     random_pair_count: int = 4,
     progress: Progress | None = None,
+    mode: Mode = "fast",
 ) -> StatisticalResult:
-    """Audit ``mechanism`` by sampling (see the module docstring).
+    """Audit ``mechanism`` by sampling in one randomness ``mode`` (see the module docstring).
 
     ``samples`` outputs per input of the tested pair (batch B); ``selection_samples`` (default
     ``samples // 2``) per input of every screened pair (batch A). ``alpha`` bounds the
-    probability of a false violation (and, separately, of a false goodness-of-fit alarm).
-    ``pairs`` are explicit neighbouring pairs, checked against the domain first (a bad one is
-    an :class:`~dpkit.errors.InvalidParameter`).
+    probability of a false violation (and, separately, of a false goodness-of-fit alarm) in
+    this mode. ``pairs`` are explicit neighbouring pairs, checked against the domain first (a
+    bad one is an :class:`~dpkit.errors.InvalidParameter`). The candidate pairs depend on
+    ``seed`` only, so every mode screens the same ones; the draws come from the mode's
+    generator (:func:`~dpkit.testing.modes.mode_generator`).
     """
     rng = np.random.default_rng(seed)
     try:
         plan, explicit, note = with_pairs(mechanism, pairs, rng=rng)
     except Unsupported as why:
-        return StatisticalResult(False, str(why))
+        return StatisticalResult(False, str(why), mode=mode)
     worst = worst_case_pairs(mechanism, plan)
     drawn = random_pairs(mechanism, plan, random_pair_count, rng=rng)
     origin = "declared" if plan.mode in ("categorical", "declared") else "derived"
@@ -183,9 +222,44 @@ def statistical_check(
     def fit(tested: list[tuple[Any, NDArray[Any]]], batch_a: list[NDArray[Any]]) -> FitResult:
         return goodness_of_fit(mechanism, plan, tested, batch_a, alpha=alpha)
 
-    return run_statistical(
+    return run_mode(
         mechanism_subject(mechanism, plan),
         worst + explicit + drawn,
+        sources,
+        mode=mode,
+        samples=samples,
+        selection_samples=selection_samples,
+        alpha=alpha,
+        rng=mode_generator(mode, seed, rng),
+        progress=progress,
+        fit=fit,
+    )
+
+
+def run_mode(
+    subject: Subject,
+    candidates: list[tuple[Any, Any]],
+    sources: str,
+    *,
+    mode: Mode,
+    samples: int,
+    selection_samples: int | None,
+    alpha: float,
+    rng: Any,
+    progress: Progress | None = None,
+    fit: Fit | None = None,
+) -> StatisticalResult:
+    """One mode's audit: release every candidate input once, then :func:`run_statistical`
+    on the pairs that released; a refused mode, or one that releases nothing, is unchecked."""
+    try:
+        kept, boundary = releasing_pairs(subject, candidates, rng)
+    except Refused as why:
+        return StatisticalResult(False, str(why), mode=mode, refused=True, pair_sources=sources)
+    except Unsupported as why:
+        return StatisticalResult(False, str(why), mode=mode, pair_sources=sources)
+    result = run_statistical(
+        subject,
+        kept,
         sources,
         samples=samples,
         selection_samples=selection_samples,
@@ -194,6 +268,45 @@ def statistical_check(
         progress=progress,
         fit=fit,
     )
+    return attrs.evolve(result, mode=mode, boundary=boundary)
+
+
+def releasing_pairs(
+    subject: Subject, pairs: list[tuple[Any, Any]], rng: Any
+) -> tuple[list[tuple[Any, Any]], tuple[str, ...]]:
+    """Release once from every input of ``pairs``; keep the pairs on which the subject releases.
+
+    An exception on some inputs and not on others is a finding (it depends on the input). On
+    every input: :class:`Refused` when every exception is a typed
+    :class:`~dpkit.errors.DPKitError` (the subject refuses this randomness mode), otherwise
+    :class:`~dpkit.testing.inputs.Unsupported` (nothing could be released).
+    """
+    describe, action, what = subject.describe, subject.action, subject.inputs
+    failed: dict[Any, tuple[str, BaseException]] = {}
+    released = 0
+    seen: set[Any] = set()
+    for value in (v for pair in pairs for v in pair):
+        k = key(value)
+        if k in seen:
+            continue
+        seen.add(k)
+        try:
+            subject.draw(value, 1, rng)
+            released += 1
+        except Exception as error:
+            failed[k] = (f"{type(error).__name__} on {what} {describe(value)}", error)
+    if failed and not released:
+        first, raised = next(iter(failed.values()))
+        if all(isinstance(e, DPKitError) for _, e in failed.values()):
+            raise Refused(f"{action} raised {type(raised).__name__}: {raised}")
+        raise Unsupported(f"{action} raised on every {what} ({first}); nothing could be released")
+    kept = [(a, b) for a, b in pairs if key(a) not in failed and key(b) not in failed]
+    findings = tuple(
+        f"privacy boundary: {action} raised {text} but released on its neighbours: an exception "
+        "that depends on the data reveals it (the private phase must be total)"
+        for text, _ in list(failed.values())[:3]
+    )
+    return kept, findings
 
 
 def run_statistical(
@@ -204,11 +317,12 @@ def run_statistical(
     samples: int,
     selection_samples: int | None,
     alpha: float,
-    rng: np.random.Generator,
+    rng: Any,
     progress: Progress | None = None,
     fit: Fit | None = None,
 ) -> StatisticalResult:
-    """Screen ``candidates`` on batch A, test the best (pair, event) on batch B."""
+    """Screen ``candidates`` on batch A, test the best (pair, event) on batch B; the draws
+    come from ``rng`` (a numpy Generator or a SecureRandom)."""
     progress = progress or _no_progress
     if not candidates:
         return StatisticalResult(False, "no neighbouring pair to test", pair_sources=sources)

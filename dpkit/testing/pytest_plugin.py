@@ -8,7 +8,9 @@ Installed with dpkit, so any test suite in the same environment gets the ``dp_ch
 ``dp_check`` is :func:`dpkit.testing.check_mechanism` then :func:`dpkit.testing.check_coerce`
 for a mechanism (class or instance), and
 :func:`dpkit.testing.check_query` for a query (audited whole, on neighbouring datasets), with
-``--dpkit-samples N`` on the pytest command line overriding the default sample budget. Explicit
+``--dpkit-samples N`` on the pytest command line overriding the default sample budget. It
+samples both randomness modes (fast, and secure on a keyed SecureRandom) and fails on a
+violation in either; ``dp_check(MyMechanism, modes=("fast",))`` audits one. Explicit
 neighbouring pairs go in as ``dp_check(MyMechanism, pairs=[(x, y), ...])``. The plugin imports nothing but pytest
 until the fixture is used, so it costs nothing to suites that do not use it and cannot break
 them.
@@ -31,7 +33,8 @@ def pytest_addoption(parser: pytest.Parser) -> None:
         type=int,
         default=None,
         metavar="N",
-        help="outputs per input for dp_check audits (default: check_mechanism's)",
+        help="outputs per input, in each randomness mode, for dp_check audits "
+        "(default: check_mechanism's)",
     )
 
 

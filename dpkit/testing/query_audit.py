@@ -12,34 +12,41 @@ comes for free: the private phase of a release must be *total* (``docs/security.
 privacy boundary"), so a ``run`` that raises on some neighbouring datasets and releases on
 others is reported as a violation — the exception itself depends on the data.
 
+Both randomness modes are audited, as for a mechanism (:mod:`dpkit.testing.modes`): the
+candidate datasets are the same, the releases of each mode come from its own generator (a
+keyed SecureRandom in secure mode), and each mode has its own certificate at level α/m.
+
 A release takes one Python call, so a query audit draws far fewer samples than a vectorised
-mechanism's (default 20,000 per input of the tested pair): enough for a wrong sensitivity
-(true ε ≥ 1.5 ε), not to certify ε_lb within a few per cent of ε.
+mechanism's (default 20,000 per input of the tested pair, in each mode): enough for a wrong
+sensitivity (true ε ≥ 1.5 ε), not to certify ε_lb within a few per cent of ε.
 """
 
 from __future__ import annotations
 
 import time
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from typing import Any
 
 import numpy as np
 from numpy.typing import NDArray
 
 from dpkit.domains import Domain
+from dpkit.errors import InvalidParameter
 from dpkit.params import parameter_specs
-from dpkit.testing._audit import judge
+from dpkit.testing._audit import judge, mode_progress
 from dpkit.testing.blackbox import (
     Progress,
     StatisticalResult,
     Subject,
     describe_sources,
-    run_statistical,
+    run_mode,
 )
 from dpkit.testing.datasets import records_for
 from dpkit.testing.exact import ExactResult
-from dpkit.testing.inputs import Unsupported, check_pairs, key
+from dpkit.testing.inputs import Unsupported, check_pairs
+from dpkit.testing.modes import MODES, Mode, check_modes, mode_alpha, mode_generator
 from dpkit.testing.report import AuditReport
+from dpkit.units import IdUnit, RecordUnit, unit_of
 
 __all__ = ["QUERY_SAMPLES", "audit_query", "check_query", "release_value"]
 
@@ -53,12 +60,18 @@ def release_value(result: Any) -> NDArray[np.float64]:
 
 
 def relation_for(query: Any) -> Domain:
-    """The neighbouring relation a query protects: add/remove one record unless it declares
-    another privacy unit (then pass ``relation=`` to :func:`audit_query`)."""
-    unit = getattr(query, "privacy_unit", None)
-    if unit not in (None, "record"):
+    """The neighbouring relation a query protects: add/remove one record, unless its privacy
+    unit (:func:`dpkit.units.unit_of`: a declared ``privacy_unit``, or a table query's
+    ``unit``) is another — then pass ``relation=`` to :func:`audit_query`, since auditing a
+    per-person query on record neighbours would test a weaker claim than it makes."""
+    try:
+        unit: Any = unit_of(query)
+    except InvalidParameter:  # declares a unit of its own kind
+        unit = getattr(query, "privacy_unit", None)
+    if not isinstance(unit, RecordUnit):
+        shown = unit.describe() if isinstance(unit, IdUnit) else unit
         raise Unsupported(
-            f"{query.name} protects the privacy unit {unit!r}; pass relation= (a Domain of "
+            f"{query.name} protects the privacy unit {shown!r}; pass relation= (a Domain of "
             "datasets declaring its neighbours, e.g. one that removes one id's rows)"
         )
     return records_for(query)
@@ -88,6 +101,7 @@ def audit_query(
     pairs: Sequence[tuple[Any, Any]] | None = None,
     random_pairs: int = 4,
     progress: Progress | None = None,
+    modes: Iterable[Mode] = MODES,
 ) -> AuditReport:
     """Audit a whole query on neighbouring datasets and return the :class:`AuditReport`.
 
@@ -95,17 +109,18 @@ def audit_query(
     gives the datasets; ``pairs`` adds explicit pairs of datasets (checked with the relation's
     ``are_neighbours`` first: a pair that does not neighbour is an
     :class:`~dpkit.errors.InvalidParameter`); ``samples`` releases per dataset of the tested
-    pair, ``selection_samples`` (default ``samples // 4``) per dataset screened.
+    pair, ``selection_samples`` (default ``samples // 4``) per dataset screened, in each of the
+    randomness ``modes`` (default both; ``alpha`` is shared by them evenly).
     """
     if not (hasattr(query, "privacy") and callable(getattr(query, "run", None))):
         raise TypeError(f"expected a query with privacy and run(data, /, *, rng), got {query!r}")
+    chosen = check_modes(modes, owner="audit_query")
     start = time.perf_counter()
     claim = query.privacy
     name = str(getattr(query, "name", type(query).__name__))
     rng = np.random.default_rng(seed)
     exact = ExactResult(False, "a query declares no output distribution")
     relation_text = ""
-    boundary: tuple[str, ...] = ()
     try:
         relation = relation or relation_for(query)
         relation_text = str(getattr(relation, "relation", ""))
@@ -121,35 +136,42 @@ def audit_query(
                 ("random", len(drawn)),
             ]
         )
-        candidates, boundary = _total_pairs(query, worst + explicit + drawn, relation, rng)
         subject = Subject(
-            float(claim.epsilon), float(claim.delta), _drawer(query), _describe(relation)
+            float(claim.epsilon),
+            float(claim.delta),
+            _drawer(query),
+            _describe(relation),
+            action="run",
+            inputs="dataset",
         )
-        statistical = run_statistical(
-            subject,
-            candidates,
-            sources,
-            samples=samples,
-            selection_samples=selection_samples or max(samples // 4, 500),
-            alpha=alpha,
-            rng=rng,
-            progress=progress,
+        results = tuple(
+            run_mode(
+                subject,
+                worst + explicit + drawn,
+                sources,
+                mode=mode,
+                samples=samples,
+                selection_samples=selection_samples or max(samples // 4, 500),
+                alpha=mode_alpha(alpha, chosen),
+                rng=mode_generator(mode, seed, rng),
+                progress=mode_progress(progress, mode, index, len(chosen)),
+            )
+            for index, mode in enumerate(chosen)
         )
     except Unsupported as why:
-        statistical = StatisticalResult(False, str(why))
+        results = tuple(StatisticalResult(False, str(why), mode=mode) for mode in chosen)
     return AuditReport(
         mechanism=name,
         parameters=_parameters(query),
         claimed_epsilon=float(claim.epsilon),
         claimed_delta=float(claim.delta),
         exact=exact,
-        statistical=statistical,
+        modes=results,
         alpha=alpha,
         seed=seed,
         elapsed=time.perf_counter() - start,
         subject="query",
         relation=relation_text,
-        boundary=boundary,
     )
 
 
@@ -163,7 +185,7 @@ def _as_datasets(relation: Domain, pair: Any) -> Any:
 
 
 def _drawer(query: Any) -> Any:
-    def draw(dataset: Any, n: int, rng: np.random.Generator) -> NDArray[np.float64]:
+    def draw(dataset: Any, n: int, rng: Any) -> NDArray[np.float64]:
         first = release_value(query.run(dataset, rng=rng))
         out = np.empty((n, *first.shape), dtype=np.float64)
         out[0] = first
@@ -172,40 +194,6 @@ def _drawer(query: Any) -> Any:
         return out
 
     return draw
-
-
-def _total_pairs(
-    query: Any, pairs: list[tuple[Any, Any]], relation: Domain, rng: np.random.Generator
-) -> tuple[list[tuple[Any, Any]], tuple[str, ...]]:
-    """Run the query once on every dataset; keep the pairs on which it releases.
-
-    A ``run`` that raises on some datasets and not others is a finding (its exception depends
-    on the data); one that raises on every dataset cannot be audited.
-    """
-    describe = _describe(relation)
-    failed: dict[Any, str] = {}
-    released = 0
-    seen: set[Any] = set()
-    for dataset in (d for pair in pairs for d in pair):
-        k = key(dataset)
-        if k in seen:
-            continue
-        seen.add(k)
-        try:
-            release_value(query.run(dataset, rng=rng))
-            released += 1
-        except Exception as error:
-            failed[k] = f"{type(error).__name__} on dataset {describe(dataset)}"
-    if failed and not released:
-        first = next(iter(failed.values()))
-        raise Unsupported(f"run raised on every dataset ({first}); nothing could be released")
-    kept = [(a, b) for a, b in pairs if key(a) not in failed and key(b) not in failed]
-    findings = tuple(
-        f"privacy boundary: run raised {what} but released on its neighbours: an exception "
-        "that depends on the data reveals it (the private phase must be total)"
-        for what in list(failed.values())[:3]
-    )
-    return kept, findings
 
 
 def check_query(
@@ -217,14 +205,22 @@ def check_query(
     seed: int = 20261122,
     pairs: Sequence[tuple[Any, Any]] | None = None,
     raise_on_violation: bool = True,
+    modes: Iterable[Mode] = MODES,
 ) -> list[AuditReport]:
     """Audit a whole query and fail loudly, as :func:`~dpkit.testing.check_mechanism` does.
 
-    Raises :class:`~dpkit.testing.DPViolation` on a violation and ``AssertionError`` when
-    nothing could be checked. A correct query is flagged with probability ≤ ``alpha`` (the
-    default 1e-7 matches ``check_mechanism``'s :data:`~dpkit.testing.CHECK_ALPHA`).
+    Raises :class:`~dpkit.testing.DPViolation` on a violation in any of the randomness
+    ``modes`` (default both) and ``AssertionError`` when nothing could be checked. A correct
+    query is flagged with probability ≤ ``alpha`` in all (the default 1e-7 matches
+    ``check_mechanism``'s :data:`~dpkit.testing.CHECK_ALPHA`).
     """
     report = audit_query(
-        query, relation=relation, samples=samples, alpha=alpha, seed=seed, pairs=pairs
+        query,
+        relation=relation,
+        samples=samples,
+        alpha=alpha,
+        seed=seed,
+        pairs=pairs,
+        modes=modes,
     )
     return judge([report], raise_on_violation=raise_on_violation)

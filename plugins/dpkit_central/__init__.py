@@ -1,11 +1,13 @@
 """dpkit's built-in central-DP mechanisms and queries, registered as an ordinary plugin.
 
 Mechanisms (by registry name): ``laplace``, ``gaussian``, ``geometric``, ``exponential``,
-``report_noisy_max``, ``permute_and_flip``. Queries with sensitivity derived from their bounds
-(:mod:`dpkit_central.queries`): :class:`Count`, :class:`Sum`, :class:`Mean`,
-:class:`Histogram`, :class:`Quantile`; over tables, per group and per person
-(:mod:`dpkit_central.tables`): :class:`TableQuery`, with :class:`PartitionSelection` for
-private group keys; accuracy before spending (:mod:`dpkit_central.accuracy`).
+``report_noisy_max``, ``permute_and_flip``. Statistics with sensitivity derived from their
+bounds, one module each (:mod:`~dpkit_central.count`, :mod:`~dpkit_central.sum`,
+:mod:`~dpkit_central.mean`, :mod:`~dpkit_central.histogram`, :mod:`~dpkit_central.quantile`):
+each is a query over an array and, through the :class:`TableStatistic` protocol
+(:mod:`dpkit_central.statistic`), over tables, per group and per person
+(:mod:`dpkit_central.tables`: :class:`TableQuery`, with :class:`PartitionSelection` for
+private group keys); accuracy before spending (:mod:`dpkit_central.accuracy`).
 
 Imports only dpkit's public API, exactly as a third-party plugin would.
 """
@@ -16,13 +18,17 @@ from collections.abc import Callable
 from typing import Any
 
 import dpkit
+from dpkit_central._query import QueryResult
 from dpkit_central.accuracy import Accuracy
 from dpkit_central.aggregates import Aggregates
+from dpkit_central.count import Count
 from dpkit_central.exponential import Exponential, utility_guarantee
 from dpkit_central.gaussian import Gaussian, analytic_gaussian_sigma, classic_gaussian_sigma
 from dpkit_central.geometric import Geometric
+from dpkit_central.histogram import Histogram
 from dpkit_central.keys import PrivateKeys, PublicKeys
 from dpkit_central.laplace import Laplace
+from dpkit_central.mean import Mean
 from dpkit_central.noisy_max import (
     PermuteAndFlip,
     ReportNoisyMax,
@@ -32,7 +38,9 @@ from dpkit_central.noisy_max import (
     secure_report_noisy_max_log_pmf,
 )
 from dpkit_central.partition_selection import PartitionSelection
-from dpkit_central.queries import Count, Histogram, Mean, Quantile, QueryResult, Sum
+from dpkit_central.quantile import Quantile
+from dpkit_central.statistic import TableStatistic
+from dpkit_central.sum import Sum
 from dpkit_central.table_result import TableResult
 from dpkit_central.tables import TableQuery
 
@@ -57,6 +65,7 @@ __all__ = [
     "Sum",
     "TableQuery",
     "TableResult",
+    "TableStatistic",
     "analytic_gaussian_sigma",
     "classic_gaussian_sigma",
     "dpkit_register_estimators",

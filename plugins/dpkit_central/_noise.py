@@ -4,7 +4,7 @@ Secure-mode Laplace and Gaussian releases add *discrete* noise on a lattice of s
 scale is slightly larger than the continuous calibration (the lattice sensitivity includes the
 rounding), so a release reports the noise of the mode that produced it. Every mechanism that
 adds noise offers ``noise_for(rng, coordinates)`` returning an :class:`AdditiveNoise`, and
-:class:`~dpkit_central.queries.QueryResult` carries it.
+:class:`~dpkit_central.QueryResult` carries it.
 """
 
 from __future__ import annotations

@@ -15,6 +15,9 @@ direct calls of ``randomize`` by the holder of the data, who may be told what is
 
 from __future__ import annotations
 
+import decimal
+import math
+import numbers
 from typing import Any
 
 import numpy as np
@@ -31,6 +34,7 @@ __all__ = [
     "as_integers",
     "as_utilities",
     "check_answers",
+    "check_integer_answers",
     "check_kind",
     "finite_answers",
     "integer_answers",
@@ -86,12 +90,58 @@ def finite_answers(values: Any) -> NDArray[np.float64]:
     return np.nan_to_num(floats, copy=False, nan=0.0, posinf=MAX_FINITE, neginf=-MAX_FINITE)
 
 
+def check_integer_answers(values: Any, *, owner: str) -> None:
+    """The public check of geometric: an array of integers (any shape) — an integer or boolean
+    dtype, or Python values (a list: their types are data, mapped by :func:`integer_answers`).
+    A float array is refused: no rounding of real answers keeps an L1 sensitivity (two answers
+    0.99 and 1.0 apart by 0.01 round to 0 and 1; d such coordinates move the L1 distance by d),
+    so the integers must be the caller's, with the sensitivity stated for them."""
+    array = as_array(values, owner=owner)
+    check_kind(
+        array,
+        "biuO",
+        owner=owner,
+        allowed="integers (an integer or boolean array; round real answers yourself, stating "
+        "the sensitivity of the rounded answers, or use laplace)",
+    )
+
+
+def _integer_of(value: Any) -> int:
+    """One Python value as an integer answer: integers (and booleans) exactly; another real
+    number rounded down (floor); ±inf to ±INTEGER_LIMIT; NaN and anything that is not a real
+    number to 0. Never raises."""
+    try:
+        if isinstance(value, (bool, np.bool_)):
+            return int(value)
+        if isinstance(value, numbers.Integral):
+            number = int(value)
+        elif isinstance(value, (numbers.Real, decimal.Decimal)):
+            real: Any = value
+            if real != real:
+                return 0
+            if real in (math.inf, -math.inf):
+                return INTEGER_LIMIT if real > 0 else -INTEGER_LIMIT
+            number = math.floor(real)
+        else:
+            return 0
+        return max(-INTEGER_LIMIT, min(INTEGER_LIMIT, number))
+    except Exception:  # a number-like whose comparison or conversion raises
+        return 0
+
+
+_integers_of = np.frompyfunc(_integer_of, 1, 1)
+
+
 def integer_answers(values: Any) -> NDArray[np.int64]:
     """The total map of answers into the integers |k| ≤ 2⁶² (``coerce`` of geometric).
 
-    Integers are clamped to ±2⁶² (exactly, without a float detour); anything else goes through
-    :func:`finite_answers` and is rounded to the nearest integer (ties to even) and clamped.
-    Rounding and clamping are 1-Lipschitz up to the rounding step, applied per coordinate.
+    Integers (and booleans) are kept exactly, clamped to ±2⁶²: a clamp is 1-Lipschitz, so
+    integer answers within L1 distance Δ stay within Δ. Values outside the declared domain of
+    integers (which only Python values can hold: the public check refuses float arrays) are
+    mapped per coordinate by :func:`_integer_of` — rounded *down* (floor), never to the nearest:
+    ⌊·⌋ is monotone and commutes with integer shifts, so one answer that moves by at most an
+    integer Δ still does after it, where round-half-even takes 0.5 and 1.5 (Δ = 1 apart) to 0
+    and 2. Python integers are never routed through floats (2⁵³ + 1 stays itself).
     """
     array = readable(values)
     if array.dtype.kind == "i":
@@ -100,8 +150,13 @@ def integer_answers(values: Any) -> NDArray[np.int64]:
     if array.dtype.kind in "ub":
         capped = np.minimum(array.astype(np.uint64), np.uint64(INTEGER_LIMIT))
         return np.asarray(capped, dtype=np.int64)
-    rounded = np.rint(finite_answers(array))
-    return np.clip(rounded, -float(INTEGER_LIMIT), float(INTEGER_LIMIT)).astype(np.int64)
+    if array.dtype.kind == "O":
+        if array.size == 0:
+            return np.zeros(array.shape, dtype=np.int64)
+        with np.errstate(all="ignore"):  # per-record conversions: never a warning
+            return np.asarray(_integers_of(array), dtype=np.int64).reshape(array.shape)
+    floors = np.floor(finite_answers(array))
+    return np.clip(floors, -float(INTEGER_LIMIT), float(INTEGER_LIMIT)).astype(np.int64)
 
 
 def total_utilities(values: Any) -> NDArray[np.float64]:

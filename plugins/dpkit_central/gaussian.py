@@ -21,7 +21,7 @@ from dpkit import (
     parameter,
 )
 from dpkit.params import CENTRAL_EPSILON, DELTA, SENSITIVITY
-from dpkit.privacy import gaussian_delta
+from dpkit.privacy import gaussian_delta, gaussian_meets
 from dpkit_central._noise import AdditiveNoise
 from dpkit_central._validation import (
     MAX_FINITE,
@@ -94,9 +94,11 @@ def analytic_gaussian_sigma(epsilon: float, delta: float, sensitivity: float = 1
 
     and δ(ε; σ) decreases in σ, so the calibrated σ is its root. Instead of the paper's
     Algorithm 1 (a search over its B± parameterisation) the root is found by bisection on
-    ln(σ/Δ) over a bracket grown by doubling, until the bracket is one part in 10¹⁴, and the
-    upper end is returned, so δ(ε; σ) ≤ δ always holds for the returned σ (Φ is evaluated
-    with ``erfc``, accurate in both tails; see :func:`dpkit.privacy.gaussian_delta`).
+    ln(σ/Δ) over a bracket grown by doubling, until the bracket is one part in 10¹⁴ (Φ
+    evaluated with ``erfc``, accurate in both tails; see :func:`dpkit.privacy.gaussian_delta`).
+    The σ returned is then checked on a rigorous enclosure of δ(ε; σ)
+    (:func:`dpkit.privacy.gaussian_meets`, with σ as computed and Δ at its larger reading) and
+    moved up until the check passes, so δ(ε; σ) ≤ δ holds for it exactly, not only in floats.
     """
     _check_common(epsilon, delta, sensitivity, _OWNER)
     # gaussian_delta works in units of the noise multiplier σ/Δ.
@@ -115,7 +117,13 @@ def analytic_gaussian_sigma(epsilon: float, delta: float, sensitivity: float = 1
             log_lo = mid
         else:
             log_hi = mid
-    return sensitivity * math.exp(log_hi)
+    sigma = sensitivity * math.exp(log_hi)
+    reach = max(Fraction(sensitivity), Fraction(repr(sensitivity)))  # Δ at its larger reading
+    step = 2.0**-40
+    while not gaussian_meets(epsilon, delta, noise_multiplier=Fraction(sigma) / reach):
+        sigma *= 1.0 + step  # the float curve fell a hair short: more noise, checked again
+        step *= 2.0
+    return sigma
 
 
 #: Secure-mode outputs lie on multiples of g = 2^(⌈log₂ σ⌉ − LATTICE_BITS). 28 rather than the

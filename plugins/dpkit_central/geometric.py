@@ -13,7 +13,7 @@ from numpy.typing import NDArray
 import dpkit
 from dpkit import Mechanism, PureDP, Real, VectorDomain, parameter
 from dpkit.params import CENTRAL_EPSILON, SENSITIVITY
-from dpkit_central._validation import as_integers, check_answers, integer_answers
+from dpkit_central._validation import as_integers, check_integer_answers, integer_answers
 
 __all__ = ["Geometric"]
 
@@ -48,11 +48,13 @@ class Geometric(Mechanism):
     :func:`dpkit.randomness.discrete_laplace` (Canonne, Kamath & Steinke 2020, Algorithm 2)
     at scale Δ₁/ε rounded up.
 
-    **In a session** (``docs/security.md``): ``check_input`` accepts any array of real numbers
-    (booleans and object arrays too); ``coerce`` maps each answer to an integer with
-    |k| ≤ 2⁶² — NaN → 0, ±inf → ±2⁶², others rounded to the nearest integer (ties to even) and
-    clamped (:func:`~dpkit_central._validation.integer_answers`), a data-independent map per
-    coordinate; a vector answer is one release (``releases`` = 1).
+    **In a session** (``docs/security.md``): ``check_input`` accepts arrays of integers —
+    integer and boolean dtypes, and Python values (a list) — and refuses float arrays before
+    the spend: no rounding of real answers keeps an L1 sensitivity, so the integers must be the
+    caller's. ``coerce`` keeps integers exactly, clamped to |k| ≤ 2⁶²; a Python value outside
+    the integers is rounded down (NaN and non-numbers → 0, ±inf → ±2⁶²;
+    :func:`~dpkit_central._validation.integer_answers`), a data-independent map per coordinate;
+    a vector answer is one release (``releases`` = 1).
     """
 
     name: ClassVar[str] = "geometric"
@@ -105,11 +107,12 @@ class Geometric(Mechanism):
         return PureDP(epsilon=self.epsilon)
 
     def check_input(self, values: Any, /) -> None:
-        """Public phase: an array of real numbers, any shape (dtype kind only, never values)."""
-        check_answers(values, owner=self.name)
+        """Public phase: an array of integers, any shape (dtype kind only, never values)."""
+        check_integer_answers(values, owner=self.name)
 
     def coerce(self, values: Any, /, *, rng: Any = None) -> NDArray[np.int64]:
-        """Private phase: each answer rounded to an integer in ±2⁶² (NaN → 0); never raises."""
+        """Private phase: integers kept (clamped to ±2⁶²), other Python values rounded down
+        (NaN → 0); never raises."""
         return integer_answers(values)
 
     def randomize(self, values: Any, /, *, rng: Any = None) -> NDArray[np.int64]:

@@ -1,25 +1,40 @@
 """Group keys of a table query: public (declared, all released) or private (found in the data
 and released by partition selection), and how a declared key matches a column's values.
 
-Keys are matched by value, in the type of the key column: on a text column a number key
-matches its text (the key ``1`` matches the cell ``"1"``, as declared categories do); a number
-column needs number keys and a boolean column booleans (:func:`coerce`; a key of another type is
-refused before anything is read, since the column's type and the keys are both public).
+Keys are matched by value, in the type of the key column (:func:`coerce`): on a text column a
+number key matches its text (the key ``1`` matches the cell ``"1"``, as declared categories
+do); an ``object`` column is read as text (:func:`as_text`: the same rows on every engine); a
+float column holds float64 values; a number column needs number keys and a boolean column
+booleans (a key of another type is refused before anything is read, since the column's type
+and the keys are both public). Two declared keys that are one group after this conversion are
+refused (:func:`canonical_keys`): each would be released with its own noise while the
+sensitivity counts the group once.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+import decimal
+from collections.abc import Iterable, Mapping
 from typing import Any, ClassVar
 
 import attrs
+import numpy as np
 
 import dpkit
 from dpkit import InvalidParameter
 from dpkit.params import CENTRAL_EPSILON, DELTA
 from dpkit.tables import ColumnKind, as_frame, narwhals, require_columns
 
-__all__ = ["LABELS", "PrivateKeys", "PublicKeys", "coerce", "coerce_all"]
+__all__ = [
+    "LABELS",
+    "PrivateKeys",
+    "PublicKeys",
+    "as_text",
+    "canonical_keys",
+    "coerce",
+    "coerce_all",
+    "matchable",
+]
 
 #: Column kinds that can hold group keys and categories.
 LABELS: tuple[ColumnKind, ...] = ("number", "boolean", "text", "object")
@@ -90,27 +105,159 @@ class PrivateKeys:
         return {"keys": "private", "epsilon": self.epsilon, "delta": self.delta}
 
 
-def coerce(key: Any, kind: str, column: str) -> Any:
-    """A declared key (or category) in the type of a column of ``kind``: text columns match
-    a number by its text; number columns need real numbers, boolean columns booleans."""
+def as_text(value: Any) -> str | None:
+    """One value of an ``object`` column as the text pandas gives it, or None if it is missing.
+
+    An object column's keys, ids and labels are read as text, record by record, by the rule of
+    pandas' conversion to its string dtype (``Series.astype("string")``) — which is what Dask
+    applies to every object column of ``dd.from_pandas`` by default (``dataframe.convert-string``)
+    and what pandas 3 stores text as. So one table is the same rows on every engine: the ids
+    ``1``, ``1.0`` and ``True`` are the texts ``"1"``, ``"1.0"`` and ``"True"`` — three ids —
+    on pandas as on Dask, whatever Dask's setting. The rule: text is itself; a missing value
+    (None, NaN, ``pd.NA``, ``NaT``, a NaN decimal) is missing; bytes are their UTF-8 text; a float
+    is ``str(value)``; anything else ``f"{value}"``. Total: bytes that are not UTF-8, and a value
+    whose conversion raises (where pandas itself would fail), are missing.
+    """
+    if isinstance(value, str):
+        return str(value)
+    try:
+        if _missing(value):
+            return None
+        if isinstance(value, bytes):
+            return value.decode("utf-8")
+        if isinstance(value, (float, np.floating)):
+            return str(value)
+        return f"{value}"
+    except Exception:  # undecodable bytes, or a value whose __str__/__format__ raises
+        return None
+
+
+def _missing(value: Any) -> bool:
+    """Whether a Python value is one of pandas' missing values (its ``checknull``)."""
+    if value is None:
+        return True
+    if isinstance(value, (float, np.floating)):
+        return bool(value != value)
+    if isinstance(value, decimal.Decimal):
+        return value.is_nan()
+    if isinstance(value, (np.datetime64, np.timedelta64)):
+        return bool(np.isnat(value))
+    return type(value).__name__ in ("NAType", "NaTType")
+
+
+#: The values of each integer type (narwhals' dtype names).
+_INTEGER_RANGES = {
+    f"{sign}Int{bits}": (0, (1 << bits) - 1)
+    if sign
+    else (-(1 << (bits - 1)), (1 << (bits - 1)) - 1)
+    for sign in ("", "U")
+    for bits in (8, 16, 32, 64, 128)
+}
+
+
+def _integer_range(dtype: Any) -> tuple[int, int] | None:
+    """The values an integer column of ``dtype`` (a narwhals dtype) can hold; None if it is
+    not an integer column."""
+    name = dtype.__name__ if isinstance(dtype, type) else type(dtype).__name__
+    return _INTEGER_RANGES.get(name)
+
+
+def coerce(key: Any, kind: str, column: str, dtype: Any = None) -> Any:
+    """A declared key (or category) as the value a cell of a column of ``kind`` (and narwhals
+    ``dtype``) holds when it equals the key — what the query's per-record step compares and
+    groups: text columns match a number by its text; ``object`` columns are read as text
+    (:func:`as_text`); float and decimal columns as float64 (−0.0 as 0.0: the cells'
+    :func:`~dpkit_central.aggregates.unsigned_zero`); integer columns hold integers (an integral
+    float key is that integer); boolean columns booleans. A missing key (None, NaN) is refused:
+    a missing cell is dropped, so it could never be matched. A key of another type than the
+    column can hold is refused before anything is read (the column's type and the keys are
+    both public)."""
     if kind == "text":
         if isinstance(key, bool) or not isinstance(key, (str, int, float)):
             raise InvalidParameter(
                 "keys", key, f"text or numbers for the text column {column!r}", owner="group_by"
             )
-        return key if isinstance(key, str) else str(key)
-    if kind == "number":
+        text = as_text(key)
+    elif kind == "object":
+        text = as_text(key)
+    elif kind == "number":
         if isinstance(key, bool) or not isinstance(key, (int, float)):
             raise InvalidParameter(
                 "keys", key, f"numbers for the number column {column!r}", owner="group_by"
             )
+        if key != key:
+            raise _missing_key(key, column)
+        if dtype is not None and (dtype.is_float() or dtype.is_decimal()):
+            try:
+                return float(key) + 0.0  # −0.0 + 0.0 is 0.0
+            except OverflowError:
+                raise InvalidParameter(
+                    "keys", key, f"numbers within the float range for {column!r}", owner="group_by"
+                ) from None
+        return int(key) if isinstance(key, float) and key.is_integer() else key
+    else:
+        if kind == "boolean" and not isinstance(key, bool):
+            raise InvalidParameter(
+                "keys", key, f"true or false for the boolean column {column!r}", owner="group_by"
+            )
         return key
-    if kind == "boolean" and not isinstance(key, bool):
-        raise InvalidParameter(
-            "keys", key, f"true or false for the boolean column {column!r}", owner="group_by"
+    if text is None:
+        raise _missing_key(key, column)
+    return text
+
+
+def _missing_key(key: Any, column: str) -> InvalidParameter:
+    return InvalidParameter(
+        "keys",
+        key,
+        f"values that are not missing for {column!r} (missing cells are dropped)",
+        owner="group_by",
+    )
+
+
+def coerce_all(keys: list[Any], kind: str, column: str, dtype: Any = None) -> list[Any]:
+    return [coerce(k, kind, column, dtype) for k in keys]
+
+
+def matchable(key: Any, dtype: Any) -> bool:
+    """Whether a coerced key can be the value of a cell of ``dtype`` (an integer column holds no
+    fraction and nothing beyond its range): the others are released as absent groups without
+    being compared, so no engine is asked to cast them into the column's type."""
+    limits = _integer_range(dtype) if dtype is not None else None
+    if limits is None:
+        return True
+    return isinstance(key, int) and limits[0] <= key <= limits[1]
+
+
+def canonical_keys(
+    keys: PublicKeys,
+    by: tuple[str, ...],
+    kinds: Mapping[str, str],
+    dtypes: Mapping[str, Any],
+    *,
+    owner: str,
+) -> tuple[tuple[Any, ...], ...]:
+    """The public keys as the group columns hold them (:func:`coerce`, column by column), in the
+    declared order; :class:`~dpkit.errors.InvalidParameter` if two declared keys are one group
+    of the data (``1`` and ``"1"`` on a text column): each copy would be released with its own
+    noise while the sensitivity counts it once. Decided from the keys and the schema only."""
+    coerced = tuple(
+        tuple(
+            coerce(value, kinds[column], column, dtypes.get(column))
+            for value, column in zip(key, by, strict=True)
         )
-    return key
-
-
-def coerce_all(keys: list[Any], kind: str, column: str) -> list[Any]:
-    return [coerce(k, kind, column) for k in keys]
+        for key in keys.values
+    )
+    first: dict[tuple[Any, ...], int] = {}
+    for i, key in enumerate(coerced):
+        j = first.setdefault(key, i)
+        if j != i:
+            a, b = keys.describe()[j], keys.describe()[i]
+            raise InvalidParameter(
+                "keys",
+                [a, b],
+                f"distinct groups of the data: {a!r} and {b!r} are both the group {list(key)!r} "
+                f"in the column type(s) of {list(by)!r}; declare each group once",
+                owner=owner,
+            )
+    return coerced

@@ -62,8 +62,15 @@ _DIGITS = 60
 _WIDEN = Fraction(1, 10**45)
 
 
+#: Beyond this ε per decision the table is the same for every ε: e^50 > 2⁶⁴ · e^5, so one unit
+#: already grows past 2⁶⁴ and e^(−ε)·2⁶⁴ < 1 rounds up to 1 unit alike. ε is capped here, which
+#: keeps L ≤ e^ε and E ≥ e^(−ε) and spares decimal an e^(10¹²) beyond its exponent range.
+_EPSILON_CAP = Fraction(50)
+
+
 def _exp_bounds(epsilon: Fraction) -> tuple[Fraction, Fraction]:
-    """(L, E) with L ≤ e^ε and E ≥ e^(−ε), as rationals (ε ≥ 0 exact)."""
+    """(L, E) with L ≤ e^ε and E ≥ e^(−ε), as rationals (ε ≥ 0 exact; capped at 50)."""
+    epsilon = min(epsilon, _EPSILON_CAP)
     with decimal.localcontext() as context:
         context.prec = _DIGITS
         eps = decimal.Decimal(epsilon.numerator) / decimal.Decimal(epsilon.denominator)
@@ -93,6 +100,14 @@ def keep_thresholds(epsilon: float, delta: float, max_groups: int = 1) -> tuple[
         _too_small(epsilon, eps)
     low_exp, high_neg_exp = _exp_bounds(eps)
     d = (Fraction(delta) * _ONE / max_groups).__floor__()
+    if d == 0:  # δ/G below one unit of 2⁻⁶⁴: no key could ever be released
+        raise InvalidParameter(
+            "delta",
+            delta,
+            f">= max_groups/2^64 = {max_groups / _ONE:.3g}, so that a key held by a few ids "
+            "can be released at all",
+            owner="partition selection",
+        )
     thresholds = [0]
     k = 0
     while k < _ONE:

@@ -1,8 +1,9 @@
 """Queries over tables: group-by, user-level privacy, DataFrames in and out.
 
-A :class:`TableQuery` runs one of the central statistics (:class:`~dpkit_central.Count`,
-:class:`~dpkit_central.Sum`, :class:`~dpkit_central.Mean`, :class:`~dpkit_central.Histogram`,
-:class:`~dpkit_central.Quantile`) over a column of a table (pandas, Polars, PyArrow; lazily
+A :class:`TableQuery` runs a statistic — any :class:`~dpkit_central.statistic.TableStatistic`:
+the built-in :class:`~dpkit_central.Count`, :class:`~dpkit_central.Sum`,
+:class:`~dpkit_central.Mean`, :class:`~dpkit_central.Histogram`,
+:class:`~dpkit_central.Quantile` — over a column of a table (pandas, Polars, PyArrow; lazily
 Polars LazyFrames and other narwhals backends), optionally per group, under a privacy unit:
 
 >>> import pandas as pd, numpy as np
@@ -15,7 +16,9 @@ Polars LazyFrames and other narwhals backends), optionally per group, under a pr
 >>> query.aggregate(visits, rng=np.random.default_rng(0)).keys
 (('a',), ('b',))
 
-**Steps** (each a narwhals expression over the frame; only the last two run on the driver):
+**Steps** (each a narwhals expression over the frame; only the last two run on the driver).
+The pipeline is the same for every statistic; what differs is asked of the statistic
+(:mod:`dpkit_central.statistic`), never switched on here:
 
 1. *per-record transformations*: rows whose id or group key is missing are dropped, rows whose
    key is not among the public keys are dropped, values are cleaned by the statistic's
@@ -58,8 +61,9 @@ only (:meth:`~dpkit_central.Laplace.randomize`, ``changed``).
 **Keys.** Public keys (:class:`PublicKeys`, or a plain list): every key appears in the output,
 an absent one as a noisy zero; a key of the data not in the list is dropped. Private keys
 (:class:`PrivateKeys`): the keys found in the data, released only if partition selection keeps
-them. Keys are matched by value; on a text column a number key matches its text (the key ``1``
-matches the cell ``"1"``).
+them. Keys are matched by value in the key column's type (:mod:`dpkit_central.keys`): on a
+text column a number key matches its text (the key ``1`` matches the cell ``"1"``), an
+``object`` column is read as text, and two declared keys that are one group are refused.
 
 **Results** (:class:`TableResult`) come back as a table of the same kind as the input
 (:meth:`TableResult.table`), with the noise scale and the confidence interval of every cell.
@@ -68,7 +72,6 @@ matches the cell ``"1"``).
 from __future__ import annotations
 
 import functools
-import itertools
 import math
 from collections.abc import Mapping
 from fractions import Fraction
@@ -76,7 +79,6 @@ from typing import Any
 
 import attrs
 import numpy as np
-from numpy.typing import NDArray
 
 import dpkit
 from dpkit import ApproximateDP, DPKitError, InvalidData, InvalidParameter, PrivacyEvent
@@ -96,45 +98,22 @@ from dpkit.tables import (
     require_columns,
 )
 from dpkit.units import IdUnit, RecordUnit, privacy_unit
-from dpkit_central._noise import AdditiveNoise
-from dpkit_central.accuracy import Accuracy, check_alpha, mode_of
-from dpkit_central.aggregates import (
-    CELL,
-    VALUE,
-    Aggregates,
-    aligned,
-    cells,
-    collect,
-    key_tuples,
+from dpkit_central.accuracy import Accuracy, check_alpha
+from dpkit_central.aggregates import Aggregates, aligned, collect, key_tuples, sorted_keys
+from dpkit_central.keys import LABELS, PrivateKeys, PublicKeys, canonical_keys
+from dpkit_central.partition_selection import PartitionSelection
+from dpkit_central.records import (
     missing,
-    numeric_value,
     only_keys,
     only_keys_expr,
     plain_labels,
-    sorted_keys,
     unsigned_zero,
 )
-from dpkit_central.geometric import Geometric
-from dpkit_central.keys import LABELS, PrivateKeys, PublicKeys, coerce_all
-from dpkit_central.partition_selection import PartitionSelection
-from dpkit_central.queries import (
-    Count,
-    Histogram,
-    Mean,
-    Quantile,
-    Sum,
-    _additive,
-    _noise_for,
-    mean_accuracy,
-)
+from dpkit_central.statistic import Contribution, TableStatistic
 from dpkit_central.table_result import TableResult
 
-__all__ = ["SUM_BITS", "TableQuery"]
+__all__ = ["TableQuery"]
 
-#: Sums are accumulated in integers of g = 2^(⌈log₂ c⌉ − SUM_BITS) (c the largest |row|).
-SUM_BITS = 30
-_STATISTICS = (Count, Sum, Mean, Histogram, Quantile)
-_NUMERIC: tuple[ColumnKind, ...] = ("number", "boolean", "object")
 _ANY: tuple[ColumnKind, ...] = ("number", "boolean", "text", "object", "other")
 
 
@@ -172,9 +151,13 @@ def _unit(value: Any) -> RecordUnit | IdUnit:
 
 
 def _statistic(instance: Any, field: attrs.Attribute[Any], value: Any) -> None:
-    if not isinstance(value, _STATISTICS):
+    if not isinstance(value, TableStatistic):
         raise InvalidParameter(
-            "statistic", value, "a Count, Sum, Mean, Histogram or Quantile query", owner="table"
+            "statistic",
+            value,
+            "a statistic with a table face (Count, Sum, Mean, Histogram, Quantile, or any "
+            "dpkit_central.statistic.TableStatistic)",
+            owner="table",
         )
 
 
@@ -214,8 +197,9 @@ class TableQuery:
     """A central statistic over a table column, per group, under a privacy unit.
 
     Args:
-        statistic: the query run per group (its ε, δ, bounds, noise and missing-value policy).
-        column: the value column (a :class:`Count` may leave it out to count rows).
+        statistic: the statistic run per group (its ε, δ, bounds, noise and missing-value
+            policy): any :class:`~dpkit_central.statistic.TableStatistic`.
+        column: the value column (a statistic that reads none, a count, may leave it out).
         by: the group column(s); empty for one ungrouped release.
         keys: the groups: a list or :class:`PublicKeys` (released whatever the data hold) or
             :class:`PrivateKeys` (found in the data, released by partition selection). Required
@@ -241,16 +225,18 @@ class TableQuery:
 
     def __attrs_post_init__(self) -> None:
         self._check()
-        self._noise_mechanisms()  # calibrated to G·R now: a refusal here, not after the spend
+        self.statistic.table_noise(self.contribution)  # a refusal now, not after the spend
         if isinstance(self.keys, PrivateKeys):
             selection = PartitionSelection(
-                epsilon=self.keys.epsilon, delta=self.keys.delta, max_groups=self.bounds()[0]
+                epsilon=self.keys.epsilon,
+                delta=self.keys.delta,
+                max_groups=self.contribution.groups,
             )
             object.__setattr__(self, "_selection", selection)
 
     def _check(self) -> None:
         owner = self.name
-        if self.column is None and not isinstance(self.statistic, Count):
+        if self.column is None and self.statistic.needs_column:
             raise InvalidParameter("column", None, "the value column of the table", owner=owner)
         if self.column is not None and (not isinstance(self.column, str) or not self.column):
             raise InvalidParameter("column", self.column, "a column name", owner=owner)
@@ -313,15 +299,20 @@ class TableQuery:
 
     # -- bounds and cost ----------------------------------------------------------------------
 
-    def bounds(self) -> tuple[int, int]:
+    @property
+    def contribution(self) -> Contribution:
         """(G, R): the groups one unit can change and the rows it has in each, from the
         declared unit and keys only (G ≤ #public keys; 1 for an ungrouped query)."""
         if isinstance(self.unit, RecordUnit):
-            return 1, 1
+            return Contribution(1, 1)
         groups = self.unit.require_groups() if self.by else 1
         if isinstance(self.keys, PublicKeys):
             groups = min(groups, len(self.keys.values))
-        return groups, self.unit.max_rows
+        return Contribution(groups, self.unit.max_rows)
+
+    def bounds(self) -> tuple[int, int]:
+        """(G, R) as a pair (:attr:`contribution`)."""
+        return self.contribution.groups, self.contribution.rows
 
     @property
     def selection(self) -> PartitionSelection | None:
@@ -339,67 +330,18 @@ class TableQuery:
         delta = exact(event.delta) + exact(self._selection.delta)
         return ApproximateDP(epsilon=_upper_float(epsilon), delta=_upper_float(delta))
 
-    def _sensitivities(self) -> tuple[float, float, int]:
-        """(L1 factor G·R, L2 factor √G·R, coordinates that can change)."""
-        groups, rows = self.bounds()
-        changed = groups
-        if isinstance(self.statistic, Histogram):
-            changed = groups * min(rows, len(self.statistic.cells))
-        return float(groups * rows), math.sqrt(groups) * rows, changed
-
-    def _grid(self) -> float:
-        """g = 2^(⌈log₂ c⌉ − 30), c the largest |value| a row adds to a sum (max(|L|, |U|) for
-        a sum, (U − L)/2 for a mean's centred sum): the fixed-point step of the sums."""
-        stat = self.statistic
-        if isinstance(stat, Mean):
-            largest = 0.5 * (stat.upper - stat.lower)
-        else:
-            largest = max(abs(stat.lower), abs(stat.upper))
-        return math.ldexp(1.0, math.frexp(largest)[1] - SUM_BITS)
-
-    def _mechanism(self) -> Any:
-        """The noise mechanism of count, sum and histogram at the bounded sensitivity."""
-        stat = self.statistic
-        l1, l2, _ = self._sensitivities()
-        per_row = 1.0
-        if isinstance(stat, Sum):  # a row adds k·g with |k·g| ≤ c + g/2 (fixed point)
-            per_row = max(abs(stat.lower), abs(stat.upper)) + 0.5 * self._grid()
-        sensitivity = (l2 if stat.noise == "gaussian" else l1) * per_row
-        return _additive(stat.noise, stat.epsilon, stat.delta, sensitivity)
-
-    def _noise_mechanisms(self) -> tuple[Any, ...]:
-        """The mechanisms that will draw the noise, at the bounded sensitivities."""
-        stat = self.statistic
-        if isinstance(stat, Quantile):
-            return (self._quantile(),)
-        if isinstance(stat, Mean):
-            l1, l2, _ = self._sensitivities()
-            return tuple(stat.parts(l1, l2, self._grid()))
-        return (self._mechanism(),)
-
-    def _lattice(self) -> tuple[float, float]:
-        """(h, ⌊L/h⌋): a quantile's lattice step and the cell of its lower bound."""
-        step = self._quantile().lattice_step()
-        return step, float(math.floor(self.statistic.lower / step))
-
-    def _quantile(self) -> Quantile:
-        stat = self.statistic
-        groups, rows = self.bounds()
-        return Quantile(
-            q=stat.q, lower=stat.lower, upper=stat.upper, epsilon=stat.epsilon / (groups * rows)
-        )
+    def noise_mechanisms(self) -> tuple[Any, ...]:
+        """The mechanisms that will draw the noise, calibrated to the bounded contribution
+        (their ``sensitivity`` is what two neighbouring tables' pre-noise aggregates can differ
+        by)."""
+        return tuple(self.statistic.table_noise(self.contribution))
 
     # -- public phase ------------------------------------------------------------------------
 
-    def _needs(self) -> dict[str, tuple[str, tuple[Any, ...]]]:
+    def _needs(self) -> dict[str, tuple[str, tuple[ColumnKind, ...]]]:
         needs: dict[str, tuple[str, tuple[ColumnKind, ...]]] = {}
         if self.column is not None:
-            allowed: tuple[ColumnKind, ...] = (
-                _ANY if isinstance(self.statistic, Count) else _NUMERIC
-            )
-            if isinstance(self.statistic, Histogram):
-                allowed = LABELS
-            needs[self.column] = ("value", allowed)
+            needs[self.column] = ("value", self.statistic.value_kinds)
         for column in self.by:
             needs[column] = ("group", LABELS)
         if isinstance(self.unit, IdUnit):
@@ -408,8 +350,8 @@ class TableQuery:
 
     def check_input(self, data: Any, /) -> None:
         """Public phase: ``data`` is a table with the needed columns, of kinds that can hold
-        what they must, and public keys of a type the key columns can hold (the schema and the
-        declared keys only; no value is read)."""
+        what they must, and public keys of a type the key columns can hold, no two of them one
+        group (the schema and the declared keys only; no value is read)."""
         if not is_table(data):
             raise InvalidData(
                 f"{self.name}: data must be a table (pandas, Polars, PyArrow, ...) with the "
@@ -417,11 +359,22 @@ class TableQuery:
                 field="data",
             )
         frame = as_frame(data, owner=self.name)
-        kinds = require_columns(frame, self._needs(), owner=self.name)
-        if isinstance(self.keys, PublicKeys):
-            for i, column in enumerate(self.by):
-                coerce_all([k[i] for k in self.keys.values], kinds[column], column)
+        require_columns(frame, self._needs(), owner=self.name)
+        kinds, schema = column_kinds(frame), dict(frame.collect_schema())
+        self._coerced_keys(kinds, schema)
+        if self.column is not None:
+            self.statistic.table_check(self.column, kinds[self.column], schema[self.column])
         self._dry_run(frame)
+
+    def _coerced_keys(
+        self, kinds: Mapping[str, ColumnKind], schema: Mapping[str, Any]
+    ) -> tuple[tuple[Any, ...], ...] | None:
+        """The public keys as the group columns hold them (None for private keys): refuses two
+        declared keys that are one group of the data (:func:`~dpkit_central.keys.canonical_keys`;
+        from the keys and the schema only)."""
+        if not isinstance(self.keys, PublicKeys):
+            return None
+        return canonical_keys(self.keys, self.by, kinds, schema, owner=self.name)
 
     def _dry_run(self, frame: Any) -> None:
         """Steps 1–3 on no rows of ``frame``: what an engine cannot do with these column types
@@ -458,15 +411,9 @@ class TableQuery:
         """The columns read from a file and how each cell is converted
         (:mod:`dpkit.spec.columnar`): ``("numbers", ())``, ``("labels", texts kept even if they
         spell a missing token)`` or ``("ids", ())``."""
-        stat = self.statistic
         needed: dict[str, tuple[str, tuple[str, ...]]] = {}
         if self.column is not None:
-            if isinstance(stat, (Sum, Mean, Quantile)):
-                needed[self.column] = ("numbers", ())
-            elif isinstance(stat, Histogram):
-                needed[self.column] = ("labels", tuple(str(c) for c in stat.categories))
-            else:
-                needed[self.column] = ("labels", ())
+            needed[self.column] = self.statistic.file_cells()
         for i, column in enumerate(self.by):
             keep: tuple[str, ...] = ()
             if isinstance(self.keys, PublicKeys):
@@ -485,16 +432,16 @@ class TableQuery:
         where the rows are (:func:`dpkit.tables.per_record`): on each partition of a Dask
         frame as one task, on other engines as their own expressions."""
         schema = dict(frame.collect_schema())
-        records = functools.partial(self._records, kinds=column_kinds(frame), schema=schema)
+        kinds = column_kinds(frame)
+        records = functools.partial(
+            self._records, kinds=kinds, schema=schema, keys=self._coerced_keys(kinds, schema)
+        )
         frame = per_record(frame, records)
         if isinstance(self.unit, IdUnit):
-            stat = self.statistic
-            numeric = isinstance(stat, (Sum, Mean, Quantile))
-            content = CELL if isinstance(stat, Histogram) else VALUE if numeric else None
             bounding = Bounding(
                 id_column=self.unit.column,
                 by=self.by,
-                content=content,
+                content=self.statistic.content,
                 max_rows=self.unit.max_rows,
                 max_groups=self.unit.require_groups() if self.by else None,
                 key=BoundingKey.draw(rng),
@@ -502,129 +449,75 @@ class TableQuery:
             frame = bound_contributions(frame, bounding)
         return frame
 
-    def _records(self, frame: Any, *, kinds: dict[str, ColumnKind], schema: dict[str, Any]) -> Any:
+    def _records(
+        self,
+        frame: Any,
+        *,
+        kinds: dict[str, ColumnKind],
+        schema: dict[str, Any],
+        keys: tuple[tuple[Any, ...], ...] | None,
+    ) -> Any:
         """Step 1 on ``frame`` (any rows of the table: a whole table or one partition): the
-        needed columns, the per-record drops, clamping and the value's fixed point or cell."""
+        needed columns, the per-record drops, and the statistic's value (its fixed point,
+        lattice cell or category)."""
         nw = narwhals()
+        stat = self.statistic
         columns = list(self._needs())
         if columns:  # a row count needs no column at all
             frame = frame.select(*columns)
-        stat = self.statistic
-        for column in columns:  # object columns: text and numbers only, per record
-            if kinds[column] == "object" and (
-                column in self.by or self._is_label(column) or self._is_id(column)
-            ):
-                frame = plain_labels(nw, frame, column, ids=self._is_id(column))
+        for column in columns:  # object columns: keys, ids and labels as text, per record
+            labels = column == self.column and stat.reads_labels
+            if kinds[column] == "object" and (column in self.by or labels or self._is_id(column)):
+                frame = plain_labels(nw, frame, column)
             elif _as_float(schema[column]) and (column in self.by or self._is_id(column)):
                 frame = frame.with_columns(unsigned_zero(nw, column))
-        value_kind = kinds[self.column] if self.column is not None else "other"
-        numeric = isinstance(stat, (Sum, Mean, Quantile))
-        if numeric:
-            frame = numeric_value(nw, frame, self.column, value_kind)
+        kind = kinds[self.column] if self.column is not None else "other"
+        dtype = schema[self.column] if self.column is not None else None
+        frame, keep = stat.table_value(nw, frame, self.column, kind, dtype)
         # One filter for every per-record drop: a missing key or id, a missing value (the
-        # statistic's nan policy), a key not among the public ones (one column: is_in).
-        drops = list(self.by)
-        if isinstance(self.unit, IdUnit):
-            drops.append(self.unit.column)
-        if (
-            self.column is not None
-            and not numeric
-            and not (isinstance(stat, Count) and stat.nan == "keep")
-        ):
-            drops.append(self.column)
-        keep = [~missing(nw, column, schema[column]) for column in drops]
-        if numeric:
-            keep.append(~nw.col(VALUE).is_nan())
-        if isinstance(self.keys, PublicKeys) and len(self.by) == 1:
-            keep.append(only_keys_expr(nw, self.by[0], self.keys, kinds))
+        # statistic's policy), a key not among the public ones (one column: is_in).
+        drops = [*self.by, *([self.unit.column] if isinstance(self.unit, IdUnit) else [])]
+        keep = [*(~missing(nw, column, schema[column]) for column in drops), *keep]
+        if keys is not None and len(self.by) == 1:
+            keep.append(only_keys_expr(nw, self.by[0], keys, schema))
         if keep:
             frame = frame.filter(nw.all_horizontal(*keep, ignore_nulls=False))
-        if isinstance(self.keys, PublicKeys) and len(self.by) > 1:
-            frame = only_keys(nw, frame, self.by, self.keys, kinds)
-        if numeric:
-            frame = frame.drop(self.column)
-            value = nw.col(VALUE).clip(stat.lower, stat.upper)
-            if isinstance(stat, Mean):
-                value = value - stat.midpoint
-            if isinstance(stat, Quantile):
-                # The lattice cell ⌊z/h⌋ − ⌊L/h⌋: both exact (h a power of two) and their
-                # difference an integer below 2³², so an exact Int64 (engines hash integers
-                # far faster than floats: 0.13 s vs 4 s for 10⁷ rows in PyArrow).
-                step, base = self._lattice()
-                value = ((value / step).floor() - base).cast(nw.Int64)
-            else:  # fixed point: k = ⌊x/g + 1/2⌋, exact sums
-                value = (value / self._grid() + 0.5).floor().cast(nw.Int64)
-            frame = frame.with_columns(value.alias(VALUE))
-        elif isinstance(stat, Histogram):
-            frame = cells(nw, frame, self.column, stat, value_kind)
-        elif self.column is not None:  # a count reads no value: nothing more to carry
-            frame = frame.drop(self.column)
-        return frame
+        if keys is not None and len(self.by) > 1:
+            frame = only_keys(nw, frame, self.by, keys, schema)
+        return stat.table_cells(nw, frame, self.column, kind, dtype)
 
     def _grouped(self, frame: Any) -> Any:
         """Step 3's plan (lazy on a lazy frame): per group (and cell) the elementary
-        aggregations of :meth:`_aggregate`, not collected."""
+        aggregations, not collected."""
         nw = narwhals()
-        stat, by = self.statistic, self.by
         aggregations = [nw.len().alias("count")]
         if self._selection is not None:
             ids = nw.col(FIRST).sum() if isinstance(self.unit, IdUnit) else nw.len()
             aggregations.append(ids.alias("units"))
-        if isinstance(stat, (Sum, Mean)):
-            aggregations.append(nw.col(VALUE).sum().alias("sum"))
-        cell = (
-            CELL if isinstance(stat, Histogram) else VALUE if isinstance(stat, Quantile) else None
-        )
-        keys = (*by, cell) if cell is not None else by
+        aggregations += self.statistic.table_aggregations(nw)
+        cell = self.statistic.cell
+        keys = (*self.by, cell) if cell is not None else self.by
         return frame.group_by(*keys).agg(*aggregations) if keys else frame.select(*aggregations)
 
     def _aggregate(self, frame: Any) -> Aggregates:
         """Step 3: per-group elementary aggregations, in one pass of the engine, collected as
-        small arrays: per group its count, sum and ids (the bounding's :data:`FIRST` rows);
-        per group and cell (a histogram's category, a quantile's lattice cell) its count."""
-        stat, by = self.statistic, self.by
+        small arrays (the statistic's :meth:`~dpkit_central.statistic.TableStatistic.
+        table_collect`, and the ids per group for partition selection)."""
         table = collect(self._grouped(frame))
-        rows = key_tuples(table, by)
-        ordered = sorted_keys(rows) if by else [()]
+        rows = key_tuples(table, self.by)
+        ordered = sorted_keys(rows) if self.by else [()]
         where = {k: i for i, k in enumerate(ordered)}
         group = np.array([where[k] for k in rows], dtype=np.int64)
         found = {  # an engine may give a null sum for no rows: that sum is 0
             name: table.get_column(name).fill_null(0).to_numpy().astype(np.int64)
-            for name in ("count", "units", "sum")
-            if name in table.columns
+            for name in table.columns
+            if name in ("count", "units", "sum")
         }
-
-        def per_group(name: str) -> NDArray[np.int64]:
-            total = np.zeros(len(ordered), dtype=np.int64)
-            np.add.at(total, group, found[name])
-            return total
-
-        values: dict[str, NDArray[Any]] = {}
+        values, lattice = self.statistic.table_collect(len(ordered), group, table, found)
         if "units" in found:
-            values["units"] = per_group("units")
-        if isinstance(stat, Histogram):
-            matrix = np.zeros((len(ordered), len(stat.cells)), dtype=np.int64)
-            cell_of = table.get_column(CELL).to_numpy().astype(np.int64)
-            np.add.at(matrix, (group, cell_of), found["count"])
-            values["cells"] = matrix
-            return Aggregates(tuple(ordered), values)
-        if isinstance(stat, Quantile):  # back to ⌊z/h⌋ (exact: an integer double)
-            lattice = table.get_column(VALUE).to_numpy().astype(np.float64) + self._lattice()[1]
-            order = np.lexsort((lattice, group))
-            bounds = np.searchsorted(group[order], np.arange(len(ordered) + 1))
-            runs = tuple(
-                (lattice[order[a:b]], found["count"][order[a:b]])
-                for a, b in itertools.pairwise(bounds)
-            )
-            return Aggregates(tuple(ordered), values, runs)
-        values["count"] = per_group("count")
-        if "sum" in found:  # integers of the fixed-point step → the sum (exact, then rounded)
-            name = "centred_sum" if isinstance(stat, Mean) else "sum"
-            values[name] = per_group("sum").astype(np.float64) * self._grid()
-        return Aggregates(tuple(ordered), values)
-
-    def _is_label(self, column: str) -> bool:
-        return column == self.column and isinstance(self.statistic, (Count, Histogram))
+            values["units"] = np.zeros(len(ordered), dtype=np.int64)
+            np.add.at(values["units"], group, found["units"])
+        return Aggregates(tuple(ordered), values, lattice)
 
     def _is_id(self, column: str) -> bool:
         return isinstance(self.unit, IdUnit) and column == self.unit.column
@@ -633,12 +526,14 @@ class TableQuery:
         """Steps 1–3: the per-group aggregates before any noise (not private: for tests and
         for building on). ``rng`` draws the bounding priorities under an id unit."""
         generator = dpkit.resolve_rng(rng, owner=self.name)[0]
-        frame = self._prepared(as_frame(data, owner=self.name), generator)
-        found = self._aggregate(frame)
+        frame = as_frame(data, owner=self.name)
+        keys = self._coerced_keys(column_kinds(frame), dict(frame.collect_schema()))
+        found = self._aggregate(self._prepared(frame, generator))
         if isinstance(self.keys, PublicKeys):
-            return aligned(found, self.keys.values)
+            assert keys is not None
+            return aligned(found, self.keys.values, keys)
         if not self.by:
-            return aligned(found, ((),))
+            return aligned(found, ((),), ((),))
         return found
 
     def release(
@@ -649,20 +544,19 @@ class TableQuery:
         if self._selection is not None:
             keep = self._selection.select(aggregates.values["units"], rng=generator)
             aggregates = aggregates.subset(keep)
-        values, mechanism, noise, parts = self._noisy(aggregates, generator)
-        stat = self.statistic
+        released = self.statistic.table_release(aggregates, self.contribution, generator)
         return TableResult(
             query=self.name,
             by=self.by,
             keys=aggregates.keys,
-            values=values,
-            mechanism=mechanism,
+            values=released.values,
+            mechanism=released.mechanism,
             privacy=self.privacy,
-            noise=noise,
-            categories=stat.cells if isinstance(stat, Histogram) else None,
+            noise=released.noise,
+            categories=released.categories,
             parts=tuple(
-                TableResult(name, self.by, aggregates.keys, v, mechanism, self.privacy, n)
-                for name, v, n in parts
+                TableResult(name, self.by, aggregates.keys, v, released.mechanism, self.privacy, n)
+                for name, v, n in released.parts
             ),
             unit=self.unit.describe(),
             backend=backend,
@@ -675,38 +569,6 @@ class TableQuery:
         aggregates = self.aggregate(data, rng=generator)
         return self.release(aggregates, rng=generator, backend=implementation(frame))
 
-    def _noisy(
-        self, aggregates: Aggregates, rng: Any
-    ) -> tuple[NDArray[Any], str, AdditiveNoise | None, list[tuple[str, NDArray[Any], Any]]]:
-        stat = self.statistic
-        l1, l2, changed = self._sensitivities()
-        values = aggregates.values
-        if isinstance(stat, Quantile):
-            per_group = self._quantile()
-            lattice = aggregates.lattice or ()
-            out = np.array(
-                [per_group.run_cells(c, n, rng=rng).value for c, n in lattice], dtype=np.float64
-            )
-            return out, "exponential", None, []
-        if isinstance(stat, Mean):
-            sum_mech, count_mech = stat.parts(l1, l2, self._grid())
-            noisy_sum = _randomized(sum_mech, values["centred_sum"], rng, changed)
-            noisy_count = _randomized(count_mech, values["count"].astype(np.float64), rng, changed)
-            mean = stat.midpoint + noisy_sum / np.maximum(noisy_count, 1.0)
-            mean = np.clip(mean, stat.lower, stat.upper)
-            parts = [
-                ("centred_sum", noisy_sum, _noise_for(sum_mech, rng, changed)),
-                ("count", noisy_count, _noise_for(count_mech, rng, changed)),
-            ]
-            return mean, f"{stat.noise} (sum and count)", None, parts
-        mech = self._mechanism()
-        answers = (
-            values["sum"] if isinstance(stat, Sum) else values.get("cells", values.get("count"))
-        )
-        assert answers is not None
-        noisy = _randomized(mech, answers, rng, changed)
-        return noisy, mech.name, _noise_for(mech, rng, changed), []
-
     # -- accuracy ----------------------------------------------------------------------------
 
     def accuracy(self, alpha: float = 0.05, *, rng: Any = None) -> Accuracy:
@@ -715,44 +577,12 @@ class TableQuery:
         ``selection`` is the number of ids a group needs to be released with probability
         ≥ 1 − α."""
         alpha = check_alpha(alpha, self.name)
-        stat = self.statistic
-        l1, l2, changed = self._sensitivities()
         needed = None if self._selection is None else self._selection.units_needed(1.0 - alpha)
-        if isinstance(stat, Quantile):  # each group's quantile, at ε/(G·R)
-            found = self._quantile().accuracy(alpha)  # the lattice mechanism in both modes
-            return attrs.evolve(found, privacy=self.privacy, selection=needed)
-        if isinstance(stat, Mean):
-            found = mean_accuracy(stat, stat.parts(l1, l2, self._grid()), alpha, rng, changed)
-            return attrs.evolve(found, privacy=self.privacy, selection=needed)
-        noise = _noise_for(self._mechanism(), mode_of(rng), changed)
-        cells = len(stat.cells) if isinstance(stat, Histogram) else 1
-        return Accuracy(
-            self.name,
-            self.privacy,
-            1.0 - alpha,
-            noise,
-            noise.half_width(1.0 - alpha),
-            selection=needed,
-            cells=cells,
-        )
+        found: Accuracy = self.statistic.table_accuracy(self.contribution, alpha, rng)
+        return attrs.evolve(found, privacy=self.privacy, selection=needed)
 
 
 def _as_float(dtype: Any) -> bool:
     """Key and id columns read as float64 (:func:`unsigned_zero`): floats, and decimals (whose
     matching against number keys fails in some engines on non-integral values)."""
     return bool(dtype.is_float() or dtype.is_decimal())
-
-
-def _randomized(mech: Any, answers: NDArray[Any], rng: Any, changed: int) -> NDArray[Any]:
-    """``answers`` (any shape) plus the mechanism's noise; secure lattice noise covers the
-    rounding of ``changed`` coordinates (an id changes at most that many)."""
-    flat = np.asarray(answers).reshape(-1)
-    if flat.size == 0:
-        return np.zeros(np.shape(answers), dtype=np.float64).reshape(-1)
-    if isinstance(mech, Geometric):
-        noisy = mech.randomize(mech.coerce(flat), rng=rng)
-    else:
-        noisy = mech.randomize(
-            mech.coerce(flat) if hasattr(mech, "coerce") else flat, rng=rng, changed=changed
-        )
-    return np.asarray(noisy).reshape(np.shape(answers))

@@ -11,9 +11,13 @@ from typing import Any
 import dpkit
 
 __all__ = [
+    "barabasi_albert",
     "dpkit_register_estimators",
     "dpkit_register_mechanisms",
+    "erdos_renyi",
     "estimate_mean",
+    "graph_counts",
+    "powerlaw_cluster",
     "simulate_counts",
     "simulate_numeric",
     "stochastic_discretize",
@@ -23,6 +27,10 @@ __all__ = [
 
 # Helpers for experiments, imported on first use so that loading the plugin stays light.
 _HELPERS = {
+    "barabasi_albert": "dpkit_ldp.graph_datasets",
+    "erdos_renyi": "dpkit_ldp.graph_datasets",
+    "graph_counts": "dpkit_ldp.graph_datasets",
+    "powerlaw_cluster": "dpkit_ldp.graph_datasets",
     "estimate_mean": "dpkit_ldp.discretize",
     "simulate_counts": "dpkit_ldp.simulate",
     "simulate_numeric": "dpkit_ldp.simulate",
@@ -62,6 +70,16 @@ def dpkit_register_mechanisms(register: Callable[[type[dpkit.Mechanism]], None])
     # Numeric values (issue 18): means and distributions.
     for numeric in (Duchi, DuchiMulti, Piecewise, PiecewiseMulti, Hybrid, HybridMulti, SquareWave):
         register(numeric)
+    # Graphs under edge LDP: each node randomizes its own neighbour list.
+    from dpkit_ldp.graph_arr import AsymmetricRandomizedResponse
+    from dpkit_ldp.graph_degree import LocalKStars, NoisyDegree
+    from dpkit_ldp.graph_rr import GraphRandomizedResponse
+
+    for graph in (GraphRandomizedResponse, AsymmetricRandomizedResponse, NoisyDegree, LocalKStars):
+        register(graph)
+    from dpkit_ldp.graph_features import MultiBit
+
+    register(MultiBit)
 
 
 @dpkit.hookimpl
@@ -83,6 +101,13 @@ def dpkit_register_estimators(
     from dpkit_ldp.mean_estimator import MeanEstimator
     from dpkit_ldp.square_wave import SquareWaveEstimator
 
-    for name in ("duchi", "duchi_multi", "pm", "pm_multi", "hm", "hm_multi"):
+    for name in ("duchi", "duchi_multi", "pm", "pm_multi", "hm", "hm_multi", "multibit"):
         register(name, MeanEstimator)
     register("sw", SquareWaveEstimator)
+    from dpkit_ldp.graph_estimators import AdjacencyEstimator, CountEstimator, TwoRoundEstimator
+
+    register("graph_rr", AdjacencyEstimator)
+    register("graph_arr", AdjacencyEstimator)
+    register("graph_degree", CountEstimator)
+    register("graph_kstar", CountEstimator)
+    register("graph_triangles", TwoRoundEstimator)

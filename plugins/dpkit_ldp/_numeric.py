@@ -93,11 +93,12 @@ def check_scalar(name: str, dimension: int) -> None:
         )
 
 
-def check_vector(name: str, dimension: int) -> None:
+def check_vector(name: str, dimension: int, scalar: str | None = None) -> None:
     """Refuse ``dimension`` 1 for a vector mechanism (in its ``mean_variance``): for one value
-    the one-dimensional mechanism is the same and is advised under its own name."""
+    the one-dimensional mechanism ``scalar`` (by default ``name`` without ``_multi``) is the
+    same and is advised under its own name."""
     if dimension < 2:
-        scalar = name.removesuffix("_multi")
+        scalar = scalar or name.removesuffix("_multi")
         raise InvalidParameter(
             "dimension", dimension, f">= 2 (for one value use {scalar})", owner=name
         )

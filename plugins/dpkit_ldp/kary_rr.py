@@ -97,6 +97,7 @@ class KaryRandomizedResponse(CategoricalInput, Mechanism):
 
     name: ClassVar[str] = "krr"
     kind: ClassVar[Literal["local", "central"]] = "local"
+    parameter_alternatives: ClassVar[tuple[tuple[str, ...], ...]] = (("k", "categories"),)
 
     epsilon: float = parameter(EPSILON, doc="privacy loss ε per report", typical=(0.05, 6.0))
     k: int | None = parameter(
@@ -107,8 +108,8 @@ class KaryRandomizedResponse(CategoricalInput, Mechanism):
         typical=(2, 64),
     )
     categories: tuple[Any, ...] | None = parameter(
-        Sequence_(min_length=2),
-        doc="category labels (k defaults to their number)",
+        Sequence_(min_length=2, uniform=True),
+        doc="category labels, all strings or all integers (k defaults to their number)",
         default=None,
         optional=True,
     )
@@ -120,11 +121,6 @@ class KaryRandomizedResponse(CategoricalInput, Mechanism):
                     "k", None, "an integer >= 2 (or give categories=[...])", owner=self.name
                 )
             return
-        kinds = {isinstance(c, str) for c in self.categories}
-        if len(kinds) > 1:
-            raise InvalidParameter(
-                "categories", self.categories, "all strings or all integers", owner=self.name
-            )
         if self.k is not None and self.k != len(self.categories):
             raise InvalidParameter(
                 "k",

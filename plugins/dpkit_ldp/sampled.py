@@ -68,6 +68,8 @@ class SampledAttributes(VectorMechanism):
 
     output_type: ClassVar[Literal["discrete", "continuous"]] = "continuous"
     statistic: ClassVar[str] = "multivariate_mean"
+    # The mechanism advised for one value (d = 1); None: this name without "_multi".
+    one_value: ClassVar[str | None] = None
 
     k: int | None = parameter(
         Integer(low=1, high=1 << 12),
@@ -127,7 +129,7 @@ class SampledAttributes(VectorMechanism):
     def mean_variance(cls, *, epsilon: float, dimension: int = 1, n: int = 1) -> float:
         """Worst-case variance of one coordinate's mean of n reports on [−1, 1] at Wang et al.'s
         k (Section IV), over n. For one value (d = 1) it is the one-dimensional mechanism."""
-        check_vector(cls.name, dimension)
+        check_vector(cls.name, dimension, cls.one_value)
         mechanism = cls(epsilon=epsilon, dimension=dimension)
         return float(mechanism.worst_case_variance()[0]) / n
 

@@ -46,6 +46,7 @@ from dpkit import (
     InvalidParameter,
     Mechanism,
     PureDP,
+    Real,
     parameter,
 )
 from dpkit.arrays import as_array, describe_dtype
@@ -303,8 +304,12 @@ class UnaryEncoding(CategoricalInput, Mechanism):
         return np.packbits(bits.astype(np.uint8), axis=-1)
 
 
-def _epsilon_field() -> Any:
-    return parameter(EPSILON, doc="privacy loss ε per report", typical=(0.05, 6.0))
+def _epsilon_field(low: float) -> Any:
+    """ε from ``low``, the round number above the smallest ε at which p > q on the 2⁻³² grid
+    (:meth:`UnaryEncoding._check_resolution`), to :data:`~dpkit.params.EPSILON`'s 700: the
+    declared domain is then exactly what the mechanism accepts (the spec schema says so)."""
+    domain = Real(low=low, high=EPSILON.high)
+    return parameter(domain, doc="privacy loss ε per report", typical=(0.05, 6.0))
 
 
 def _k_field() -> Any:
@@ -321,7 +326,7 @@ class SymmetricUnaryEncoding(UnaryEncoding):
     """
 
     name: ClassVar[str] = "sue"
-    epsilon: float = _epsilon_field()
+    epsilon: float = _epsilon_field(2e-9)  # p > q on the grid from ε ≈ 1.8626e-9 (≈ 2⁻²⁹)
     k: int = _k_field()
 
     def __attrs_post_init__(self) -> None:
@@ -349,7 +354,7 @@ class OptimizedUnaryEncoding(UnaryEncoding):
     """
 
     name: ClassVar[str] = "oue"
-    epsilon: float = _epsilon_field()
+    epsilon: float = _epsilon_field(1e-9)  # q < 1/2 on the grid from ε ≈ 9.3132e-10 (≈ 2⁻³⁰)
     k: int = _k_field()
 
     def __attrs_post_init__(self) -> None:

@@ -199,3 +199,37 @@ def test_bounding_each_input_partition_alone_breaks_the_bound(
         ),
     )
     assert most_rows_per_pair() > 1
+
+
+@pytest.mark.parametrize("convert", [True, False], ids=["convert-string", "object"])
+def test_object_ids_and_keys_are_the_same_rows_on_dask(dask_client: Any, convert: bool) -> None:
+    """Attack: a pandas object id column holding 1, 1.0, True and −0.0. pandas read them by
+    Python's equality (1, 1.0 and True one person) while ``dd.from_pandas`` with Dask's default
+    ``dataframe.convert-string`` made them the texts "1", "1.0", "True": R = 2 rows of that
+    person on pandas, 6 on Dask, and private keys spelled as the rows spelled them. An object
+    column is now read as text everywhere, so the aggregates are identical whatever Dask's
+    setting (deterministic: false-positive rate 0)."""
+    import dask
+    import dask.dataframe as dd
+
+    spellings = [1, 1.0, True, -0.0, 0, False, "1", 2**53 + 1, float(2**53)]
+    table = pd.DataFrame(
+        {
+            "user": pd.Series(spellings * 4, dtype=object),
+            "city": pd.Series([*spellings[1:], spellings[0]] * 4, dtype=object),
+            "minutes": np.arange(4 * len(spellings), dtype=np.float64),
+        }
+    )
+    unit = dpkit.IdUnit("user", max_rows=2, max_groups=1)
+    queries = [
+        Count(epsilon=1.0).on(by="city", keys=PrivateKeys(epsilon=1.0, delta=1e-6), unit=unit),
+        Sum(lower=0, upper=50, epsilon=1.0).on("minutes", by="city", keys=[1, "True"], unit=unit),
+    ]
+    with dask.config.set({"dataframe.convert-string": convert}):
+        frame = dd.from_pandas(table, npartitions=3, sort=False)
+    assert (str(frame.dtypes["user"]) == "object") is not convert
+    for query in queries:
+        expected = query.aggregate(table, rng=np.random.default_rng(4))
+        _same(expected, query.aggregate(frame, rng=np.random.default_rng(4)))
+    keys = queries[0].aggregate(table, rng=np.random.default_rng(4)).keys
+    assert all(isinstance(k[0], str) for k in keys) and ("1.0",) in keys

@@ -9,8 +9,9 @@ mechanisms (inputs from an ``Interval`` or a ``Box``) are audited from the neigh
 domains declare, like any other.
 
 False positives. The exact tier is deterministic (tolerance 1e-9 on ε, 1e-6 relative on δ).
-Each statistical audit falsely alarms with probability ≤ 2·CHECK_ALPHA = 2e-7 (the ε
-certificate at α = 1e-7 plus the goodness-of-fit test at α = 1e-7). Hypothesis is derandomized
+Each statistical audit samples both randomness modes (fast, and secure on a keyed SecureRandom)
+and falsely alarms with probability ≤ 2·CHECK_ALPHA = 2e-7 (in each mode the ε certificate at
+α/2 = 5e-8 plus the goodness-of-fit test at 5e-8). Hypothesis is derandomized
 (fixed examples, fixed seeds): at most STAT_EXAMPLES audits per mechanism by default and
 SLOW_EXAMPLES under ``slow``, so even with 100 registered mechanisms the suite's family-wise
 false-positive rate is ≤ 100·(3 + 2)·2e-7 = 1e-4 ≤ 1e-3.

@@ -5,13 +5,16 @@ from __future__ import annotations
 
 import copy
 import json
+import math
 import sqlite3
+import sys
 from pathlib import Path
 from typing import Any
+from unittest.mock import patch
 
 import jsonschema
 import pytest
-from hypothesis import HealthCheck, event, given, settings
+from hypothesis import HealthCheck, assume, event, given, settings
 from hypothesis import strategies as st
 
 import dpkit
@@ -184,3 +187,142 @@ def test_generated_specs_run_or_fail_cleanly(spec: dict[str, Any], tmp_path: Pat
     else:
         event(f"released: {spec['statistic']}")
         assert len(document["results"]) == 1
+
+
+# -- the schema and the constructors agree ---------------------------------------------------------
+#
+# Every document the composed schema accepts must plan (its constructors accept it), so that
+# `dpkit schema query` tells the truth about what runs. The values are drawn *from the schema*
+# (tests/support/schema_values.py: bounds, their neighbouring floats, integers written as
+# floats, tiny and huge numbers, empty, repeated and mixed lists, long strings), so a schema
+# that admits more than the constructors fails here. JSON Schema compares a value with
+# constants only, so the few relations between two fields are kept by construction below:
+# lower < upper (and upper − lower ≥ 2e-100, a sensitivity), and krr's k = len(categories).
+
+sys.path.insert(0, str(ROOT / "tests" / "support"))
+
+import schema_values as sv  # noqa: E402
+
+from dpkit.spec import plan as spec_plan  # noqa: E402
+from dpkit.spec.schema import params_schema  # noqa: E402
+
+_REGISTRY = dpkit.get_registry()
+_QUERY_SCHEMA = compose_schema("query", _REGISTRY)
+_VALIDATOR = jsonschema.Draft202012Validator(_QUERY_SCHEMA)
+_DEFS = _QUERY_SCHEMA["$defs"]
+
+
+def _plan(spec: dict[str, Any], base_dir: Path = ROOT) -> None:
+    """The public phase without the dry run (which runs the mechanism once on a stand-in
+    input: a question of resources, not of the parameters' domains)."""
+    with patch.object(spec_plan, "_dry_run", lambda *args, **kwargs: None):
+        spec_plan.plan_spec(spec, registry=_REGISTRY, base_dir=base_dir)
+
+
+def _keep_relations(params: dict[str, Any]) -> None:
+    if "lower" in params and "upper" in params:
+        low, high = sorted((params["lower"], params["upper"]))
+        assume(math.isfinite(high - low) and high - low >= 2e-100)
+        params["lower"], params["upper"] = low, high
+    if "k" in params and "categories" in params and isinstance(params["categories"], list):
+        params["k"] = len(params["categories"])
+
+
+@st.composite
+def schema_documents(draw: st.DrawFn) -> dict[str, Any]:
+    """A one-query spec whose parameters, budget and options are all drawn from the schema."""
+    statistic, mechanism = draw(st.sampled_from(sv.targets(_REGISTRY)))
+    cls = sv.target_class(_REGISTRY, statistic, mechanism)
+    node = params_schema(cls)
+    params: dict[str, Any] = {}
+    both = {"lower", "upper"} <= set(node["properties"])  # a pair: given together (below)
+    for name, field in node["properties"].items():
+        given = name in node.get("required", []) or (both and name in ("lower", "upper"))
+        if given or draw(st.booleans()):
+            params[name] = draw(sv.admitted(field))
+    _keep_relations(params)
+    # ε and δ: aimed at the envelope's bounds and at the class's own domains (both sides of
+    # each); the composed schema decides below which of them a document may hold
+    declared = parameter_specs(cls)
+    epsilon = [sv.admitted(_DEFS["epsilon"])]
+    if "epsilon" in declared:
+        epsilon.append(sv.near_misses(declared["epsilon"].domain.json_schema()))
+    budget = {"epsilon": draw(st.one_of(epsilon))}
+    deltas = [st.sampled_from([0, 0.0]), sv.admitted(_DEFS["delta"])]
+    if "delta" in declared:
+        deltas.append(sv.near_misses(declared["delta"].domain.json_schema()))
+    if draw(st.booleans()):
+        budget["delta"] = draw(st.one_of(deltas))
+    spec = sv.base_spec(_REGISTRY, statistic, mechanism)
+    spec["budget"] = budget
+    if mechanism:
+        spec["mechanism"]["params"] = params
+    else:
+        spec.pop("params", None)
+        if params or draw(st.booleans()):
+            spec["params"] = params
+    if draw(st.booleans()):
+        spec["output"] = {
+            "confidence": draw(sv.admitted(_DEFS["output"]["properties"]["confidence"]))
+        }
+    if draw(st.booleans()):
+        seed = draw(sv.admitted(_DEFS["rng"]["properties"]["seed"]))
+        spec["rng"] = draw(st.sampled_from([{"mode": "fast", "seed": seed}, {"mode": "secure"}]))
+    return spec
+
+
+@settings(
+    max_examples=400,
+    deadline=None,
+    suppress_health_check=[HealthCheck.too_slow, HealthCheck.filter_too_much],
+)
+@given(spec=schema_documents())
+def test_every_document_the_schema_accepts_is_accepted_by_the_constructors(
+    spec: dict[str, Any],
+) -> None:
+    assume(_VALIDATOR.is_valid(spec))
+    event(f"{spec['statistic']}:{spec.get('mechanism', {}).get('name', '')}")
+    try:
+        _plan(spec)
+    except SpecInvalid as error:
+        pytest.fail(f"the schema accepts what a constructor refuses: {error.as_dict()}\n{spec}")
+
+
+#: A grouped, per-id table query (its selection cost and contribution bounds are options).
+_VISITS = {
+    "dpkit": "1",
+    "session_budget": {"epsilon": 1e6, "delta": 0.5},
+    "statistic": "count",
+    "input": {"source": "csv", "path": "visits.csv", "column": "minutes"},
+    "privacy_unit": {"kind": "id", "column": "user", "max_rows": 3, "max_groups": 2},
+    "group_by": {
+        "columns": ["city"],
+        "keys": "private",
+        "selection": {"epsilon": 1, "delta": 1e-6},
+    },
+    "budget": {"epsilon": 1.0},
+}
+
+
+@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(data=st.data())
+def test_table_options_the_schema_accepts_are_accepted(data: st.DataObject) -> None:
+    """The privacy unit's bounds and the cost of private partition selection."""
+    spec = copy.deepcopy(_VISITS)
+    unit, selection = spec["privacy_unit"], spec["group_by"]["selection"]
+    for name in ("max_rows", "max_groups"):
+        unit[name] = data.draw(sv.admitted(_DEFS["privacy_unit"]["properties"][name], _DEFS))
+    for name in ("epsilon", "delta"):
+        node = _DEFS["group_by"]["properties"]["selection"]["properties"][name]
+        selection[name] = data.draw(sv.admitted(node, _DEFS))
+    assume(_VALIDATOR.is_valid(spec))
+    # Relations of three fields: the selection's keep probabilities must reach 1 within 2²⁰
+    # units, about 2·G·ln(G/δ)/ε of them (G = max_groups; kept with a factor 2 to spare), and
+    # δ/G must be at least one unit of 2⁻⁶⁴.
+    groups, epsilon, delta = unit["max_groups"], selection["epsilon"], selection["delta"]
+    assume(2 * groups * math.log(groups / delta) / epsilon <= 2**19)
+    assume(delta * 2.0**64 / groups >= 2)
+    try:
+        _plan(spec, base_dir=ROOT / "schemas" / "examples" / "data")
+    except SpecInvalid as error:
+        pytest.fail(f"the schema accepts what a constructor refuses: {error.as_dict()}\n{spec}")

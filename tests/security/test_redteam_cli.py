@@ -16,9 +16,11 @@ from __future__ import annotations
 
 import json
 import os
+import random
 import signal
 import sqlite3
 import subprocess
+import sys
 import time
 from fractions import Fraction
 from pathlib import Path
@@ -962,3 +964,67 @@ def test_sigint(rt: Any, big_csv: Path, tmp_path: Path, extra_delay: float) -> N
         return
     assert rt.ledger_spent(ledger) in (Fraction(0), Fraction(6, 10))
     assert rt.entries_spent(ledger) == rt.ledger_spent(ledger)
+
+
+def _seconds(command: list[str]) -> tuple[float, float]:
+    """The fastest and the slowest of three runs of ``command`` (the machine may be shared)."""
+    times = []
+    for _ in range(3):
+        started = time.monotonic()
+        subprocess.run(command, capture_output=True, check=False, stdin=subprocess.DEVNULL)
+        times.append(time.monotonic() - started)
+    return min(times), max(times)
+
+
+_INSTALLED = Path(sys.executable).with_name("dpkit")
+
+
+@pytest.mark.parametrize(
+    ("launcher", "args"),
+    [
+        ([sys.executable, "-m", "dpkit"], ["mechanisms"]),
+        ([str(_INSTALLED)], ["mechanisms"]),
+        (
+            [sys.executable, "-m", "dpkit"],
+            ["account", "--delta", "1e-5", "gaussian(noise_multiplier=1)*10"],
+        ),
+    ],
+    ids=["python-m-mechanisms", "installed-mechanisms", "python-m-account"],
+)
+def test_sigint_during_start_up_is_one_line(launcher: list[str], args: list[str]) -> None:
+    """Ctrl-C while the command starts — while it imports dpkit's modules, the plugins, numpy,
+    an extra — exits 130 with one line, never a traceback. Python prints the traceback of an
+    interrupt in an import that nothing catches, and the console script imports ``dpkit.cli``
+    before it calls ``entry``: the package imports its names lazily, so dpkit's handler is in
+    place ~50 ms after the interpreter starts, before any heavy import.
+
+    The 16 delays are spread over the command's run, from twice the time the interpreter takes
+    to start (measured before each try; before then an interrupt lands where no code of
+    dpkit's runs yet) plus 30 ms, to the end of a (fastest) whole run; they come from a fixed
+    seed (they are the test's input). Before the lazy package, about 14 of 16 such interrupts
+    printed a traceback."""
+    if launcher[0] == str(_INSTALLED) and not _INSTALLED.exists():
+        pytest.skip(f"no installed dpkit command next to {sys.executable}")
+    whole = _seconds([*launcher, *args])[0]
+    rng = random.Random(2026)
+    for _ in range(16):
+        # the interpreter's own start-up just now (the machine may be shared), doubled, and
+        # 30 ms for dpkit's outermost modules (dpkit and dpkit.cli: a few milliseconds)
+        interpreter = _seconds([sys.executable, "-c", "pass"])[1]
+        earliest = 2 * interpreter + 0.03
+        delay = rng.uniform(earliest, max(whole, earliest + 0.05))
+        process = subprocess.Popen(
+            [*launcher, *args],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            stdin=subprocess.DEVNULL,
+            text=True,
+        )
+        time.sleep(delay)
+        if process.poll() is None:
+            process.send_signal(signal.SIGINT)
+        _, err = process.communicate(timeout=60)
+        assert "Traceback" not in err, (delay, err[-3000:])
+        if process.returncode != 0:  # else it ended before the signal: a complete run
+            assert process.returncode == 130, (delay, process.returncode, err[-2000:])
+            assert err == "dpkit: interrupted\n", (delay, err[-2000:])

@@ -182,7 +182,7 @@ def test_one_persons_rows_change_nothing_but_the_release(
 def _odd_dask(client: Any) -> Any:
     """Object columns with values no group-by or hash expects: unhashable lists and dicts, a
     signalling NaN whose comparison raises, a lone surrogate, bytes, huge and exact numbers,
-    and ids equal in value but not in type (1, 1.0, True: one person)."""
+    and ids equal in value but not in type (1, 1.0, True: three ids, read as their text)."""
     import dask.dataframe as dd
 
     ids = [

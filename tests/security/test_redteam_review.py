@@ -62,9 +62,12 @@ def test_the_sign_of_one_zero_key_is_not_released(kind: str) -> None:
 
 @pytest.mark.parametrize("first", [True, 1.0, np.int64(1), np.float32(1.0)])
 def test_the_type_of_one_object_key_is_not_released(first: Any) -> None:
-    """Attack: a pandas object column where 1, 1.0 and True are one group (they compare equal).
-    The group was released under its first row's value, so ``True`` or ``1.0`` in the output
-    named that one row's type. Now equal keys are released as one canonical value."""
+    """Attack: a pandas object column where 1, 1.0 and True compare equal. When they were one
+    group, it was released under its first row's value, so ``True`` or ``1.0`` in the output
+    named that one row's type. Now an object column's keys are their text (as on Dask): the
+    person's ``True`` or ``1.0`` is a group of its own, held by one id, which partition selection
+    releases with probability ≤ δ = 1e-6 (the test's false-positive rate); ``np.int64(1)`` is
+    the text ``"1"`` of the large group."""
     others = [1] * 300 + ["x"] * 300
     without = _private_keys(pd.DataFrame({"k": pd.Series(others, dtype=object)}))
     with_person = _private_keys(pd.DataFrame({"k": pd.Series([first, *others], dtype=object)}))
@@ -87,11 +90,12 @@ def test_the_order_of_released_keys_does_not_depend_on_dropped_keys() -> None:
     assert with_person == without == [("a",), ("b'",)]
 
 
-def test_released_keys_of_mixed_types_are_ordered_numbers_first() -> None:
-    """The fixed order: numbers (and booleans) by value, then text; so a kept number key and
-    kept text keys come out the same way whichever others were found."""
+def test_released_keys_of_an_object_column_are_its_text_in_order() -> None:
+    """An object column's keys are read as text (as pandas' string dtype and Dask read them),
+    so numbers and text in one column come out as text, in one fixed order whichever others
+    were found."""
     column = pd.Series([2.5] * 300 + ["b"] * 300 + [1] * 300 + ["a"] * 300, dtype=object)
-    assert _private_keys(pd.DataFrame({"k": column})) == [(1,), (2.5,), ("a",), ("b",)]
+    assert _private_keys(pd.DataFrame({"k": column})) == [("1",), ("2.5",), ("a",), ("b",)]
 
 
 # -- the CSV reader's id column -----------------------------------------------------------------

@@ -258,11 +258,11 @@ def test_dataframes_with_odd_values_never_fail_after_the_spend(
     query = QUERIES[index]
     unit = dpkit.IdUnit("user", max_rows=2, max_groups=2)
     generator = None if rng == "secure" else np.random.default_rng(0)
-    session = dpkit.Session(budget=(100.0, 1e-3), ledger=":memory:")
     for target in (
         query,
         type(query)(query.statistic, column=query.column, by=query.by, keys=query.keys, unit=unit),
     ):
+        session = dpkit.Session(budget=(100.0, 1e-3), ledger=":memory:")  # one per unit
         release = session.release(target, _odd(kind), rng=generator)
         assert release.values.query == query.name
 

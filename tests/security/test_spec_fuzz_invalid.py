@@ -21,12 +21,17 @@ import copy
 import json
 import math
 import shutil
+import sys
 from collections.abc import Callable, Iterator
 from fractions import Fraction
 from pathlib import Path
 from typing import Any
+from unittest.mock import patch
 
+import jsonschema
 import pytest
+from hypothesis import HealthCheck, assume, event, given, settings
+from hypothesis import strategies as st
 
 import dpkit
 from dpkit.ledger import Ledger
@@ -346,10 +351,27 @@ def test_there_are_enough_cases() -> None:
     assert len({name for name, _ in CASES}) == len(CASES)
 
 
+def _seed(spec: Any, seed: int) -> int | None:
+    """``seed`` (fast mode, quicker), or None for a spec that asks for secure randomness: a
+    seed would contradict it, and the spec would be refused for that, not for its mutation."""
+    if not isinstance(spec, dict):
+        return seed
+    defaults = spec.get("defaults")
+    queries = spec.get("queries")
+    found = [defaults.get("rng") if isinstance(defaults, dict) else None]
+    found += [
+        q.get("rng")
+        for q in (queries if isinstance(queries, list) else [spec])
+        if isinstance(q, dict)
+    ]
+    return None if any(isinstance(r, dict) and r.get("mode") == "secure" for r in found) else seed
+
+
 def test_bases_are_valid(workspace: Path, tmp_path: Path) -> None:
     """Each unmutated base runs (so a refusal of a mutant is caused by the mutation)."""
     for name, spec in _bases().items():
-        result = run_spec(spec, base_dir=workspace, ledger=tmp_path / f"{name}.sqlite", seed=1)
+        ledger = tmp_path / f"{name}.sqlite"
+        result = run_spec(spec, base_dir=workspace, ledger=ledger, seed=_seed(spec, 1))
         assert result["results"], name
 
 
@@ -370,7 +392,7 @@ def test_invalid_spec_refused_in_process(
     """The mutant is refused with a typed dpkit error and nothing is spent."""
     ledger = tmp_path / "ledger.sqlite"
     try:
-        run_spec(spec, base_dir=workspace, ledger=ledger, seed=3)
+        run_spec(spec, base_dir=workspace, ledger=ledger, seed=_seed(spec, 3))
     except SpecInvalid as error:
         assert error.exit_code in (2, 3)
         assert error.as_dict()["spent"] is False
@@ -466,3 +488,96 @@ def test_invalid_spec_refused_by_cli(rt: Any, workspace: Path, tmp_path: Path, n
     result = rt.fork_cli("run", "--json", str(path), "--ledger", str(ledger), timeout=20)
     rt.assert_clean_refusal(result, (2, 3))
     assert _spent(ledger) == 0
+
+
+# -- what a constructor refuses, the schema refuses ----------------------------------------------
+#
+# The other side of tests/property/test_spec_fuzz.py: one field of a valid spec at a time —
+# a mechanism's or query's parameter, the budget's ε and δ, the confidence, the seed — set to
+# a value just outside its schema (the neighbours of each bound, past it), of another type, or
+# inside it. Whenever the constructors refuse the spec, the composed schema must refuse it
+# too, so `dpkit schema query` never admits what cannot run. Relations between two fields
+# (lower < upper, krr's k = len(categories)), which JSON Schema cannot state, are kept.
+
+sys.path.insert(0, str(ROOT / "tests" / "support"))
+
+import schema_values as sv  # noqa: E402
+
+from dpkit.params import parameter_specs  # noqa: E402
+from dpkit.spec import compose_schema  # noqa: E402
+from dpkit.spec import plan as spec_plan  # noqa: E402
+from dpkit.spec.schema import INJECTED, params_schema  # noqa: E402
+
+_REGISTRY = dpkit.get_registry()
+_SCHEMA = compose_schema("query", _REGISTRY)
+_VALIDATOR = jsonschema.Draft202012Validator(_SCHEMA)
+_DEFS = _SCHEMA["$defs"]
+_TARGETS = sv.targets(_REGISTRY)
+
+
+def _constructed(spec: dict[str, Any]) -> bool:
+    """Whether the public phase accepts ``spec`` — with the schema check off (the question is
+    what the constructors say) and without the dry run (resources, not domains)."""
+    with (
+        patch.object(spec_plan, "_schema_issues", lambda *args: []),
+        patch.object(spec_plan, "_dry_run", lambda *args, **kwargs: None),
+    ):
+        try:
+            spec_plan.plan_spec(spec, registry=_REGISTRY, base_dir=ROOT)
+        except dpkit.DPKitError:
+            return False
+    return True
+
+
+@pytest.mark.parametrize(("statistic", "mechanism"), _TARGETS)
+def test_the_bases_are_accepted_by_both(statistic: str, mechanism: str | None) -> None:
+    spec = sv.base_spec(_REGISTRY, statistic, mechanism)
+    assert _VALIDATOR.is_valid(spec) and _constructed(spec), spec
+
+
+def _fields(statistic: str, mechanism: str | None) -> dict[tuple[str, ...], dict[str, Any]]:
+    """Each field a spec may set, with the schema node its near misses are drawn around."""
+    cls = sv.target_class(_REGISTRY, statistic, mechanism)
+    declared = parameter_specs(cls)
+    where = sv.where_params(mechanism)
+    fields = {(*where, name): node for name, node in params_schema(cls)["properties"].items()}
+    for name in (n for n in declared if n not in INJECTED):  # the schema may omit some
+        fields.setdefault((*where, name), declared[name].domain.json_schema())
+    for name in INJECTED:
+        envelope = _DEFS[name]
+        fields[("budget", name)] = (
+            declared[name].domain.json_schema() if name in declared else envelope
+        )
+    fields[("output", "confidence")] = _DEFS["output"]["properties"]["confidence"]
+    fields[("rng", "seed")] = _DEFS["rng"]["properties"]["seed"]
+    return fields
+
+
+@settings(max_examples=500, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(data=st.data())
+def test_what_a_constructor_refuses_the_schema_refuses(data: st.DataObject) -> None:
+    statistic, mechanism = data.draw(st.sampled_from(_TARGETS))
+    spec = sv.base_spec(_REGISTRY, statistic, mechanism)
+    fields = _fields(statistic, mechanism)
+    path = data.draw(st.sampled_from(sorted(fields)))
+    value = data.draw(sv.near_misses(fields[path]))
+    if path == ("rng", "seed"):
+        spec["rng"] = {"mode": "fast"}
+    node = spec
+    for part in path[:-1]:
+        node = node.setdefault(part, {})
+    node[path[-1]] = value
+    params = node if path[-1] not in ("epsilon", "delta", "confidence", "seed") else {}
+    if {"lower", "upper"} <= set(params):
+        low, high = params["lower"], params["upper"]
+        if all(isinstance(v, (int, float)) and not isinstance(v, bool) for v in (low, high)):
+            low, high = sorted((low, high))
+            assume(abs(high) < 1e300 and abs(low) < 1e300 and high - low >= 2e-100)
+            params["lower"], params["upper"] = low, high
+    if "k" in params and isinstance(params.get("categories"), list):
+        params["k"] = len(params["categories"])
+    event("/".join(path[-2:]))
+    if not _constructed(spec):
+        assert not _VALIDATOR.is_valid(spec), (
+            f"a constructor refuses what the schema accepts: {spec}"
+        )

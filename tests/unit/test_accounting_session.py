@@ -64,6 +64,28 @@ def test_secure_mode_is_the_default_and_is_recorded(tmp_path: Path) -> None:
     assert release.entry.randomness == "secure"
 
 
+def test_each_release_records_its_randomness_keyed_apart_from_secure(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A SecureRandom.from_key stream is reproducible, not secret: recorded as "keyed"."""
+    path = tmp_path / "l.db"
+    session = dpkit.Session(budget=(5.0, 0.0), ledger=path)
+    krr = dpkit.mechanism("krr", epsilon=0.5, k=4)
+    data = np.arange(200) % 4
+    first = session.release(krr, data, rng=dpkit.SecureRandom.from_key(bytes(32)))
+    second = session.release(krr, data, rng=dpkit.SecureRandom.from_key(bytes(32)))
+    np.testing.assert_array_equal(first.values, second.values)  # the key fixes every draw
+    fresh = session.release(krr, data, rng=dpkit.SecureRandom())
+    session.release(krr, data)  # rng=None: the process-wide SecureRandom
+    session.release(krr, data, rng=np.random.default_rng(0))
+    recorded = [entry.randomness for entry in session.history()]
+    assert recorded == ["keyed", "keyed", "secure", "secure", "fast"]
+    assert [first.entry.randomness, fresh.entry.randomness] == ["keyed", "secure"]
+    assert main(["budget", "history", "--ledger", str(path)]) == 0  # its RANDOMNESS column
+    rows = [line.split() for line in capsys.readouterr().out.splitlines()]
+    assert sum("keyed" in row for row in rows) == 2 and sum("secure" in row for row in rows) == 2
+
+
 def test_an_out_of_domain_value_is_coerced_and_charged(tmp_path: Path) -> None:
     """rr's domain is {0, 1}: a 7 is replaced in the private phase (never an error), and the
     spend stands."""

@@ -5,9 +5,9 @@ with vector outputs, interval and box inputs, (ε, δ) claims, and whole queries
 sensitivities) is registered as a third-party plugin and every case is built by name through
 that registry, as a plugin author's mechanisms would be.
 
-False alarms: every audit runs at α = 1e-7, so a correct case is flagged with probability
-≤ 2e-7 (the ε certificate at α, the goodness-of-fit test at α); the 24 correct cases together
-≤ 4.8e-6. The exact tier is deterministic. One fixed seed per case; the false-violation rate
+False alarms: every audit runs at α = 1e-7 over both randomness modes, so a correct case is
+flagged with probability ≤ 2e-7 (in each mode the ε certificate at α/2 and the goodness-of-fit
+test at α/2); the 24 correct cases together ≤ 4.8e-6. The exact tier is deterministic. One fixed seed per case; the false-violation rate
 over 20 seeds per correct case is measured by ``benchmarks/bench_audit.py``, not here.
 Power: every bug's true ε is at least 1.5× its claim (or its δ(ε) is 2.3× δ, or its pmf does
 not sum to 1), far above what the budgets below can miss (see each case's ``truth``).

@@ -8,6 +8,8 @@ from __future__ import annotations
 
 import json
 import math
+import sys
+from pathlib import Path
 from typing import Any, ClassVar, Literal
 
 import attrs
@@ -17,6 +19,10 @@ import pytest
 import dpkit
 from dpkit import registry as registry_module
 from dpkit.cli import main
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "support"))
+
+import forced_response_secure_bug as secure_bug
 
 
 def test_text_report_and_exit_zero(capsys: pytest.CaptureFixture[str]) -> None:
@@ -118,6 +124,46 @@ def test_violation_exits_one(
     assert record["exact"]["checked"] is False  # no declared pmf: the sampler alone proves it
 
 
+def test_both_modes_are_reported_in_text_and_json(capsys: pytest.CaptureFixture[str]) -> None:
+    argv = ["audit", "krr", "-p", "epsilon=1", "-p", "k=3", "--samples", "5000", "--alpha", "5e-7"]
+    assert main(argv) == 0
+    text = capsys.readouterr().out
+    assert "fast mode          ε_lb = " in text and "secure mode        ε_lb = " in text
+    assert "α = 5e-07 over 2 randomness modes: 2.5e-07 each" in text
+    assert "PASS  (fast pass, secure pass;" in text
+    assert main([*argv, "--json", "--mode", "secure"]) == 0
+    record = json.loads(capsys.readouterr().out)
+    assert record["verdicts"] == {"secure": "pass"} and list(record["modes"]) == ["secure"]
+    assert record["modes"]["secure"]["confidence"] == pytest.approx(1 - 5e-7)  # all of α
+    assert 0 < record["modes"]["secure"]["epsilon_lower_bound"] <= 1.0
+    with pytest.raises(SystemExit) as refused:  # argparse's usage error, as for every choice
+        main([*argv, "--mode", "slow"])
+    assert refused.value.code == 2 and "invalid choice: 'slow'" in capsys.readouterr().err
+
+
+def test_a_bug_in_the_secure_branch_only_exits_one(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The guide's forced response with its × 2 in the secure branch: the fast-only audit of
+    before passes it, the default audit of both modes exits 1."""
+    buggy = dpkit.load_registry(plugins=[("secure_bug", secure_bug.Plugin())])
+    monkeypatch.setattr("dpkit.commands.audit.get_registry", lambda **_: buggy)
+    argv = ["audit", "secure_doubled_forced_response", "--samples", "20000", "--alpha", "5e-7"]
+    assert main([*argv, "--json"]) == 1
+    record = json.loads(capsys.readouterr().out)
+    assert record["verdict"] == "violation"
+    assert record["verdicts"] == {"fast": "pass", "secure": "violation"}
+    assert record["modes"]["secure"]["epsilon_lower_bound"] > record["claimed_epsilon"]
+    assert record["modes"]["fast"]["epsilon_lower_bound"] <= record["claimed_epsilon"]
+    assert record["most_revealing"]["mode"] == "secure"
+    assert main(argv) == 1
+    text = capsys.readouterr().out
+    assert "VIOLATION  (fast pass, secure violation;" in text
+    assert "statistical tier (secure mode): ε ≥ " in text
+    assert main([*argv, "--mode", "fast"]) == 0  # what fast mode alone would have said
+    capsys.readouterr()
+
+
 def test_a_query_is_audited_whole(capsys: pytest.CaptureFixture[str]) -> None:
     options = ["--alpha", "5e-7", "--pair", "[[1, 2], [1, 2, 3]]", "--json"]
     code = main(
@@ -127,7 +173,7 @@ def test_a_query_is_audited_whole(capsys: pytest.CaptureFixture[str]) -> None:
     assert code == 0 and record["verdict"] == "pass"
     assert record["subject"] == "query" and record["relation"].startswith("add or remove one")
     assert record["exact"]["checked"] is False
-    assert "1 explicit" in record["statistical"]["pair_sources"]
+    assert "1 explicit" in record["modes"]["fast"]["pair_sources"]
 
 
 def test_explicit_pairs_from_the_command_line_and_a_file(
@@ -139,7 +185,7 @@ def test_explicit_pairs_from_the_command_line_and_a_file(
     code = main(["audit", "laplace", "-p", "epsilon=1", "--pair", "[0.25, 1]", *options])
     record = json.loads(capsys.readouterr().out)
     assert code == 0 and record["exact"]["pairs_checked"] == 5  # 2 derived + 3 explicit
-    assert "3 explicit" in record["statistical"]["pair_sources"]
+    assert "3 explicit" in record["modes"]["secure"]["pair_sources"]
 
 
 def test_an_unknown_name_lists_mechanisms_and_queries(capsys: pytest.CaptureFixture[str]) -> None:

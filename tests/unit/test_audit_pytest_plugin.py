@@ -1,11 +1,13 @@
 """The ``pytest11`` plugin: a third-party suite gets ``dp_check`` with no configuration.
 
-Audits inside run at check_mechanism's alpha = 1e-7 (false alarm ≤ 2e-7 per audit).
+Audits inside run at check_mechanism's alpha = 1e-7 (false alarm ≤ 2e-7 per audit, both
+randomness modes together).
 """
 
 from __future__ import annotations
 
 import sys
+from pathlib import Path
 
 import pytest
 
@@ -76,6 +78,30 @@ def test_a_whole_query(dp_check):
     result = pytester.runpytest("-p", "no:cacheprovider", "--dpkit-samples", "20000")
     result.assert_outcomes(passed=4, failed=1)
     result.stdout.fnmatch_lines(["*DPViolation*privacy audit failed*", "*statistical tier*"])
+
+
+def test_fixture_fails_a_bug_in_the_secure_branch_only(pytester: pytest.Pytester) -> None:
+    """The guide's forced response with a × 2 in its secure branch alone: ``dp_check`` fails
+    it (secure mode is audited by default), and passes it when told to audit fast mode only."""
+    source = Path(__file__).resolve().parents[1] / "support" / "forced_response_secure_bug.py"
+    pytester.makepyfile(buggy=source.read_text(encoding="utf-8"))
+    pytester.makepyfile(
+        test_buggy="""
+from buggy import SecureDoubledForcedResponse
+
+def test_both_modes(dp_check):
+    dp_check(SecureDoubledForcedResponse)
+
+def test_fast_mode_alone(dp_check):
+    dp_check(SecureDoubledForcedResponse, modes=("fast",))
+"""
+    )
+    result = pytester.runpytest("-p", "no:cacheprovider", "--dpkit-samples", "20000")
+    result.assert_outcomes(passed=1, failed=1)
+    result.stdout.fnmatch_lines(
+        ["*test_both_modes*", "*DPViolation*privacy audit failed*", "*(secure mode)*"]
+    )
+    assert "test_fast_mode_alone FAILED" not in result.stdout.str()
 
 
 def test_plugin_module_is_cheap_to_import() -> None:

@@ -89,6 +89,17 @@ def test_another_privacy_unit_needs_its_relation() -> None:
     assert report.verdict == "unchecked" and "pass relation=" in report.reason
 
 
+def test_a_table_query_per_person_is_not_audited_on_record_neighbours() -> None:
+    """A table query keeps its unit in ``unit``: an id-level count audited on add/remove-one
+    record would test a weaker claim than the one it makes (one person's rows)."""
+    from dpkit_central import Count
+
+    query = Count(epsilon=1.0).on(unit=dpkit.IdUnit("user", max_rows=2))
+    report = audit_query(query, seed=0, **BUDGET)
+    assert report.verdict == "unchecked" and "pass relation=" in report.reason
+    assert "'kind': 'id'" in report.reason
+
+
 class RemoveOnePerson(dpkit.Domain):
     """Tables of (person, value) rows; neighbours differ by all the rows of one person.
 

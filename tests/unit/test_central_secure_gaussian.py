@@ -14,9 +14,8 @@ from fractions import Fraction
 
 import numpy as np
 import pytest
-from dpkit_central import Gaussian
+from dpkit_central import Count, Gaussian, Histogram, Mean, Sum
 from dpkit_central.gaussian import SMOOTHING, LatticeGaussian, lattice_gaussian_release
-from dpkit_central.queries import Count, Histogram, Mean, Sum
 from scipy import stats
 
 import dpkit

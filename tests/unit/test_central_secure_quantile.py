@@ -13,8 +13,8 @@ from fractions import Fraction
 
 import numpy as np
 import pytest
+from dpkit_central import Quantile
 from dpkit_central.exponential import sample_by_weight
-from dpkit_central.queries import Quantile
 from scipy import stats
 
 import dpkit

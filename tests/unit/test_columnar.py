@@ -195,14 +195,20 @@ def test_each_file_is_read_once_whatever_the_number_of_queries(
         return real(handle, counter, wanted, size, header)
 
     monkeypatch.setattr(columnar, "_read_csv", counting)
+    unit = {"kind": "id", "column": "u", "max_rows": 2, "max_groups": 1}  # one per spec
     queries = [
-        {"statistic": "count", "budget": {"epsilon": 1}},
-        {"statistic": "sum", "params": {"lower": 0, "upper": 99}, "budget": {"epsilon": 1}},
+        {"statistic": "count", "privacy_unit": unit, "budget": {"epsilon": 1}},
+        {
+            "statistic": "sum",
+            "params": {"lower": 0, "upper": 99},
+            "privacy_unit": unit,
+            "budget": {"epsilon": 1},
+        },
         {
             "statistic": "mean",
             "params": {"lower": 0, "upper": 99},
             "group_by": {"columns": ["g"], "keys": ["0", "1", "2"]},
-            "privacy_unit": {"kind": "id", "column": "u", "max_rows": 2, "max_groups": 1},
+            "privacy_unit": unit,
             "budget": {"epsilon": 1},
         },
     ]
@@ -225,10 +231,15 @@ def test_a_file_read_in_many_blocks_gives_the_same_results(
         )
     ]
     (tmp_path / "d.csv").write_text("x,g,u\n" + "".join(rows))
-    unit = {"kind": "id", "column": "u", "max_rows": 2, "max_groups": 1}
+    unit = {"kind": "id", "column": "u", "max_rows": 2, "max_groups": 1}  # one per spec
     queries = [
-        {"statistic": "count", "budget": {"epsilon": 1}},
-        {"statistic": "sum", "params": {"lower": 0, "upper": 9}, "budget": {"epsilon": 1}},
+        {"statistic": "count", "privacy_unit": unit, "budget": {"epsilon": 1}},
+        {
+            "statistic": "sum",
+            "params": {"lower": 0, "upper": 9},
+            "privacy_unit": unit,
+            "budget": {"epsilon": 1},
+        },
         {
             "statistic": "mean",
             "params": {"lower": 0, "upper": 9},

@@ -28,9 +28,9 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from dpkit_central import Histogram
 from dpkit_central.gaussian import Gaussian
 from dpkit_central.laplace import Laplace
-from dpkit_central.queries import Histogram
 from dpkit_ldp.hadamard import HadamardResponse
 from dpkit_ldp.kary_rr import KaryRandomizedResponse
 from dpkit_ldp.local_hashing import OptimalLocalHashing

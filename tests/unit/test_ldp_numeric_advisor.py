@@ -71,7 +71,8 @@ def test_scalar_ranking_matches_wang_et_al(epsilon: float) -> None:
     # Wang et al.: HM is never worse than PM or Duchi's; at ε ≤ ε* it is Duchi's mechanism.
     assert advice.best == ("duchi" if epsilon <= EPSILON_STAR else "hm")
     assert advice.best in advice.why and "worst-case variance" in advice.why
-    assert set(advice.skipped) == {"duchi_multi", "pm_multi", "hm_multi"}
+    assert set(advice.skipped) == {"duchi_multi", "pm_multi", "hm_multi", "multibit"}
+    assert "use duchi" in advice.skipped["multibit"]
     assert "for one value use" in advice.skipped["pm_multi"]
 
 
@@ -88,9 +89,14 @@ def test_vector_ranking(d: int, epsilon: float) -> None:
 
 def test_even_dimensions_favour_duchi_at_moderate_epsilon() -> None:
     """A consequence of the correct even-d constant: at d = 8, ε = 4, Duchi et al.'s vertex
-    mechanism beats the sampled hybrid (7.80 against 8.75), while at d = 7 it does not."""
+    mechanism beats the sampled hybrid (7.80 against 8.75), while at d = 7 it does not. At d = 7
+    the multi-bit mechanism (one attribute at ε, Duchi's one-bit report scaled by d) is best by a
+    hair: its worst case is d·((e^ε + 1)/(e^ε − 1))² = 7.5322, at t = 0."""
     assert dpkit.advise_mean(4.0, dimension=8).best == "duchi_multi"
-    assert dpkit.advise_mean(4.0, dimension=7).best == "hm_multi"
+    seven = dpkit.advise_mean(4.0, dimension=7)
+    assert seven.variances["hm_multi"] < seven.variances["duchi_multi"]
+    assert seven.best == "multibit"
+    assert seven.variances["multibit"] == pytest.approx(7 * _duchi(4.0), rel=1e-12)
 
 
 def test_bad_arguments() -> None:

@@ -195,8 +195,13 @@ def test_bad_input(name: str) -> None:
         dpkit.mechanism(name, epsilon=1.0, k=1)
     with pytest.raises(dpkit.InvalidParameter, match="epsilon"):
         dpkit.mechanism(name, epsilon=0.0, k=4)
-    with pytest.raises(dpkit.InvalidParameter, match="grid"):
-        dpkit.mechanism(name, epsilon=1e-12, k=4)
+    # below the resolution of the 2^-32 probability grid: refused by the declared domain, whose
+    # lower end is the first round number at which p > q on the grid (so the schema says it)
+    low = dpkit.get_registry().mechanisms[name].cls.parameters()["epsilon"].domain.low
+    with pytest.raises(dpkit.InvalidParameter, match=f">= {low:g}"):
+        dpkit.mechanism(name, epsilon=math.nextafter(low, 0.0), k=4)
+    dpkit.mechanism(name, epsilon=low, k=4)
+    dpkit.mechanism(name, epsilon=700.0, k=4)
     with pytest.raises(NotImplementedError):
         dpkit.mechanism(name, epsilon=1.0, k=20).output_space()
 

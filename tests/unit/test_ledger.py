@@ -32,6 +32,7 @@ from dpkit.ledger import (
     NotALedger,
     require_persistent,
 )
+from dpkit.units import UnitIdentity
 
 #: tests/conftest.py's LedgerStore (a conftest cannot be imported under --import-mode=importlib)
 LedgerStore = Any
@@ -418,7 +419,8 @@ def test_version_1_ledgers_are_migrated_by_concurrent_openers(tmp_path: Path) ->
         "SELECT value FROM dpkit_meta WHERE key = 'schema_version'"
     ).fetchone()[0]
     connection.close()
-    assert version == str(SCHEMA_VERSION) == "4"
+    assert version == str(SCHEMA_VERSION) == "5"
+    assert ledger.unit == UnitIdentity("record")  # its one entry protected a record
 
 
 def _open_at_once(location: str, openers: int = 8) -> list[BaseException]:

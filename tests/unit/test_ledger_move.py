@@ -281,11 +281,11 @@ def test_the_command_moves_and_verify_reports_both_sides(
     code, out, _ = _cli("budget", "verify", "--ledger", source, capsys=capsys)
     assert code == 0
     assert out.splitlines() == [
-        f"ledger {source} is consistent: spent ε=0.9, δ=1e-06 of {BUDGET} in 5 releases "
-        "(4 without a stored result)",
+        f"ledger {source} is consistent: spent ε=0.9, δ=1e-06 of {BUDGET} for the privacy "
+        "unit record in 5 releases (4 without a stored result)",
         f"sealed: moved to {shown}; it takes no more spends",
-        f"destination {shown} is consistent: spent ε=1, δ=1e-06 of {BUDGET} in 6 releases "
-        "(5 without a stored result)",
+        f"destination {shown} is consistent: spent ε=1, δ=1e-06 of {BUDGET} for the privacy "
+        "unit record in 6 releases (5 without a stored result)",
         f"destination {shown} holds all 6 entries of source {source} as moved (equal "
         "amounts, so equal totals: ε=0.9, δ=1e-06); 1 made there since the move",
     ]

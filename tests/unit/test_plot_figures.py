@@ -203,7 +203,7 @@ def _report(
         claimed_epsilon=claimed,
         claimed_delta=delta,
         exact=exact_result,
-        statistical=statistical,
+        modes=(statistical,),
         alpha=1e-3,
         seed=0,
     )

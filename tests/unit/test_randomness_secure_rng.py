@@ -144,8 +144,9 @@ def test_bernoulli_threshold_edges() -> None:
 
 
 def test_float_samplers_are_absent_with_an_explanation() -> None:
-    with pytest.raises(AttributeError, match="Mironov"):
+    with pytest.raises(dpkit.errors.UnsupportedRandomness, match="Mironov"):
         keyed(12).laplace(0.0, 1.0)  # type: ignore[attr-defined]
+    assert not hasattr(keyed(12), "normal")  # still an AttributeError
     with pytest.raises(AttributeError, match="no attribute"):
         keyed(12).not_a_method  # type: ignore[attr-defined]  # noqa: B018
 
@@ -155,7 +156,9 @@ def test_resolve_rng_modes() -> None:
     assert isinstance(secure, SecureRandom) and mode == "secure"
     assert resolve_rng(None)[0] is secure  # one process-wide instance
     mine = keyed(13)
-    assert resolve_rng(mine) == (mine, "secure")
+    assert resolve_rng(mine) == (mine, "keyed") and mine.keyed  # reproducible, not secret
+    fresh = SecureRandom()
+    assert resolve_rng(fresh) == (fresh, "secure") and not fresh.keyed
     generator = np.random.default_rng(1)
     assert resolve_rng(generator) == (generator, "fast")
 

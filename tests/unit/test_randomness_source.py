@@ -87,19 +87,20 @@ def test_forked_child_draws_differ_from_parent(make: object) -> None:
     if pid == 0:  # child
         try:
             os.close(read_end)
-            os.write(write_end, source.words(64).tobytes())
+            os.write(write_end, source.words(64).tobytes() + bytes([source.keyed]))
         finally:
             os._exit(0)
     os.close(write_end)
     data = b""
-    while len(data) < 8 * 64:
+    while len(data) < 8 * 64 + 1:
         chunk = os.read(read_end, 4096)
         if not chunk:
             break
         data += chunk
     os.close(read_end)
     os.waitpid(pid, 0)
-    child = np.frombuffer(data, dtype=np.uint64)
+    assert data[-1:] == b"\x00"  # the child re-keyed from os.urandom: no longer keyed
+    child = np.frombuffer(data[:-1], dtype=np.uint64)
     parent = source.words(64)
     assert child.size == 64
     assert not np.array_equal(child, parent)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import copy
 import re
 import subprocess
 import sys
@@ -13,6 +14,7 @@ import pytest
 import dpkit
 from dpkit.spec import compose_schema, params_schema
 from dpkit.spec.reference import schema_reference
+from dpkit.spec.schema import envelope, option_domains
 
 
 def property_names(node: Any) -> Iterator[str]:
@@ -48,7 +50,11 @@ def test_every_statistic_and_frequency_mechanism_has_its_parameters() -> None:
         for parameter in params_schema(info.cls)["properties"]:
             assert f"| `{parameter}` |" in section, (name, parameter)
     assert "### krr {#query-frequency-krr}" in text
-    assert "`epsilon`" not in text.split("## Statistics", 1)[1]  # filled from the budget
+    statistics = text.split("## Statistics", 1)[1]
+    assert "| `epsilon` |" not in statistics  # filled from the budget, not a parameter row
+    assert "Budget: `epsilon` number, ≥ 1e-12, ≤ 1e+12" in statistics  # ... within its domain
+    krr = text.split("### krr {#query-frequency-krr}", 1)[1].split("###", 1)[0]
+    assert "Give one of `k`, `categories`." in krr and "no `delta`" in krr
 
 
 def test_tables_are_well_formed_and_links_resolve() -> None:
@@ -68,3 +74,13 @@ def test_cli_prints_the_same_reference() -> None:
         check=True,
     )
     assert done.stdout == schema_reference("query", dpkit.get_registry())
+
+
+def test_the_shipped_envelope_holds_the_domains_the_plan_checks() -> None:
+    """schemas/query.schema.json as shipped already says what the composed schema sets from
+    the domains (confidence, seed, the id unit's bounds, the selection's ε and δ): the file
+    and `dpkit schema query` cannot drift apart."""
+    shipped = copy.deepcopy(envelope("query")["$defs"])
+    composed = copy.deepcopy(shipped)
+    option_domains(composed)
+    assert composed == shipped

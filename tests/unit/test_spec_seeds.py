@@ -24,12 +24,12 @@ def seeded_session(seed: int, counts: list[int] = TRUE_COUNTS) -> dict[str, obje
         "defaults": {"rng": {"mode": "fast", "seed": seed}},
         "queries": [
             {
-                "id": f"q{n}",
+                "id": f"q{i}-n{n}",  # ids are unique in a spec
                 "statistic": "count",
                 "input": {"source": "inline", "values": [1] * n},
                 "budget": {"epsilon": 0.1},
             }
-            for n in counts
+            for i, n in enumerate(counts)
         ],
     }
 

@@ -114,7 +114,7 @@ def test_quantile_rank_bound_and_private_keys() -> None:
     assert secure.unit == "ranks" and secure.half_width is not None
     # per group at ε/(G·R) = 1/4: (2/0.25)(ln m + ln 20) with m ≤ 2³⁰ + 1 lattice points
     assert secure.half_width == pytest.approx(
-        8 * (np.log(query._quantile().lattice_points()) + np.log(20))
+        8 * (np.log(query.statistic.per_group(query.contribution).lattice_points()) + np.log(20))
     )
     # A table quantile runs the lattice mechanism in both modes (its engines send only
     # per-cell counts to the driver), so fast mode has the same bound.

@@ -136,3 +136,26 @@ def test_public_keys_of_another_type_are_refused_before_the_spend() -> None:
             table.assign(x=["a", "b"]).astype({"x": "string"}),
         )
     assert session.spent.epsilon == 0
+
+
+def _repeated(engine: str) -> Any:
+    """A table whose two columns are both named 'amount'."""
+    frame = pd.DataFrame([[1.0, 2.0], [3.0, 4.0]], columns=["amount", "amount"])
+    if engine == "pyarrow":
+        return pa.table([pa.array([1.0, 3.0]), pa.array([2.0, 4.0])], names=["amount", "amount"])
+    if engine == "dask":
+        import dask.dataframe as dd
+
+        return dd.from_pandas(frame, npartitions=1)
+    return frame
+
+
+@pytest.mark.parametrize("engine", ["pandas", "pyarrow", "dask"])
+def test_a_repeated_column_name_is_refused_before_the_spend(engine: str) -> None:
+    """Which 'amount' would be summed? The table is refused in the public phase, naming the
+    column (names are public), as dpkit's own error; nothing is spent."""
+    table = _repeated(engine)
+    session = dpkit.Session(budget=(10, 0), ledger=":memory:")
+    with pytest.raises(dpkit.InvalidData, match="2 columns named 'amount'"):
+        session.release(Sum(lower=0, upper=5, epsilon=1.0).on("amount"), table)
+    assert session.spent.epsilon == 0

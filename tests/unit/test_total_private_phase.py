@@ -49,6 +49,8 @@ ADVERSARIAL: dict[str, Any] = {
     "all_inf": np.array([np.inf, np.inf, np.inf]),
     "ints": np.array([0, 1, -1, 99, 2**40, np.iinfo(np.int64).max]),
     "uint64": np.array([0, 2**64 - 1], dtype=np.uint64),
+    "int_matrix": np.array([[0, -5, 7], [np.iinfo(np.int64).min, np.iinfo(np.int64).max, 1]]),
+    "empty_ints": np.array([], dtype=np.int64),
     "object": _object(1, "x", None, 2.5, float("nan"), 10**400, True, [1, 2], SECRET),
     "labels": np.array(["bus", "car", SECRET]),
     "bools": np.array([True, False, True]),
@@ -118,12 +120,23 @@ def test_mechanisms_are_total_after_coerce(name: str, mode: str) -> None:
     pytest.fail(f"{name} is total now: remove it from KNOWN_GAPS")
 
 
+def _vector_length(domain: dpkit.Domain) -> int | None:
+    """d for a domain whose inputs are vectors of d values (a Box, or a domain that declares
+    vector pairs, such as one user's neighbour list), else None."""
+    if isinstance(domain, dpkit.Box):
+        return domain.dimension
+    if domain.declares_neighbours and not isinstance(domain, dpkit.CategoricalDomain):
+        first = np.asarray(domain.pairs()[0][0])
+        return int(first.shape[0]) if first.ndim == 1 else None
+    return None
+
+
 def _adversarial(mechanism: dpkit.Mechanism) -> dict[str, Any]:
-    """The adversarial inputs, as rows of d equal values for a mechanism on vectors (a Box):
-    the same bad values, in the shape its public check accepts."""
-    if not isinstance(mechanism.domain, dpkit.Box):
+    """The adversarial inputs, as rows of d equal values for a mechanism on vectors (a Box, a
+    neighbour list): the same bad values, in the shape its public check accepts."""
+    d = _vector_length(mechanism.domain)
+    if d is None:
         return ADVERSARIAL
-    d = mechanism.domain.dimension
     return {
         label: np.repeat(data.reshape(-1, 1), d, axis=1) if data.ndim == 1 else data
         for label, data in ADVERSARIAL.items()
@@ -317,7 +330,7 @@ def test_answer_coerce() -> None:
     )
     np.testing.assert_array_equal(
         dpkit.mechanism("geometric", epsilon=1.0).coerce(values, rng=None),
-        [0, 2**62, -(2**62), 0, 3, 0, 2**62],
+        [0, 2**62, -(2**62), 0, 2, 0, 2**62],  # 2.6 rounded down: ⌊·⌋ keeps an integer Δ
     )
 
 

@@ -18,6 +18,12 @@ forced_yes + t·(x − low)/(high − low) is linear in x, so the worst pair is 
 is the binary design's (stochastic rounding then randomized response, as in Duchi, Jordan &
 Wainwright 2018, JASA 113(521), §4.2.3). Its domain is ``dpkit.Interval(low, high)``: the
 auditor draws its neighbouring inputs from there (the ends, the midpoint, the quarter points).
+
+Both randomness modes are supported, as dpkit's built-ins do: ``rng=None`` or a
+``dpkit.SecureRandom`` is secure mode, where each respondent's die is one 64-bit word compared
+with integer thresholds rounded up (the realised forced probabilities are never below the
+declared ones, so the realised ε never exceeds the claim); a ``numpy.random.Generator`` is fast
+mode (seedable, for simulations), where it is a float uniform.
 """
 
 from __future__ import annotations
@@ -100,17 +106,40 @@ class ForcedResponse(dpkit.Mechanism):
         out[invalid] = rng.integers(0, 2, size=int(np.count_nonzero(invalid)))
         return out
 
-    def randomize(self, values: Any, /, *, rng: np.random.Generator) -> NDArray[np.int64]:
-        dpkit.check_rng(rng, owner=self.name)
+    def randomize(self, values: Any, /, *, rng: Any = None) -> NDArray[np.int64]:
+        """Each answer forced to 1, forced to 0, or kept. ``rng``: None or a SecureRandom
+        (secure mode), or a numpy Generator (fast mode)."""
+        generator, _mode = dpkit.resolve_rng(rng, owner=self.name)  # None → secure mode
         answers = dpkit.as_array(values, owner=self.name)
         if answers.size and (
             not np.issubdtype(answers.dtype, np.integer) or ((answers != 0) & (answers != 1)).any()
         ):
             raise dpkit.InvalidData(f"{self.name}: values must be 0 or 1", field="values")
-        u = rng.random(answers.shape)
-        forced_yes = u < self.forced_yes
-        forced_no = (u >= self.forced_yes) & (u < self.forced_yes + self.forced_no)
+        forced_yes, forced_no = self.forced(generator, answers.shape)
         return np.where(forced_yes, 1, np.where(forced_no, 0, answers)).astype(np.int64)
+
+    def forced(
+        self, generator: Any, shape: tuple[int, ...]
+    ) -> tuple[NDArray[np.bool_], NDArray[np.bool_]]:
+        """Who is forced to say "yes" and who "no": one die per respondent.
+
+        Secure mode: one 64-bit word w per respondent, "yes" when w < T_yes and "no" when
+        T_yes ≤ w < T_yes + T_no, with T = ⌈p·2⁶⁴⌉ (``dpkit.probability_threshold``, exact).
+        Rounding both forced probabilities *up* can only lower ε, which falls as either grows.
+        Fast mode: a float uniform u, "yes" when u < forced_yes, "no" when it is in the next
+        forced_no.
+        """
+        if isinstance(generator, dpkit.SecureRandom):
+            yes = dpkit.probability_threshold(self.forced_yes, rounding="up")
+            # forced_yes + forced_no < 1 leaves room for both thresholds; min() keeps it total.
+            no = min(dpkit.probability_threshold(self.forced_no, rounding="up"), 2**64 - yes)
+            words = generator.words(math.prod(shape)).reshape(shape)
+            forced_yes = words < np.uint64(yes)
+            # words − T_yes wraps around below T_yes, where forced_yes already holds.
+            return forced_yes, ~forced_yes & (words - np.uint64(yes) < np.uint64(no))
+        u = generator.random(shape)
+        forced_yes = u < self.forced_yes
+        return forced_yes, (u >= self.forced_yes) & (u < self.forced_yes + self.forced_no)
 
     def log_probability(self, outputs: Any, inputs: Any, /) -> NDArray[np.float64]:
         y, x = np.broadcast_arrays(np.asarray(outputs), np.asarray(inputs))
@@ -164,18 +193,24 @@ class NumericForcedResponse(ForcedResponse):
         share = (np.asarray(values, dtype=np.float64) - self.low) / (self.high - self.low)
         return np.asarray(self.forced_yes + (1 - self.forced_yes - self.forced_no) * share)
 
-    def randomize(self, values: Any, /, *, rng: np.random.Generator) -> NDArray[np.int64]:
-        dpkit.check_rng(rng, owner=self.name)
+    def randomize(self, values: Any, /, *, rng: Any = None) -> NDArray[np.int64]:
+        """Round each answer at random to an end, then answer by forced response (secure
+        mode for None or a SecureRandom, fast mode for a numpy Generator).
+
+        The rounding compares a uniform on the 2⁻⁵³ grid (``random()``, exact in both modes)
+        with the share: whatever its rounding, P[1 | x] stays between P[1 | low] and
+        P[1 | high], so ε is still the forced answers' (reached at the ends, where the share is
+        exactly 0 or 1).
+        """
+        generator, _mode = dpkit.resolve_rng(rng, owner=self.name)
         answers = dpkit.as_array(values, owner=self.name)
         if answers.dtype.kind not in "iuf" or not bool(self.domain.contains(answers).all()):
             raise dpkit.InvalidData(
                 f"{self.name}: values must lie in [{self.low:g}, {self.high:g}]", field="values"
             )
         share = (answers.astype(np.float64) - self.low) / (self.high - self.low)
-        rounded = rng.random(answers.shape) < share
-        u = rng.random(answers.shape)
-        forced_yes = u < self.forced_yes
-        forced_no = (u >= self.forced_yes) & (u < self.forced_yes + self.forced_no)
+        rounded = generator.random(answers.shape) < share
+        forced_yes, forced_no = self.forced(generator, answers.shape)
         return np.where(forced_yes, 1, np.where(forced_no, 0, rounded)).astype(np.int64)
 
     def log_probability(self, outputs: Any, inputs: Any, /) -> NDArray[np.float64]:

@@ -2,7 +2,9 @@
 
 ``dp_check`` (installed with dpkit via the ``pytest11`` entry point) audits each mechanism at the
 low, middle and high ends of its declared ``typical`` parameters: the declared pmf exactly, and
-the real sampler statistically (each audit false-alarms with probability ≤ 2e-7). The numeric
+the real sampler statistically in both randomness modes — fast (a numpy Generator) and secure
+(a keyed SecureRandom, which runs the integer-threshold branch) — each audit false-alarming
+with probability ≤ 2e-7, both modes together. The numeric
 mechanism's neighbouring inputs come from its ``dpkit.Interval`` domain; the last test adds a
 pair of its own, which the auditor checks against the domain before it runs.
 """

@@ -1,0 +1,131 @@
+"""The per-record steps of a table query that do not depend on its statistic: which rows a
+missing key or id drops, which rows the public keys keep, and how an ``object`` column's values
+are read.
+
+Everything here is a narwhals expression over a (possibly lazy) frame, or a Python function of
+one partition's rows, applied record by record: total once the public checks passed, so nothing
+that happens to one row depends on another's value.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping
+from typing import Any
+
+import attrs
+import numpy as np
+
+from dpkit.tables import narwhals, per_partition, positions
+from dpkit_central._validation import total_floats
+from dpkit_central.keys import as_text, matchable
+
+__all__ = [
+    "CELL",
+    "VALUE",
+    "missing",
+    "numeric_value",
+    "only_keys",
+    "only_keys_expr",
+    "plain_labels",
+    "unsigned_zero",
+]
+
+#: The working columns a statistic adds to the frame: a numeric value (float64, NaN where
+#: missing; then its fixed point or lattice cell) and a category index.
+VALUE = "__dpkit_value"
+CELL = "__dpkit_cell"
+POSITION = "__dpkit_position"  # + the group column's index: a key's position (only_keys)
+
+
+def missing(nw: Any, column: str, dtype: Any) -> Any:
+    missing = nw.col(column).is_null()
+    if dtype.is_float():
+        missing = missing | nw.col(column).is_nan()
+    return missing
+
+
+def only_keys_expr(
+    nw: Any, column: str, keys: tuple[tuple[Any, ...], ...], schema: Mapping[str, Any]
+) -> Any:
+    """True for the rows whose key (one group column) is among the public keys (``keys`` as
+    the column holds them: :func:`~dpkit_central.keys.canonical_keys`)."""
+    dtype = schema.get(column)
+    return nw.col(column).is_in([k[0] for k in keys if matchable(k[0], dtype)])
+
+
+def only_keys(
+    nw: Any,
+    frame: Any,
+    by: tuple[str, ...],
+    keys: tuple[tuple[Any, ...], ...],
+    schema: Mapping[str, Any],
+) -> Any:
+    """Rows whose key (several group columns) is among the public keys: a per-record filter.
+
+    Each key column's value is mapped to its position among that column's declared values
+    (−1 if none), the positions are combined into one integer, and the row is kept when that
+    integer is one of the declared keys' — per-record expressions only (no join), so every
+    engine runs it partition by partition and the row order of an eager frame is kept.
+    ``keys`` are as the columns hold them (:func:`~dpkit_central.keys.canonical_keys`).
+    """
+    code = nw.lit(0, dtype=nw.Int64)
+    wanted = [0] * len(keys)
+    names = [f"{POSITION}{i}" for i in range(len(by))]
+    for i, column in enumerate(by):
+        declared = [k[i] for k in keys]
+        dtype = schema.get(column)
+        position = {value: j for j, value in enumerate(dict.fromkeys(declared))}
+        width = len(position) + 1
+        compared = {value: j for value, j in position.items() if matchable(value, dtype)}
+        frame = positions(frame, names[i], column, compared, -1)
+        code = code * width + nw.col(names[i]) + 1
+        wanted = [w * width + position[declared[k]] + 1 for k, w in enumerate(wanted)]
+    return frame.filter(code.is_in(wanted)).drop(*names)
+
+
+def unsigned_zero(nw: Any, column: str) -> Any:
+    """A float column as float64 (exact) with −0.0 read as 0.0, record by record: the two
+    compare equal and share a group, which would otherwise be released under the sign of its
+    first row. (float64 also groups and compares in every engine; float16 does not.)"""
+    value = nw.col(column).cast(nw.Float64)
+    return nw.when(value == 0).then(nw.lit(0.0)).otherwise(value).alias(column)
+
+
+_texts = np.frompyfunc(as_text, 1, 1)
+
+
+@attrs.frozen
+class _ObjectColumn:
+    """A per-record conversion of one ``object`` column of an eager frame: ``text`` (keys, ids
+    and labels as their text, :func:`as_text`) or ``numbers`` (float64 into ``VALUE``). A
+    picklable value, so that an engine can run it on every partition."""
+
+    column: str
+    convert: str
+
+    def __call__(self, eager: Any) -> Any:
+        nw = narwhals()
+        values = eager.get_column(self.column).to_numpy()
+        backend = eager.implementation
+        if self.convert == "numbers":
+            floats = total_floats(values)
+            return eager.with_columns(nw.new_series(VALUE, floats, nw.Float64, backend=backend))
+        with np.errstate(all="ignore"):  # per-record conversions: never a warning
+            texts = np.asarray(_texts(values), dtype=object) if values.size else values
+        return eager.with_columns(nw.new_series(self.column, texts, nw.Object, backend=backend))
+
+
+def plain_labels(nw: Any, frame: Any, column: str) -> Any:
+    """An object column's keys, ids or labels as text (per record: :func:`as_text`), so that
+    the table is the same rows on every engine and no unhashable or uncomparable value can
+    make a group-by, a shuffle or a hash raise."""
+    return per_partition(frame, _ObjectColumn(column, "text"), {})
+
+
+def numeric_value(nw: Any, frame: Any, column: str | None, kind: str) -> Any:
+    """``VALUE``: the value column as float64, NaN where missing (total per record)."""
+    assert column is not None
+    if kind == "object":  # e.g. a pandas object column: converted element by element
+        return per_partition(frame, _ObjectColumn(column, "numbers"), {VALUE: "float64"})
+    return frame.with_columns(nw.col(column).cast(nw.Float64).fill_null(math.nan).alias(VALUE))

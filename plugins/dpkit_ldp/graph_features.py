@@ -1,0 +1,122 @@
+"""Node features for graph learning: the multi-bit mechanism (``multibit``).
+
+Sajadmanesh & Gatica-Perez 2021, "Locally Private Graph Neural Networks" (CCS), Section 4.1,
+Algorithm 1 (the multi-bit encoder) and its rectifier (Eq. 3): a node with features
+x ∈ [α, β]^d draws m of its d features uniformly without replacement and, for each drawn
+feature i, sends a ±1 bit with
+
+    P[+1] = 1/(e^{ε/m} + 1) + (x_i − α)/(β − α) · (e^{ε/m} − 1)/(e^{ε/m} + 1),
+
+and 0 for the others; the server's rectified feature is
+
+    x′_i = (d(β − α)/(2m)) · ((e^{ε/m} + 1)/(e^{ε/m} − 1)) · x*_i + (α + β)/2,
+
+an unbiased estimate of x_i. In the standard units t = (x − (α + β)/2)/((β − α)/2) this is
+exactly Wang et al. 2019's Algorithm 4 (sample m attributes, report each at ε/m, scaled by
+d/m; :mod:`dpkit_ldp.sampled`) with the one-bit mechanism of Duchi, Jordan & Wainwright 2018
+(±B, B = (e^{ε/m} + 1)/(e^{ε/m} − 1), P[+B] = 1/2 + t/(2B)), which is how it is implemented:
+``randomize`` returns the rectified features x′ (a ``numpy`` array; torch tensors are not
+supported yet), secure by default (:func:`dpkit_ldp.duchi.duchi_sample`: stochastic rounding,
+then randomized response with the exact lie threshold).
+
+Privacy: each drawn feature's two report laws are within e^{ε/m}, the draw of the features does
+not depend on the data, so a node's whole feature vector is ε-LDP (basic composition over m).
+Variance per feature: Var[x′_i] = scale²·((d/m)·B² − t_i²) (the sampled mechanism's
+(d/m)(Var₁ + t²) − t² with Var₁ = B² − t²). The number of drawn features defaults to
+Sajadmanesh & Gatica-Perez's m* = max(1, min(d, ⌊ε/2.18⌋)), which minimises the worst-case
+variance.
+
+Node *labels* are categories: perturb them with ``krr`` (k-ary randomized response), whose
+estimator gives the label distribution with its exact variance.
+"""
+
+from __future__ import annotations
+
+import itertools
+import math
+from typing import Any, ClassVar, Literal
+
+import attrs
+import numpy as np
+from numpy.typing import NDArray
+
+from dpkit import Integer, parameter
+from dpkit_ldp.duchi import duchi_bound, duchi_sample, plus_probability
+from dpkit_ldp.sampled import SampledAttributes
+
+__all__ = ["MultiBit", "optimal_m"]
+
+#: Largest number of outputs C(d, m)·2^m that output_space() enumerates.
+_ENUMERABLE = 1 << 12
+
+
+def optimal_m(epsilon: float, d: int) -> int:
+    """m* = max(1, min(d, ⌊ε/2.18⌋)) (Sajadmanesh & Gatica-Perez 2021, Section 4.1)."""
+    return max(1, min(d, math.floor(epsilon / 2.18)))
+
+
+def _duchi_variance(t: Any, epsilon: float) -> NDArray[np.float64]:
+    return np.asarray(duchi_bound(epsilon) ** 2 - np.square(t), dtype=np.float64)
+
+
+@attrs.frozen
+class MultiBit(SampledAttributes):
+    """The multi-bit mechanism and its rectifier for node features (module docstring)."""
+
+    name: ClassVar[str] = "multibit"
+    one_value: ClassVar[str | None] = "duchi"
+    output_type: ClassVar[Literal["discrete", "continuous"]] = "discrete"
+
+    k: int | None = parameter(
+        Integer(low=1, high=1 << 12),
+        doc="number m of features drawn per node (default m* = max(1, min(d, ⌊ε/2.18⌋)))",
+        default=None,
+        optional=True,
+    )
+
+    _one = staticmethod(duchi_sample)
+    _one_variance = staticmethod(_duchi_variance)
+
+    @property
+    def sampled(self) -> int:
+        """m in use."""
+        return self.k if self.k is not None else optimal_m(self.epsilon, self.dimension)
+
+    def report_bound(self) -> NDArray[np.float64]:
+        """(d/m)·B per coordinate, in standard units."""
+        m = self.sampled
+        return np.full(self.dimension, self.dimension / m * duchi_bound(self.epsilon / m))
+
+    def log_probability(self, outputs: Any, inputs: Any, /) -> NDArray[np.float64]:
+        """log P[report | x] = −log C(d, m) + Σ_drawn log P[±B | t_j; ε/m]; −inf for a report
+        that is not m features at ±(d/m)B and the rest at the centre."""
+        d, m = self.dimension, self.sampled
+        level = d / m * duchi_bound(self.epsilon / m)
+        y = self.from_data(np.asarray(outputs, dtype=np.float64))
+        t = self.standardize(np.asarray(inputs, dtype=np.float64))
+        y, t = np.broadcast_arrays(y, t)
+        drawn = y != 0.0
+        on_level = np.isclose(np.abs(y), level, rtol=1e-9) | ~drawn
+        with np.errstate(divide="ignore"):
+            per = np.where(
+                y > 0,
+                np.log(plus_probability(t, self.epsilon / m)),
+                np.log(plus_probability(-t, self.epsilon / m)),
+            )
+        total = np.sum(np.where(drawn, per, 0.0), axis=-1) - math.log(math.comb(d, m))
+        valid = (np.sum(drawn, axis=-1) == m) & np.all(on_level, axis=-1)
+        return np.where(valid, total, -np.inf)
+
+    def output_space(self) -> NDArray[np.float64]:
+        """Every report (C(d, m)·2^m of them, up to 4096), on the data's scale."""
+        d, m = self.dimension, self.sampled
+        if math.comb(d, m) << m > _ENUMERABLE:
+            raise NotImplementedError(f"C({d}, {m})·2^{m} outputs are too many to enumerate")
+        level = d / m * duchi_bound(self.epsilon / m)
+        rows = []
+        for chosen in itertools.combinations(range(d), m):
+            for signs in itertools.product((-1.0, 1.0), repeat=m):
+                row = np.zeros(d)
+                row[list(chosen)] = np.array(signs) * level
+                rows.append(row)
+        return self.to_data(np.array(rows))

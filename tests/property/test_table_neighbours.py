@@ -6,7 +6,7 @@ type, odd chunkings (:mod:`dpkit.testing.strategies`) — on pandas (NumPy and A
 Polars, PyArrow (also read back from Parquet) and Dask (``convert-string`` off and on): D and
 its neighbour D′ (one id's rows removed under an id unit, one row under the record unit) are
 aggregated with the same generator, so the bounding key, and with it every other id's kept
-rows, is the same on both. Then, for each noised answer (``TableQuery._noise_mechanisms``):
+rows, is the same on both. Then, for each noised answer (``TableQuery.noise_mechanisms``):
 
 * ‖a(D) − a(D′)‖ is at most the mechanism's sensitivity, in its norm (L1 for Laplace and
   geometric noise, L2 for Gaussian; a quantile's records per lattice cell by at most the G·R

@@ -9,7 +9,7 @@ typical ranges). :func:`cases` draws a :class:`Case`: an adversarial table
 a neighbour removes (:meth:`Case.neighbour`).
 
 What the noise is calibrated to is read from the query's noise mechanisms
-(``TableQuery._noise_mechanisms``) and compared with the pre-noise aggregates
+(``TableQuery.noise_mechanisms``) and compared with the pre-noise aggregates
 (:func:`answers`): :func:`distance` is the norm of the change of each noised answer, which
 :func:`calibration` bounds.
 """
@@ -345,7 +345,7 @@ def _keyed(aggregates: Aggregates, array: Any) -> Coordinates:
 
 
 #: The aggregates each statistic adds noise to, one noise mechanism each, in the order of
-#: ``TableQuery._noise_mechanisms`` (a quantile's are its lattice cells: :func:`answers`).
+#: ``TableQuery.noise_mechanisms`` (a quantile's are its lattice cells: :func:`answers`).
 NOISED: dict[type[Any], tuple[str, ...]] = {
     Count: ("count",),
     Sum: ("sum",),
@@ -394,7 +394,7 @@ def calibration(query: Any) -> dict[str, tuple[Fraction, float]]:
     """Each answer's sensitivity (with :data:`SLACK`) and norm, as the query's noise
     mechanisms are calibrated; a quantile's is the number of records G·R = ε/ε_group whose
     coming or going its per-group exponential mechanisms pay for together."""
-    mechanisms = query._noise_mechanisms()
+    mechanisms = query.noise_mechanisms()
     names = _noised(query.statistic)
     if names == ("lattice",):
         (per_group,) = mechanisms

@@ -16,7 +16,8 @@ NFD text, bytes) in object columns that mix them and in every Arrow type a colum
 (integers of each width, float16/32/64, decimal128, bool, the string, binary and view types,
 dictionaries that differ from chunk to chunk, run-end encoded, timestamps and dates), and odd
 chunkings (:func:`layouts`: empty chunks, one row per chunk, many chunks). :func:`public_keys`
-draws key lists that spell one group several ways (equal once coerced to the column's type).
+draws key lists that name groups by keys of other types (a number for its text), and now and
+then one group in several spellings (equal once coerced to the column's type: refused).
 The table is engine-free; :meth:`~dpkit.testing.tables.LogicalTable.native` builds it on
 pandas, Polars, PyArrow (also through Parquet) and Dask.
 
@@ -46,9 +47,9 @@ from dpkit.testing.tables import (
     VALUE,
     Column,
     LogicalTable,
+    identity,
     key_spellings,
     pool,
-    same_value,
 )
 
 __all__ = [
@@ -305,30 +306,32 @@ def logical_tables(
 
 
 def _named(table: LogicalTable, name: str) -> list[tuple[Any, ...]]:
-    """The spellings of each value a key may name in column ``name``: the column's values
-    and one of its storage's (absent, perhaps)."""
+    """The spellings of each value a key may name in column ``name`` (those with at least one
+    key that names them): the column's values and one of its storage's (absent, perhaps)."""
     column = table.column(name)
     classes, _ = pool(column.storage)
-    named: list[Any] = []
+    named: dict[Any, Any] = {}
     for value in (*table.distinct(name), classes[-1][0]):
-        if not any(same_value(value, n) for n in named):
-            named.append(value)
-    return [key_spellings(v, column.storage) for v in named]
+        group = identity(value, column.storage)
+        if group is not None:
+            named.setdefault(group, value)
+    found = [key_spellings(v, column.storage) for v in named.values()]
+    return [spellings for spellings in found if spellings]
 
 
 @st.composite
-def _spelled(draw: st.DrawFn, spellings: Sequence[tuple[Any, ...]]) -> list[Any]:
-    """Keys for some of the values: each value named not at all, in one spelling, in every
-    spelling, or in some of them; at least one key."""
+def _spelled(draw: st.DrawFn, spellings: Sequence[tuple[Any, ...]], twice: bool) -> list[Any]:
+    """Keys for some of the values, each in one of its spellings; if ``twice``, one value with
+    several spellings is named in two or more of them (a list the public phase refuses)."""
     keys: list[Any] = []
     for chosen in spellings:
-        how = draw(st.sampled_from(["one", "every", "none", "some"]))
-        if how == "one":
+        if draw(st.integers(0, 3)):  # three in four values are named
             keys.append(draw(st.sampled_from(list(chosen))))
-        elif how == "every":
-            keys.extend(chosen)
-        elif how == "some":
-            keys.extend(draw(st.lists(st.sampled_from(list(chosen)), min_size=1, unique=True)))
+    several = [chosen for chosen in spellings if len(set(chosen)) > 1]  # Python-distinct
+    if twice and several:
+        chosen = draw(st.sampled_from(several))
+        keys = [k for k in keys if k not in chosen]
+        keys += draw(st.lists(st.sampled_from(list(chosen)), min_size=2, unique=True))
     return keys or [draw(st.sampled_from(list(spellings)))[0]]
 
 
@@ -338,12 +341,18 @@ def public_keys(
 ) -> list[Any]:
     """A list of distinct public keys (Python values; a tuple per key for several group
     columns) for the group columns ``by`` of ``table``: some of each column's values and the
-    last value of its storage's pool (absent from the table, perhaps), each named in one or
-    more of the spellings that name it (:func:`dpkit.testing.tables.key_spellings`) — so one
-    list often names a group twice, by keys that differ as Python values but are equal once
-    coerced to the column's type; with several columns, every combination (up to 2^c keys for
-    one group), the first ``max_keys`` of them."""
-    per_column = [draw(_spelled(_named(table, name))) for name in by]
+    last value of its storage's pool (absent from the table, perhaps), each in one of the
+    spellings that name it (:func:`dpkit.testing.tables.key_spellings`: the value itself, or a
+    number for its text, ...); in one list of four, one column names a value in several of its
+    spellings — keys that differ as Python values but are one group once coerced to the
+    column's type, which the public phase must refuse
+    (:func:`dpkit.testing.tables.refused_keys`). With several columns, every combination of
+    the columns' keys, the first ``max_keys`` of them."""
+    twice = draw(st.integers(0, 3)) == 0
+    column = draw(st.integers(0, max(len(by) - 1, 0)))
+    per_column = [
+        draw(_spelled(_named(table, name), twice and i == column)) for i, name in enumerate(by)
+    ]
     keys = list(dict.fromkeys(itertools.product(*per_column)))[:max_keys]
     # dict.fromkeys: PublicKeys refuses keys equal as Python values (1 and 1.0, say)
     return [k[0] for k in keys] if len(by) == 1 else keys

@@ -9,12 +9,28 @@ record batches, Parquet row groups, Polars chunks, Dask partitions; a chunk may 
 property can demand the same answer from all of them; an engine that cannot hold a table
 (an object column in Arrow, a run-end encoded column in Polars) raises :class:`Unrepresentable`.
 
-**Identity is Python's equality.** Two cells are one value — one person of an id column, one
-group of a key column — when they compare equal: ``1``, ``1.0``, ``True`` and ``Fraction(1)``
-are one, ``0.0`` and ``-0.0`` are one; ``"1"`` and ``1`` are two, the NFC and NFD spellings of
-one text are two, ``2**53 + 1`` and ``2.0**53`` are two. ``None`` and NaN are *missing*: no
-person, no group. This is the meaning dpkit gives an object column's ids and keys
-(``dpkit_central.aggregates``), and a typed column's values compare the same way.
+**Identity is dpkit's reading of the column.** Two cells are one value — one person of an id
+column, one group of a key column — when dpkit reads them as one (:func:`identity`). An
+``"object"`` column is read as *text*, value by value, by pandas' rule for converting to its
+string dtype (:func:`text_of`): text is itself, bytes their UTF-8 text, a float ``str(x)``,
+anything else ``f"{x}"`` — so ``1``, ``1.0`` and ``True`` are three values (``"1"``, ``"1.0"``,
+``"True"``) and ``1``, ``"1"``, ``b"1"`` and ``Fraction(1)`` are one. A typed column holds its
+type's values: floats and decimals as float64 with ``-0.0`` as ``0.0``, integers exactly
+(``2**53 + 1`` is not ``2**53``), booleans, text exactly (the NFC and NFD spellings of one
+text are two), bytes, dates; an encoding (a dictionary, run-end encoding, a view type) is
+storage, not value. A missing cell — ``None``, NaN, a NaN decimal, ``NaT``, ``pd.NA``, and
+in an object column bytes that are not UTF-8 or a value whose text cannot be made — names no
+person and no group.
+
+**Keys** are compared with the column's values after the same coercion
+(:func:`key_group`): on a text column a number key names its text (``1`` names ``"1"``), on
+an object column any key names its text, on a number column a number names its value (in
+float64 on a float or decimal column), on a boolean column a boolean. A key of a type the
+column cannot hold, or a missing key, is refused; so is a key list in which two keys name one
+group (``[1, "1"]`` on a text column; :func:`refused_keys`) — in the public phase, before any
+value is read. :func:`key_spellings` gives the keys that name one value. This is the rule of
+``dpkit_central.keys`` (``as_text``, ``coerce``, ``canonical_keys``), restated here on its own
+(the core does not depend on a plugin) and held to it by dpkit's unit tests.
 
 **Neighbours.** :meth:`LogicalTable.without_value` removes every row of one id (the neighbour
 under an id privacy unit), :meth:`LogicalTable.without_row` one row (under the record unit).
@@ -50,10 +66,15 @@ __all__ = [
     "Column",
     "LogicalTable",
     "Unrepresentable",
+    "identity",
     "is_missing",
+    "key_group",
     "key_spellings",
     "pool",
+    "reading",
+    "refused_keys",
     "same_value",
+    "text_of",
 ]
 
 #: The column names the strategies use: an id column, group columns, a value column.
@@ -91,6 +112,14 @@ NUMBER_STORAGES = (
 )
 #: Storages of labels (group keys, histogram categories).
 LABEL_STORAGES = (*NUMBER_STORAGES, *TEXT_STORAGES)
+#: How dpkit reads a typed column's values (:func:`identity`): as float64, as integers, as text.
+_FLOAT64 = (*FLOAT_STORAGES, "decimal128")
+_WHOLE = (*INTEGER_STORAGES, "dictionary<int64>", "run_end<int64>")
+_TEXT_LIKE = TEXT_STORAGES
+#: Storages that pandas with NumPy dtypes holds as Python objects (:func:`reading`).
+_AS_OBJECTS = ("decimal128", *BINARY_STORAGES, "date32")
+#: The places of the decimal128 columns (``decimal128(38, 2)``).
+_CENT = Decimal("0.01")
 
 #: The engines :meth:`LogicalTable.native` builds on: ``pandas`` with NumPy dtypes (nullable
 #: ones where a column has missing values, so that no value changes), ``pandas[arrow]`` with
@@ -111,28 +140,119 @@ _NFD = unicodedata.normalize("NFD", "\u00e9")
 _BIG = 2**53
 
 
+def reading(storage: str, engine: str) -> str:
+    """The storage a column of ``storage`` has in the table's form on ``engine``, as dpkit
+    reads it: pandas with NumPy dtypes (and Dask, made from it) holds decimals, bytes and dates
+    as Python objects, an ``"object"`` column, which dpkit reads as text; Dask's
+    ``dataframe.convert-string`` rewrites an object column as text (``"string"``: each cell by
+    the rule dpkit reads it by). Every other storage is read as itself."""
+    if engine in ("pandas", "dask") and storage in _AS_OBJECTS:
+        return "object"
+    if engine == "dask[convert-string]" and storage in ("object", *_AS_OBJECTS):
+        return "string"
+    return storage
+
+
 class Unrepresentable(Exception):
     """The engine cannot hold this table (not a finding about dpkit); the message says why."""
 
 
 def is_missing(value: Any) -> bool:
-    """``None`` or a NaN: a cell that names no person and no group."""
-    if value is None:
+    """Whether a cell is missing in a typed column: ``None`` or a NaN (a float's, a decimal's,
+    ``NaT``, ``pd.NA``)."""
+    if value is None or type(value).__name__ in ("NAType", "NaTType"):
         return True
-    try:
-        return bool(value != value)
-    except Exception:  # a value whose comparison raises: not a NaN
-        return False
+    if isinstance(value, (float, np.floating)):
+        return math.isnan(value)
+    if isinstance(value, Decimal):
+        return value.is_nan()
+    if isinstance(value, (np.datetime64, np.timedelta64)):
+        return bool(np.isnat(value))
+    return False
 
 
-def same_value(a: Any, b: Any) -> bool:
-    """Whether two cells are one value (Python's equality; missing cells are never equal)."""
-    if is_missing(a) or is_missing(b):
-        return False
+def text_of(value: Any) -> str | None:
+    """A cell of an ``"object"`` column as the text dpkit reads it (None: missing), by pandas'
+    rule for ``Series.astype("string")``: text is itself; a missing value (:func:`is_missing`)
+    stays missing; bytes are decoded as UTF-8; a float (Python's or numpy's) is ``str(x)``;
+    anything else is ``format(x)``. Bytes that are not UTF-8, and a value whose text raises,
+    are missing (where pandas itself would fail)."""
+    if isinstance(value, str):
+        return str(value)
+    if is_missing(value):
+        return None
     try:
-        return bool(a == b)
-    except Exception:
-        return False
+        if isinstance(value, bytes):
+            return value.decode("utf-8")
+        return str(value) if isinstance(value, (float, np.floating)) else format(value)
+    except Exception:  # undecodable bytes, a __str__ or __format__ that raises
+        return None
+
+
+def identity(value: Any, storage: str) -> Any:
+    """What a cell of a column of ``storage`` is to dpkit — which person of an id column, which
+    group of a key column — as a hashable value; None if the cell is missing. An object
+    column's cells are their text (:func:`text_of`); floats and decimals are float64 (``-0.0``
+    as ``0.0``); integers, booleans, text, bytes and dates are themselves."""
+    if storage == "object":
+        return text_of(value)
+    if is_missing(value):
+        return None
+    if storage in _FLOAT64:
+        return float(value) + 0.0  # −0.0 + 0.0 is 0.0
+    if storage in _WHOLE:
+        return int(value)
+    return value
+
+
+def same_value(a: Any, b: Any, storage: str) -> bool:
+    """Whether two cells of a column of ``storage`` are one value (:func:`identity`); a missing
+    cell is no value, equal to none."""
+    found = identity(a, storage)
+    return found is not None and found == identity(b, storage)
+
+
+def key_group(key: Any, storage: str) -> Any:
+    """The group a public key (or a histogram's category) names on a column of ``storage``,
+    comparable with the cells' :func:`identity`; None if the key is refused: a missing key, or
+    one of a type the column cannot hold (a number column takes ints and floats, not booleans;
+    a text column text, ints and floats; a boolean column booleans; an object column anything).
+    An integer column's key is exact (an integral float is that integer; a fraction or an
+    integer beyond the column's range names a group no cell is in)."""
+    if storage == "object":
+        return text_of(key)
+    if storage in _TEXT_LIKE:
+        if isinstance(key, bool) or not isinstance(key, (str, int, float)):
+            return None
+        return text_of(key)
+    if storage == "bool":
+        return key if isinstance(key, bool) else None
+    if isinstance(key, bool) or not isinstance(key, (int, float)) or is_missing(key):
+        return None
+    if storage in _FLOAT64:
+        try:
+            return float(key) + 0.0
+        except OverflowError:  # an integer beyond the floats: refused
+            return None
+    return int(key) if isinstance(key, float) and key.is_integer() else key
+
+
+def refused_keys(keys: Sequence[Any], storages: Sequence[str]) -> tuple[Any, Any] | None:
+    """Why a public phase refuses ``keys`` (one tuple per key, one value per column of
+    ``storages``): the first key it cannot coerce, as ``(key, None)``; else the first two keys
+    that name one group, as ``(first, second)``; None if it accepts them."""
+    found: dict[tuple[Any, ...], Any] = {}
+    groups = []
+    for key in keys:
+        group = tuple(key_group(k, s) for k, s in zip(key, storages, strict=True))
+        if any(g is None for g in group):
+            return key, None
+        groups.append((key, group))
+    for key, group in groups:
+        if group in found:
+            return found[group], key
+        found[group] = key
+    return None
 
 
 def _classes(*groups: tuple[Any, ...]) -> tuple[tuple[Any, ...], ...]:
@@ -142,26 +262,48 @@ def _classes(*groups: tuple[Any, ...]) -> tuple[tuple[Any, ...], ...]:
 #: Text: numbers spelled as text (which a key list may name as numbers) first, then the empty
 #: text, one letter in NFC and in NFD, a boolean's name and a padded number.
 _TEXT = _classes(
-    ("1",), ("1.0",), ("0",), ("-0.0",), ("nan",), ("",), (_NFC,), (_NFD,), ("True",), (" 1",)
+    ("1",),
+    ("1.0",),
+    ("0",),
+    ("-0.0",),
+    ("inf",),
+    ("1e+16",),
+    ("9007199254740993",),
+    ("nan",),
+    ("",),
+    (_NFC,),
+    (_NFD,),
+    ("True",),
+    (" 1",),
 )
 _SIGNED = _classes((0,), (1,), (2,), (-1,))
 _POOLS: dict[str, tuple[tuple[Any, ...], ...]] = {
+    # An object column's classes are its texts (text_of): each class holds Python and numpy
+    # values whose text is one, and that text itself.
     "object": _classes(
-        (1, 1.0, True, np.int64(1), np.float64(1.0), Fraction(1)),
-        (0, 0.0, -0.0, False, np.float64(-0.0)),
-        (2, 2.0),
-        (1.5, Fraction(3, 2), Decimal("1.5")),
-        (-1, -1.0),
-        ("1",),
-        ("1.0",),
+        (1, np.int64(1), Fraction(1), Decimal("1"), b"1", "1"),
+        (1.0, np.float64(1.0), "1.0"),
+        (True, np.True_, "True"),
+        (0, np.uint8(0), "0"),
+        (0.0, "0.0"),
+        (-0.0, np.float64(-0.0), "-0.0"),
+        (False, "False"),
+        (2, "2"),
+        (2.0, "2.0"),
+        (1.5, Decimal("1.5"), np.float32(1.5), "1.5"),
+        (Fraction(3, 2), "3/2"),
+        (Decimal("1.00"), "1.00"),
+        (-1, "-1"),
+        (-1.0, "-1.0"),
         ("",),
         (_NFC,),
         (_NFD,),
-        ("True",),
-        (_BIG + 1,),
-        (_BIG, float(_BIG)),
-        (b"1",),
-        (math.inf,),
+        (" 1",),
+        (_BIG + 1, "9007199254740993"),
+        (_BIG, "9007199254740992"),
+        (float(_BIG), "9007199254740992.0"),
+        (math.inf, "inf"),
+        (1e16, "1e+16"),
     ),
     "int8": (*_SIGNED, (127,), (-128,)),
     "int16": (*_SIGNED, (32767,), (-32768,)),
@@ -215,63 +357,60 @@ for _name in TEXT_STORAGES:
     _POOLS[_name] = _TEXT
 _POOLS["large_binary"] = _POOLS["binary_view"] = _POOLS["binary"]
 _POOLS["dictionary<int64>"] = _POOLS["run_end<int64>"] = _POOLS["int64"]
-_FLOATING = ("object", *FLOAT_STORAGES)
+
+
+#: Missing cells: ``None`` everywhere; NaN where the storage holds floats; in an object column
+#: also a NaN decimal (the text conversion's missing values).
+_MISSING: dict[str, tuple[Any, ...]] = {
+    "object": (None, math.nan, Decimal("NaN")),
+    **{name: (None, math.nan) for name in FLOAT_STORAGES},
+}
 
 
 def pool(storage: str) -> tuple[tuple[tuple[Any, ...], ...], tuple[Any, ...]]:
     """(classes, missing) of a storage: the values its cells are drawn from, as classes of
-    equal spellings (:func:`same_value`), and its missing cells (``None``; NaN too where the
-    storage holds floats)."""
+    spellings of one value (:func:`same_value`), and its missing cells."""
     if storage not in _POOLS:
         raise ValueError(f"unknown storage {storage!r}: one of {', '.join(STORAGES)}")
-    missing: tuple[Any, ...] = (None, math.nan) if storage in _FLOATING else (None,)
-    return _POOLS[storage], missing
+    return _POOLS[storage], _MISSING.get(storage, (None,))
 
 
 def key_spellings(value: Any, storage: str) -> tuple[Any, ...]:
-    """The public keys that name ``value``'s group on a column of ``storage``, spelled every
-    way a key list may spell them: ``value`` itself, keys that are other Python values but
-    equal once coerced to the column's type (a number and its text on a text column; ``1``,
-    ``1.0`` and ``True`` on an object column), and numbers that differ from ``value`` but not
-    once rounded to the column's floats (``2**53 + 1`` on a float column holding ``2.0**53``;
-    ``2.0**53`` on an int64 column holding ``2**53 + 1``)."""
-    if is_missing(value):
-        return (value,)
-    found: list[Any] = [value]
-    if storage in TEXT_STORAGES:
+    """The public keys that name ``value``'s group on a column of ``storage`` (:func:`key_group`),
+    each spelling it a different way: ``value`` itself where it is a key the column takes, and
+    other Python values equal to it once coerced — a number and its text on a text column; on
+    an object column every value of the pool with its text (``1``, ``"1"``, ``b"1"``, but not
+    ``1.0`` or ``True``); an integral float and its integer on a number column, and on a float
+    column the integers that round to it (``2**53 + 1`` names ``2.0**53``). Some are equal as
+    Python values (``1`` and ``Fraction(1)``: a key list holds one of them); a list holding two
+    that are not names one group twice, which the public phase refuses. Empty for a missing
+    value."""
+    group = identity(value, storage)
+    if group is None:
+        return ()
+    candidates: list[Any] = [value]
+    if storage == "object":
+        candidates += [s for spellings in _POOLS["object"] for s in spellings]
+        candidates.append(group)
+    elif storage in _TEXT_LIKE:
         for convert in (int, float):
             try:
-                number = convert(value)
+                candidates.append(convert(value))
             except (TypeError, ValueError, OverflowError):
                 continue
-            if str(number) == value:
-                found.append(number)
-    elif storage == "object":
-        for spellings in _POOLS["object"]:
-            if any(same_value(value, s) for s in spellings):
-                found.extend(spellings)
     elif storage != "bool" and isinstance(value, (int, float, Decimal)):
-        candidates: list[Any] = [float(value)]
+        candidates += [float(value), -float(value)]
         if math.isfinite(value):
             exact = Fraction(value)
             if exact.denominator == 1:
                 whole = int(exact)
                 candidates += [whole, whole + 1, whole - 1]
-        rounded = _rounded(value, storage)
-        found = [value] if not isinstance(value, Decimal) else []
-        found += [k for k in candidates if same_value(k, value) or _rounded(k, storage) == rounded]
-    distinct: list[Any] = []
-    for key in found:
-        if not any(type(key) is type(d) and key == d for d in distinct):
-            distinct.append(key)
-    return tuple(distinct)
-
-
-def _rounded(number: Any, storage: str) -> float:
-    """``number`` as the column's floats hold it (float16, float32; float64 otherwise)."""
-    dtype = {"float16": np.float16, "float32": np.float32}.get(storage, np.float64)
-    with np.errstate(all="ignore"):
-        return float(np.asarray(float(number), dtype=np.float64).astype(dtype))
+    distinct: dict[tuple[type, str], Any] = {}
+    for key in candidates:
+        named = key_group(key, storage)
+        if named is not None and named == group:
+            distinct.setdefault((type(key), repr(key)), key)
+    return tuple(distinct.values())
 
 
 @attrs.frozen
@@ -320,16 +459,21 @@ class LogicalTable:
         return tuple(self.column(n).values[i] for n in names)
 
     def distinct(self, name: str) -> list[Any]:
-        """One cell per distinct non-missing value of a column (:func:`same_value`)."""
-        found: list[Any] = []
-        for value in self.column(name).values:
-            if not is_missing(value) and not any(same_value(value, f) for f in found):
-                found.append(value)
-        return found
+        """One cell (the first) per distinct non-missing value of a column (:func:`identity`)."""
+        column = self.column(name)
+        found: dict[Any, Any] = {}
+        for value in column.values:
+            group = identity(value, column.storage)
+            if group is not None:
+                found.setdefault(group, value)
+        return list(found.values())
 
     def rows_of(self, name: str, value: Any) -> list[int]:
         """The rows whose cell in ``name`` is ``value`` (:func:`same_value`)."""
-        return [i for i, cell in enumerate(self.column(name).values) if same_value(cell, value)]
+        column = self.column(name)
+        return [
+            i for i, cell in enumerate(column.values) if same_value(cell, value, column.storage)
+        ]
 
     def without_rows(self, rows: Iterable[int]) -> LogicalTable:
         """This table less ``rows``; every chunk keeps its place."""
@@ -354,6 +498,23 @@ class LogicalTable:
     def without_row(self, row: int) -> LogicalTable:
         """The neighbour under the record unit: one row removed."""
         return self.without_rows([row])
+
+    def read_on(self, engine: str) -> LogicalTable:
+        """This table as dpkit reads its form on ``engine`` (one of :data:`ENGINES`): each
+        column with the storage it has there (:func:`reading`) and its cells as they are held
+        there — a decimal at the Arrow type's two places, an object column's cells as their
+        text where Dask's convert-string made it text. Rows and chunks are this table's, so a
+        row of one is the same row of the other."""
+        columns = []
+        for name, column in self.columns:
+            storage = reading(column.storage, engine)
+            values = column.values
+            if column.storage == "decimal128":
+                values = tuple(_decimal_cell(v) for v in values)
+            if storage != column.storage and storage in TEXT_STORAGES:
+                values = tuple(text_of(v) for v in values)
+            columns.append((name, Column(storage, values)))
+        return LogicalTable(tuple(columns), self.chunks, self.nullable)
 
     # -- engines ------------------------------------------------------------------------------
 
@@ -488,6 +649,14 @@ def _nullable_dtypes() -> Callable[[Any], Any]:
         return None
 
     return mapper
+
+
+def _decimal_cell(value: Any) -> Any:
+    """A decimal as a ``decimal128(38, 2)`` column holds it: at two places, zero unsigned."""
+    if is_missing(value):
+        return value
+    cell = Decimal(value).quantize(_CENT)
+    return cell.copy_abs() if cell.is_zero() else cell
 
 
 def _arrow_array(storage: str, values: Sequence[Any]) -> Any:

@@ -12,13 +12,13 @@ inputs with Hypothesis and checks:
   integers or not, moving one way or not): for two arrays ``x`` and ``x′`` of one shape and
   dtype that ``check_input`` accepts — integers of every width, float16/32/64, booleans, and
   object arrays of Python and numpy numbers — holding the values that break maps (halves,
-  ±0, 2⁵³ ± 1, the largest integers, ±inf, NaN) and within Δ of each other in the declared
-  norm, measured exactly (a coordinate holding the same value on both sides, NaN or ±inf
-  included, has not moved; ``x′`` moves all coordinates one way if the domain is
-  ``monotone``), ``coerce(x)`` and ``coerce(x′)`` must be real arrays of the input's shape,
-  integers if the domain is, still within Δ of each other, measured the same way (so a
-  coordinate may be non-finite — an excluded candidate's −inf utility — only where it is the
-  same on both sides). For
+  ±0, 2⁵³ ± 1, the largest integers, ±inf, NaN; often one of them throughout) and within Δ of
+  each other in the declared norm (often Δ shared by every coordinate, one way), measured
+  exactly (a coordinate holding the same value on both sides, NaN or ±inf included, has not
+  moved; ``x′`` moves all coordinates one way if the domain is ``monotone``), ``coerce(x)``
+  and ``coerce(x′)`` must be real arrays of the input's shape, integers if the domain is, still
+  within Δ of each other, measured the same way (so a coordinate may be non-finite — an
+  excluded candidate's −inf utility — only where it is the same on both sides). For
   mechanisms that take rows (selections: ``releases`` counts the rows), each row is one
   release and is compared on its own;
 * **local** mechanisms (any other domain: one user's value, and any two values neighbour):
@@ -216,8 +216,9 @@ def _representable(value: Fraction, dtype: np.dtype[Any]) -> Any:
 def _moved(draw: st.DrawFn, x: np.ndarray[Any, Any], relation: _Relation) -> np.ndarray[Any, Any]:
     """A neighbour of ``x``: in each row, some coordinates moved (all one way if the relation
     is monotone) by steps drawn from Δ, Δ/2, Δ/m, 1 and ½ (whole steps in an integer dtype or
-    domain), each move kept while the row stays within Δ, measured exactly after the moved
-    value is stored in ``x``'s dtype."""
+    domain) — or, half the time, all by one share of Δ and one way, so that a map that moves
+    each coordinate a little (a tie rounded up) does so on every one —, each move kept while the
+    row stays within Δ, measured exactly after the moved value is stored in ``x``'s dtype."""
     y: np.ndarray[Any, Any] = x.copy()
     rows = y.reshape(-1, y.shape[-1]) if relation.rows and y.ndim else y.reshape(1, -1)
     originals = x.reshape(rows.shape)
@@ -233,13 +234,19 @@ def _moved(draw: st.DrawFn, x: np.ndarray[Any, Any], relation: _Relation) -> np.
     for r in range(rows.shape[0]):
         moving = draw(st.lists(st.integers(0, width - 1), min_size=1, unique=True))
         sign = draw(st.sampled_from([1, -1]))
+        even = draw(st.booleans())
+        if even:  # Δ shared evenly by every coordinate (in whole steps where they must be)
+            moving = list(range(width))
+            moving = moving[: min(width, math.floor(delta)) or 1] if integral else moving
+            share = delta / len(moving)
+            share = Fraction(math.floor(share)) if integral else share
         moves: list[Fraction] = []
         for i in moving:
             start = _exact(originals[r, i])
-            step = draw(st.sampled_from(steps))
+            step = share if even else draw(st.sampled_from(steps))
             if start is None:
                 continue
-            if not relation.monotone:
+            if not relation.monotone and not even:
                 sign = draw(st.sampled_from([1, -1]))
             stored = _representable(start + sign * step, x.dtype)
             moved = None if stored is None else _exact(stored)

@@ -153,6 +153,14 @@ _ANSWERS: tuple[Any, ...] = (
     float("-inf"),
     float("nan"),
 )
+#: Families of answers an array may be made of throughout, besides any mix of them: a map that
+#: moves each coordinate a little (rounding ties to even, integers beyond 2⁵³ to the nearest
+#: double) moves a vector of such coordinates by a multiple of it.
+_FAMILIES: tuple[tuple[Any, ...], ...] = (
+    _ANSWERS,
+    (0.5, 1.5, 2.5, -0.5, -1.5),
+    (_BIG - 1, _BIG, _BIG + 1, _BIG + 2, _BIG + 3),
+)
 
 
 def _fits(value: Any, dtype: np.dtype[Any]) -> bool:
@@ -195,11 +203,22 @@ def answer_arrays(
 ) -> np.ndarray[Any, Any]:
     """An array of ``shape`` and a dtype from ``dtypes`` holding adversarial answers (each
     value only where the dtype stores it exactly; an object array mixes Python ints, floats,
-    fractions, decimals and numpy scalars)."""
-    dtype = np.dtype(draw(st.sampled_from(list(dtypes))))
-    choices = [v for v in _ANSWERS if _fits(v, dtype)]
+    fractions, decimals and numpy scalars): any mix of them, or all rounding ties, or all near
+    2⁵³ (:data:`_FAMILIES`), half the time one answer throughout. The dtype's kind is drawn first (integers, unsigned
+    integers, floats, booleans, objects), then its width: each kind a check accepts is drawn as
+    often as any other, so that an object array of Python values — which reach ``coerce``
+    holding what no other dtype can — is not one dtype among thirteen."""
+    kinds: dict[str, list[str]] = {}
+    for name in dtypes:
+        kinds.setdefault(np.dtype(name).kind, []).append(name)
+    dtype = np.dtype(draw(st.sampled_from(list(kinds.values())).flatmap(st.sampled_from)))
+    family = draw(st.sampled_from(_FAMILIES))
+    choices = [v for v in family if _fits(v, dtype)] or [v for v in _ANSWERS if _fits(v, dtype)]
     size = int(np.prod(shape, dtype=np.int64))
-    values = draw(st.lists(st.sampled_from(choices), min_size=size, max_size=size))
+    if draw(st.booleans()):  # one answer throughout: a map's error on it adds up
+        values = [draw(st.sampled_from(choices))] * size
+    else:
+        values = draw(st.lists(st.sampled_from(choices), min_size=size, max_size=size))
     if dtype.kind == "O":
         values = [draw(_object_spelling(v)) for v in values]
         out = np.empty(size, dtype=object)

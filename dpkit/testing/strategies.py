@@ -346,11 +346,12 @@ def _spelled(draw: st.DrawFn, spellings: Sequence[tuple[Any, ...]], twice: bool)
     for chosen in spellings:
         if draw(st.integers(0, 3)):  # three in four values are named
             keys.append(draw(st.sampled_from(list(chosen))))
-    several = [chosen for chosen in spellings if len(set(chosen)) > 1]  # Python-distinct
+    several = [chosen for chosen in spellings if len({_python_key(k) for k in chosen}) > 1]
     if twice and several:
         chosen = draw(st.sampled_from(several))
-        keys = [k for k in keys if k not in chosen]
-        keys += draw(st.lists(st.sampled_from(list(chosen)), min_size=2, unique=True))
+        taken = {_python_key(k) for k in chosen}
+        keys = [k for k in keys if _python_key(k) not in taken]
+        keys += draw(st.lists(st.sampled_from(list(chosen)), min_size=2, unique_by=_python_key))
     return keys or [draw(st.sampled_from(list(spellings)))[0]]
 
 
@@ -372,6 +373,22 @@ def public_keys(
     per_column = [
         draw(_spelled(_named(table, name), twice and i == column)) for i, name in enumerate(by)
     ]
-    keys = list(dict.fromkeys(itertools.product(*per_column)))[:max_keys]
-    # dict.fromkeys: PublicKeys refuses keys equal as Python values (1 and 1.0, say)
+    # PublicKeys refuses keys equal as Python values (1 and 1.0, say): one of each
+    distinct = {tuple(map(_python_key, key)): key for key in itertools.product(*per_column)}
+    keys = list(distinct.values())[:max_keys]
     return [k[0] for k in keys] if len(by) == 1 else keys
+
+
+def _python_key(value: Any) -> Any:
+    """``value``'s class under Python's equality (``1``, ``1.0``, ``True``, ``Decimal(1)`` are
+    one) as a hashable that never raises (``Decimal(1) == np.int64(1)`` does): a real number
+    by its exact value, anything else by its type and itself."""
+    if isinstance(value, (bool, np.bool_, int, np.integer)):
+        return "number", Fraction(int(value))
+    if isinstance(value, (float, np.floating, Decimal, Fraction)):
+        exact = value if isinstance(value, (Decimal, Fraction)) else float(value)
+        try:
+            return "number", Fraction(exact)
+        except (ValueError, OverflowError):  # ±inf, NaN
+            return "number", repr(float(exact))
+    return type(value).__name__, value

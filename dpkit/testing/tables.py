@@ -112,10 +112,9 @@ NUMBER_STORAGES = (
 )
 #: Storages of labels (group keys, histogram categories).
 LABEL_STORAGES = (*NUMBER_STORAGES, *TEXT_STORAGES)
-#: How dpkit reads a typed column's values (:func:`identity`): as float64, as integers, as text.
+#: How dpkit reads a typed column's values (:func:`identity`): as float64, as integers.
 _FLOAT64 = (*FLOAT_STORAGES, "decimal128")
 _WHOLE = (*INTEGER_STORAGES, "dictionary<int64>", "run_end<int64>")
-_TEXT_LIKE = TEXT_STORAGES
 #: Storages that pandas with NumPy dtypes holds as Python objects (:func:`reading`).
 _AS_OBJECTS = ("decimal128", *BINARY_STORAGES, "date32")
 #: The places of the decimal128 columns (``decimal128(38, 2)``).
@@ -221,7 +220,7 @@ def key_group(key: Any, storage: str) -> Any:
     integer beyond the column's range names a group no cell is in)."""
     if storage == "object":
         return text_of(key)
-    if storage in _TEXT_LIKE:
+    if storage in TEXT_STORAGES:
         if isinstance(key, bool) or not isinstance(key, (str, int, float)):
             return None
         return text_of(key)
@@ -392,7 +391,7 @@ def key_spellings(value: Any, storage: str) -> tuple[Any, ...]:
     if storage == "object":
         candidates += [s for spellings in _POOLS["object"] for s in spellings]
         candidates.append(group)
-    elif storage in _TEXT_LIKE:
+    elif storage in TEXT_STORAGES:
         for convert in (int, float):
             try:
                 candidates.append(convert(value))

@@ -62,11 +62,19 @@ from table_cases import (
     aggregated,
     bounded_rows,
     cases,
+    engines_for,
     native,
     open_defect,
     rows_per_group,
 )
 
+# Example counts (``max_examples``), for a suite of about two and a half minutes on two cores
+# (all the table properties and the coerce check; ``--durations`` measures each): an eager
+# example takes about 0.1 s, a Dask one about 2 s (a task graph per query). Key lists that name
+# one group twice, a reading that splits or merges an object column's persons, and a reading
+# by anything but text were each caught within the first 10 examples of every statistic when
+# the fix was reverted, so 40 leave a wide margin; the Dask test adds the shuffle by id, whose
+# object-column readings the eager tests already check on pandas.
 EXAMPLES = 40  # per statistic, over the eager engines
 KEY_EXAMPLES = 40  # per statistic: public keys on text group columns
 DASK_EXAMPLES = 6  # over every statistic and both Dask variants
@@ -132,7 +140,7 @@ def check_engine_ids(query: Any, kept: list[tuple[Any, Any]], engine: str) -> No
 @given(data=st.data())
 def test_each_unit_keeps_at_most_its_bounds(name: str, data: Any) -> None:
     case = data.draw(cases(name), label="case")
-    check_bounds(case, data.draw(st.sampled_from(EAGER), label="engine"))
+    check_bounds(case, data.draw(st.sampled_from(engines_for(case, EAGER)), label="engine"))
 
 
 @pytest.mark.parametrize("name", STATISTICS)
@@ -142,7 +150,7 @@ def test_each_unit_keeps_at_most_its_bounds_with_keys_spelled_on_text(name: str,
     """The stratum of public key lists on text group columns, where a key list may name one
     group twice (the number 1 and the text "1")."""
     case = data.draw(cases(name, **SPELLED_KEYS), label="case")
-    check_bounds(case, data.draw(st.sampled_from(EAGER), label="engine"))
+    check_bounds(case, data.draw(st.sampled_from(engines_for(case, EAGER)), label="engine"))
 
 
 @pytest.mark.cluster

@@ -185,16 +185,23 @@ def _kind(dtype: Any, nw: Any) -> ColumnKind:
 
 
 def column_kinds(frame: Any) -> dict[str, ColumnKind]:
-    """Each column's kind, from the schema (``collect_schema``: lazy frames are not run; a
-    Dask frame's ``object`` columns, which narwhals takes for text, are ``"object"``, read
-    value by value as a pandas object column is)."""
+    """Each column's kind, from the schema (``collect_schema``: lazy frames are not run). A
+    pandas-like frame's ``object`` columns (pandas, Dask, Modin, cuDF) are ``"object"``, read
+    value by value, whatever they hold: narwhals infers their type from their *values* (an
+    empty object column, or one of only text or missing values, as text), and a kind that
+    depended on the values would make the public phase's decisions — which key types and
+    statistics a column takes — depend on the data."""
     nw = narwhals()
     kinds = {str(name): _kind(dtype, nw) for name, dtype in frame.collect_schema().items()}
-    if implementation(frame) == "dask":  # narwhals reads a Dask object column as text
+    if implementation(frame) in _PANDAS_LIKE:
         for name, dtype in frame.to_native().dtypes.items():
             if str(dtype) == "object":  # numpy's object dtype (not a pandas string dtype)
                 kinds[str(name)] = "object"
     return kinds
+
+
+#: The engines whose frames hold numpy ``object`` columns.
+_PANDAS_LIKE = ("pandas", "dask", "modin", "cudf")
 
 
 def require_columns(

@@ -23,6 +23,10 @@ Two tiers run (see :mod:`dpkit.testing.exact` and :mod:`dpkit.testing.blackbox`)
 a family-wise false-alarm rate ≤ 1e-3. A pass means "no violation found with this power",
 never a proof of privacy; an audit that could check nothing is ``"unchecked"``, not a pass.
 
+:func:`check_coerce` checks the private phase's map into the domain: a mechanism's ``coerce``
+must keep neighbouring inputs neighbours (:mod:`dpkit.testing.coerce`); ``dp_check`` runs it
+after the audit.
+
 Neighbouring inputs come from the mechanism's domain (:mod:`dpkit.testing.inputs`: any
 :class:`dpkit.plugin.Domain` that declares its neighbours, plus explicit ``pairs``), and whole queries
 are audited on neighbouring datasets by :func:`audit_query` / :func:`check_query`
@@ -37,6 +41,7 @@ from typing import TYPE_CHECKING, Any
 if TYPE_CHECKING:
     from dpkit.testing._audit import CHECK_ALPHA, audit, check_mechanism, parameter_points
     from dpkit.testing.blackbox import StatisticalResult, statistical_check
+    from dpkit.testing.coerce import check_coerce
     from dpkit.testing.datasets import AddRemoveOne, records_for
     from dpkit.testing.exact import NORMALISATION_TOLERANCE, ExactResult, exact_check
     from dpkit.testing.fit import FitResult
@@ -60,6 +65,7 @@ __all__ = [
     "Unsupported",
     "audit",
     "audit_query",
+    "check_coerce",
     "check_mechanism",
     "check_query",
     "exact_check",
@@ -76,6 +82,7 @@ _HOMES = {
     "audit": "_audit",
     "check_mechanism": "_audit",
     "parameter_points": "_audit",
+    "check_coerce": "coerce",
     "AddRemoveOne": "datasets",
     "records_for": "datasets",
     "QUERY_SAMPLES": "query_audit",

@@ -5,7 +5,8 @@ Installed with dpkit, so any test suite in the same environment gets the ``dp_ch
     def test_private(dp_check):
         dp_check(MyMechanism)        # audits MyMechanism at its typical parameters
 
-``dp_check`` is :func:`dpkit.testing.check_mechanism` for a mechanism (class or instance) and
+``dp_check`` is :func:`dpkit.testing.check_mechanism` then :func:`dpkit.testing.check_coerce`
+for a mechanism (class or instance), and
 :func:`dpkit.testing.check_query` for a query (audited whole, on neighbouring datasets), with
 ``--dpkit-samples N`` on the pytest command line overriding the default sample budget. It
 samples both randomness modes (fast, and secure on a keyed SecureRandom) and fails on a
@@ -42,7 +43,7 @@ def dp_check(request: pytest.FixtureRequest) -> Callable[..., Any]:
     """``dp_check(MechanismOrQuery, **options)``: audit it, failing the test on a violation
     (and when nothing could be checked)."""
     from dpkit.mechanism import Mechanism
-    from dpkit.testing import check_mechanism, check_query
+    from dpkit.testing import check_coerce, check_mechanism, check_query
 
     samples = request.config.getoption("dpkit_samples", default=None)
 
@@ -52,8 +53,10 @@ def dp_check(request: pytest.FixtureRequest) -> Callable[..., Any]:
         is_mechanism = isinstance(target, Mechanism) or (
             isinstance(target, type) and issubclass(target, Mechanism)
         )
-        return (
-            check_mechanism(target, **options) if is_mechanism else check_query(target, **options)
-        )
+        if not is_mechanism:
+            return check_query(target, **options)
+        reports = check_mechanism(target, **options)
+        check_coerce(target)  # the private phase's map keeps neighbours neighbours
+        return reports
 
     return check

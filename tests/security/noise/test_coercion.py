@@ -149,6 +149,17 @@ def test_object_keys_are_released_as_their_text() -> None:
     assert query.aggregate(data).keys == (("1",), ("1.0",))
 
 
+@pytest.mark.parametrize("cells", [[], [None], ["a", "b"], ["a", 2], [True]])
+def test_an_object_columns_kind_does_not_depend_on_its_values(cells: list[Any]) -> None:
+    """Attack: narwhals infers a pandas object column's type from its values (empty, missing
+    or all text: a text column). Whether a key ``True`` or a sum over the column was refused
+    then told whether one person's non-text cell was in the data; now both are read as an
+    object column, whatever it holds."""
+    data = pd.DataFrame({"k": pd.Series(cells, dtype=object), "v": pd.Series(cells, dtype=object)})
+    Count(epsilon=1.0).on(by="k", keys=[True, "a"]).check_input(data)
+    Sum(lower=0, upper=1, epsilon=1.0).on("v").check_input(data)
+
+
 # -- encoded Arrow columns --------------------------------------------------------------------
 
 

@@ -578,7 +578,7 @@ def answers(query: Any, aggregates: Aggregates) -> dict[str, Coordinates]:
 
 def _norm(mechanism: Any) -> float:
     domain = getattr(mechanism, "domain", None)
-    if isinstance(domain, dpkit.VectorDomain):
+    if isinstance(domain, dpkit.plugin.VectorDomain):
         return float(domain.norm)
     return NORMS[mechanism.name]
 

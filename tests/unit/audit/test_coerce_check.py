@@ -21,7 +21,7 @@ pytest_plugins = ["pytester"]
 
 
 @attrs.frozen
-class Counted(dpkit.Mechanism):
+class Counted(dpkit.plugin.Mechanism):
     """Geometric noise on integer answers; ``coerce`` is one of :data:`MAPS`."""
 
     name: ClassVar[str] = "counted"
@@ -30,8 +30,8 @@ class Counted(dpkit.Mechanism):
     monotone: bool = False
 
     @property
-    def domain(self) -> dpkit.VectorDomain:
-        return dpkit.VectorDomain(2.0, norm=1.0, integer=True, monotone=self.monotone)
+    def domain(self) -> dpkit.plugin.VectorDomain:
+        return dpkit.plugin.VectorDomain(2.0, norm=1.0, integer=True, monotone=self.monotone)
 
     @property
     def privacy(self) -> dpkit.PureDP:
@@ -41,7 +41,7 @@ class Counted(dpkit.Mechanism):
         return MAPS[self.coerce_with](np.asarray(values))
 
     def randomize(self, values: Any, /, *, rng: Any = None) -> np.ndarray:
-        generator, _ = dpkit.resolve_rng(rng, owner=self.name)
+        generator, _ = dpkit.plugin.resolve_rng(rng, owner=self.name)
         answers = np.asarray(values, dtype=np.int64)
         p = -math.expm1(-0.5)
         return (
@@ -89,15 +89,15 @@ def test_a_coerce_that_breaks_one_direction_fails_a_monotone_domain() -> None:
 
 
 @attrs.frozen
-class Dropping(dpkit.Mechanism):
+class Dropping(dpkit.plugin.Mechanism):
     """A local mechanism whose ``coerce`` drops the records outside its domain."""
 
     name: ClassVar[str] = "dropping"
     kind: ClassVar[Literal["local", "central"]] = "local"
 
     @property
-    def domain(self) -> dpkit.CategoricalDomain:
-        return dpkit.CategoricalDomain(2)
+    def domain(self) -> dpkit.plugin.CategoricalDomain:
+        return dpkit.plugin.CategoricalDomain(2)
 
     @property
     def privacy(self) -> dpkit.PureDP:

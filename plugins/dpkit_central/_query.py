@@ -303,11 +303,22 @@ def additive(
 
 
 def release(
-    query: str, mech: Laplace | Geometric | Gaussian, answer: Any, rng: np.random.Generator
+    query: str,
+    mech: Laplace | Geometric | Gaussian,
+    answer: Any,
+    rng: np.random.Generator,
+    changed: int | None = None,
 ) -> QueryResult:
+    """``answer`` plus the mechanism's noise. ``changed``: at most this many coordinates of the
+    answer differ between neighbours (default: all of them); secure-mode lattice noise covers
+    the rounding of those coordinates only (an unchanged one rounds the same on both sides)."""
     # coerce: a sum beyond the float range is clamped (a 1-Lipschitz map of the answer).
-    value = mech.randomize(mech.coerce(answer, rng=rng), rng=rng)
-    noise = mech.noise_for(rng, value.size)
+    coerced = mech.coerce(answer, rng=rng)
+    if isinstance(mech, Geometric):  # integer answers: no lattice rounding to cover
+        value = mech.randomize(coerced, rng=rng)
+    else:
+        value = mech.randomize(coerced, rng=rng, changed=changed)
+    noise = mech.noise_for(rng, changed or value.size)
     return QueryResult(
         query=query,
         value=value.item() if value.ndim == 0 else value,
@@ -367,6 +378,9 @@ class AdditiveQuery(Query):
     noise: str
     epsilon: float
     delta: float | None
+    #: At most this many released coordinates differ between neighbours (None: all of them);
+    #: secure-mode lattice noise covers the rounding of those coordinates only.
+    changed_cells: ClassVar[int | None] = None
 
     @property
     def sensitivity(self) -> float:
@@ -387,7 +401,7 @@ class AdditiveQuery(Query):
         (:mod:`dpkit_central.accuracy`)."""
         alpha = check_alpha(alpha, self.name)
         cells = len(getattr(self, "cells", ())) or 1
-        noise = self.mechanism.noise_for(mode_of(rng), cells)
+        noise = self.mechanism.noise_for(mode_of(rng), self.changed_cells or cells)
         return Accuracy(
             self.name, self.privacy, 1.0 - alpha, noise, noise.half_width(1.0 - alpha), cells=cells
         )

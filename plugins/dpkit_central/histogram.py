@@ -66,6 +66,8 @@ class Histogram(AdditiveQuery):
 
     name: ClassVar[str] = "histogram"
     numeric: ClassVar[bool] = False
+    #: Adding or removing one record moves one cell by 1 (its own, or the trailing one).
+    changed_cells: ClassVar[int | None] = 1
     categories: tuple[Any, ...] = parameter(Labels(min_length=1), doc="the declared categories")
     epsilon: float = parameter(CENTRAL_EPSILON, doc="privacy loss ε", typical=(0.05, 6.0))
     noise: str = parameter(
@@ -121,7 +123,8 @@ class Histogram(AdditiveQuery):
 
     def run(self, data: Any, /, *, rng: Any = None) -> QueryResult:
         rng = resolve_rng(rng, owner=self.name)[0]
-        result = release(self.name, self.mechanism, self.counts(data), rng)
+        counts = self.counts(data)
+        result = release(self.name, self.mechanism, counts, rng, changed=self.changed_cells)
         return attrs.evolve(result, categories=self.cells)
 
     # -- the table face (TableStatistic) -------------------------------------------------------

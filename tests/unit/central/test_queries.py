@@ -325,3 +325,25 @@ def test_mean_has_no_noise_interval() -> None:
         np.array([0.5]), rng=np.random.default_rng(1)
     )
     assert result.confidence_interval(0.95) is None
+
+
+@pytest.mark.parametrize("noise", ["laplace", "gaussian"])
+def test_secure_histogram_covers_the_rounding_of_one_changed_cell(noise: str) -> None:
+    """Adding or removing a record moves one cell of a histogram, so its secure lattice noise
+    is that of one changed coordinate (t = (Δ₁/g + 1)/ε), not of all d cells: the release
+    equals the mechanism's own release with ``changed=1`` on the same keyed stream, and the
+    reported noise and the accuracy preview are those of one coordinate."""
+    delta = 1e-6 if noise == "gaussian" else None
+    query = Histogram(categories=tuple(range(200)), epsilon=0.5, noise=noise, delta=delta)
+    data = np.array([1, 2, 2, 7, 199, 199, 199])
+    key = bytes(range(32))  # a fixed key: reproducible streams, for tests only
+    got = query.run(data, rng=dpkit.SecureRandom.from_key(key))
+    mechanism = query.mechanism
+    expected = mechanism.randomize(
+        query.counts(data).astype(np.float64), rng=dpkit.SecureRandom.from_key(key), changed=1
+    )
+    np.testing.assert_array_equal(got.value, expected)
+    one, all_cells = mechanism.noise_for(None, 1), mechanism.noise_for(None, 200)
+    assert one.variance < all_cells.variance
+    assert got.noise == one
+    assert query.accuracy(0.05).noise == one

@@ -18,15 +18,19 @@ count-weighted sum. Curves (add/remove neighbours, Δ = 1):
   Privacy of the Sampled Gaussian Mechanism", Section 3.3), D_α = ln A_α/(α − 1) with
   A_α = E_{z∼N(0,σ²)}[(1 − q + q·e^{(2z−1)/(2σ²)})^α]. Integer α ≥ 2:
   A_α = Σ_{j=0}^{α} C(α, j)(1 − q)^{α−j} q^j e^{(j² − j)/(2σ²)}. Fractional α (up to 12, where
-  the optimum of a DP-SGD composition usually is, and above 2, where the series settles
-  quickly): split at z₀ = σ² ln(1/q − 1) + 1/2, where
+  the optimum of a DP-SGD composition usually is, and down to the orders just above 1, where
+  the optimum of a small-σ, many-step composition is): split at z₀ = σ² ln(1/q − 1) + 1/2, where
   the two terms are equal, and expand each side in a convergent binomial series,
   A_α = Σ_{j≥0} C(α, j)[(1 − q)^{α−j} q^j e^{(j²−j)/(2σ²)} Φ((z₀ − j)/σ)
   + (1 − q)^j q^{α−j} e^{((α−j)²−(α−j))/(2σ²)} Φ((α − j − z₀)/σ)], with the signs of the
   generalised binomial coefficients kept (dp-accounting 0.6.0 drops them, which over-states
   A_α slightly); the sum stops on a positive term below 10⁻¹² of the largest (the terms
   alternate and shrink there, so that partial sum is an upper bound) and is moved up by a
-  relative 10⁻¹² (in ln A_α). Sampling without replacement uses the same pair (Zhu, Dong & Wang
+  relative 10⁻¹² (in ln A_α). The series holds for every real α > 1 (ibid., Section 3.3);
+  below α = 2 its terms shrink like j^{−α−2}, so it still stops after some thousand terms.
+  A_α is the remove direction, D_α(qN(1, σ²) + (1 − q)N(0, σ²) ‖ N(0, σ²)); for add/remove
+  neighbours the add direction must be below it, which Mironov, Talwar & Zhang prove (ibid.,
+  Section 3) and the tests check by quadrature at orders below 2. Sampling without replacement uses the same pair (Zhu, Dong & Wang
   2022, Section 5), with σ stated under replacement.
 * A subsampled pure, Laplace, RR or bounded-range event: the exact curve of the subsampled
   randomized-response pair at ε (Kairouz, Oh & Viswanath 2015 make RR dominate every ε-DP
@@ -199,7 +203,7 @@ def _subsampled_gaussian_curve(
             continue
         log_a = top + math.log(np.exp(terms - top).sum())
         out[index] = max(log_a, 0.0) / (alpha - 1)
-    fractional = ~integer & (orders > 2) & (orders <= _FRACTIONAL_MAX)
+    fractional = ~integer & (orders > 1) & (orders <= _FRACTIONAL_MAX)
     if sigma >= 0.1:  # below, e^{(j²−j)/(2σ²)} overflows long before the series settles
         for index in np.flatnonzero(fractional):
             order = float(orders[index])

@@ -2,6 +2,8 @@
 
 >>> parse_event("subsampled_gaussian(noise_multiplier=1.0,sampling_rate=0.01)*1000", delta=1e-5)
 (SubsampledDP(event=GaussianDP(noise_multiplier=1.0, delta=1e-05), sampling_rate=0.01, scheme='poisson'), 1000)
+
+A sampling rate may be a simple fraction, ``sampling_rate=256/60000`` (rounded up to a float).
 """
 
 from __future__ import annotations
@@ -11,7 +13,8 @@ import re
 from collections.abc import Callable
 from typing import Any
 
-from dpkit.errors import DPKitError
+from dpkit.accounting.training import parse_rate
+from dpkit.errors import DPKitError, InvalidParameter
 from dpkit.privacy import (
     SCHEMES,
     ApproximateDP,
@@ -99,6 +102,13 @@ def _number(text: str, key: str, whole: str) -> float | int | str:
         if value not in SCHEMES:
             raise EventSyntaxError(whole, f"scheme={value!r} is not one of {', '.join(SCHEMES)}")
         return value
+    if key == "sampling_rate" and "/" in value:  # a simple fraction: 256/60000
+        try:
+            return parse_rate(value)
+        except InvalidParameter:
+            raise EventSyntaxError(
+                whole, f"{key}={value!r} is not a number or a fraction in (0, 1]"
+            ) from None
     if not _NUMBER.match(value):
         raise EventSyntaxError(whole, f"{key}={value!r} is not a number")
     number = float(value)

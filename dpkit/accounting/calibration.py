@@ -28,6 +28,7 @@ import attrs
 from dpkit.accounting._common import Bound, Events, normalise
 from dpkit.accounting.accountant import account
 from dpkit.accounting.gdp import gdp_mu_for
+from dpkit.accounting.training import Schedule, parse_rate
 from dpkit.errors import InvalidParameter
 from dpkit.privacy import (
     BoundedRangeDP,
@@ -70,9 +71,11 @@ class Calibration:
     method: str
     evaluations: int
     bound: Bound = attrs.field(eq=False, repr=False)
+    #: The training schedule the noise was calibrated for (``epochs=``...), if one was given.
+    schedule: Schedule | None = None
 
     def as_dict(self) -> dict[str, Any]:
-        return {
+        out: dict[str, Any] = {
             "parameter": self.parameter,
             self.parameter: self.value,
             "epsilon": self.epsilon,
@@ -81,6 +84,20 @@ class Calibration:
             "method": self.method,
             "evaluations": self.evaluations,
         }
+        if self.schedule is not None:
+            s = self.schedule
+            out["schedule"] = {
+                "epochs": s.epochs,
+                "batch_size": s.batch_size,
+                "dataset_size": s.dataset_size,
+                "batching": s.batching,
+                "sampling_rate": float(s.sampling_rate),
+                "sampling_rate_exact": str(s.sampling_rate),
+                "steps": s.steps,
+                "neighbours": s.neighbours,
+                "accounting": s.describe(),
+            }
+        return out
 
 
 def _maker(
@@ -115,10 +132,22 @@ def calibrate(
     method: str = "best",
     parameter: str | None = None,
     rtol: float = 1e-4,
+    epochs: int | None = None,
+    batch_size: int | None = None,
+    dataset_size: int | None = None,
+    batching: str = "poisson",
 ) -> Calibration:
     """The parameter of ``event`` that makes ``count`` uses of it (subsampled at
     ``sampling_rate`` with ``scheme`` if given), composed with ``others``, (epsilon, delta)-DP
-    under ``method``.
+    under ``method``. ``sampling_rate`` may be a simple fraction (``"256/60000"`` or a
+    :class:`~fractions.Fraction`).
+
+    A noisy-SGD run can be given as its schedule instead of ``count`` and ``sampling_rate``:
+    ``epochs``, ``batch_size`` and ``dataset_size``, with ``batching`` ``"poisson"`` (each step
+    keeps each record with probability batch_size/dataset_size; epochs·⌈N/B⌉ steps) or
+    ``"shuffle"`` (fixed-size batches of a shuffle, accounted without amplification under
+    replace-one neighbours); :mod:`dpkit.accounting.training` says why each is sound. The
+    result's ``schedule`` has the step count and the rate as accounted.
 
     ``event`` is a name in :data:`CALIBRATED_EVENTS` ("gaussian": the smallest noise
     multiplier; "laplace", "pure", "rr", "bounded_range": the largest per-query ε) or a
@@ -129,6 +158,20 @@ def calibrate(
     σ for ε = 8, δ = 1e-5 after 10 000 steps at q = 0.01 (Opacus' ``get_noise_multiplier``) —
     is ``calibrate("gaussian", epsilon=8, delta=1e-5, count=10_000, sampling_rate=0.01)``.
     """
+    if epochs is not None or batch_size is not None or dataset_size is not None:
+        return _for_schedule(
+            event,
+            Schedule(epochs, batch_size, dataset_size, batching),
+            count,
+            sampling_rate,
+            epsilon=epsilon,
+            delta=delta,
+            others=others,
+            method=method,
+            rtol=rtol,
+        )
+    if sampling_rate is not None:
+        sampling_rate = parse_rate(sampling_rate)
     make, kind = _maker(event, delta)
     kind = parameter or kind
     if kind not in _LIMITS:
@@ -205,6 +248,33 @@ def calibrate(
         start, step = _gaussian_guess(float(epsilon), float(delta), count, sampling_rate), 1.05
     value, bound = _solve(bound_at, epsilon, kind, rtol, start, step)
     return Calibration(kind, value, bound.epsilon, delta, epsilon, bound.method, evaluations, bound)
+
+
+def _for_schedule(
+    event: Any,
+    schedule: Schedule,
+    count: int,
+    sampling_rate: Any,
+    **target: Any,
+) -> Calibration:
+    """The noise multiplier of a training schedule (:mod:`dpkit.accounting.training`)."""
+    if event != "gaussian":
+        raise InvalidParameter(
+            "event", event, "'gaussian' with epochs, batch_size and dataset_size", owner="calibrate"
+        )
+    if count != 1 or sampling_rate is not None:
+        raise InvalidParameter(
+            "count",
+            count if count != 1 else sampling_rate,
+            "left out with epochs, batch_size and dataset_size (they give the steps and rate)",
+            owner="calibrate",
+        )
+    probe, steps = schedule.events(1.0, 0.5)
+    rate = probe.sampling_rate if isinstance(probe, SubsampledDP) else None
+    found = calibrate("gaussian", count=steps, sampling_rate=rate, **target)
+    if schedule.batching == "shuffle":  # each epoch is a Gaussian at σ/2: σ is twice its noise
+        found = attrs.evolve(found, value=2 * found.value)
+    return attrs.evolve(found, schedule=schedule)
 
 
 def _gaussian_guess(epsilon: float, delta: float, count: int, rate: float | None) -> float:

@@ -4,6 +4,7 @@ dpkit account --delta 1e-5 'subsampled_gaussian(noise_multiplier=1.0,sampling_ra
 dpkit account 'laplace(epsilon=0.1)*10'                     # pure DP: no --delta (δ = 0)
 dpkit account --delta 1e-5 --calibrate 8 'subsampled_gaussian(sampling_rate=0.01)*10000'
 dpkit account --delta 1e-6 --calibrate 1 'laplace*100'      # the largest per-query ε
+dpkit account --delta 1e-5 --calibrate 8 --epochs 3 --batch-size 256 --dataset-size 60000 gaussian
 """
 
 from __future__ import annotations
@@ -11,11 +12,13 @@ from __future__ import annotations
 import argparse
 import json
 import math
+import re
 import time
 from typing import Any
 
 from dpkit.accounting import METHODS, Bound, account, calibrate, compose_basic
 from dpkit.accounting._parse import EVENT_KINDS, EventSyntaxError, open_parameter, parse_event
+from dpkit.accounting.training import BATCHINGS, Schedule
 from dpkit.commands._output import rounded, table
 from dpkit.errors import InvalidParameter
 from dpkit.privacy import GaussianDP, PrivacyEvent, SubsampledDP, flatten
@@ -53,6 +56,22 @@ def add_parser(subparsers: Any) -> None:
         help="instead, find the parameter that one EVENT leaves out (a Gaussian's "
         "noise_multiplier: the smallest; a pure event's epsilon: the largest) so that the "
         "composition is (E, δ)-DP",
+    )
+    training = parser.add_argument_group(
+        "noisy SGD",
+        "give one 'gaussian' EVENT (no count, no sampling_rate) and the training schedule; "
+        "the steps and the sampling rate are computed and shown",
+    )
+    training.add_argument("--epochs", type=int, default=None, metavar="E")
+    training.add_argument("--batch-size", type=int, default=None, metavar="B")
+    training.add_argument("--dataset-size", type=int, default=None, metavar="N")
+    training.add_argument(
+        "--batching",
+        choices=BATCHINGS,
+        default="poisson",
+        help="poisson: each record kept with probability B/N per step (add/remove "
+        "neighbours); shuffle: fixed-size batches of a shuffle, no amplification credited "
+        "(replace-one neighbours). An epoch is ceil(N/B) steps. Default: poisson",
     )
     parser.add_argument("--json", action="store_true", help="print a JSON object")
     parser.set_defaults(handler=run)
@@ -97,13 +116,48 @@ def _delta(args: argparse.Namespace) -> float:
     return delta
 
 
+def _schedule(args: argparse.Namespace) -> Schedule | None:
+    """The training schedule of --epochs, --batch-size and --dataset-size (all or none), and
+    its one EVENT: 'gaussian', without a count or a sampling rate."""
+    given = [args.epochs, args.batch_size, args.dataset_size]
+    if all(value is None for value in given):
+        return None
+    if any(value is None for value in given):
+        raise InvalidParameter(
+            "--epochs",
+            args.epochs,
+            "given with --batch-size and --dataset-size (all three, or none)",
+            owner="dpkit account",
+        )
+    text = " ".join(args.events)
+    match = re.fullmatch(r"\s*gaussian\s*(\(\s*noise_multiplier\s*=[^()]*\))?\s*", text)
+    if len(args.events) != 1 or match is None:
+        raise EventSyntaxError(
+            text,
+            "with --epochs, give one 'gaussian' event without a count or sampling_rate, e.g. "
+            "'gaussian(noise_multiplier=1.1)' (or 'gaussian' with --calibrate)",
+        )
+    try:
+        return Schedule(args.epochs, args.batch_size, args.dataset_size, args.batching)
+    except InvalidParameter as error:  # name the command-line option
+        option = "--" + str(error.parameter).replace("_", "-")
+        raise InvalidParameter(
+            option, error.value, str(error.allowed), owner="dpkit account"
+        ) from None
+
+
 def run(args: argparse.Namespace) -> int:
     delta = _delta(args)
+    schedule = _schedule(args)
     if args.calibrate is not None:
-        return _calibrate(args, delta)
+        return _calibrate(args, delta, schedule)
     started = time.perf_counter()
     label = delta if delta > 0 else 0.5  # a Gaussian's own δ only labels the event
     events = [parse_event(text, delta=label) for text in args.events]
+    if schedule is not None:
+        event = events[0][0]
+        assert isinstance(event, GaussianDP)
+        events = [schedule.events(event.noise_multiplier, label)]
     gaussian = any(isinstance(p, GaussianDP) for e, _ in events for p in _parts(e))
     if delta == 0 and (gaussian or (args.method != "basic" and any(e.delta for e, _ in events))):
         raise InvalidParameter(
@@ -122,9 +176,13 @@ def run(args: argparse.Namespace) -> int:
         payload["epsilon"] = _json_number(bound.epsilon)
         payload["requested_method"] = args.method
         payload["events"] = [{"event": _describe(e), "count": c} for e, c in events]
+        if schedule is not None:
+            payload["schedule"] = _schedule_record(schedule)
         payload["seconds"] = round(elapsed, 6)
         print(json.dumps(payload, indent=2, default=_json_number))
         return 0
+    if schedule is not None:
+        print(schedule.describe())
     print(f"ε = {rounded(bound.epsilon)} at δ = {rounded(bound.delta)}  (method: {bound.method})")
     if bound.exact_epsilon is not None and bound.exact_epsilon.denominator < 10**12:
         print(f"exact: ε = {bound.exact_epsilon}, δ = {bound.exact_delta}")
@@ -138,7 +196,52 @@ def run(args: argparse.Namespace) -> int:
     return 0
 
 
-def _calibrate(args: argparse.Namespace, delta: float) -> int:
+def _schedule_record(schedule: Schedule) -> dict[str, Any]:
+    return {
+        "epochs": schedule.epochs,
+        "batch_size": schedule.batch_size,
+        "dataset_size": schedule.dataset_size,
+        "batching": schedule.batching,
+        "sampling_rate": float(schedule.sampling_rate),
+        "sampling_rate_exact": str(schedule.sampling_rate),
+        "steps": schedule.steps,
+        "neighbours": schedule.neighbours,
+        "accounting": schedule.describe(),
+    }
+
+
+def _calibrate_schedule(args: argparse.Namespace, delta: float, schedule: Schedule) -> int:
+    if " ".join(args.events).strip() != "gaussian":
+        raise EventSyntaxError(
+            " ".join(args.events), "--calibrate with --epochs finds the noise of 'gaussian'"
+        )
+    found = calibrate(
+        "gaussian",
+        epsilon=args.calibrate,
+        delta=delta,
+        method="best" if delta == 0 else args.method,
+        epochs=schedule.epochs,
+        batch_size=schedule.batch_size,
+        dataset_size=schedule.dataset_size,
+        batching=schedule.batching,
+    )
+    if args.json:
+        payload = found.as_dict()
+        payload["event"] = "gaussian"
+        print(json.dumps(payload, indent=2, default=_json_number))
+        return 0
+    print(schedule.describe())
+    print(
+        f"noise multiplier σ = {rounded(found.value, up=True)} gives ε = "
+        f"{rounded(found.epsilon)} at δ = {rounded(delta)} (method: {found.method}, "
+        f"{found.evaluations} evaluation{'s' if found.evaluations != 1 else ''})"
+    )
+    return 0
+
+
+def _calibrate(args: argparse.Namespace, delta: float, schedule: Schedule | None = None) -> int:
+    if schedule is not None:
+        return _calibrate_schedule(args, delta, schedule)
     opened = [(text, open_parameter(text)) for text in args.events]
     open_events = [(text, key) for text, key in opened if key is not None]
     if len(open_events) != 1:

@@ -314,6 +314,7 @@ def release(
     the rounding of those coordinates only (an unchanged one rounds the same on both sides)."""
     # coerce: a sum beyond the float range is clamped (a 1-Lipschitz map of the answer).
     coerced = mech.coerce(answer, rng=rng)
+    value: NDArray[Any]
     if isinstance(mech, Geometric):  # integer answers: no lattice rounding to cover
         value = mech.randomize(coerced, rng=rng)
     else:

@@ -17,8 +17,18 @@ sum of squares does not lose the spread to cancellation).
   worst case instead;
 * ``worst_case_variance``: the mechanism's closed form max over inputs of Var[Y | x], divided by
   n (the papers' bound);
-* ``confidence_interval``: the normal (Wald) interval μ̂ ± z·√variance (central limit theorem:
-  μ̂ is an average of n independent bounded reports).
+* ``confidence_interval``: the normal (Wald) interval μ̂ ± z·√v (central limit theorem: μ̂ is
+  an average of n independent bounded reports), for one of two targets:
+
+  - ``target="population"`` (the default): the mean of the population the users are an
+    i.i.d. sample of, with v = ``variance`` (s²/n, whose expectation is exactly Var[μ̂]
+    around it);
+  - ``target="sample"``: the n users' own mean x̄, with v = min(``variance``,
+    ``worst_case_variance``). Given the users' values, μ̂ − x̄ = Σ(Y_i − x_i)/n has variance
+    Σ Var[Y | x_i]/n², below both: the worst case bounds every Var[Y | x_i], and s²/n
+    estimates Σ Var[Y | x_i]/n² plus the spread of the x_i. It is narrower than the
+    population interval when the mechanism's noise is small next to that spread (a large
+    ε), where the population interval over-covers x̄.
 """
 
 from __future__ import annotations
@@ -34,7 +44,10 @@ from numpy.typing import NDArray
 from dpkit.errors import InvalidData, InvalidParameter
 from dpkit.estimator import Statistics
 
-__all__ = ["MeanEstimate", "MeanSums"]
+__all__ = ["TARGETS", "MeanEstimate", "MeanSums"]
+
+#: The means a :class:`MeanEstimate` interval is for: the population's, or the users' own.
+TARGETS = ("population", "sample")
 
 
 def _vector(values: Any) -> NDArray[np.float64]:
@@ -142,18 +155,33 @@ class MeanEstimate:
         return float(self.estimates[0])
 
     def confidence_interval(
-        self, level: float = 0.95
+        self, level: float = 0.95, *, target: str = "population"
     ) -> tuple[NDArray[np.float64], NDArray[np.float64]]:
-        """μ̂ ± z·√variance per coordinate, z = Φ⁻¹((1 + level)/2): the normal (Wald) interval."""
+        """μ̂ ± z·√v per coordinate, z = Φ⁻¹((1 + level)/2): the normal (Wald) interval for the
+        ``target`` mean — ``"population"`` (v = ``variance``) or ``"sample"``, the users' own
+        mean (v = min(``variance``, ``worst_case_variance``)); the module docstring says why."""
         if not isinstance(level, (int, float)) or not (0.0 < level < 1.0) or math.isnan(level):
             raise InvalidParameter("level", level, "a real number in (0, 1)")
-        half = NormalDist().inv_cdf(0.5 + level / 2.0) * np.sqrt(self.variance)
+        if target not in TARGETS:
+            raise InvalidParameter(
+                "target", target, "'population' or 'sample'", owner="MeanEstimate"
+            )
+        variance = self.variance
+        if target == "sample":
+            variance = np.minimum(self.variance, self.worst_case_variance)
+        half = NormalDist().inv_cdf(0.5 + level / 2.0) * np.sqrt(variance)
         return self.estimates - half, self.estimates + half
+
+    def interval(
+        self, level: float = 0.95, *, target: str = "population"
+    ) -> tuple[NDArray[np.float64], NDArray[np.float64]]:
+        """:meth:`confidence_interval` (the same interval, the same ``target``)."""
+        return self.confidence_interval(level, target=target)
 
     def to_document(self, *, confidence: float = 0.95) -> dict[str, Any]:
         """The estimate in a result document (:class:`dpkit.document.Document`): the number of
-        reports, the mean, its variance and worst case, and the normal interval at
-        ``confidence``; numbers for a scalar mechanism, lists (per coordinate) otherwise."""
+        reports, the mean, its variance and worst case, and the normal interval for the
+        population mean at ``confidence`` (the users' own mean: :meth:`confidence_interval`); numbers for a scalar mechanism, lists (per coordinate) otherwise."""
         low, high = self.confidence_interval(confidence)
 
         def shown(values: NDArray[np.float64]) -> Any:
@@ -169,7 +197,8 @@ class MeanEstimate:
                 "level": confidence,
                 "lower": shown(low),
                 "upper": shown(high),
-                "method": f"normal approximation; variance: {self.variance_method}",
+                "method": "normal approximation, for the population mean; variance: "
+                f"{self.variance_method}",
             },
         }
 

@@ -28,8 +28,21 @@ Each rule here is one currency with a proven filter:
     composes under full adaptivity with the same parameters as without (Smith & Thakurta 2022,
     "Fully Adaptive Composition for Gaussian Differential Privacy"). A Gaussian costs its
     exact μ² = 1/σ², so k Gaussian releases are charged exactly their joint ε; a pure ε event
-    costs the smallest μ that dominates it (:mod:`dpkit.accounting.gdp`); an (ε, δ) event
-    has no μ and is refused.
+    costs the smallest μ that dominates it (:mod:`dpkit.accounting.gdp`; the Laplace
+    mechanism its own, smaller one); an (ε, δ) event has no μ and is refused.
+
+    The pure events of the ledger's *first* spend may instead be charged their ε outright
+    (``epsilon`` of their entries), where that is cheaper (:func:`charge`); every later spend
+    is charged μ². With E the first spend's pure ε, the rest must then fit
+    μ_E² = the largest μ² whose profile meets (ε − E, δ). Proof: let P and Q be the whole
+    session's output laws on neighbours x and x′, and Q′ the law where the first spend's pure
+    releases run on x and every other release on x′. P and Q′ differ only in the releases
+    charged μ², chosen fully adaptively with Σμ_i² ≤ μ_E² (the pure releases are the same
+    kernel on both sides: μ = 0), so P(S) ≤ e^{ε−E}Q′(S) + δ (Smith & Thakurta 2022); Q′ and Q
+    differ only in the pure releases, whose likelihood ratio is at most e^E on every outcome
+    (E is fixed before any output exists), so Q′(S) ≤ e^E Q(S). Together P(S) ≤ e^ε Q(S) + δ,
+    and the same with P and Q swapped. E cannot grow later: a budget split decided after
+    seeing outputs would not be a valid filter (below).
 
 A **declared plan** — a list given to ``Session.release_all``, or every query of a JSON spec —
 has all its parameters fixed before any data are read: it is one non-adaptive mechanism, whose
@@ -39,8 +52,9 @@ privacy-loss distribution of the whole plan), never more than Σε_i; the filter
 with the other releases like any (ε, δ) mechanism. Under ``"zcdp"`` and ``"gdp"`` a plan costs
 the sum of its parts, which those currencies already compose exactly.
 
-``"best"`` is a rule chosen once per ledger: at its first spend, the currency that charges that
-spend (a release or a plan) the smallest share of the budget; every later spend uses the same
+``"best"`` is a rule chosen once per ledger: at its first spend, the currency in which that
+spend (a release or a plan) takes the smallest share of the budget — the rule that would admit
+the most spends like it; every later spend uses the same
 currency, and each ledger entry records it (``rule``). The choice depends only on the first
 spend's declared parameters and the budget — public values fixed before any private output
 exists — so for every analyst the session runs one of the valid filters above. Choosing per
@@ -53,6 +67,7 @@ Solutions").
 
 from __future__ import annotations
 
+import functools
 import math
 from collections.abc import Sequence
 from fractions import Fraction
@@ -70,9 +85,11 @@ __all__ = [
     "Cost",
     "admits",
     "as_budget",
+    "charge",
     "choose",
     "entry_rule",
     "exact_text",
+    "gdp_whole",
     "project",
     "share",
     "total",
@@ -233,6 +250,59 @@ RULES = (*CURRENCIES, "best")
 _FIELD = {"zcdp": ("rho", "ρ", "zCDP"), "gdp": ("mu2", "μ²", "Gaussian-DP")}
 
 
+def gdp_whole(budget: Budget, pure: Fraction) -> Fraction | None:
+    """The μ² budget of a Gaussian-DP ledger whose first spend charged ``pure`` ε outright:
+    μ_B² itself for none, else the largest μ² whose profile meets (ε − pure, δ) (module
+    docstring); None if the budget has no μ² (δ = 0)."""
+    if budget.mu2 is None or pure == 0:
+        return budget.mu2
+    if pure >= budget.epsilon:
+        return Fraction(0) if pure == budget.epsilon else None
+    return _shifted_mu2(budget.epsilon - pure, budget.delta)
+
+
+@functools.lru_cache(maxsize=256)
+def _shifted_mu2(epsilon: Fraction, delta: Fraction) -> Fraction:
+    from dpkit.accounting.gdp import gdp_budget
+
+    return gdp_budget(epsilon, delta)
+
+
+def _gdp_epsilon(pure: Fraction, mu2: Fraction, delta: Fraction) -> float:
+    """The ε at ``delta`` of ``pure`` ε outright and μ² in Gaussian DP (the first spend's
+    price when it is charged alone)."""
+    from dpkit.privacy import gaussian_mu_epsilon
+
+    if delta <= 0:
+        return math.inf
+    return float(pure) + (gaussian_mu_epsilon(float(delta), mu2) if mu2 > 0 else 0.0)
+
+
+def charge(costs: Sequence[Cost], currency: str, budget: Budget, *, first: bool) -> list[Cost]:
+    """``costs`` (one spend) as charged in ``currency`` (:func:`project`). Under Gaussian DP
+    a ledger's ``first`` spend may charge its pure events (δ = 0) their ε outright, the rest
+    μ², when that is the smaller ε at the budget's δ (module docstring); later spends, and a
+    plan's costs (shares of its joint ε, not bounds of each release's loss), are charged μ²
+    only: the caller says ``first`` only of a first spend of plain costs.
+
+    :class:`~dpkit.errors.InvalidParameter` if an event has no cost in the currency.
+    """
+    plain = [project(cost, currency) for cost in costs]
+    if currency != "gdp" or not first or budget.mu2 is None:
+        return plain
+    zero = Fraction(0)
+    split = [
+        attrs.evolve(c, epsilon=cost.epsilon, mu2=zero) if cost.delta == 0 and cost.epsilon else c
+        for cost, c in zip(costs, plain, strict=True)
+    ]
+
+    def price(charged: list[Cost]) -> float:
+        pure = sum((c.epsilon for c in charged), zero)
+        return _gdp_epsilon(pure, sum((c.mu2 or zero for c in charged), zero), budget.delta)
+
+    return split if price(split) < price(plain) else plain
+
+
 def project(cost: Cost, currency: str) -> Cost:
     """``cost`` as charged in ``currency``: (ε, δ) under basic, ρ under zCDP, μ² under GDP.
 
@@ -302,15 +372,19 @@ def admits(spent: Cost, cost: Cost, budget: Budget, currency: str) -> bool:
         )
     field = _FIELD[currency][0]
     whole, amount = getattr(budget, field), getattr(cost, field)
+    if currency == "gdp":  # the first spend's pure ε, charged outright, shrinks the μ² budget
+        whole = gdp_whole(budget, spent.epsilon + cost.epsilon)
     return (
         whole is not None and amount is not None and (getattr(spent, field) or 0) + amount <= whole
     )
 
 
-def choose(cost: Cost, budget: Budget) -> str:
-    """The currency in which ``cost`` (a first spend, all its currencies filled in) takes the
-    smallest share of ``budget``; ties go to the first of :data:`CURRENCIES`."""
-    shares = {currency: share(cost, budget, currency) for currency in CURRENCIES}
+def choose(costs: Sequence[Cost], budget: Budget) -> str:
+    """The currency in which ``costs`` (a first spend, all its currencies filled in) take the
+    smallest share of ``budget`` — the rule that would admit the most spends like this one;
+    ties go to the first of :data:`CURRENCIES`."""
+    whole = total(costs)
+    shares = {currency: share(whole, budget, currency) for currency in CURRENCIES}
     return min(CURRENCIES, key=lambda currency: shares[currency])
 
 

@@ -15,9 +15,10 @@ give it: the basic-plan ε of a prefix is not monotone in its length, because ea
 raises the δ at which the joint ε is read (a Gaussian priced alone at δ = 1e-10 can cost more
 than with a second release that brings δ to 1e-6), so a prefix that does not fit can be followed
 by a longer one that does. The search instead decides from exact sums, without composing, every
-prefix they decide: under zCDP and Gaussian DP all of them (those currencies charge exact sums of
-ρ or μ²), under basic composition each prefix whose plain sums Σε_i, Σδ_i fit (its composed ε is
-never above Σε_i). Only the prefixes after the plain sums stop fitting are composed, and the
+prefix they decide: under zCDP all of them (that currency charges exact sums of ρ), under basic
+composition each prefix whose plain sums Σε_i, Σδ_i fit (its composed ε is never above Σε_i).
+Under Gaussian DP each prefix is priced item by item (a ledger's first spend may charge its pure
+items their ε outright, :func:`dpkit.budget.charge`), which needs no composition either. Only the prefixes after the plain sums stop fitting are composed, and the
 whole plan's price is reused.
 """
 
@@ -132,9 +133,9 @@ def first_overflow(priced: PricedPlan, admits: Admits, rule: str | None) -> Over
 
 def _by_sums(summed: Cost, admits: Admits, rule: str | None) -> tuple[bool, Cost, Budget] | None:
     """A prefix's verdict from the exact sums of its items' plain costs, where they decide it:
-    always under zCDP and Gaussian DP (which charge those sums), and under basic composition
-    when the sums fit (its composed ε is never above Σε_i, its δ is Σδ_i); else None."""
-    if rule is None:  # "best" picks its currency from the composed price
-        return None
+    always under zCDP (which charges those sums), and under basic composition when the sums
+    fit (its composed ε is never above Σε_i, its δ is Σδ_i); else None."""
+    if rule is None or rule == "gdp":  # "best" picks its currency from the composed price;
+        return None  # a Gaussian-DP ledger's first spend may charge each pure item outright
     verdict = admits([summed])
     return verdict if rule != "basic" or verdict[0] else None

@@ -49,12 +49,15 @@ earlier outputs — so each rule is a *privacy filter* proven valid for that:
     1/σ², so k Gaussian releases are charged exactly their joint ε (ten releases of
     ``gaussian(ε=0.5, δ=1e-6)`` cost ε = 1.52 at δ = 1e-5, not 5; a (5, 1e-5) budget admits 81
     of them, where zCDP admits 71); a pure ε event costs the smallest dominating μ
-    (:mod:`dpkit.accounting.gdp`); an (ε, δ) event is refused.
+    (:mod:`dpkit.accounting.gdp`; Laplace its own, smaller one), or, in the ledger's first
+    spend, its ε outright where that is cheaper, the rest of the budget then being (ε − that
+    ε, δ) (:func:`dpkit.budget.charge`); an (ε, δ) event is refused.
 ``"best"``
-    The rule that charges the *first* spend the smallest share of the budget, fixed from then
-    on and recorded in every entry. It is chosen from public values before any private output
-    exists, so the session is one of the valid filters above; switching later, or admitting
-    when either of two filters would, is not valid (:mod:`dpkit.budget`).
+    The rule that charges the *first* spend the smallest share of the budget (the one that
+    would admit the most spends like it), fixed from then on and recorded in every entry. It
+    is chosen from public values before any private output exists, so the session is one of
+    the valid filters above; switching later, or admitting when either of two filters would,
+    is not valid (:mod:`dpkit.budget`).
 
 A *declared plan* — a list given to :meth:`Session.release_all` — has every parameter fixed
 before any data are read, so it is one non-adaptive mechanism: under ``"basic"`` it is charged
@@ -124,6 +127,11 @@ class Release:
     @property
     def cost(self) -> Cost:
         return self.entry.cost
+
+
+def _nothing_spent(spent: Budget) -> bool:
+    """Whether a ledger has spent nothing yet, in any currency (its next spend is its first)."""
+    return not (spent.epsilon or spent.delta or spent.rho or spent.mu2)
 
 
 def _parameters(target: Any) -> dict[str, Any]:
@@ -262,7 +270,9 @@ class Session:
         Corollary 3.3) — charged in the ledger's currency once it is known."""
         full = full_cost(event, releases)
         rule = self.rule
-        return full if rule is None else filters.project(full, rule)
+        if rule is None:
+            return full
+        return filters.charge([full], rule, self.budget, first=_nothing_spent(self.spent))[0]
 
     def admits(self, costs: Sequence[Cost]) -> tuple[bool, Cost, Budget]:
         """Whether spends of ``costs`` (e.g. :meth:`plan_costs`) would fit now, what they
@@ -271,16 +281,20 @@ class Session:
         the spend is the one that counts. Raises InvalidParameter for an event the currency
         cannot charge."""
         rule = self.rule
+        costs = list(costs)
+        plan = len(costs) > 1  # release_all charges several items as a plan
         if rule is None:
-            rule = filters.choose(filters.total(list(costs)), self.budget)
-        charged = filters.total([filters.project(c, rule) for c in costs])
+            rule = filters.choose(costs, self.budget)
         budget, spent, zero = self.budget, self.spent, Fraction(0)
+        first = _nothing_spent(spent) and not plan
+        charged = filters.total(filters.charge(costs, rule, budget, first=first))
         spent_cost = Cost(spent.epsilon, spent.delta, spent.rho or zero, spent.mu2 or zero)
+        whole = filters.gdp_whole(budget, spent.epsilon) if rule == "gdp" else None
         remaining = Budget(
             budget.epsilon - spent.epsilon,
             budget.delta - spent.delta,
             budget.rho - (spent.rho or zero) if rule == "zcdp" and budget.rho else None,
-            budget.mu2 - (spent.mu2 or zero) if rule == "gdp" and budget.mu2 else None,
+            whole - (spent.mu2 or zero) if whole is not None else None,
         )
         return filters.admits(spent_cost, charged, budget, rule), charged, remaining
 

@@ -553,13 +553,15 @@ class Ledger:
         """The budget less ``spent``, in the currencies of ``rule`` (all of them if None)."""
         b = self.budget
         rho = None if b.rho is None or rule not in ("zcdp", None) else b.rho - (spent.rho or 0)
-        mu2 = None if b.mu2 is None or rule not in ("gdp", None) else b.mu2 - (spent.mu2 or 0)
+        whole = filters.gdp_whole(b, spent.epsilon) if rule == "gdp" else b.mu2
+        mu2 = None if whole is None or rule not in ("gdp", None) else whole - (spent.mu2 or 0)
         return Budget(b.epsilon - spent.epsilon, b.delta - spent.delta, rho, mu2)
 
     def _within_budget(self, totals: Totals, rule: str | None) -> bool:
         """The admission rule (:func:`dpkit.budget.admits`): whether spent totals fit the
         budget in the ledger's currency (basic: Σε ≤ ε and Σδ ≤ δ; zcdp: Σρ ≤ ρ; gdp:
-        Σμ² ≤ μ²). A "best" ledger with no spend yet has spent nothing."""
+        Σμ² ≤ μ², less what the first spend's pure ε took). A "best" ledger with no spend yet
+        has spent nothing."""
         if rule is None:
             return all(value == 0 for value in totals.values())
         zero = Cost(Fraction(0), Fraction(0), Fraction(0), Fraction(0))
@@ -621,9 +623,14 @@ class Ledger:
             fixes_unit = self._admit_unit(tx, unit)
             spent = self._checked_totals(tx)
             rule = self._rule(tx)
+            costs = [entry.cost for entry, _ in rows]
             if rule is None:  # a "best" ledger's first spend (every other ledger has a rule)
-                rule = filters.choose(filters.total([e.cost for e, _ in rows]), self.budget)
-            charged = [filters.project(entry.cost, rule) for entry, _ in rows]
+                rule = filters.choose(costs, self.budget)
+            # Only a first spend's own costs may be charged outright: a plan's are shares of
+            # its joint ε, which bound no release's loss on every outcome.
+            first = all(value == 0 for value in spent.values())
+            first = first and not any(request.plan for request in requests)
+            charged = filters.charge(costs, rule, self.budget, first=first)
             batch = filters.total(charged)
             if not filters.admits(_cost(spent), batch, self.budget, rule):
                 raise BudgetExceeded(batch, self._remaining(self._as_budget(spent, rule), rule))

@@ -71,6 +71,14 @@ class ProgressLine:
                 + "\n"
             )
 
+    def close(self) -> None:
+        """Ends a line that was drawn but never finished (the work stopped: an error follows),
+        so that what is written next starts on a line of its own."""
+        with self._lock:
+            if self.terminal and not self._done and self._drawn > -float("inf"):
+                self._write("\n")
+            self._done = True
+
     def _write(self, text: str) -> None:
         stream = self.stream if self.stream is not None else sys.stderr
         with contextlib.suppress(OSError, ValueError, AttributeError):
@@ -85,9 +93,10 @@ DELAY = 2.0
 @contextlib.contextmanager
 def lasting(label: str) -> Iterator[None]:
     """Progress of work with no steps of its own to count (a calibration, a composition, a
-    ledger move): on a terminal ``label … 12 s``, redrawn every second once the work has lasted
-    :data:`DELAY` seconds; at the end, if it lasted that long, ``label: done in 12.3 s`` (on a
-    terminal it replaces the line; elsewhere it is the only line). Only the time elapsed."""
+    ledger move), on a terminal only: ``label … 12 s``, redrawn every second once the work has
+    lasted :data:`DELAY` seconds, then ``label: done in 12.3 s``. Elsewhere nothing: a line
+    that appears or not with the machine's speed would make the command's output irreproducible
+    (its result says what was done). Only the time elapsed is shown."""
     line = ProgressLine()
     stop = threading.Event()
 
@@ -106,7 +115,7 @@ def lasting(label: str) -> Iterator[None]:
         stop.set()
         if ticker is not None:
             ticker.join()
-        if line.elapsed >= DELAY:
+        if line.terminal and line.elapsed >= DELAY:
             line.finish(f"{label}: {finished} {line.elapsed:.1f} s")
 
 

@@ -250,6 +250,9 @@ def run(args: argparse.Namespace) -> int:
         )
     except DPKitError as error:
         return _refuse(error, args.json)
+    finally:
+        if progress is not None:
+            progress.line.close()
     return _write(result, args.out, args.json)
 
 

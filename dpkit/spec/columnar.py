@@ -522,10 +522,14 @@ def _read_csv(
     batch_read: Callable[[int], None] | None = None,
 ) -> dict[str, Any]:
     """The ``wanted`` columns of a CSV file as binary cells, in PyArrow's streaming reader's
-    batches. After each, ``batch_read`` (progress) gets the bytes parsed so far, counted in
-    whole blocks (a batch is one block of the file, cut at a record's end) and capped at the
-    file's size: public quantities, and a count that only grows. (The bytes *read* would not
-    do: the reader reads ahead of what it has parsed.)"""
+    batches. After the i-th, ``batch_read`` (progress) gets i whole blocks, the bytes parsed
+    so far as the file's blocks count them, while that is below the file's size: a batch is at
+    most one block (cut at a record's end), so there are at least ⌈size/block⌉ batches and the
+    values shown are block, 2·block, … below the size whatever the records. (The bytes *read*
+    would not do: the reader reads ahead of what it has parsed.) A record the reader refuses
+    stops the first pass where it lies, and the file is read again: the progress then stops
+    short and jumps to the end, which tells no more than the read's duration, an open timing
+    channel (docs/security.md)."""
     pa = pyarrow()
     # No invalid-row handler: PyArrow decodes a bad row as UTF-8 to hand it over, and a row
     # that is not UTF-8 then prints an "Exception ignored" traceback. A file with a row of the
@@ -556,8 +560,8 @@ def _read_csv(
             batches = []
             for batch in reader:
                 batches.append(batch)
-                if batch_read is not None:
-                    batch_read(min(len(batches) * block, size))
+                if batch_read is not None and len(batches) * block < size:
+                    batch_read(len(batches) * block)
             table = pa.Table.from_batches(batches, schema=reader.schema)
         except Exception:
             continue

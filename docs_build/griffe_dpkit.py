@@ -71,6 +71,21 @@ class DocstringsAsMarkdown(griffe.Extension):
             obj.docstring.value = markdown_docstring(obj.docstring.value)
 
 
+class OneAttributeLabel(griffe.Extension):
+    """An attrs field (``x: int = 0``, or ``= attrs.field(...)``) is written in the class body,
+    so griffe labels it both ``class-attribute`` and ``instance-attribute``: two badges on
+    every field of every value class. It is an instance's attribute (attrs makes ``__init__``
+    set it; a class-level default is not one to use), so only that label is kept; a ``ClassVar``
+    keeps its single ``class-attribute``."""
+
+    def on_class_members(self, *, cls: griffe.Class, **kwargs: Any) -> None:
+        for member in cls.members.values():
+            if member.is_alias or not member.is_attribute:
+                continue
+            if {"class-attribute", "instance-attribute"} <= member.labels:
+                member.labels.discard("class-attribute")
+
+
 class ShadowedFunctions(griffe.Extension):
     def __init__(self) -> None:
         super().__init__()

@@ -154,7 +154,30 @@ def tex_to_mathml(tex: str, *, display: bool) -> str:
     tex = LINE_BREAK_SPACING.sub(r"\\\\", tex)
     tex = UNKNOWN_OPERATOR.sub(r"\\operatorname{\1}", tex)
     tex = TEXT_COMMAND.sub(lambda m: m[1] + m[2].replace(r"\_", "_") + m[3], tex)
-    return str(latex_to_mathml(tex.strip(), display="block" if display else "inline"))
+    mathml = str(latex_to_mathml(tex.strip(), display="block" if display else "inline"))
+    return ACCENT.sub(_accent, mathml)
+
+
+#: An accent over its base as latex2mathml writes it: ``\\hat`` and ``\\widehat`` with the ASCII
+#: circumflex, ``\\tilde`` with the ASCII tilde, ``\\bar`` with a macron, mostly without
+#: ``accent="true"``. The ASCII marks are spacing characters with an operator's metrics, and a
+#: mover that is not an accent keeps a gap: browsers draw a detached ``^`` well above the letter.
+ACCENT = re.compile(
+    r"<mover(?: accent=\"true\")?>(?P<base>(?:(?!<mover).)*?)"  # the innermost mover
+    r"<mo(?: stretchy=\"\w+\")?>(?P<mark>&#x0005E;|&#x0007E;|&#x000AF;)</mo></mover>"
+)
+#: Their accent forms (MathML Core's operator dictionary lists them as accents): the modifier
+#: circumflex and small tilde, drawn tight over the base (the macron is one already).
+ACCENT_MARKS = {"&#x0005E;": "&#x002C6;", "&#x0007E;": "&#x002DC;", "&#x000AF;": "&#x000AF;"}
+
+
+def _accent(match: re.Match[str]) -> str:
+    base = match["base"]
+    # One letter: the accent keeps its size; a group (\\widehat{xy}) stretches it over the group.
+    single = re.fullmatch(r"(<mrow>)?<(mi|mn)>[^<]*</\2>(?(1)</mrow>)", base) is not None
+    stretchy = "false" if single else "true"
+    mark = ACCENT_MARKS[match["mark"]]
+    return f'<mover accent="true">{base}<mo stretchy="{stretchy}">{mark}</mo></mover>'
 
 
 def render_math(content: str, where: str = "") -> str:

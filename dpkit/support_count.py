@@ -28,6 +28,18 @@ two CDF values of a stochastically increasing family), so the set is an integer 
 both ends are NaN). The interval depends on U: it is a *fuzzy* confidence interval (Geyer &
 Meeden 2005), which is the price of exact coverage on a lattice.
 
+**A deterministic interval with at least the stated coverage.** Accepting x when *some* U
+puts T(x) in the band, i.e. when
+
+    P(C < c | x) ≤ 1 − α/2   and   P(C ≤ c | x) ≥ α/2,
+
+gives the union of the randomized sets over U, so it contains the set for the actual U and
+covers the true count with probability ≥ 1 − α for every x. It is the equal-tailed interval
+got by pivoting the discrete CDF of a stochastically increasing family (Casella & Berger 2002,
+*Statistical Inference*, Theorem 9.2.12; Clopper & Pearson 1934 for one binomial): conservative,
+as any deterministic interval on a lattice must be to guarantee 1 − α, and an integer interval
+whose lower end uses U = 0 and upper end U = 1 (:func:`exact_interval`).
+
 Two exact evaluations of the law are used: for n ≤ :data:`TABLE_LIMIT` a table of the whole
 conditional pmf, C | x for every x (one convolution per x); above it, bisection on x with the
 pmf of C | x convolved over the window where it has mass (±:data:`WINDOW_SDS` standard
@@ -45,7 +57,13 @@ from numpy.typing import NDArray
 
 from dpkit.errors import InvalidParameter
 
-__all__ = ["TABLE_LIMIT", "randomized_interval", "support_count_pmf", "support_count_table"]
+__all__ = [
+    "TABLE_LIMIT",
+    "exact_interval",
+    "randomized_interval",
+    "support_count_pmf",
+    "support_count_table",
+]
 
 #: Largest n for which the conditional pmf is tabulated for every x (an (n+1)² table).
 TABLE_LIMIT = 1000
@@ -95,10 +113,12 @@ def support_count_table(n: int, p: float, q: float) -> NDArray[np.float64]:
 
 @functools.lru_cache(maxsize=8)
 def _cached_law(n: int, p: float, q: float) -> tuple[NDArray[np.float64], NDArray[np.float64]]:
-    """The table of P(C = c | x) and of P(C < c | x), read-only (an experiment repeats the same
+    """``[c, x]``: P(C = c | x) and P(C < c | x), read-only and one row per count, so that the
+    rows of the observed counts are gathered contiguously (an experiment repeats the same
     (n, p, q) thousands of times; 8 tables of n ≤ 1000 hold at most 64 MiB)."""
     table = support_count_table(n, p, q)
-    below = np.cumsum(table, axis=1) - table
+    below = np.ascontiguousarray((np.cumsum(table, axis=1) - table).T)
+    table = np.ascontiguousarray(table.T)
     table.setflags(write=False)
     below.setflags(write=False)
     return table, below
@@ -122,14 +142,41 @@ def randomized_interval(
     _check(n, p, q, level)
     c = np.asarray(counts, dtype=np.int64)
     u = np.broadcast_to(np.asarray(uniforms, dtype=np.float64), c.shape)
+    return _interval(c, u, u, n=n, p=p, q=q, level=level)
+
+
+def exact_interval(
+    counts: Any, *, n: int, p: float, q: float, level: float = 0.95
+) -> tuple[NDArray[np.float64], NDArray[np.float64]]:
+    """The deterministic interval with coverage ≥ ``level`` for every true count (module
+    docstring): the lower end pivots P(C < c | x), the upper end P(C ≤ c | x)."""
+    _check(n, p, q, level)
+    c = np.asarray(counts, dtype=np.int64)
+    return _interval(c, np.zeros(c.shape), np.ones(c.shape), n=n, p=p, q=q, level=level)
+
+
+def _interval(
+    c: NDArray[np.int64],
+    u_low: NDArray[np.float64],
+    u_high: NDArray[np.float64],
+    *,
+    n: int,
+    p: float,
+    q: float,
+    level: float,
+) -> tuple[NDArray[np.float64], NDArray[np.float64]]:
+    """{x : T_low(x) ≤ 1 − α/2 and T_high(x) ≥ α/2}, T_low and T_high being T with the
+    uniforms ``u_low`` and ``u_high`` (the same for the randomized interval)."""
     if n <= TABLE_LIMIT:
-        return _by_table(c, u, n=n, p=p, q=q, level=level)
-    return _by_bisection(c, u, n=n, p=p, q=q, level=level)
+        return _by_table(c, u_low, u_high, n=n, p=p, q=q, level=level)
+    return _by_bisection(c, u_low, u_high, n=n, p=p, q=q, level=level)
 
 
-def _band(t: NDArray[np.float64], level: float) -> NDArray[np.bool_]:
+def _band(
+    t_low: NDArray[np.float64], t_high: NDArray[np.float64], level: float
+) -> NDArray[np.bool_]:
     alpha = 1.0 - level
-    return (t >= alpha / 2.0) & (t <= 1.0 - alpha / 2.0)
+    return (t_high >= alpha / 2.0) & (t_low <= 1.0 - alpha / 2.0)
 
 
 def _ends(accepted: NDArray[np.bool_]) -> tuple[NDArray[np.float64], NDArray[np.float64]]:
@@ -141,17 +188,28 @@ def _ends(accepted: NDArray[np.bool_]) -> tuple[NDArray[np.float64], NDArray[np.
 
 
 def _by_table(
-    c: NDArray[np.int64], u: NDArray[np.float64], *, n: int, p: float, q: float, level: float
+    c: NDArray[np.int64],
+    u_low: NDArray[np.float64],
+    u_high: NDArray[np.float64],
+    *,
+    n: int,
+    p: float,
+    q: float,
+    level: float,
 ) -> tuple[NDArray[np.float64], NDArray[np.float64]]:
-    table, below = _cached_law(n, p, q)  # [x, c]: P(C = c | x) and P(C < c | x)
-    flat_c, flat_u = np.clip(c.ravel(), 0, n), u.ravel()
+    table, below = _cached_law(n, p, q)  # [c, x]: P(C = c | x) and P(C < c | x)
+    flat_c, flat_low, flat_high = np.clip(c.ravel(), 0, n), u_low.ravel(), u_high.ravel()
     low = np.empty(flat_c.size)
     high = np.empty(flat_c.size)
     step = max(1, (1 << 22) // (n + 1))  # rows per chunk: bounded memory
     for start in range(0, flat_c.size, step):
-        cc, uu = flat_c[start : start + step], flat_u[start : start + step]
-        t = below[:, cc].T + uu[:, None] * table[:, cc].T  # T(x) for every x, one row per count
-        low[start : start + step], high[start : start + step] = _ends(_band(t, level))
+        cc = flat_c[start : start + step]
+        ul, uh = flat_low[start : start + step], flat_high[start : start + step]
+        # T(x) for every x, one row per count.
+        rows, below_rows = table[cc], below[cc]
+        t_low = below_rows + ul[:, None] * rows
+        t_high = below_rows + uh[:, None] * rows
+        low[start : start + step], high[start : start + step] = _ends(_band(t_low, t_high, level))
     return low.reshape(c.shape), high.reshape(c.shape)
 
 
@@ -192,7 +250,9 @@ def _t_values(
     """T(x) for each (c, U, x) triple: with A ~ Bin(x, p) and B ~ Bin(n − x, q) on their windows
     of mass, P(C = c) = Σ_j P(A = j)·P(B = c − j) and P(C < c) = Σ_j P(A = j)·P(B ≤ c − 1 − j)."""
     out = np.empty(c.size)
-    step = 2048
+    # Rows per chunk: at most 2²² window entries (a window is longest at m = n).
+    whole = np.array([n])
+    step = max(1, (1 << 22) // (_windows(whole, p)[1] + _windows(whole, q)[1]))
     for lo in range(0, c.size, step):
         ci, ui, xi = c[lo : lo + step], u[lo : lo + step], x[lo : lo + step]
         a0, la = _windows(xi, p)
@@ -215,32 +275,36 @@ def _t_values(
 
 
 def _by_bisection(
-    c: NDArray[np.int64], u: NDArray[np.float64], *, n: int, p: float, q: float, level: float
+    c: NDArray[np.int64],
+    u_low: NDArray[np.float64],
+    u_high: NDArray[np.float64],
+    *,
+    n: int,
+    p: float,
+    q: float,
+    level: float,
 ) -> tuple[NDArray[np.float64], NDArray[np.float64]]:
     lf = _log_factorials(n)
     alpha = 1.0 - level
-    flat_c, flat_u = c.ravel(), u.ravel()
-
-    def evaluate(x: NDArray[np.int64]) -> NDArray[np.float64]:
-        return _t_values(flat_c, flat_u, x, n=n, p=p, q=q, lf=lf)
+    flat_c = c.ravel()
 
     # T is non-increasing in x: x_lo is the first x with T(x) ≤ 1 − α/2, x_hi the last with
     # T(x) ≥ α/2; each is found by bisection on the integers 0..n.
-    def first_at_most(bound: float) -> NDArray[np.int64]:
+    def first_at_most(bound: float, u: NDArray[np.float64]) -> NDArray[np.int64]:
         lo = np.zeros(flat_c.size, dtype=np.int64)  # invariant: answer in [lo, hi]
         hi = np.full(flat_c.size, n + 1, dtype=np.int64)  # n + 1 means "none"
         while np.any(lo < hi):
             mid = (lo + hi) // 2
             active = lo < hi
-            t = evaluate(np.minimum(mid, n))
+            t = _t_values(flat_c, u, np.minimum(mid, n), n=n, p=p, q=q, lf=lf)
             ok = (t <= bound) & active
             hi = np.where(ok, mid, hi)
             lo = np.where(active & ~ok, mid + 1, lo)
         return lo
 
-    x_lo = first_at_most(1.0 - alpha / 2.0)
+    x_lo = first_at_most(1.0 - alpha / 2.0, u_low.ravel())
     # The last x with T(x) ≥ α/2 is one below the first x with T(x) < α/2.
-    x_hi = first_at_most(np.nextafter(alpha / 2.0, -math.inf)) - 1
+    x_hi = first_at_most(np.nextafter(alpha / 2.0, -math.inf), u_high.ravel()) - 1
     empty = (x_lo > n) | (x_hi < 0) | (x_lo > x_hi)
     low = np.where(empty, np.nan, x_lo.astype(np.float64))
     high = np.where(empty, np.nan, x_hi.astype(np.float64))

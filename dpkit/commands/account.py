@@ -20,6 +20,7 @@ from dpkit.accounting import METHODS, Bound, account, calibrate, compose_basic
 from dpkit.accounting._parse import EVENT_KINDS, EventSyntaxError, open_parameter, parse_event
 from dpkit.accounting.training import BATCHINGS, Schedule
 from dpkit.commands._output import rounded, table
+from dpkit.commands._progress import lasting
 from dpkit.errors import InvalidParameter
 from dpkit.privacy import GaussianDP, PrivacyEvent, SubsampledDP, flatten
 
@@ -169,7 +170,8 @@ def run(args: argparse.Namespace) -> int:
     if delta == 0 and args.method == "basic":
         bound: Bound = compose_basic(events)  # Σε and Σδ of the events' own (ε, δ), exactly
     else:
-        bound = account(events, delta=delta, method="best" if delta == 0 else args.method)
+        with lasting("composing"):
+            bound = account(events, delta=delta, method="best" if delta == 0 else args.method)
     elapsed = time.perf_counter() - started
     if args.json:
         payload = bound.as_dict()
@@ -260,17 +262,18 @@ def _calibrate(args: argparse.Namespace, delta: float, schedule: Schedule | None
         event, _ = parse_event(text, delta=label, fill={key: value})
         return event.event if isinstance(event, SubsampledDP) else event
 
-    found = calibrate(
-        make,
-        epsilon=args.calibrate,
-        delta=delta,
-        count=count,
-        sampling_rate=rate,
-        scheme=scheme,
-        others=others,
-        method="best" if delta == 0 else args.method,
-        parameter=key,
-    )
+    with lasting(f"calibrating {key}"):
+        found = calibrate(
+            make,
+            epsilon=args.calibrate,
+            delta=delta,
+            count=count,
+            sampling_rate=rate,
+            scheme=scheme,
+            others=others,
+            method="best" if delta == 0 else args.method,
+            parameter=key,
+        )
     if args.json:
         payload = found.as_dict()
         payload["event"] = text

@@ -26,6 +26,7 @@ from typing import Any
 
 from dpkit import _json as strict_json
 from dpkit.commands._output import warn_plugin_failures
+from dpkit.commands._progress import ProgressLine
 from dpkit.commands._requires import AUDIT, PLOT, require
 from dpkit.errors import InvalidParameter, SpecError, UnknownMechanism
 from dpkit.registry import Registry, get_registry
@@ -194,23 +195,21 @@ def _check_options(args: argparse.Namespace) -> None:
 
 
 class _ProgressBar:
-    """A one-line progress bar on stderr (plain lines when stderr is not a terminal)."""
+    """The audit's progress: on a terminal a bar and the current step on one line; elsewhere
+    one summary line at the end (:mod:`dpkit.commands._progress`). Steps and fractions are the
+    auditor's own (a tier, a pair screened), never anything computed from the samples."""
 
     def __init__(self, label: str) -> None:
         self.label = label
-        self.tty = sys.stderr.isatty()
-        self.last = ""
+        self.line = ProgressLine()
 
     def __call__(self, message: str, fraction: float) -> None:
-        if self.tty:
-            filled = round(24 * fraction)
-            bar = "#" * filled + "." * (24 - filled)
-            print(f"\r{self.label} [{bar}] {message:<50}", end="", file=sys.stderr, flush=True)
-            if fraction >= 1.0:
-                print(file=sys.stderr)
-        elif message != self.last:
-            print(f"{self.label}: {message}", file=sys.stderr, flush=True)
-        self.last = message
+        filled = round(24 * min(max(fraction, 0.0), 1.0))
+        bar = "#" * filled + "." * (24 - filled)
+        self.line.show(f"{self.label} [{bar}] {message}", force=fraction >= 1.0)
+
+    def finish(self) -> None:
+        self.line.finish(f"{self.label}: done in {self.line.elapsed:.1f} s")
 
 
 def _is_query(registry: Registry, name: str, forced: bool) -> bool:
@@ -263,6 +262,7 @@ def run(args: argparse.Namespace) -> int:
             with_pairs(target, pairs, rng=_rng(args.seed), field="--pair")
         progress("exact tier", 0.0)
         report = audit(target, samples=args.samples or MECHANISM_SAMPLES, **options)
+    progress.finish()
     if args.json:
         print(json.dumps(report.to_dict(), indent=2, default=_json_default))
     else:

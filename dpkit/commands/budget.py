@@ -10,6 +10,7 @@ from fractions import Fraction
 from typing import Any
 
 from dpkit.commands._output import rounded, table
+from dpkit.commands._progress import lasting
 from dpkit.errors import InvalidParameter
 from dpkit.ledger import Ledger, LedgerEntry, MoveState, move_ledger, require_persistent
 from dpkit.ledger._move import verify_destination
@@ -282,7 +283,8 @@ def _moved_text(state: MoveState) -> str:
 
 def _move(args: argparse.Namespace) -> int:
     """Move SOURCE to DESTINATION; both are verified and compared entry by entry afterwards."""
-    result = move_ledger(args.source, args.destination)
+    with lasting("moving the ledger"):
+        result = move_ledger(args.source, args.destination)
     if args.json:
         print(json.dumps(result.as_dict(), indent=2))
         return 0

@@ -2,9 +2,11 @@
 
 The result is a readable table by default (per query and group: value ± error, noise, cost)
 and the JSON result document with ``--json`` (or in ``--out FILE``). ``--plan`` prints what
-each query will cost and how accurate it will be, and spends nothing. While a large input file
-is read, a progress line on stderr (a terminal only, or ``--progress``) counts the bytes read
-against the file's public size, never anything computed from its values.
+each query will cost and how accurate it will be, and spends nothing. On a terminal (or with
+``--progress``) stderr shows the progress of a run that lasts: the bytes of each input file read
+against its public size, batch by batch, then the queries released — one line rewritten in
+place on a terminal, one summary line when stderr is not one (:mod:`dpkit.commands._progress`).
+Nothing in it is computed from the data's values.
 
 Exit codes: 0 released (result on stdout or in ``--out``); 2 refused as invalid and 3 refused
 by the budget, both before anything is read or spent; 1 spent, but the result could not be
@@ -21,11 +23,11 @@ import contextlib
 import json
 import os
 import sys
-import time
 from pathlib import Path
 from typing import Any
 
 from dpkit.commands._output import warn_plugin_failures
+from dpkit.commands._progress import ProgressLine, megabytes, stderr_is_terminal
 from dpkit.commands._results import format_plan, format_result
 from dpkit.errors import DPKitError, InvalidParameter
 from dpkit.ledger import require_persistent
@@ -97,7 +99,8 @@ def add_parser(subparsers: Any) -> None:
         "--progress",
         action=argparse.BooleanOptionalAction,
         default=None,
-        help="show reading progress on stderr (default: when stderr is a terminal)",
+        help="show progress on stderr: the files read and the queries released, on one line "
+        "(default: when stderr is a terminal; elsewhere one summary line at the end)",
     )
     parser.set_defaults(handler=run)
 
@@ -125,29 +128,43 @@ def _refuse(error: DPKitError, as_json: bool) -> int:
 
 
 class _Progress:
-    """``reading people.csv: 45% of 1.2 GB`` on stderr, rewritten in place, for reads that
-    last more than :data:`DELAY` seconds: from the bytes read and the file's size only."""
+    """The progress of a run: ``reading people.csv: 45% of 1.2 GB``, then ``released 2 of 5
+    queries``; at the end ``read people.csv (1.2 GB) in 31 s; released 5 queries in 45 s``.
+    On a terminal the line is drawn only for runs that last more than :data:`DELAY` seconds.
+    Its inputs are public: a file's name and size, the bytes read, the queries' number."""
 
     DELAY = 2.0
 
-    def __init__(self) -> None:
-        self.started: float | None = None
-        self.shown = False
+    def __init__(self, line: ProgressLine) -> None:
+        self.line = line
+        self.read: dict[str, tuple[int, float]] = {}  # file name -> (size, seconds to read)
+
+    def _show(self, text: str) -> None:
+        if self.line.elapsed >= self.DELAY:
+            self.line.show(text)
 
     def __call__(self, name: str, done: int, total: int) -> None:
-        now = time.monotonic()
-        if self.started is None:
-            self.started = now
-        if now - self.started < self.DELAY and not self.shown:
-            return
-        share = done / total if total else 1.0
-        end = "\n" if done >= total else ""
-        with contextlib.suppress(OSError, ValueError):
-            sys.stderr.write(f"\rreading {name}: {share:4.0%} of {total / 1e6:,.1f} MB{end}")
-            sys.stderr.flush()
-        self.shown = done < total
+        """A file's bytes read (columnar.Progress)."""
         if done >= total:
-            self.started = None
+            self.read.setdefault(name, (total, self.line.elapsed))
+        share = done / total if total else 1.0
+        self._show(f"reading {name}: {share:4.0%} of {megabytes(total)}")
+
+    def released(self, done: int, total: int) -> None:
+        self._show(f"released {done} of {total} {_queries(total)}")
+        if done == total:
+            reads = [
+                f"read {name} ({megabytes(size)}) in {seconds:.1f} s"
+                for name, (size, seconds) in self.read.items()
+            ]
+            released = f"released {total} {_queries(total)} in {self.line.elapsed:.1f} s"
+            if self.line.terminal and self.line.elapsed < self.DELAY:
+                return  # a short run on a terminal: no line at all
+            self.line.finish("; ".join([*reads, released]))
+
+
+def _queries(count: int) -> str:
+    return "query" if count == 1 else "queries"
 
 
 def _try_print(text: str) -> bool:
@@ -194,22 +211,16 @@ def _stdout_closed() -> bool:
     return False
 
 
-def _stderr_is_terminal() -> bool:
-    try:
-        return sys.stderr is not None and sys.stderr.isatty()
-    except (OSError, ValueError, AttributeError):
-        return False
-
-
 def run(args: argparse.Namespace) -> int:
     registry = get_registry()
     warn_plugin_failures(registry)
-    show_progress = args.progress if args.progress is not None else _stderr_is_terminal()
+    show_progress = args.progress if args.progress is not None else stderr_is_terminal()
+    progress = _Progress(ProgressLine()) if show_progress and not args.plan else None
     policy = DataPolicy(
         root=args.data_root,
         allow_any_path=args.allow_any_path,
         max_bytes=args.max_input_bytes,
-        progress=_Progress() if show_progress and not args.plan else None,
+        progress=progress,
     )
     try:
         _public_checks(args)
@@ -235,9 +246,13 @@ def run(args: argparse.Namespace) -> int:
             seed=args.seed,
             registry=registry,
             policy=policy,
+            progress=None if progress is None else progress.released,
         )
     except DPKitError as error:
         return _refuse(error, args.json)
+    finally:
+        if progress is not None:
+            progress.line.close()
     return _write(result, args.out, args.json)
 
 

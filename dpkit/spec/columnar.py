@@ -84,7 +84,8 @@ _DECIMAL = rf"^{_SPACE}[+-]?([0-9]+(\.[0-9]*)?|\.[0-9]+)([eE][+-]?[0-9]+)?{_SPAC
 _INFINITE = rf"(?i)^{_SPACE}([+-]?)inf(inity)?{_SPACE}$"
 _INTEGER = re.compile(rb"[+-]?[0-9]+")
 
-#: ``progress(file_name, bytes_read, total_bytes)``, called from a watcher thread.
+#: ``progress(file_name, bytes_read, total_bytes)``, called after each batch the reader parses
+#: (bytes only grow), and once at the end with ``bytes_read == total_bytes``.
 Progress = Callable[[str, int, int], None]
 
 
@@ -487,31 +488,19 @@ class FileTable:
             if self.kind == "parquet":
                 return _read_parquet(handle, wanted)
             counter = [0]
-            stop = threading.Event()
-            watcher = None
-            if self.progress is not None:
-                watcher = threading.Thread(
-                    target=_watch,
-                    args=(self.path.name, counter, info.st_size, self.progress, stop),
-                    daemon=True,
-                )
-                watcher.start()
+            progress = self.progress
+            name = self.path.name
+
+            def batch_read(parsed: int) -> None:
+                if progress is not None:
+                    progress(name, parsed, info.st_size)
+
             try:
-                return _read_csv(handle, counter, wanted, info.st_size, self.header)
+                return _read_csv(handle, counter, wanted, info.st_size, self.header, batch_read)
             finally:
-                stop.set()
-                if watcher is not None:
-                    watcher.join()
-                if self.progress is not None:
-                    self.progress(self.path.name, info.st_size, info.st_size)
+                if progress is not None:
+                    progress(name, info.st_size, info.st_size)
         del pa
-
-
-def _watch(
-    name: str, counter: list[int], total: int, progress: Progress, stop: threading.Event
-) -> None:
-    while not stop.wait(0.5):
-        progress(name, min(counter[0], total), total)
 
 
 def _read_parquet(handle: io.BufferedReader, wanted: list[str]) -> dict[str, Any]:
@@ -530,7 +519,17 @@ def _read_csv(
     wanted: list[str],
     size: int,
     header: tuple[str, ...],
+    batch_read: Callable[[int], None] | None = None,
 ) -> dict[str, Any]:
+    """The ``wanted`` columns of a CSV file as binary cells, in PyArrow's streaming reader's
+    batches. After the i-th, ``batch_read`` (progress) gets i whole blocks, the bytes parsed
+    so far as the file's blocks count them, while that is below the file's size: a batch is at
+    most one block (cut at a record's end), so there are at least ⌈size/block⌉ batches and the
+    values shown are block, 2·block, … below the size whatever the records. (The bytes *read*
+    would not do: the reader reads ahead of what it has parsed.) A record the reader refuses
+    stops the first pass where it lies, and the file is read again: the progress then stops
+    short and jumps to the end, which tells no more than the read's duration, an open timing
+    channel (docs/security.md)."""
     pa = pyarrow()
     # No invalid-row handler: PyArrow decodes a bad row as UTF-8 to hand it over, and a row
     # that is not UTF-8 then prints an "Exception ignored" traceback. A file with a row of the
@@ -552,12 +551,18 @@ def _read_csv(
         # attempt failed (which depends on the records: a malformed one, a huge field).
         try:
             options = pa.csv.ReadOptions(block_size=block)
-            table = pa.csv.read_csv(
+            reader = pa.csv.open_csv(
                 _Counting(handle, counter),
                 read_options=options,
                 parse_options=parse,
                 convert_options=convert,
             )
+            batches = []
+            for batch in reader:
+                batches.append(batch)
+                if batch_read is not None and len(batches) * block < size:
+                    batch_read(len(batches) * block)
+            table = pa.Table.from_batches(batches, schema=reader.schema)
         except Exception:
             continue
         if _line_framed(handle, start, size, table.num_rows):

@@ -10,6 +10,7 @@ each release's result document is stored with its ledger entry.
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -206,6 +207,7 @@ def run_spec(
     seed: int | None = None,
     registry: Registry | None = None,
     policy: DataPolicy | None = None,
+    progress: Callable[[int, int], None] | None = None,
 ) -> dict[str, Any]:
     """Validate, check the total cost, spend it atomically, then read the data, release, and
     return the result document.
@@ -214,7 +216,9 @@ def run_spec(
     or budget; ledger problems raise their own typed errors, also before anything is spent.
     After the spend nothing depends on the data but the releases; a third-party plugin that
     fails there raises :class:`~dpkit.errors.ReleaseFailed` with the spend kept.
-    ``policy`` says where input files may be read from (:class:`DataPolicy`).
+    ``policy`` says where input files may be read from (:class:`DataPolicy`); ``progress``, if
+    given, is called as ``progress(released, count)`` after each of the ``count`` queries is
+    released (a file's reading progress is the policy's).
     """
     registry = registry or get_registry()
     plan = plan_spec(
@@ -242,6 +246,8 @@ def run_spec(
 
         def document(index: int, release: Release) -> dict[str, Any]:
             results[index] = _result(plan.queries[index], release, registry)
+            if progress is not None:
+                progress(len(results), len(plan.queries))
             return results[index]
 
         try:

@@ -64,7 +64,10 @@ def main(seed: int = 2026, trials: int = 20_000) -> Result:
     estimate = dpkit.estimate(rr, counts)
     share = float(estimate.frequencies[1])
     variance = float(estimate.frequency_variance[1])
-    low, high = estimate.confidence_interval(0.95, scale="frequency")
+    # The normal interval π̂ ± z·sd (for binary RR also the score interval), named: with
+    # n·p(1 − p) < 50 the default is the exact interval from the counts' law (printed below).
+    low, high = estimate.confidence_interval(0.95, scale="frequency", method="score")
+    exact = estimate.confidence_interval(0.95, scale="frequency")
     print(
         f"{N} respondents, {YES_ANSWERS} 'yes' answers, randomized response with p = {p} (ε = ln 3)"
     )
@@ -72,7 +75,8 @@ def main(seed: int = 2026, trials: int = 20_000) -> Result:
     print(
         f"  variance               p(1 − p)/(n(2p − 1)²) = {variance:.4f}  (sd {variance**0.5:.3f})"
     )
-    print(f"  95% interval           [{low[1]:.3f}, {high[1]:.3f}]")
+    print(f"  95% interval           [{low[1]:.3f}, {high[1]:.3f}]  (normal)")
+    print(f"  exact 95% interval     [{exact[0][1]:.3f}, {exact[1][1]:.3f}]  (the default here)")
     direct = share * (1 - share) / N
     print(
         f"  a direct (non-private) question with the same result would have sd {direct**0.5:.3f};\n"

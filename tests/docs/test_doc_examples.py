@@ -5,14 +5,20 @@ The conventions (also in docs/contributing.md):
 * a block with ``title="PATH"`` on its fence is a file: it is written to PATH, not run;
 * ``python`` blocks run in order in one namespace per page, in a fresh working directory;
 * ``console`` blocks: every line starting with ``$ `` runs in bash in that directory and must
-  exit 0, or the code written after it as ``# exits N``; the other lines are shown output.
+  exit 0, or the code written after it as ``# exits N``; the lines after a command, up to the
+  next one, are its shown output and must be what it prints (stdout and stderr together, as a
+  terminal shows them; a command shown without output is not compared);
   ``$ pip install X`` installs X (without dependencies) into the page's own directory, which is
   on the PYTHONPATH of the page's commands: a page can install a plugin without changing the
   environment of the tests;
 * ``bash`` blocks are not run, so they may only hold setup lines (install, clone, cd, the
   repository's own scripts, which CI runs anyway) benchmark commands (minutes each) and the site build (a test of its own);
 * a ``text`` block right after a python block that prints is that block's output, and must be
-  exactly what it prints (write ``text abridged`` on the fence to show a part of it);
+  what it prints (write ``text abridged`` on the fence to show a part of it);
+* **masks**, in shown output (console or text): ``…`` within a line stands for any text on that
+  line (a time, a path, a version, a random draw: say in the prose what it hides), and a line
+  that is only ``…`` for any number of whole lines. Everything else is compared exactly (after
+  trailing spaces and leading and trailing blank lines are removed);
 * ``json``, ``toml`` and the rest are data.
 """
 
@@ -71,6 +77,24 @@ class Block:
 class Command:
     text: str
     expected_exit: int
+    #: The output shown after the command (compared with what it prints when not empty).
+    shown: tuple[str, ...] = ()
+
+
+#: In shown output: any text within a line; a line of it alone, any number of lines.
+MASK = "…"
+
+
+def shows(shown: str, printed: str) -> bool:
+    """Whether ``printed`` is what ``shown`` shows, its masks (:data:`MASK`) filled in."""
+    pattern = ""
+    for line in _lines(shown):
+        if line.strip() == MASK:
+            pattern += r"(?:[^\n]*\n)*?"
+        else:
+            pattern += ".*?".join(re.escape(part) for part in line.split(MASK)) + r"\n"
+    text = "".join(line + "\n" for line in _lines(printed))
+    return re.fullmatch(pattern, text) is not None
 
 
 def pages() -> list[Path]:
@@ -93,23 +117,35 @@ def blocks(page: Path) -> Iterator[Block]:
 
 
 def commands(block: Block) -> list[Command]:
-    """The ``$ `` lines of a console block (a trailing backslash continues a command)."""
+    """The ``$ `` lines of a console block (a trailing backslash continues a command), each
+    with the output lines shown after it."""
     found: list[Command] = []
     pending: str | None = None
+    output: list[str] = []
     for line in block.source.splitlines():
         if pending is not None:
             pending += "\n" + line
         elif line.startswith("$ "):
             pending = line[2:]
         else:
+            output.append(line)
             continue
         if pending.endswith("\\"):
             continue
+        _shown(found, output)
         expected = EXPECTED_EXIT.search(pending)
         text = EXPECTED_EXIT.sub("", pending) if expected else pending
         found.append(Command(text, int(expected[1]) if expected else 0))
         pending = None
+    _shown(found, output)
     return found
+
+
+def _shown(found: list[Command], output: list[str]) -> None:
+    """Gives the output lines collected so far to the last command found."""
+    if found and any(line.strip() for line in output):
+        found[-1] = attrs.evolve(found[-1], shown=tuple(_lines("\n".join(output))))
+    output.clear()
 
 
 def _page_id(page: Path) -> str:
@@ -127,12 +163,23 @@ def _run_console(block: Block, cwd: Path, env: dict[str, str]) -> None:
                 + text[len("pip install ") :]
             )
         done = subprocess.run(
-            ["bash", "-c", text], cwd=cwd, env=env, capture_output=True, text=True, timeout=300
+            ["bash", "-c", text],
+            cwd=cwd,
+            env=env,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            text=True,
+            timeout=300,
         )
         assert done.returncode == command.expected_exit, (
             f"{block.where}: `{command.text}` exited {done.returncode}, "
-            f"expected {command.expected_exit}\n{done.stdout}\n{done.stderr}"
+            f"expected {command.expected_exit}\n{done.stdout}"
         )
+        if command.shown:
+            assert shows("\n".join(command.shown), done.stdout), (
+                f"{block.where}: the output shown for `{command.text}` is not what it "
+                f"prints:\n{done.stdout}"
+            )
 
 
 def _environment() -> dict[str, str]:
@@ -159,7 +206,7 @@ def run_page(page: Path, cwd: Path) -> None:
     for block in blocks(page):
         shown = block.language == "text" and block.follows_previous and block.info != "abridged"
         if shown and printed:
-            assert _lines(block.source) == _lines(printed), (
+            assert shows(block.source, printed), (
                 f"{block.where}: the shown output is not what the example prints:\n{printed}"
             )
         printed = None
@@ -233,7 +280,7 @@ def test_blocks_are_found_inside_admonitions(tmp_path: Path) -> None:
         ("text", "...\n", False),
     ]
     assert found[2].info == "abridged"
-    assert commands(found[1]) == [Command("a \\\n  b", 3)]
+    assert commands(found[1]) == [Command("a \\\n  b", 3, ("out",))]
 
 
 def test_a_wrong_output_or_exit_code_is_caught(tmp_path: Path) -> None:
@@ -256,3 +303,22 @@ def test_a_titled_block_is_a_file(tmp_path: Path) -> None:
         '```python title="pkg/mod.py"\nraise SystemExit(1)\n```\n\n```console\n$ grep -q SystemExit pkg/mod.py\n```\n'
     )
     run_page(page, tmp_path)
+
+
+def test_a_drifted_console_output_is_caught(tmp_path: Path) -> None:
+    """The output shown after a command is compared with what it prints (stderr included)."""
+    page = tmp_path / "page.md"
+    page.write_text("```console\n$ echo 42; echo oops >&2\n42\noops\n$ true\n```\n")
+    run_page(page, tmp_path)
+    page.write_text("```console\n$ echo 41\n42\n```\n")
+    with pytest.raises(AssertionError, match="output shown for `echo 41` is not what it prints"):
+        run_page(page, tmp_path)
+
+
+def test_masks_hide_noisy_fields_and_nothing_else() -> None:
+    printed = "took 1.23 s\nrow 1\nrow 2\nrow 3\nspent ε=0.5\n"
+    assert shows("took … s\nrow 1\n…\nspent ε=0.5", printed)
+    assert shows("took … s\n…", printed)
+    assert not shows("took … s\nrow 1\nspent ε=0.5", printed)  # lines are not skipped unasked
+    assert not shows("took … s\nrow 1\n…\nspent ε=0.6", printed)
+    assert not shows("row …", "row 1\nrow 2")  # a mark within a line never spans lines

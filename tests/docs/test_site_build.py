@@ -190,10 +190,73 @@ def test_the_site_uses_no_google_fonts() -> None:
     assert re.search(r"^  font: false$", config, re.M), "theme.font: false (no Google Fonts)"
 
 
+def _css_rule(selector: str) -> str:
+    css = (REPOSITORY / "docs" / "stylesheets" / "extra.css").read_text(encoding="utf-8")
+    rule = re.search(re.escape(selector) + r" \{(?P<body>[^}]*)\}", css)
+    assert rule, f"no rule for {selector} in docs/stylesheets/extra.css"
+    return rule["body"]
+
+
+def test_long_code_lines_scroll_with_a_visible_scrollbar() -> None:
+    """A soft-wrapped code line has no continuation marker (a wrapped argument reads as a new
+    statement): long lines scroll, the scrollbar is always drawn, and a shadow marks the edge."""
+    body = _css_rule(".md-typeset pre > code")
+    assert re.search(r"white-space:\s*pre;", body) and "overflow-x: auto" in body
+    assert "pre-wrap" not in body and "overflow-wrap" not in body
+    assert "scrollbar-color" in body and "local" in body and "scroll" in body
+    assert "height: 0.5rem" in _css_rule(".md-typeset pre > code::-webkit-scrollbar")
+
+
+def test_display_math_is_never_clipped() -> None:
+    """``overflow-y: hidden`` cut off the top of display fractions; room is padding instead."""
+    body = _css_rule(".md-typeset div.arithmatex")
+    assert "overflow-y" not in body and "overflow-x: auto" in body
+    padding = re.search(r"padding:\s*([\d.]+)em", body)
+    assert padding and float(padding[1]) >= 0.4
+
+
+def test_accents_sit_on_their_letter() -> None:
+    """latex2mathml writes \\hat with the ASCII ^ (a spacing character, drawn detached above the
+    letter) and often without accent="true": the site uses the accent forms."""
+    hat = hooks.tex_to_mathml(
+        r"\hat c_v = \hat{\sigma} + \widehat{xy} + \tilde{x} + \bar{x}", display=False
+    )
+    assert "&#x0005E;" not in hat and "&#x0007E;" not in hat
+    assert hat.count('<mover accent="true">') == 5 and "<mover>" not in hat
+    assert '<mover accent="true"><mi>c</mi><mo stretchy="false">&#x002C6;</mo></mover>' in hat
+    assert '<mrow><mi>x</mi><mi>y</mi></mrow><mo stretchy="true">&#x002C6;</mo>' in hat
+    assert "&#x002DC;" in hat
+    over = hooks.tex_to_mathml(r"\overset{a}{b}", display=False)
+    assert "accent" not in over  # not an accent: left alone
+
+
+def test_the_api_reference_opens_on_the_entry_points() -> None:
+    """docs/api/dpkit.md lists every name of dpkit.__all__ once, the entry points first."""
+    page = (REPOSITORY / "docs" / "api" / "dpkit.md").read_text(encoding="utf-8")
+    listed = re.findall(r"^ {8}- (\S+)$", page, re.M)
+    assert sorted(listed) == sorted(dpkit.__all__) and len(set(listed)) == len(listed)
+    assert listed[:5] == ["Session", "mechanism", "estimate", "account", "calibrate"]
+    nav = (REPOSITORY / "mkdocs.yml").read_text(encoding="utf-8")
+    assert "dpkit.plot: api/plot.md" in nav
+    plot = (REPOSITORY / "docs" / "api" / "plot.md").read_text(encoding="utf-8")
+    assert "::: dpkit.plot" in plot
+
+
 @pytest.mark.integration
-def test_code_blocks_wrap_instead_of_clipping(site: Path) -> None:
-    css = (site / "stylesheets" / "extra.css").read_text(encoding="utf-8")
-    rule = re.search(r"\.md-typeset pre > code \{(?P<body>[^}]*)\}", css)
-    assert rule and "white-space: pre-wrap" in rule["body"], "long code lines must wrap"
+def test_the_built_api_reference(site: Path) -> None:
+    """The dpkit page opens on Session; no attribute carries two badges; dpkit.plot has a page
+    with the figure functions."""
+    top = (site / "api" / "dpkit" / "index.html").read_text(encoding="utf-8")
+    headings = re.findall(r'<h2 id="(dpkit\.[^"]+)"', top)
+    assert headings[:3] == ["dpkit.Session", "dpkit.mechanism", "dpkit.estimate"], headings[:5]
+    for path in (site / "api").rglob("index.html"):
+        html = path.read_text(encoding="utf-8")
+        for labels in re.findall(r'<span class="doc doc-labels">(.*?)</span>', html, re.S):
+            found = re.findall(r"<code>([^<]*)</code>", labels)
+            assert not {"class-attribute", "instance-attribute"} <= set(found), path
+    plot = (site / "api" / "plot" / "index.html").read_text(encoding="utf-8")
+    module = importlib.import_module("dpkit.plot")
+    missing = [name for name in module.__all__ if f'id="dpkit.plot.{name}"' not in plot]
+    assert missing == []
     for page in ("index.html", "quickstart/index.html", "ldp-experiment/index.html"):
         assert "stylesheets/extra.css" in (site / page).read_text(encoding="utf-8"), page

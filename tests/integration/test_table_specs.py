@@ -9,13 +9,11 @@ import os
 import subprocess
 import sys
 from pathlib import Path
-from types import SimpleNamespace
 from typing import Any
 
 import pytest
 
 import dpkit
-from dpkit.commands.run import _Progress
 from dpkit.spec import DataPolicy, SpecInvalid, plan_spec, run_spec
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -139,23 +137,6 @@ def test_refused_before_anything_is_read(change: dict[str, Any], pointer: str, c
         )
     found = [(i.pointer, i.code) for i in info.value.issues]
     assert (pointer, code) in found, found
-
-
-def test_progress_counts_bytes_only(monkeypatch: pytest.MonkeyPatch, capsys: Any) -> None:
-    """The progress line shows the share of the file's bytes read, after a delay, and ends
-    with a newline; it is computed from the bytes read and the public size only."""
-    clock = iter([0.0, 1.0, 2.5, 3.0, 3.5])
-    # The command's own `time`, not the shared module: patching time.monotonic itself would
-    # feed this clock to every thread (a Dask client's event loop stopped on StopIteration).
-    fake = SimpleNamespace(monotonic=lambda: next(clock))
-    monkeypatch.setattr("dpkit.commands.run.time", fake)
-    progress = _Progress()
-    progress("big.csv", 0, 4_000_000)  # starts the clock
-    progress("big.csv", 1_000_000, 4_000_000)  # under the delay: nothing
-    progress("big.csv", 2_000_000, 4_000_000)
-    progress("big.csv", 4_000_000, 4_000_000)
-    err = capsys.readouterr().err
-    assert err == "\rreading big.csv:  50% of 4.0 MB\rreading big.csv: 100% of 4.0 MB\n"
 
 
 def test_progress_is_off_when_stderr_is_not_a_terminal(tmp_path: Path) -> None:

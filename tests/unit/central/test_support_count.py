@@ -30,10 +30,12 @@ def test_table_and_bisection_give_the_same_intervals() -> None:
         near = rng.binomial(x, p) + rng.binomial(n - x, q)
         counts = np.concatenate([near, rng.integers(0, n + 1, size=150)])
         uniforms = rng.random(300)
-        table = sc._by_table(counts, uniforms, n=n, p=p, q=q, level=0.9)
-        bisection = sc._by_bisection(counts, uniforms, n=n, p=p, q=q, level=0.9)
-        for a, b in zip(table, bisection, strict=True):
-            np.testing.assert_array_equal(a, b)
+        zeros, ones = np.zeros(300), np.ones(300)
+        for low, high in [(uniforms, uniforms), (zeros, ones)]:  # randomized; exact
+            table = sc._by_table(counts, low, high, n=n, p=p, q=q, level=0.9)
+            bisection = sc._by_bisection(counts, low, high, n=n, p=p, q=q, level=0.9)
+            for a, b in zip(table, bisection, strict=True):
+                np.testing.assert_array_equal(a, b)
 
 
 @pytest.mark.parametrize(
@@ -61,6 +63,23 @@ def test_coverage_is_exactly_the_level(n: int, p: float, q: float, x: int) -> No
     covered = ((low <= x) & (x <= high)).reshape(support.size, grid.size).mean(axis=1)
     coverage = float(law[support] @ covered)
     assert abs(coverage - 0.95) <= 1.0 / 2000 + 1e-9
+
+
+@pytest.mark.parametrize(
+    ("n", "p", "q"), [(500, 0.176, 0.00323), (60, 0.75, 0.25), (1500, 0.982, 0.018)]
+)
+def test_the_exact_interval_covers_at_least_the_level_for_every_count(
+    n: int, p: float, q: float
+) -> None:
+    """Coverage computed exactly (the law from scipy), for every true count x in 0..n (in steps
+    for n = 1500, the bisection path): Σ_c P(C = c | x) · [x in the interval of c] ≥ 0.95."""
+    lows, highs = sc.exact_interval(np.arange(n + 1), n=n, p=p, q=q, level=0.95)
+    for x in range(0, n + 1, 1 if n <= sc.TABLE_LIMIT else 37):
+        law = np.convolve(
+            stats.binom.pmf(np.arange(x + 1), x, p),
+            stats.binom.pmf(np.arange(n - x + 1), n - x, q),
+        )
+        assert float(law @ ((lows <= x) & (x <= highs))) >= 0.95 - 1e-9, x
 
 
 def test_the_score_interval_cannot_reach_the_level_where_the_randomized_one_does() -> None:

@@ -190,9 +190,11 @@ def test_each_file_is_read_once_whatever_the_number_of_queries(
     reads: list[list[str]] = []
     real = columnar._read_csv
 
-    def counting(handle: Any, counter: Any, wanted: list[str], size: int, header: Any) -> Any:
+    def counting(
+        handle: Any, counter: Any, wanted: list[str], size: int, header: Any, *rest: Any
+    ) -> Any:
         reads.append(wanted)
-        return real(handle, counter, wanted, size, header)
+        return real(handle, counter, wanted, size, header, *rest)
 
     monkeypatch.setattr(columnar, "_read_csv", counting)
     unit = {"kind": "id", "column": "u", "max_rows": 2, "max_groups": 1}  # one per spec

@@ -32,7 +32,8 @@ def _run(spec: dict[str, Any], tmp_path: Path) -> dict[str, Any]:
 def test_frequency_result_states_the_exact_variance_model_and_the_score_interval(
     tmp_path: Path,
 ) -> None:
-    k, epsilon, values = 4, 1.5, [0, 1, 1, 2, 3, 3, 3, 0, 1, 2] * 5
+    # n = 500: n·min(p(1 − p), q(1 − q)) = 58 ≥ 50, so the default is the score interval.
+    k, epsilon, values = 4, 1.5, [0, 1, 1, 2, 3, 3, 3, 0, 1, 2] * 50
     spec = {
         "dpkit": "1",
         "dataset": "survey",
@@ -63,6 +64,29 @@ def test_frequency_result_states_the_exact_variance_model_and_the_score_interval
         for end in (low, high):
             assert math.isclose((estimate - end) ** 2, z * z * (a + b * end), rel_tol=1e-9)
         assert low < estimate < high
+
+
+def test_too_few_reports_get_the_exact_interval_and_say_so(tmp_path: Path) -> None:
+    """n = 50 (n·min(p(1 − p), q(1 − q)) = 5.8 < 50): the exact interval, named, with integer
+    ends around each estimate."""
+    spec = {
+        "dpkit": "1",
+        "dataset": "survey",
+        "session_budget": {"epsilon": 1.5},
+        "statistic": "frequency",
+        "mechanism": {"name": "krr", "params": {"k": 4}},
+        "input": {"source": "inline", "values": [0, 1, 1, 2, 3, 3, 3, 0, 1, 2] * 5},
+        "budget": {"epsilon": 1.5},
+        "rng": {"mode": "fast", "seed": 11},
+    }
+    result = _run(spec, tmp_path)
+    interval = result["confidence_interval"]
+    assert interval["method"].startswith("exact interval")
+    for estimate, low, high in zip(
+        result["estimate"], interval["lower"], interval["upper"], strict=True
+    ):
+        assert low == round(low) and high == round(high) and 0 <= low <= high <= 50
+        assert low - 1 < estimate < high + 1
 
 
 def test_central_result_states_its_noise_variance(tmp_path: Path) -> None:

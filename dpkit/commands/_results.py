@@ -50,16 +50,17 @@ def _printable(value: Any) -> str:
     return _CONTROL.sub(escape, str(value))
 
 
-def _cost(amount: dict[str, Any]) -> str:
-    """A cost, rounded up (from its exact fields where the document has them)."""
+def _cost(amount: dict[str, Any], *, up: bool = True) -> str:
+    """A cost, rounded up (``up=False``: down, for what remains), from its exact fields where
+    the document has them."""
 
     def value(name: str) -> Any:
         exact = amount.get(f"{name}_exact")
         return Fraction(exact) if isinstance(exact, str) else amount[name]
 
-    text = f"ε={rounded(value('epsilon'))}"
+    text = f"ε={rounded(value('epsilon'), up=up)}"
     if amount.get("delta"):
-        text += f", δ={rounded(value('delta'), 3)}"
+        text += f", δ={rounded(value('delta'), 3, up=up)}"
     return text
 
 
@@ -101,22 +102,45 @@ def _cells(result: dict[str, Any]) -> Iterator[tuple[str, Any, Any, Any]]:
     yield "", estimate, lower, upper
 
 
-def _half(lower: Any, upper: Any) -> str:
+def _half(value: Any, lower: Any, upper: Any, interval: dict[str, Any]) -> str:
+    """The interval as ``±h`` where it is symmetric about the value, else ``[lower, upper]``;
+    a quantile's as ``±t ranks``."""
+    if interval.get("unit") == "ranks" and isinstance(interval.get("half_width"), (int, float)):
+        return f"±{number(float(interval['half_width']))} ranks"
     if not isinstance(lower, (int, float)) or not isinstance(upper, (int, float)):
         return ""
-    return f"±{number((upper - lower) / 2.0)}"
+    half = (upper - lower) / 2.0
+    if isinstance(value, (int, float)) and abs(value - (lower + half)) <= 1e-9 * max(1.0, half):
+        return f"±{number(half)}"
+    return f"[{number(lower)}, {number(upper)}]"
+
+
+def _methods(entries: list[tuple[str, str]]) -> str:
+    """One line per distinct interval method: the queries that use it, then the method."""
+    used: dict[str, list[str]] = {}
+    for query_id, method in entries:
+        if method:
+            used.setdefault(method, []).append(query_id)
+    return "\n".join(f"  {', '.join(ids)}: {method}" for method, ids in used.items())
+
+
+def _decimal(amount: dict[str, Any]) -> str:
+    """An amount as decimals rounded up (from its exact fields): ``ε=0.964795, δ=1e-06``."""
+    return _cost(amount) if amount.get("delta") else _cost(amount) + ", δ=0"
 
 
 def format_result(document: dict[str, Any]) -> str:
     """The releases of a ``dpkit run`` result document as a table, then the budget."""
     rows = []
+    methods = []
     for result in document["results"]:
         interval = result.get("confidence_interval") or {}
         level = interval.get("level")
+        methods.append((str(result["query_id"]), str(interval.get("method") or "")))
         noise = result.get("mechanism", {}).get("noise") or result["mechanism"]["name"]
         first = True
         for label, value, lower, upper in _cells(result):
-            half = _half(lower, upper)
+            half = _half(value, lower, upper, interval)
             if half and level is not None:
                 half += f" ({level:.0%})"
             rows.append(
@@ -132,15 +156,22 @@ def format_result(document: dict[str, Any]) -> str:
             )
             first = False
     text = table(rows, ["query", "statistic", "group", "value", "± error", "noise", "cost"])
+    legend = _methods(methods)
+    if legend:
+        text += "\nhow each interval was computed:\n" + legend
     session = document["session"]
-    spent, budget = session["spent"], session["budget"]
-    remaining = session["remaining"]
-    footer = (
-        f"spent ε={spent['epsilon_exact']}, δ={spent['delta_exact']} of "
-        f"ε={budget['epsilon_exact']}, δ={budget['delta_exact']} (exactly); remaining "
-        f"ε={remaining['epsilon_exact']}, δ={remaining['delta_exact']}; ledger {session['ledger']}"
+    lines = [text]
+    charged = session.get("charged")
+    if charged is not None:
+        lines.append(f"this run was charged {charged['composed']}")
+    remaining = _cost(session["remaining"], up=False)
+    if not session["remaining"].get("delta"):
+        remaining += ", δ=0"
+    lines.append(
+        f"ledger {session['ledger']}: spent {_decimal(session['spent'])} of "
+        f"{_decimal(session['budget'])}; remaining {remaining} (exact fractions: --json)"
     )
-    return f"{text}\n{footer}"
+    return "\n".join(lines)
 
 
 def _error(accuracy: dict[str, Any] | None) -> str:
@@ -150,9 +181,12 @@ def _error(accuracy: dict[str, Any] | None) -> str:
     if half is not None:
         text = f"±{number(half)}" + (" ranks" if accuracy.get("unit") == "ranks" else "")
     elif accuracy.get("parts"):
-        text = ", ".join(
+        parts = ", ".join(
             f"{name} ±{number(part['half_width'])}" for name, part in accuracy["parts"].items()
         )
+        at = accuracy.get("mean_error") or {}
+        shown = [f"±{number(error)} at n={int(n):,}" for n, error in list(at.items())[:2]]
+        text = ", ".join(shown) + f" ({parts})" if shown else parts
     elif accuracy.get("unit") == "ranks":
         text = "no data-free bound (fast mode)"
     else:
@@ -177,8 +211,10 @@ def _noise(accuracy: dict[str, Any] | None, mechanism: str) -> str:
 def format_plan(document: dict[str, Any]) -> str:
     """A plan (:func:`dpkit.spec.preview.preview_spec`) as a table: cost, noise, ± error."""
     rows = []
+    methods = []
     for query in document["queries"]:
         accuracy = query["accuracy"]
+        methods.append((str(query["query_id"]), str((accuracy or {}).get("method") or "")))
         rows.append(
             [
                 query["query_id"],
@@ -189,9 +225,10 @@ def format_plan(document: dict[str, Any]) -> str:
             ]
         )
     text = table(rows, ["query", "statistic", "cost", "noise", "± error"])
+    legend = _methods(methods)
+    if legend:
+        text += "\nhow each interval is computed:\n" + legend
     total = document["total"]
-    footer = (
-        f"the queries cost ε={total['epsilon_exact']}, δ={total['delta_exact']} together "
-        "(the sum of their costs); nothing was spent and no data were read"
-    )
+    composed = total.get("composed") or f"the sum of their costs: {_decimal(total)}"
+    footer = f"the run will be charged {composed}; nothing was spent and no data were read"
     return f"{text}\n{footer}"

@@ -137,7 +137,10 @@ def format_result(document: dict[str, Any]) -> str:
         interval = result.get("confidence_interval") or {}
         level = interval.get("level")
         methods.append((str(result["query_id"]), str(interval.get("method") or "")))
-        noise = result.get("mechanism", {}).get("noise") or result["mechanism"]["name"]
+        # The noise as the plan names it: its distribution where the document has one.
+        noise = (result.get("noise") or {}).get("distribution") or (
+            result.get("mechanism", {}).get("noise") or result["mechanism"]["name"]
+        )
         first = True
         for label, value, lower, upper in _cells(result):
             half = _half(value, lower, upper, interval)
@@ -204,7 +207,7 @@ def _noise(accuracy: dict[str, Any] | None, mechanism: str) -> str:
         kinds = {part["noise"]["distribution"] for part in accuracy["parts"].values()}
         return f"{'/'.join(sorted(kinds))} (sum and count)"
     if noise is None:
-        return "exponential mechanism" if accuracy.get("unit") == "ranks" else mechanism
+        return "exponential" if accuracy.get("unit") == "ranks" else mechanism
     return f"{noise['distribution']}, scale {number(noise['scale'])}"
 
 

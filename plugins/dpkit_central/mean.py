@@ -241,7 +241,10 @@ class Mean(Query):
         parts = (("centred_sum", noisy_sum, sum_noise), ("count", noisy_count, count_noise))
         clipped = np.clip(mean, self.lower, self.upper)
         rule = MeanInterval(self.lower, self.upper, self.step, sum_noise, count_noise)
-        return Released(clipped, f"{self.noise} (sum and count)", None, parts, interval=rule)
+        # Named by the noise actually added (discrete on a lattice in secure mode), as the
+        # plan names it.
+        kinds = "/".join(sorted({sum_noise.kind, count_noise.kind}))
+        return Released(clipped, f"{kinds} (sum and count)", None, parts, interval=rule)
 
     def table_accuracy(self, contribution: Contribution, alpha: float, rng: Any) -> Accuracy:
         parts = self.parts(contribution.l1, contribution.l2, self.step)

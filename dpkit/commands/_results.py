@@ -7,6 +7,7 @@ and the same plans, for people.
 
 from __future__ import annotations
 
+import json
 import re
 from collections.abc import Iterator
 from fractions import Fraction
@@ -14,7 +15,7 @@ from typing import Any
 
 from dpkit.commands._output import rounded, table
 
-__all__ = ["format_plan", "format_result", "number"]
+__all__ = ["format_plan", "format_result", "number", "summarize"]
 
 
 def number(value: Any) -> str:
@@ -127,6 +128,23 @@ def _methods(entries: list[tuple[str, str]]) -> str:
 def _decimal(amount: dict[str, Any]) -> str:
     """An amount as decimals rounded up (from its exact fields): ``ε=0.964795, δ=1e-06``."""
     return _cost(amount) if amount.get("delta") else _cost(amount) + ", δ=0"
+
+
+def summarize(result: Any) -> str:
+    """One stored result (a ``dpkit run`` result, or any JSON value) in a few words: its
+    value(s) per group or category, and the interval of a single value."""
+    if not isinstance(result, dict) or "estimate" not in result:
+        return json.dumps(result, allow_nan=True, default=str)
+    interval = result.get("confidence_interval") or {}
+    cells = list(_cells(result))
+    if len(cells) == 1:
+        label, value, lower, upper = cells[0]
+        half = _half(value, lower, upper, interval)
+        text = " ".join(part for part in (label, number(value), half) if part)
+    else:
+        text = ", ".join(f"{label} {number(value)}" for label, value, _, _ in cells)
+    level = interval.get("level")
+    return f"{text} ({level:.0%})" if len(cells) == 1 and level and half else text
 
 
 def format_result(document: dict[str, Any]) -> str:

@@ -69,3 +69,38 @@ def test_budgets_are_decimals_and_say_how_the_total_was_composed(tmp_path: Path)
     document = json.loads(dpkit("run", spec, "--ledger", tmp_path / "m.sqlite", "--json").stdout)
     charged = document["session"]["charged"]
     assert "/" in charged["epsilon_exact"] and charged["composed"].startswith("the joint PLD")
+
+
+def test_the_plan_and_the_run_name_the_same_noise(tmp_path: Path) -> None:
+    """Secure mode adds discrete noise on a lattice: both say so (not 'laplace' in one)."""
+    (tmp_path / "people.csv").write_text(
+        "age,smoker\n" + "".join(f"{20 + i % 60},{i % 5 == 0:d}\n" for i in range(300)),
+        encoding="utf-8",
+    )
+    spec = {
+        "dpkit": "1",
+        "dataset": "people",
+        "budget": {"epsilon": 1.0},
+        "defaults": {"input": {"source": "csv", "path": "people.csv", "column": "age"}},
+        "queries": [
+            {"id": "rows", "statistic": "count", "budget": {"epsilon": 0.2}},
+            {"id": "mean-age", "statistic": "mean", "params": {"lower": 18, "upper": 90},
+             "budget": {"epsilon": 0.3}},
+            {"id": "smokers", "statistic": "sum", "params": {"lower": 0, "upper": 1},
+             "input": {"source": "csv", "path": "people.csv", "column": "smoker"},
+             "budget": {"epsilon": 0.5}},
+        ],
+    }  # fmt: skip
+    path = tmp_path / "report.json"
+    path.write_text(json.dumps(spec), encoding="utf-8")
+    plan = json.loads(dpkit("run", path, "--plan", "--json").stdout)
+    run = json.loads(dpkit("run", path, "--ledger", tmp_path / "l.sqlite", "--json").stdout)
+    for planned, released in zip(plan["queries"], run["results"], strict=True):
+        accuracy = planned["accuracy"]
+        if accuracy["noise"] is not None:
+            assert released["noise"]["distribution"] == accuracy["noise"]["distribution"]
+        else:  # the mean: its parts' noise
+            kinds = {part["noise"]["distribution"] for part in accuracy["parts"].values()}
+            assert released["mechanism"]["noise"] == f"{'/'.join(sorted(kinds))} (sum and count)"
+    text = dpkit("run", path, "--ledger", tmp_path / "m.sqlite").stdout
+    assert "discrete_laplace (sum and count)" in text and " laplace " not in text

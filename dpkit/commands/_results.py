@@ -13,27 +13,10 @@ from collections.abc import Iterator
 from fractions import Fraction
 from typing import Any
 
+from dpkit._summary import number
 from dpkit.commands._output import rounded, table
 
 __all__ = ["format_plan", "format_result", "number", "summarize"]
-
-
-def number(value: Any) -> str:
-    """A released number for reading: integers as they are, large values without decimals,
-    others to four significant digits."""
-    if value is None:
-        return "n/a"
-    if isinstance(value, bool) or not isinstance(value, (int, float)):
-        return str(value)
-    if isinstance(value, int):
-        return str(value)
-    if value != value or value in (float("inf"), float("-inf")):
-        return str(value)
-    if abs(value) >= 1e5 or (value.is_integer() and abs(value) < 1e15):
-        return f"{value:.0f}"
-    if abs(value) >= 10:
-        return f"{value:.1f}"
-    return f"{value:.4g}"
 
 
 #: Characters a terminal acts on instead of showing (C0/C1 controls, bidirectional overrides).

@@ -68,9 +68,7 @@ def test_the_readable_table_and_the_plan(tmp_path: Path) -> None:
     assert lines[0].split()[:5] == ["query", "statistic", "cost", "noise", "±"]
     assert any(line.startswith("devices") and "a key needs" in line for line in lines)
     assert "nothing was spent" in lines[-1]
-    planned = json.loads(
-        dpkit_cli("run", VISITS, "--plan", "--json").stdout
-    )
+    planned = json.loads(dpkit_cli("run", VISITS, "--plan", "--json").stdout)
     assert planned["spent"] is False and planned["total"]["epsilon_exact"] == "11/2"
     visits = planned["queries"][0]
     assert visits["accuracy"]["half_width"] > 0 and visits["accuracy"]["noise"]["distribution"]

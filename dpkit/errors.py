@@ -117,16 +117,20 @@ class MissingDependency(DPKitError, ImportError):
     Attributes:
         package: the missing import (``"scipy"``).
         extra: the dpkit extra that installs it (``"audit"``).
-        needed_by: what needs it (a command such as ``"dpkit audit"``, or a feature).
+        needed_by: what needs it (a command such as ``"dpkit audit"``, or a feature;
+            ``plural=True`` for a plural one such as ``"table inputs"``).
     """
 
     code = "missing_dependency"
 
-    def __init__(self, package: str, extra: str, *, needed_by: str = "this feature"):
+    def __init__(
+        self, package: str, extra: str, *, needed_by: str = "this feature", plural: bool = False
+    ):
         self.package = package
         self.extra = extra
         self.needed_by = needed_by
-        super().__init__(f"{needed_by} needs {package}: pip install 'dpkit[{extra}]'")
+        verb = "need" if plural else "needs"  # "CSV and Parquet inputs need pyarrow"
+        super().__init__(f"{needed_by} {verb} {package}: pip install 'dpkit[{extra}]'")
 
 
 class UnknownMechanism(DPKitError, KeyError):

@@ -274,21 +274,63 @@ class Estimate:
         uniforms = generator.random(size=centre.shape)
         return randomized_interval(counts, uniforms, n=self.n, p=p, q=q, level=level)
 
+    @property
+    def interval_description(self) -> str:
+        """How the default interval (:meth:`confidence_interval`) is computed, in words."""
+        if self.interval_method == "exact":
+            return (
+                "exact interval (Casella & Berger 2002, Theorem 9.2.12) from the support "
+                "count's law: coverage at least the level"
+            )
+        if self.variance_model is not None:
+            return "score interval (Wilson 1927) on the exact variance a + b·(true count)"
+        return "normal (Wald) interval on the estimated variance"
+
+    def rows(self, level: float = 0.95) -> list[dict[str, Any]]:
+        """One dict per category: ``category`` (its index when unnamed), ``estimate`` (the
+        count), ``frequency``, the default interval's ``ci_lower`` and ``ci_upper`` (counts)
+        at ``level`` and ``ci_method``."""
+        low, high = self.confidence_interval(level)
+        names = list(self.categories or range(self.estimates.size))
+        frequencies = self.frequencies
+        return [
+            {
+                "category": name,
+                "estimate": float(self.estimates[i]),
+                "frequency": float(frequencies[i]),
+                "ci_lower": float(low[i]),
+                "ci_upper": float(high[i]),
+                "ci_method": self.interval_description,
+            }
+            for i, name in enumerate(names)
+        ]
+
+    def table(self, level: float = 0.95) -> Any:
+        """:meth:`rows` as a table: a pandas DataFrame (PyArrow where pandas is missing;
+        needs ``dpkit[tables]``), like a central release's ``table()``."""
+        from dpkit._summary import as_table
+
+        columns = ("category", "estimate", "frequency", "ci_lower", "ci_upper", "ci_method")
+        return as_table(self.rows(level), columns)
+
+    def __str__(self) -> str:
+        """A readable summary: the counts with their 95 % intervals, and how those were made."""
+        from dpkit._summary import summary
+
+        method = "" if self.method == "unbiased" else f", {self.method}"
+        title = (
+            f"{self.mechanism} estimate{method}: counts of {self.estimates.size} categories "
+            f"from {self.n:,} reports"
+        )
+        return summary(title, self.rows(0.95), "category", 0.95)
+
     def to_document(self, *, confidence: float = 0.95) -> dict[str, Any]:
         """The estimate in a result document (:class:`dpkit.document.Document`): the number of
         reports, the categories (their indices when unnamed), the estimated counts, their
         variance and its model, and the default interval (:meth:`confidence_interval`) at
         ``confidence``, named."""
         model = self.variance_model
-        if self.interval_method == "exact":
-            method = (
-                "exact interval (Casella & Berger 2002, Theorem 9.2.12) from the support "
-                "count's law: coverage at least the level"
-            )
-        elif model is not None:
-            method = "score interval (Wilson 1927) on the exact variance a + b·(true count)"
-        else:
-            method = "normal (Wald) interval on the estimated variance"
+        method = self.interval_description
         low, high = self.confidence_interval(confidence)
         return {
             "n": self.n,

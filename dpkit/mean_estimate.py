@@ -178,6 +178,39 @@ class MeanEstimate:
         """:meth:`confidence_interval` (the same interval, the same ``target``)."""
         return self.confidence_interval(level, target=target)
 
+    def rows(self, level: float = 0.95) -> list[dict[str, Any]]:
+        """One dict per coordinate: ``coordinate``, ``estimate``, ``variance``, the interval's
+        ``ci_lower`` and ``ci_upper`` at ``level`` and ``ci_method``."""
+        low, high = self.confidence_interval(level)
+        method = self.to_document(confidence=level)["confidence_interval"]["method"]
+        return [
+            {
+                "coordinate": j,
+                "estimate": float(self.estimates[j]),
+                "variance": float(self.variance[j]),
+                "ci_lower": float(low[j]),
+                "ci_upper": float(high[j]),
+                "ci_method": method,
+            }
+            for j in range(self.dimension)
+        ]
+
+    def table(self, level: float = 0.95) -> Any:
+        """:meth:`rows` as a table: a pandas DataFrame (PyArrow where pandas is missing;
+        needs ``dpkit[tables]``)."""
+        from dpkit._summary import as_table
+
+        columns = ("coordinate", "estimate", "variance", "ci_lower", "ci_upper", "ci_method")
+        return as_table(self.rows(level), columns)
+
+    def __str__(self) -> str:
+        """A readable summary: the mean (per coordinate) with its 95 % interval."""
+        from dpkit._summary import summary
+
+        what = "mean" if self.dimension == 1 else f"mean of {self.dimension} coordinates"
+        title = f"{self.mechanism} estimate: {what} from {self.n:,} reports"
+        return summary(title, self.rows(0.95), "coordinate", 0.95)
+
     def to_document(self, *, confidence: float = 0.95) -> dict[str, Any]:
         """The estimate in a result document (:class:`dpkit.document.Document`): the number of
         reports, the mean, its variance and worst case, and the normal interval for the

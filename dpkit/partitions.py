@@ -87,7 +87,9 @@ class ParquetReports:
         try:
             import pyarrow.parquet as pq
         except ImportError:
-            raise MissingDependency("pyarrow", "tables", needed_by="Parquet reports") from None
+            raise MissingDependency(
+                "pyarrow", "tables", needed_by="Parquet reports", plural=True
+            ) from None
         files = self.files()
         for file in files:
             try:

@@ -33,13 +33,21 @@ from typing import Any
 import attrs
 
 from dpkit import budget as filters
+from dpkit._enclosure import rounded
 from dpkit.accounting import account, event_cost, event_mu2, event_rho
 from dpkit.accounting._common import ceil_decimal
 from dpkit.budget import Budget, Cost
 from dpkit.errors import DPKitError, InvalidParameter
 from dpkit.privacy import PrivacyEvent
 
-__all__ = ["Overflow", "PricedPlan", "first_overflow", "full_cost", "price_plan"]
+__all__ = [
+    "Overflow",
+    "PricedPlan",
+    "composition_note",
+    "first_overflow",
+    "full_cost",
+    "price_plan",
+]
 
 
 def full_cost(event: Any, releases: int) -> Cost:
@@ -94,6 +102,36 @@ def price_plan(items: Sequence[tuple[PrivacyEvent, int]]) -> PricedPlan:
     items = tuple((event, releases) for event, releases in items)
     costs = tuple(_plan_costs([full_cost(e, r) for e, r in items], items))
     return PricedPlan(items, costs, filters.total(costs) if costs else None)
+
+
+def composition_note(priced: PricedPlan, rule: str | None = "basic") -> str:
+    """How ``priced``'s total was composed, in words and decimals (rounded up), e.g.
+    ``the joint PLD price of 3 queries: ε = 0.0964795 (their sum would be 0.3)``.
+
+    ``rule`` is the currency charged: under basic composition (and before a ``best`` ledger
+    picks its currency, None) the total ε is the plan's tight joint ε when that is below the
+    sum of the items' ε (:func:`_plan_costs`), else the sum; under zCDP and Gaussian DP the
+    items' ρ or μ² add up exactly (:func:`full_cost`).
+    """
+    count = len(priced.items)
+    what = f"{count} quer{'y' if count == 1 else 'ies'}"
+    total = priced.total
+    if total is None:
+        return "no query: nothing to charge"
+    if rule == "zcdp" and total.rho is not None:
+        return f"the sum of the ρ of {what} (zCDP): ρ = {rounded(total.rho)}"
+    if rule == "gdp" and total.mu2 is not None:
+        return f"the sum of the μ² of {what} (Gaussian DP): μ² = {rounded(total.mu2)}"
+    plain = sum((full_cost(e, r).epsilon for e, r in priced.items), Fraction(0))
+    delta = f", δ = {rounded(total.delta, 3)}" if total.delta else ""
+    if total.epsilon < plain:
+        return (
+            f"the joint PLD price of {what}: ε = {rounded(total.epsilon)}{delta} "
+            f"(their sum would be {rounded(plain)})"
+        )
+    if count == 1:
+        return f"the cost of {what}: ε = {rounded(total.epsilon)}{delta}"
+    return f"the sum of the costs of {what}: ε = {rounded(total.epsilon)}{delta}"
 
 
 @attrs.frozen

@@ -7,32 +7,16 @@ and the same plans, for people.
 
 from __future__ import annotations
 
+import json
 import re
 from collections.abc import Iterator
 from fractions import Fraction
 from typing import Any
 
+from dpkit._summary import number
 from dpkit.commands._output import rounded, table
 
-__all__ = ["format_plan", "format_result", "number"]
-
-
-def number(value: Any) -> str:
-    """A released number for reading: integers as they are, large values without decimals,
-    others to four significant digits."""
-    if value is None:
-        return "n/a"
-    if isinstance(value, bool) or not isinstance(value, (int, float)):
-        return str(value)
-    if isinstance(value, int):
-        return str(value)
-    if value != value or value in (float("inf"), float("-inf")):
-        return str(value)
-    if abs(value) >= 1e5 or (value.is_integer() and abs(value) < 1e15):
-        return f"{value:.0f}"
-    if abs(value) >= 10:
-        return f"{value:.1f}"
-    return f"{value:.4g}"
+__all__ = ["format_plan", "format_result", "number", "summarize"]
 
 
 #: Characters a terminal acts on instead of showing (C0/C1 controls, bidirectional overrides).
@@ -50,16 +34,17 @@ def _printable(value: Any) -> str:
     return _CONTROL.sub(escape, str(value))
 
 
-def _cost(amount: dict[str, Any]) -> str:
-    """A cost, rounded up (from its exact fields where the document has them)."""
+def _cost(amount: dict[str, Any], *, up: bool = True) -> str:
+    """A cost, rounded up (``up=False``: down, for what remains), from its exact fields where
+    the document has them."""
 
     def value(name: str) -> Any:
         exact = amount.get(f"{name}_exact")
         return Fraction(exact) if isinstance(exact, str) else amount[name]
 
-    text = f"ε={rounded(value('epsilon'))}"
+    text = f"ε={rounded(value('epsilon'), up=up)}"
     if amount.get("delta"):
-        text += f", δ={rounded(value('delta'), 3)}"
+        text += f", δ={rounded(value('delta'), 3, up=up)}"
     return text
 
 
@@ -101,22 +86,65 @@ def _cells(result: dict[str, Any]) -> Iterator[tuple[str, Any, Any, Any]]:
     yield "", estimate, lower, upper
 
 
-def _half(lower: Any, upper: Any) -> str:
+def _half(value: Any, lower: Any, upper: Any, interval: dict[str, Any]) -> str:
+    """The interval as ``±h`` where it is symmetric about the value, else ``[lower, upper]``;
+    a quantile's as ``±t ranks``."""
+    if interval.get("unit") == "ranks" and isinstance(interval.get("half_width"), (int, float)):
+        return f"±{number(float(interval['half_width']))} ranks"
     if not isinstance(lower, (int, float)) or not isinstance(upper, (int, float)):
         return ""
-    return f"±{number((upper - lower) / 2.0)}"
+    half = (upper - lower) / 2.0
+    if isinstance(value, (int, float)) and abs(value - (lower + half)) <= 1e-9 * max(1.0, half):
+        return f"±{number(half)}"
+    return f"[{number(lower)}, {number(upper)}]"
+
+
+def _methods(entries: list[tuple[str, str]]) -> str:
+    """One line per distinct interval method: the queries that use it, then the method."""
+    used: dict[str, list[str]] = {}
+    for query_id, method in entries:
+        if method:
+            used.setdefault(method, []).append(query_id)
+    return "\n".join(f"  {', '.join(ids)}: {method}" for method, ids in used.items())
+
+
+def _decimal(amount: dict[str, Any]) -> str:
+    """An amount as decimals rounded up (from its exact fields): ``ε=0.964795, δ=1e-06``."""
+    return _cost(amount) if amount.get("delta") else _cost(amount) + ", δ=0"
+
+
+def summarize(result: Any) -> str:
+    """One stored result (a ``dpkit run`` result, or any JSON value) in a few words: its
+    value(s) per group or category, and the interval of a single value."""
+    if not isinstance(result, dict) or "estimate" not in result:
+        return json.dumps(result, allow_nan=True, default=str)
+    interval = result.get("confidence_interval") or {}
+    cells = list(_cells(result))
+    if len(cells) == 1:
+        label, value, lower, upper = cells[0]
+        half = _half(value, lower, upper, interval)
+        text = " ".join(part for part in (label, number(value), half) if part)
+    else:
+        text = ", ".join(f"{label} {number(value)}" for label, value, _, _ in cells)
+    level = interval.get("level")
+    return f"{text} ({level:.0%})" if len(cells) == 1 and level and half else text
 
 
 def format_result(document: dict[str, Any]) -> str:
     """The releases of a ``dpkit run`` result document as a table, then the budget."""
     rows = []
+    methods = []
     for result in document["results"]:
         interval = result.get("confidence_interval") or {}
         level = interval.get("level")
-        noise = result.get("mechanism", {}).get("noise") or result["mechanism"]["name"]
+        methods.append((str(result["query_id"]), str(interval.get("method") or "")))
+        # The noise as the plan names it: its distribution where the document has one.
+        noise = (result.get("noise") or {}).get("distribution") or (
+            result.get("mechanism", {}).get("noise") or result["mechanism"]["name"]
+        )
         first = True
         for label, value, lower, upper in _cells(result):
-            half = _half(lower, upper)
+            half = _half(value, lower, upper, interval)
             if half and level is not None:
                 half += f" ({level:.0%})"
             rows.append(
@@ -132,15 +160,22 @@ def format_result(document: dict[str, Any]) -> str:
             )
             first = False
     text = table(rows, ["query", "statistic", "group", "value", "± error", "noise", "cost"])
+    legend = _methods(methods)
+    if legend:
+        text += "\nhow each interval was computed:\n" + legend
     session = document["session"]
-    spent, budget = session["spent"], session["budget"]
-    remaining = session["remaining"]
-    footer = (
-        f"spent ε={spent['epsilon_exact']}, δ={spent['delta_exact']} of "
-        f"ε={budget['epsilon_exact']}, δ={budget['delta_exact']} (exactly); remaining "
-        f"ε={remaining['epsilon_exact']}, δ={remaining['delta_exact']}; ledger {session['ledger']}"
+    lines = [text]
+    charged = session.get("charged")
+    if charged is not None:
+        lines.append(f"this run was charged {charged['composed']}")
+    remaining = _cost(session["remaining"], up=False)
+    if not session["remaining"].get("delta"):
+        remaining += ", δ=0"
+    lines.append(
+        f"ledger {session['ledger']}: spent {_decimal(session['spent'])} of "
+        f"{_decimal(session['budget'])}; remaining {remaining} (exact fractions: --json)"
     )
-    return f"{text}\n{footer}"
+    return "\n".join(lines)
 
 
 def _error(accuracy: dict[str, Any] | None) -> str:
@@ -150,9 +185,12 @@ def _error(accuracy: dict[str, Any] | None) -> str:
     if half is not None:
         text = f"±{number(half)}" + (" ranks" if accuracy.get("unit") == "ranks" else "")
     elif accuracy.get("parts"):
-        text = ", ".join(
+        parts = ", ".join(
             f"{name} ±{number(part['half_width'])}" for name, part in accuracy["parts"].items()
         )
+        at = accuracy.get("mean_error") or {}
+        shown = [f"±{number(error)} at n={int(n):,}" for n, error in list(at.items())[:2]]
+        text = ", ".join(shown) + f" ({parts})" if shown else parts
     elif accuracy.get("unit") == "ranks":
         text = "no data-free bound (fast mode)"
     else:
@@ -170,15 +208,17 @@ def _noise(accuracy: dict[str, Any] | None, mechanism: str) -> str:
         kinds = {part["noise"]["distribution"] for part in accuracy["parts"].values()}
         return f"{'/'.join(sorted(kinds))} (sum and count)"
     if noise is None:
-        return "exponential mechanism" if accuracy.get("unit") == "ranks" else mechanism
+        return "exponential" if accuracy.get("unit") == "ranks" else mechanism
     return f"{noise['distribution']}, scale {number(noise['scale'])}"
 
 
 def format_plan(document: dict[str, Any]) -> str:
     """A plan (:func:`dpkit.spec.preview.preview_spec`) as a table: cost, noise, ± error."""
     rows = []
+    methods = []
     for query in document["queries"]:
         accuracy = query["accuracy"]
+        methods.append((str(query["query_id"]), str((accuracy or {}).get("method") or "")))
         rows.append(
             [
                 query["query_id"],
@@ -189,9 +229,10 @@ def format_plan(document: dict[str, Any]) -> str:
             ]
         )
     text = table(rows, ["query", "statistic", "cost", "noise", "± error"])
+    legend = _methods(methods)
+    if legend:
+        text += "\nhow each interval is computed:\n" + legend
     total = document["total"]
-    footer = (
-        f"the queries cost ε={total['epsilon_exact']}, δ={total['delta_exact']} together "
-        "(the sum of their costs); nothing was spent and no data were read"
-    )
+    composed = total.get("composed") or f"the sum of their costs: {_decimal(total)}"
+    footer = f"the run will be charged {composed}; nothing was spent and no data were read"
     return f"{text}\n{footer}"

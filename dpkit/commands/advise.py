@@ -40,7 +40,11 @@ def add_parser(subparsers: Any) -> None:
         "--mean", action="store_true", help="advise on a mean of numbers instead of frequencies"
     )
     parser.add_argument("--epsilon", required=True, type=float, help="privacy loss ε per user")
-    parser.add_argument("--n", type=int, default=1, help="number of users (default 1)")
+    parser.add_argument(
+        "--n",
+        type=int,
+        help="number of users (not given: per-user figures, the variance at n users being VAR/n)",
+    )
     parser.add_argument("--lower", type=float, default=-1.0, help="--mean: lower bound (-1)")
     parser.add_argument("--upper", type=float, default=1.0, help="--mean: upper bound (1)")
     parser.add_argument(
@@ -73,7 +77,7 @@ def _telemetry(args: argparse.Namespace) -> int:
     count in the search (heavy hitters, ``search_deviation``)."""
     registry = get_registry()
     warn_plugin_failures(registry)
-    if args.n < 1:
+    if args.n is None or args.n < 1:
         raise InvalidParameter("n", args.n, "an integer >= 1 (the number of devices)")
     attribute = "sketch_variance" if args.candidates else "search_deviation"
     errors: dict[str, float] = {}
@@ -126,13 +130,31 @@ def _triangles(args: argparse.Namespace) -> int:
     return 0
 
 
-def _print_ranking(variances: dict[str, float], label: str) -> None:
+#: What the header says when --n is not given: the figures are for one user.
+PER_USER = "per user (no --n: at n users, VAR/n and STD ERROR/√n)"
+
+
+def _print_ranking(variances: dict[str, float], label: str, per_user: bool) -> None:
     best = next(iter(variances.values()))
     rows = [
         [name, f"{variance:.6g}", f"{math.sqrt(variance):.4g}", f"{variance / best:.3f}"]
         for name, variance in variances.items()
     ]
-    print(table(rows, ["PROTOCOL", label, "STD ERROR", "RATIO TO BEST"]))
+    headers = [label, "STD ERROR"]
+    if per_user:
+        headers = [f"n·{label}", "STD ERROR·√n"]
+    print(table(rows, ["PROTOCOL", *headers, "RATIO TO BEST"]))
+
+
+def _users(n: int | None) -> str:
+    return PER_USER if n is None else f"n={n}"
+
+
+def _document(found: dict[str, Any], n: int | None) -> str:
+    """The advice as JSON; ``n`` null (per-user figures) when --n was not given."""
+    if n is None:
+        found["n"] = None
+    return json.dumps(found, indent=2)
 
 
 def run(args: argparse.Namespace) -> int:
@@ -144,31 +166,34 @@ def run(args: argparse.Namespace) -> int:
     warn_plugin_failures(registry)
     if args.mean == (args.k is not None):
         raise InvalidParameter("k", args.k, "given for frequencies, or else --mean, not both")
+    n = 1 if args.n is None else args.n  # the variances scale as 1/n
     if args.mean:
         mean = advise_mean(
             args.epsilon,
             lower=args.lower,
             upper=args.upper,
             dimension=args.dimension,
-            n=args.n,
+            n=n,
             registry=registry,
         )
         if args.json:
-            print(json.dumps(mean.as_dict(), indent=2))
+            print(_document(mean.as_dict(), args.n))
             return 0
         print(
             f"mean of values in [{mean.lower:g}, {mean.upper:g}]  d={mean.dimension}  "
-            f"epsilon={mean.epsilon:g}  n={mean.n}: best protocol {mean.best}"
+            f"epsilon={mean.epsilon:g}  {_users(args.n)}: best protocol {mean.best}"
         )
-        _print_ranking(mean.variances, "WORST VAR")
+        _print_ranking(mean.variances, "WORST VAR", args.n is None)
         print(f"why: {mean.why}")
         return 0
-    advice = advise(args.k, args.epsilon, n=args.n, registry=registry)
+    advice = advise(args.k, args.epsilon, n=n, registry=registry)
     if args.json:
-        print(json.dumps(advice.as_dict(), indent=2))
+        print(_document(advice.as_dict(), args.n))
         return 0
-    print(f"k={advice.k}  epsilon={advice.epsilon:g}  n={advice.n}: best protocol {advice.best}")
-    _print_ranking(advice.variances, "VAR*[f]")
+    print(
+        f"k={advice.k}  epsilon={advice.epsilon:g}  {_users(args.n)}: best protocol {advice.best}"
+    )
+    _print_ranking(advice.variances, "VAR*[f]", args.n is None)
     for name, reason in advice.skipped.items():
         print(f"skipped {name}: {reason}")
     return 0

@@ -11,14 +11,23 @@ from typing import Any
 
 from dpkit.commands._output import rounded, table
 from dpkit.commands._progress import lasting
+from dpkit.commands._results import summarize
 from dpkit.errors import InvalidParameter
-from dpkit.ledger import Ledger, LedgerEntry, MoveState, move_ledger, require_persistent
+from dpkit.ledger import (
+    Ledger,
+    LedgerEntry,
+    LedgerMissing,
+    MoveState,
+    move_ledger,
+    require_persistent,
+)
 from dpkit.ledger._move import verify_destination
 from dpkit.ledger._open import open_store
 from dpkit.units import UnitIdentity
 
 NOT_STORED = "result not stored (spent)"
 ABORTED = "none (reservation released before data were read)"
+FULL_RESULTS = "(results abridged; every stored result in full: --json)"
 
 
 def add_parser(subparsers: Any) -> None:
@@ -68,15 +77,29 @@ def add_parser(subparsers: Any) -> None:
 
 def _open(path: str) -> Ledger:
     require_persistent(path)  # an in-memory ledger would be a new, empty one
-    return Ledger(path)  # never creates: opening a missing file is an error
+    try:
+        return Ledger(path)  # never creates: opening a missing file is an error
+    except LedgerMissing as error:
+        raise LedgerMissing(
+            f"no ledger at {error.path}: nothing has been spent there yet (a first run "
+            f"creates it with its spec's budget: dpkit run SPEC --ledger {path})",
+            path=error.path,
+        ) from None
+
+
+#: The longest result summary a table shows (the whole document is in ``--json``).
+SUMMARY_WIDTH = 60
 
 
 def _result_text(entry: LedgerEntry) -> str:
+    """A release's result in a few words: its value(s) and interval, abridged to
+    :data:`SUMMARY_WIDTH` characters (the full document: ``--json``)."""
     if entry.status != "spent":
         return ABORTED
     if not entry.result_stored:
         return NOT_STORED
-    return json.dumps(entry.result, allow_nan=True, default=str)
+    text = summarize(entry.result)
+    return text if len(text) <= SUMMARY_WIDTH else text[: SUMMARY_WIDTH - 1] + "…"
 
 
 def _release_record(entry: LedgerEntry) -> dict[str, Any]:
@@ -151,6 +174,7 @@ def _show(args: argparse.Namespace) -> int:
     if args.releases and entries:
         print()
         print(_release_table(entries, detail=False))
+        print(FULL_RESULTS)
     return 0
 
 
@@ -198,6 +222,7 @@ def _history(args: argparse.Namespace) -> int:
         print(json.dumps([_release_record(e) for e in entries], indent=2, default=str))
         return 0
     print(_release_table(entries, detail=True))
+    print(FULL_RESULTS)
     return 0
 
 

@@ -1,4 +1,5 @@
-"""``dpkit plot utility|histogram|audit|budget|docs ... --out FILE``: dpkit's figures as files.
+"""``dpkit plot utility|histogram|result|audit|budget|docs ... --out FILE``: dpkit's figures as
+files (``result``: a released result from a ``dpkit run --json`` document).
 
 Needs the optional extra (``pip install 'dpkit[plot]'``); without it every action stops with a
 one-line error and exit code 2, as it does for a bad argument, a missing ledger or an output
@@ -23,7 +24,8 @@ EXIT_VIOLATION = 1
 def add_parser(subparsers: Any) -> None:
     parser = subparsers.add_parser(
         "plot",
-        help="draw a figure (privacy-utility curve, histogram, audit, budget) to a file",
+        help="draw a figure (privacy-utility curve, histogram, a released result, audit, "
+        "budget) to a file",
         description=(
             "Draw one of dpkit's figures to an image file (.png, .svg or .pdf). "
             "Needs matplotlib: pip install 'dpkit[plot]'."
@@ -82,6 +84,21 @@ def add_parser(subparsers: Any) -> None:
     histogram.add_argument("--seed", type=int, default=1, help="random seed (default 1)")
     _out(histogram)
     histogram.set_defaults(handler=_histogram)
+
+    result = actions.add_parser(
+        "result",
+        help="a released result with its intervals, from a `dpkit run --json` document",
+        description=(
+            "Draw the values of one released result (per group and category) with their "
+            "intervals, from the result document `dpkit run SPEC --json` (or --out) writes."
+        ),
+    )
+    result.add_argument("document", metavar="RESULT.json", help="a dpkit run result document")
+    result.add_argument(
+        "--query", metavar="ID", help="the query to draw (needed when it has several)"
+    )
+    _out(result)
+    result.set_defaults(handler=_result)
 
     audit = actions.add_parser(
         "audit",
@@ -233,6 +250,44 @@ def _histogram(args: argparse.Namespace) -> int:
     figure = histogram_figure(
         simulated.estimate, simulated.true_counts, level=args.level, title=title
     )
+    _written(save(figure, args.out))
+    return EXIT_OK
+
+
+def _chosen_result(path: str, query: str | None) -> dict[str, Any]:
+    """The result to draw from a result document: the one whose query_id is ``query``, or
+    the only one."""
+    import json
+    from pathlib import Path
+
+    owner = "dpkit plot result"
+    try:
+        document = json.loads(Path(path).read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, ValueError) as error:
+        raise InvalidParameter(
+            "RESULT.json", path, f"a readable dpkit run result document ({error})", owner=owner
+        ) from None
+    results = document.get("results") if isinstance(document, dict) else None
+    if not isinstance(results, list) or not results:
+        raise InvalidParameter(
+            "RESULT.json", path, "a result document with results (dpkit run --json)", owner=owner
+        )
+    ids = [str(r.get("query_id")) for r in results if isinstance(r, dict)]
+    if query is None:
+        if len(results) == 1:
+            return dict(results[0])
+        raise InvalidParameter("--query", None, f"one of {', '.join(ids)}", owner=owner)
+    for found in results:
+        if isinstance(found, dict) and str(found.get("query_id")) == query:
+            return found
+    raise InvalidParameter("--query", query, f"one of {', '.join(ids)}", owner=owner)
+
+
+def _result(args: argparse.Namespace) -> int:
+    _prepare(args)
+    from dpkit.plot import release_figure, save
+
+    figure = release_figure(_chosen_result(args.document, args.query))
     _written(save(figure, args.out))
     return EXIT_OK
 

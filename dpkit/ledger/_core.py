@@ -29,6 +29,7 @@ from dpkit.ledger._errors import (
     LedgerCorrupt,
     LedgerError,
     LedgerMismatch,
+    LedgerMissing,
     LedgerMoved,
     LedgerUnitsMixed,
     NotALedger,
@@ -140,7 +141,7 @@ class Ledger:
             exists = self._store.open(creating=budget is not None)
             if not exists:
                 if budget is None:
-                    raise LedgerError(
+                    raise LedgerMissing(
                         f"no ledger at {self.path}: give a budget to create one", path=self.path
                     )
                 self._create(

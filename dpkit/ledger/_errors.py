@@ -11,6 +11,7 @@ __all__ = [
     "LedgerCorrupt",
     "LedgerError",
     "LedgerMismatch",
+    "LedgerMissing",
     "LedgerMoved",
     "LedgerUnitsMixed",
     "NotALedger",
@@ -32,6 +33,12 @@ class LedgerError(DPKitError):
     def __init__(self, message: str, *, path: str = ""):
         self.path = path
         super().__init__(message)
+
+
+class LedgerMissing(LedgerError):
+    """No ledger at the location, and no budget was given to create one."""
+
+    code = "ledger_missing"
 
 
 class NotALedger(LedgerError):

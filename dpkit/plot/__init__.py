@@ -11,6 +11,7 @@ dpkit.plot`` works without it; drawing then raises :class:`MissingDependency`.
 >>> dpkit.plot.save(figure, "utility.png")                   # doctest: +SKIP
 
 ``histogram_figure``  true vs estimated histogram with confidence intervals
+``release_figure``    a released result (``dpkit run --json``) with its intervals
 ``utility_figure``    estimator variance vs ε for the local frequency oracles
 ``mean_utility_figure`` exact, worst-case and empirical variance vs ε for the mean protocols
 ``audit_figure``      the auditor's certified lower bound vs the claimed ε
@@ -32,6 +33,7 @@ from dpkit.plot.population import (
     zipf_probabilities,
     zipf_values,
 )
+from dpkit.plot.release import release_cells, release_figure
 from dpkit.plot.utility import DEFAULT_PROTOCOLS, UtilityCurves, utility_curves, utility_figure
 
 __all__ = [
@@ -49,6 +51,8 @@ __all__ = [
     "histogram_figure",
     "mean_curves",
     "mean_utility_figure",
+    "release_cells",
+    "release_figure",
     "save",
     "simulate_histogram",
     "utility_curves",

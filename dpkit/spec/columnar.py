@@ -96,7 +96,9 @@ def pyarrow() -> Any:
         import pyarrow.compute
         import pyarrow.csv
     except ImportError:
-        raise MissingDependency("pyarrow", "tables", needed_by="CSV and Parquet inputs") from None
+        raise MissingDependency(
+            "pyarrow", "tables", needed_by="CSV and Parquet inputs", plural=True
+        ) from None
     # PyArrow's own SIGINT handling during a read would end the process with the bare signal
     # (no exit 130, no one-line message); let Python's KeyboardInterrupt handling see it.
     pa.enable_signal_handlers(False)

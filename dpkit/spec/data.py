@@ -28,12 +28,13 @@ dropped. What the statistic does with missing values is its declared policy (``n
 from __future__ import annotations
 
 import csv
+import difflib
 import io
 import math
 import os
 import stat
 import sys
-from collections.abc import Iterator
+from collections.abc import Collection, Iterator, Sequence
 from pathlib import Path
 from typing import Any, Literal
 
@@ -315,13 +316,16 @@ def open_input(
     policy: DataPolicy,
     columns: dict[str, str] | None = None,
     files: dict[tuple[int, int], columnar.FileTable] | None = None,
+    named: Collection[str] = (),
 ) -> tuple[ColumnSource | None, list[SpecIssue]]:
     """The public phase of one query's input: where it is, and that its columns exist.
 
     ``columns`` maps every column the query needs besides ``input.column`` (group columns, the
     id column) to the JSON Pointer of the field that names it. ``files`` collects one
     :class:`~dpkit.spec.columnar.FileTable` per file (by identity), so that a file is read once
-    for all the queries of a spec.
+    for all the queries of a spec. ``named``: every column the spec names; a missing column
+    close to one of those that the file has gets a "did you mean" (the header itself is never
+    quoted).
     """
     if spec["source"] == "inline":
         return ColumnSource("inline values", inline=tuple(spec["values"])), []
@@ -369,7 +373,8 @@ def open_input(
                     "column_not_found" if found == 0 else "column_ambiguous",
                     f"column {column!r} is "
                     + ("not in" if found == 0 else f"{found} times in")
-                    + f" the header of {shown} ({len(header)} column(s); the header is not shown)",
+                    + f" the header of {shown} ({len(header)} column(s); the header is not shown)"
+                    + (_did_you_mean(column, named, header) if found == 0 else ""),
                 )
             )
     if not issues and kind == "parquet":
@@ -389,6 +394,14 @@ def open_input(
         )
     table.need(*wanted)
     return ColumnSource(shown, path=path, column=spec["column"], table=table), []
+
+
+def _did_you_mean(column: str, named: Collection[str], header: Sequence[str]) -> str:
+    """``; did you mean 'age'?`` from the columns the spec names elsewhere that the file has
+    (public: the spec names them), never from the rest of the header."""
+    public = sorted(name for name in named if name != column and header.count(name) == 1)
+    close = difflib.get_close_matches(column, public, n=2, cutoff=0.6)
+    return f"; did you mean {' or '.join(map(repr, close))}?" if close else ""
 
 
 def _text_key(value: Any) -> str | None:

@@ -15,6 +15,7 @@ import copy
 import difflib
 import hashlib
 import json
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -47,6 +48,19 @@ from dpkit.units import UnitIdentity, unit_of
 __all__ = ["Plan", "PlannedQuery", "plan_spec", "spec_hash"]
 
 _DEFAULTABLE = ("input", "privacy_unit", "output", "rng")
+
+#: Other names people give the statistics: the statistic, and what to put in its params.
+_SYNONYMS = {
+    "median": ("quantile", " with params q = 0.5"),
+    "percentile": ("quantile", " with params q in [0, 1]"),
+    "quartile": ("quantile", " with params q = 0.25 or 0.75"),
+    "average": ("mean", ""),
+    "avg": ("mean", ""),
+    "total": ("sum", ""),
+    "rows": ("count", ""),
+    "hist": ("histogram", ""),
+    "counts": ("histogram", " (a count per category)"),
+}
 
 
 @attrs.frozen
@@ -158,6 +172,9 @@ def _schema_issues(spec: Any, kind: str, registry: Registry) -> list[SpecIssue]:
             what = "statistic" if field[-1] == "statistic" else "mechanism"
             code = f"unknown_{what}"
             hint = f"; did you mean {' or '.join(map(repr, close))}?" if close else ""
+            synonym = _SYNONYMS.get(str(error.instance).strip().lower())
+            if what == "statistic" and synonym is not None and synonym[0] in known:
+                hint = f"; that is statistic {synonym[0]!r}{synonym[1]}."
             message = f"unknown {what} {error.instance!r}{hint} Known: {', '.join(map(str, known))}"
         elif isinstance(error.schema, dict) and error.schema.get("errorMessage"):
             message = f"{error.instance!r} is not allowed: {error.schema['errorMessage']}"
@@ -233,6 +250,19 @@ def _table(target: Any, query: dict[str, Any], at: str) -> tuple[Any, list[SpecI
                 detail={"allowed": error.allowed},
             )
         ]
+
+
+def _named_columns(items: list[tuple[str, dict[str, Any]]]) -> frozenset[str]:
+    """Every column the spec names (values, groups, ids): public, so a misspelt one may be
+    matched against them (never against the file's header, which is not shown)."""
+    names: set[str] = set()
+    for _, query in items:
+        source = query.get("input")
+        if isinstance(source, dict) and isinstance(source.get("column"), str):
+            names.add(source["column"])
+        if source is not None and isinstance(source, dict) and source.get("source") != "inline":
+            names.update(_table_columns(query, ""))
+    return frozenset(names)
 
 
 def _table_columns(query: dict[str, Any], at: str) -> dict[str, str]:
@@ -507,6 +537,38 @@ def _seed_mode_issues(spec: dict[str, Any], seed: int | None) -> list[SpecIssue]
     ]
 
 
+def located(spec: Any, issues: Sequence[SpecIssue]) -> list[SpecIssue]:
+    """``issues`` pointing at fields that are in the file: a query's field it inherits from
+    ``defaults`` (``/queries/2/input/column`` where query 2 has no ``input``) is pointed at
+    where it is written (``/defaults/input/column``), and the queries' identical problems
+    with such a field are reported once; so is a missing dependency (one line for the
+    spec, at the first query that needs it)."""
+    queries = spec.get("queries") if isinstance(spec, dict) else None
+    defaults = spec.get("defaults") if isinstance(spec, dict) else None
+    out: list[SpecIssue] = []
+    for issue in issues:
+        parts = issue.pointer.split("/")  # "", "queries", i, key, ...
+        if (
+            isinstance(queries, list)
+            and isinstance(defaults, dict)
+            and len(parts) >= 4
+            and parts[1] == "queries"
+            and parts[2].isdigit()
+            and int(parts[2]) < len(queries)
+            and isinstance(queries[int(parts[2])], dict)
+            and parts[3] in _DEFAULTABLE
+            and parts[3] not in queries[int(parts[2])]
+            and parts[3] in defaults
+        ):
+            issue = attrs.evolve(issue, pointer="/".join(["", "defaults", *parts[3:]]))
+        missing = issue.code == "missing_dependency"
+        if issue not in out and not (
+            missing and any(o.code == issue.code and o.message == issue.message for o in out)
+        ):
+            out.append(issue)
+    return out
+
+
 def plan_spec(
     spec: Any,
     *,
@@ -517,7 +579,30 @@ def plan_spec(
     policy: DataPolicy | None = None,
 ) -> Plan:
     """Validate ``spec`` completely and bind it to mechanisms and input files, reading no
-    private value; raise :class:`SpecInvalid` with every problem found."""
+    private value; raise :class:`SpecInvalid` with every problem found, each pointing at a
+    field of the file (:func:`located`)."""
+    try:
+        return _plan_spec(
+            spec,
+            registry=registry,
+            base_dir=base_dir,
+            data_file=data_file,
+            seed=seed,
+            policy=policy,
+        )
+    except SpecInvalid as error:
+        raise SpecInvalid(located(spec, error.issues)) from None
+
+
+def _plan_spec(
+    spec: Any,
+    *,
+    registry: Registry,
+    base_dir: Path,
+    data_file: Path | None,
+    seed: int | None,
+    policy: DataPolicy | None,
+) -> Plan:
     policy = policy or DataPolicy()
     seed_problems = _seed_issues(seed, "/")
     if seed_problems:
@@ -536,6 +621,7 @@ def plan_spec(
     files: dict[tuple[int, int], FileTable] = {}
     planned: list[PlannedQuery] = []
     items = _query_items(spec)
+    named = _named_columns(items)
     for index, (at, query) in enumerate(items):
         local = is_local(query)
         if local and query["mechanism"]["name"] not in local_mechanisms(
@@ -580,6 +666,7 @@ def plan_spec(
             policy=policy,
             columns=_table_columns(query, at),
             files=files,
+            named=named,
         )
         issues += found
         if target is None or source is None or seed_found or table_issues or output_found:

@@ -18,9 +18,10 @@ import numpy as np
 
 from dpkit.accounting import event_cost
 from dpkit.ledger import exact_text
+from dpkit.pricing import composition_note, price_plan
 from dpkit.registry import Registry, get_registry
 from dpkit.spec.data import DataPolicy
-from dpkit.spec.plan import PlannedQuery, plan_spec
+from dpkit.spec.plan import Plan, PlannedQuery, plan_spec
 from dpkit.spec.schema import FREQUENCY
 
 __all__ = ["preview_spec"]
@@ -95,11 +96,24 @@ def preview_spec(
         "budget": None
         if plan.budget is None
         else {"epsilon": plan.budget[0], "delta": plan.budget[1]},
-        "total": {
-            "epsilon": float(epsilon),
-            "delta": float(delta),
-            "epsilon_exact": exact_text(epsilon),
-            "delta_exact": exact_text(delta),
-        },
+        "total": _total(plan, epsilon, delta),
         "queries": queries,
     }
+
+
+def _total(plan: Plan, epsilon: Fraction, delta: Fraction) -> dict[str, Any]:
+    """What the run will charge for the whole spec (:func:`~dpkit.pricing.price_plan`, the
+    session's pricing of a declared plan), how it was composed, and the plain sum."""
+    priced = price_plan([(query.target.privacy, 1) for query in plan.queries])
+    charged = priced.total
+    rule = plan.composition if plan.composition in ("basic", "zcdp", "gdp") else None
+    out: dict[str, Any] = {
+        "epsilon": float(epsilon),
+        "delta": float(delta),
+        "epsilon_exact": exact_text(epsilon),
+        "delta_exact": exact_text(delta),
+        "composed": composition_note(priced, rule),
+    }
+    if charged is not None:
+        out["charged"] = charged.as_dict()
+    return out

@@ -11,17 +11,19 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable
+from fractions import Fraction
 from pathlib import Path
 from typing import Any
 
 import dpkit
 from dpkit import _json as strict_json
 from dpkit._enclosure import float_above, float_below
+from dpkit.budget import Cost
 from dpkit.document import Document, json_value
 from dpkit.errors import BudgetExceeded, InvalidParameter, SpecError
 from dpkit.ledger import exact_text
 from dpkit.mean_estimate import no_mean_document
-from dpkit.pricing import PricedPlan
+from dpkit.pricing import PricedPlan, composition_note
 from dpkit.registry import Registry, get_registry
 from dpkit.session import Deferred, Release, Session
 from dpkit.spec.data import DataPolicy, open_regular
@@ -274,6 +276,10 @@ def run_spec(
                 "budget": _amount(session.budget, up=False),
                 "spent": _amount(session.spent),
                 "remaining": _amount(session.remaining, up=False),
+                "charged": {
+                    **_amount(priced.total or Cost(Fraction(0), Fraction(0))),
+                    "composed": composition_note(priced, session.rule),
+                },
             },
             "results": [results[index] for index in range(len(plan.queries))],
         }

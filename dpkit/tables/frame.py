@@ -41,7 +41,9 @@ def narwhals() -> Any:
     try:
         import narwhals.stable.v2 as nw
     except ImportError:
-        raise MissingDependency("narwhals", "tables", needed_by="table inputs") from None
+        raise MissingDependency(
+            "narwhals", "tables", needed_by="table inputs", plural=True
+        ) from None
     return nw
 
 

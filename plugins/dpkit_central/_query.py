@@ -72,7 +72,6 @@ from dpkit.plugin import (
     InvalidData,
     InvalidParameter,
     PrivacyEvent,
-    interval,
     json_value,
 )
 from dpkit_central._noise import NOISE_INTERVAL, AdditiveNoise, symmetric_interval
@@ -80,6 +79,7 @@ from dpkit_central._validation import as_array, check_kind, finite_answers, tota
 from dpkit_central.accuracy import Accuracy, check_alpha, mode_of
 from dpkit_central.gaussian import Gaussian
 from dpkit_central.geometric import Geometric
+from dpkit_central.intervals import MeanInterval, RankInterval, interval_document
 from dpkit_central.laplace import Laplace
 
 if TYPE_CHECKING:
@@ -129,6 +129,8 @@ class QueryResult:
         categories: the histogram's categories, in the order of ``value``.
         parts: the releases a composite query is built from (the mean's centred sum and count);
             they were released anyway, so they cost nothing more.
+        interval: how a mean's or a (secure-mode) quantile's interval follows from public
+            quantities and the released values (:mod:`dpkit_central.intervals`).
     """
 
     query: str
@@ -140,6 +142,7 @@ class QueryResult:
     categories: tuple[Any, ...] | None = None
     parts: tuple[QueryResult, ...] = ()
     noise: AdditiveNoise | None = None
+    interval: MeanInterval | RankInterval | None = None
 
     def noise_half_width(self, level: float = 0.95) -> float | None:
         """h with P[|noise| ≤ h] ≥ ``level`` for additive noise; None for mean and quantile.
@@ -171,10 +174,28 @@ class QueryResult:
     def confidence_interval(self, level: float = 0.95) -> tuple[Any, Any] | None:
         """An interval that covers the exact (clamped) statistic with probability ≥ ``level``.
 
-        It accounts for the privacy noise only (the data are taken as given); None where the
-        release is not answer + noise (mean, quantile).
+        It accounts for the privacy noise only (the data are taken as given): value ± the
+        noise's half-width, or a mean's ratio interval
+        (:class:`~dpkit_central.intervals.MeanInterval`); None for a quantile, whose
+        guarantee is in ranks (:meth:`rank_half_width`).
         """
-        return symmetric_interval(self.value, self.noise_half_width(level))
+        half = self.noise_half_width(level)
+        if half is not None or not isinstance(self.interval, MeanInterval):
+            return symmetric_interval(self.value, half)
+        parts = {part.query: part.value for part in self.parts}
+        low, high = self.interval.bounds(parts["centred_sum"], parts["count"], level)
+        return float(low), float(high)
+
+    def rank_half_width(self, level: float = 0.95) -> float | None:
+        """A secure-mode quantile's rank guarantee at ``level`` (None otherwise)."""
+        self.noise_half_width(level)  # checks the level
+        if isinstance(self.interval, RankInterval):
+            return self.interval.half_width(level)
+        return None
+
+    def interval_method(self, level: float = 0.95) -> str:
+        """How the interval at ``level`` is computed, in words."""
+        return NOISE_INTERVAL if self.interval is None else self.interval.method(level)
 
     def to_document(self, *, confidence: float = 0.95) -> dict[str, Any]:
         """The release in a result document (:class:`dpkit.document.Document`): the noise
@@ -187,9 +208,7 @@ class QueryResult:
             categories=list(self.categories) if self.categories else None,
             estimate=json_value(self.value),
             variance=json_value(self.variance),
-            confidence_interval=interval(
-                self.confidence_interval(confidence), confidence, NOISE_INTERVAL
-            ),
+            confidence_interval=interval_document(self, confidence),
         )
         return out
 

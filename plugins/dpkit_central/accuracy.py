@@ -32,9 +32,20 @@ from typing import Any
 import attrs
 
 from dpkit.plugin import InvalidParameter, PrivacyEvent, resolve_rng
-from dpkit_central._noise import AdditiveNoise
+from dpkit_central._noise import NOISE_INTERVAL, AdditiveNoise
+from dpkit_central.intervals import MEAN_INTERVAL
 
-__all__ = ["Accuracy", "check_alpha", "mode_of"]
+__all__ = ["MEAN_ERROR_AT", "RANK_INTERVAL", "Accuracy", "check_alpha", "mode_of"]
+
+#: Group sizes at which a plan states a mean's error bound (:meth:`Accuracy.mean_error`).
+MEAN_ERROR_AT = (100, 1_000, 10_000, 100_000)
+
+#: How a quantile's interval is given before the release (:mod:`dpkit_central.intervals`).
+RANK_INTERVAL = (
+    "exponential mechanism's rank guarantee (Dwork & Roth 2014, Theorem 3.11): the released "
+    "value's rank is within the half-width of the best achievable; no interval in the value's "
+    "units follows from public quantities"
+)
 
 
 def check_alpha(alpha: Any, owner: str) -> float:
@@ -95,6 +106,15 @@ class Accuracy:
             return None
         return (h_sum + h_count * self.half_range) / (records - h_count)
 
+    @property
+    def method(self) -> str:
+        """How the released values' intervals are computed (as their result documents say)."""
+        if self.half_range is not None:
+            return MEAN_INTERVAL
+        if self.unit == "ranks":
+            return RANK_INTERVAL
+        return NOISE_INTERVAL
+
     def describe(self) -> str:
         """The error bound in words: ``±30`` or ``±12 ranks`` (or the parts of a mean)."""
         if self.half_width is not None:
@@ -122,6 +142,10 @@ class Accuracy:
         }
         if self.parts:
             out["parts"] = {name: part.as_dict() for name, part in self.parts}
+        if self.half_range is not None:
+            found = {n: self.mean_error(n) for n in MEAN_ERROR_AT}
+            out["mean_error"] = {str(n): e for n, e in found.items() if e is not None}
+        out["method"] = self.method
         if self.selection is not None:
             out["ids_for_release"] = self.selection
         return out

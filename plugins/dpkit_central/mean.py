@@ -43,6 +43,7 @@ from dpkit_central.gaussian import (
     gaussian_noise_for,
     lattice_gaussian_release,
 )
+from dpkit_central.intervals import MeanInterval
 from dpkit_central.laplace import Laplace
 from dpkit_central.records import VALUE, numeric_value
 from dpkit_central.statistic import (
@@ -164,8 +165,16 @@ class Mean(Query):
             )
             for noise in (mech.noise_for(rng, 1),)
         )
+        rule = MeanInterval(
+            self.lower, self.upper, 0.0, sum_mech.noise_for(rng, 1), count_mech.noise_for(rng, 1)
+        )
         return QueryResult(
-            self.name, value, f"{self.noise} (sum and count)", self.privacy, parts=parts
+            self.name,
+            value,
+            f"{self.noise} (sum and count)",
+            self.privacy,
+            parts=parts,
+            interval=rule,
         )
 
     # -- the table face (TableStatistic) -------------------------------------------------------
@@ -225,12 +234,17 @@ class Mean(Query):
         noisy_sum = noisy(sum_mech, values["centred_sum"], rng, changed)
         noisy_count = noisy(count_mech, values["count"].astype(np.float64), rng, changed)
         mean = self.midpoint + noisy_sum / np.maximum(noisy_count, 1.0)
-        parts = (
-            ("centred_sum", noisy_sum, sum_mech.noise_for(rng, changed)),
-            ("count", noisy_count, count_mech.noise_for(rng, changed)),
+        sum_noise, count_noise = (
+            sum_mech.noise_for(rng, changed),
+            count_mech.noise_for(rng, changed),
         )
+        parts = (("centred_sum", noisy_sum, sum_noise), ("count", noisy_count, count_noise))
         clipped = np.clip(mean, self.lower, self.upper)
-        return Released(clipped, f"{self.noise} (sum and count)", None, parts)
+        rule = MeanInterval(self.lower, self.upper, self.step, sum_noise, count_noise)
+        # Named by the noise actually added (discrete on a lattice in secure mode), as the
+        # plan names it.
+        kinds = "/".join(sorted({sum_noise.kind, count_noise.kind}))
+        return Released(clipped, f"{kinds} (sum and count)", None, parts, interval=rule)
 
     def table_accuracy(self, contribution: Contribution, alpha: float, rng: Any) -> Accuracy:
         parts = self.parts(contribution.l1, contribution.l2, self.step)

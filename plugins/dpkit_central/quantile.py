@@ -32,6 +32,7 @@ from dpkit_central._query import (
 )
 from dpkit_central.accuracy import Accuracy, check_alpha, mode_of
 from dpkit_central.exponential import sample_by_weight, utility_guarantee
+from dpkit_central.intervals import RankInterval
 from dpkit_central.records import VALUE, numeric_value
 from dpkit_central.statistic import Contribution, Released, cell_runs
 
@@ -223,7 +224,8 @@ class Quantile(Query):
         below, count = int(bounds[i]), int(bounds[i + 1] - bounds[i])
         m = base + below + 1 + int(rng.integers(0, count))
         value = float(m) * self.lattice_step()  # rounding m·h to a double is post-processing
-        return QueryResult(self.name, value, "exponential", self.privacy)
+        rule = RankInterval(self.epsilon, self.lattice_points(), self.q)
+        return QueryResult(self.name, value, "exponential", self.privacy, interval=rule)
 
     def run(self, data: Any, /, *, rng: Any = None) -> QueryResult:
         rng = resolve_rng(rng, owner=self.name)[0]
@@ -292,7 +294,8 @@ class Quantile(Query):
         each = self.per_group(contribution)
         runs = aggregates.lattice or ()
         values = np.array([each.run_cells(c, n, rng=rng).value for c, n in runs], np.float64)
-        return Released(values, "exponential")
+        rule = RankInterval(each.epsilon, each.lattice_points(), self.q)
+        return Released(values, "exponential", interval=rule)
 
     def table_accuracy(self, contribution: Contribution, alpha: float, rng: Any) -> Accuracy:
         return self.per_group(contribution).accuracy(alpha)  # the lattice mechanism, both modes

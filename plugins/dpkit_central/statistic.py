@@ -36,6 +36,7 @@ from dpkit.plugin import ColumnKind, PrivacyEvent
 from dpkit_central._noise import AdditiveNoise
 from dpkit_central.accuracy import Accuracy
 from dpkit_central.geometric import Geometric
+from dpkit_central.intervals import MeanInterval, RankInterval
 from dpkit_central.records import CELL, VALUE
 
 __all__ = [
@@ -83,14 +84,16 @@ class Contribution:
 class Released:
     """What a statistic's noisy release gives the result: the values (one per group, or a row
     of cells per group), the mechanism's name, its noise (None when not answer + noise), the
-    released parts of a composite statistic (name, values, noise) and the labels of a row of
-    cells."""
+    released parts of a composite statistic (name, values, noise), the labels of a row of
+    cells, and the rule for the interval of a statistic that is not answer + noise
+    (:mod:`dpkit_central.intervals`)."""
 
     values: NDArray[Any]
     mechanism: str
     noise: AdditiveNoise | None = None
     parts: tuple[tuple[str, NDArray[Any], AdditiveNoise | None], ...] = ()
     categories: tuple[Any, ...] | None = None
+    interval: MeanInterval | RankInterval | None = None
 
 
 @runtime_checkable

@@ -10,8 +10,9 @@ import attrs
 import numpy as np
 from numpy.typing import NDArray
 
-from dpkit.plugin import InvalidParameter, PrivacyEvent, interval, json_value, narwhals
+from dpkit.plugin import InvalidParameter, PrivacyEvent, json_value, narwhals
 from dpkit_central._noise import NOISE_INTERVAL, AdditiveNoise, symmetric_interval
+from dpkit_central.intervals import MeanInterval, RankInterval, interval_document
 
 __all__ = ["TableResult"]
 
@@ -45,6 +46,8 @@ class TableResult:
         parts: the mean's noisy centred sums and counts (released anyway).
         unit: the privacy unit, as JSON.
         backend: the library of the input table (the result table is built with it).
+        interval: how a mean's or a quantile's interval is computed from public quantities
+            and the released values (:mod:`dpkit_central.intervals`); None for answer + noise.
     """
 
     query: str
@@ -58,6 +61,7 @@ class TableResult:
     parts: tuple[TableResult, ...] = ()
     unit: dict[str, Any] = attrs.field(factory=lambda: {"kind": "record"})
     backend: str | None = None
+    interval: MeanInterval | RankInterval | None = None
 
     @property
     def value(self) -> Any:
@@ -83,8 +87,31 @@ class TableResult:
 
     def confidence_interval(self, level: float = 0.95) -> tuple[Any, Any] | None:
         """Per value, an interval covering the exact (bounded) statistic with probability
-        ≥ ``level`` (the privacy noise only); None where the release is not answer + noise."""
-        return symmetric_interval(self.value, self.noise_half_width(level))
+        ≥ ``level`` (the privacy noise only): value ± the noise's half-width, or for a mean
+        the ratio interval of :class:`~dpkit_central.intervals.MeanInterval`; None for a
+        quantile, whose guarantee is in ranks (:meth:`rank_half_width`)."""
+        half = self.noise_half_width(level)
+        if half is not None or not isinstance(self.interval, MeanInterval):
+            return symmetric_interval(self.value, half)
+        parts = dict((part.query, part.values) for part in self.parts)
+        low, high = self.interval.bounds(parts["centred_sum"], parts["count"], level)
+        if not self.by and len(self.keys) == 1:
+            return low[0].item(), high[0].item()
+        return low, high
+
+    def rank_half_width(self, level: float = 0.95) -> float | None:
+        """A quantile's rank guarantee at ``level``: each released value's rank is within
+        this many ranks of the best achievable (None for the other statistics)."""
+        self.noise_half_width(level)  # checks the level
+        if isinstance(self.interval, RankInterval):
+            return self.interval.half_width(level)
+        return None
+
+    def interval_method(self, level: float = 0.95) -> str:
+        """How the interval at ``level`` is computed, in words."""
+        if self.interval is not None:
+            return self.interval.method(level)
+        return NOISE_INTERVAL
 
     def to_document(self, *, confidence: float = 0.95) -> dict[str, Any]:
         """The release in a result document (:class:`dpkit.document.Document`): the noise
@@ -102,39 +129,48 @@ class TableResult:
             categories=list(self.categories) if self.categories else None,
             estimate=json_value(self.value),
             variance=json_value(self.variance),
-            confidence_interval=interval(
-                self.confidence_interval(confidence), confidence, NOISE_INTERVAL
-            ),
+            confidence_interval=interval_document(self, confidence),
         )
         return out
 
     def rows(self, level: float = 0.95) -> list[dict[str, Any]]:
         """One dict per released value: the group columns, the category (histogram), the
-        value, the noise scale and the interval at ``level``."""
-        half = self.noise_half_width(level)
+        value, the noise scale, the interval at ``level`` and how it was computed."""
+        bounds = self.confidence_interval(level)
+        low, high = (None, None) if bounds is None else bounds
+        low = np.broadcast_to(np.asarray(low, dtype=np.float64), np.shape(self.values))
+        high = np.broadcast_to(np.asarray(high, dtype=np.float64), np.shape(self.values))
+        method = self.interval_method(level)
         out = []
         cells = self.categories if self.categories is not None else (None,)
-        for key, row in zip(self.keys, self.values, strict=True):
-            for cell, value in zip(cells, np.atleast_1d(row), strict=True):
+        for key, row, row_low, row_high in zip(self.keys, self.values, low, high, strict=True):
+            for cell, value, lo, hi in zip(
+                cells,
+                np.atleast_1d(row),
+                np.atleast_1d(row_low),
+                np.atleast_1d(row_high),
+                strict=True,
+            ):
                 record: dict[str, Any] = dict(zip(self.by, key, strict=True))
                 if self.categories is not None:
                     record["category"] = cell
-                number = float(value)
                 record["value"] = value.item() if hasattr(value, "item") else value
                 record["noise_scale"] = self.noise_scale
-                record["ci_lower"] = None if half is None else number - half
-                record["ci_upper"] = None if half is None else number + half
+                record["ci_lower"] = None if bounds is None else float(lo)
+                record["ci_upper"] = None if bounds is None else float(hi)
+                record["ci_method"] = method
                 out.append(record)
         return out
 
     def table(self, level: float = 0.95) -> Any:
         """The release as a table of the input's kind (pandas in, pandas out; Polars; PyArrow):
         group columns, ``category`` (histogram), ``value``, ``noise_scale``, ``ci_lower``,
-        ``ci_upper`` (NaN where the statistic has no interval)."""
+        ``ci_upper`` (NaN where the statistic has no interval in its units: a quantile) and
+        ``ci_method`` (how the interval is computed; a quantile's states its rank bound)."""
         nw = narwhals()
         rows = self.rows(level)
         columns = [*self.by, *(["category"] if self.categories is not None else [])]
-        columns += ["value", "noise_scale", "ci_lower", "ci_upper"]
+        columns += ["value", "noise_scale", "ci_lower", "ci_upper", "ci_method"]
         data: dict[str, list[Any]] = {c: [r[c] for r in rows] for c in columns}
         for c in ("noise_scale", "ci_lower", "ci_upper"):
             data[c] = [math.nan if v is None else float(v) for v in data[c]]

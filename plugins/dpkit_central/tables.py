@@ -576,6 +576,7 @@ class TableQuery:
             ),
             unit=self.unit.describe(),
             backend=backend,
+            interval=released.interval,
         )
 
     def run(self, data: Any, /, *, rng: Any = None) -> TableResult:

@@ -13,8 +13,6 @@ import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
 EXAMPLES = ROOT / "schemas" / "examples"
-#: The example specs read ../data/people.csv: their data root is schemas/examples.
-ROOTED = ("--data-root", str(EXAMPLES))
 SCRIPT = Path(sys.executable).with_name("dpkit")
 VALID = sorted((EXAMPLES / "valid").glob("*.json"))
 INVALID = sorted(
@@ -42,7 +40,7 @@ def test_there_are_examples() -> None:
 @pytest.mark.parametrize("spec", VALID, ids=lambda p: p.stem)
 def test_valid_example_runs(spec: Path, tmp_path: Path) -> None:
     ledger = tmp_path / "ledger.sqlite"
-    result = dpkit("run", "--json", str(spec), *ROOTED, "--ledger", str(ledger))
+    result = dpkit("run", "--json", str(spec), "--ledger", str(ledger))
     assert result.returncode == 0, result.stdout + result.stderr
     document = json.loads(result.stdout)
     schema = json.loads(dpkit("schema", "result").stdout)
@@ -59,7 +57,7 @@ def test_valid_example_runs(spec: Path, tmp_path: Path) -> None:
 def test_invalid_example_fails_as_documented(spec: Path, tmp_path: Path) -> None:
     expected = json.loads(spec.with_name(spec.stem + ".expected.json").read_text())
     ledger = tmp_path / "ledger.sqlite"
-    result = dpkit("run", "--json", str(spec), *ROOTED, "--ledger", str(ledger))
+    result = dpkit("run", "--json", str(spec), "--ledger", str(ledger))
     assert result.returncode == expected["exit_code"], result.stdout + result.stderr
     assert "Traceback" not in result.stderr
     errors = json.loads(result.stdout)["errors"]
@@ -79,11 +77,9 @@ def test_invalid_example_fails_as_documented(spec: Path, tmp_path: Path) -> None
 
 def test_seeded_runs_reproduce(tmp_path: Path) -> None:
     spec = EXAMPLES / "valid" / "people_session.json"
-    first = dpkit(
-        "run", "--json", str(spec), *ROOTED, "--ledger", str(tmp_path / "a.sqlite"), "--seed", "5"
-    )
+    first = dpkit("run", "--json", str(spec), "--ledger", str(tmp_path / "a.sqlite"), "--seed", "5")
     second = dpkit(
-        "run", "--json", str(spec), *ROOTED, "--ledger", str(tmp_path / "b.sqlite"), "--seed", "5"
+        "run", "--json", str(spec), "--ledger", str(tmp_path / "b.sqlite"), "--seed", "5"
     )
     estimates = [
         [r["estimate"] for r in json.loads(out.stdout)["results"]] for out in (first, second)
@@ -95,8 +91,8 @@ def test_ledger_accumulates_then_refuses(tmp_path: Path) -> None:
     """The survey spec spends ln 3 of 2.0: the first run fits, the second is refused with exit 3."""
     spec = EXAMPLES / "valid" / "survey_rr.json"
     ledger = tmp_path / "ledger.sqlite"
-    assert dpkit("run", "--json", str(spec), *ROOTED, "--ledger", str(ledger)).returncode == 0
-    refused = dpkit("run", "--json", str(spec), *ROOTED, "--ledger", str(ledger))
+    assert dpkit("run", "--json", str(spec), "--ledger", str(ledger)).returncode == 0
+    refused = dpkit("run", "--json", str(spec), "--ledger", str(ledger))
     assert refused.returncode == 3
     error = json.loads(refused.stdout)["errors"][0]
     assert error["code"] == "budget_exceeded" and error["pointer"] == "/budget/epsilon"
@@ -129,7 +125,6 @@ def test_not_a_ledger_is_refused_and_untouched(tmp_path: Path) -> None:
         "run",
         "--json",
         str(EXAMPLES / "valid" / "survey_rr.json"),
-        *ROOTED,
         "--ledger",
         str(ledger),
     )

@@ -20,8 +20,8 @@ ROOT = Path(__file__).resolve().parents[2]
 EXAMPLES = ROOT / "schemas" / "examples"
 VISITS = EXAMPLES / "valid" / "visits_by_city.json"
 SCRIPT = Path(sys.executable).with_name("dpkit")
-#: The example specs read ../data/*.csv: their data root is schemas/examples.
-ROOTED = DataPolicy(root=EXAMPLES)
+#: The example specs read data/*.csv beside them: their data root is their own directory.
+ROOTED = DataPolicy(root=VISITS.parent)
 
 
 def dpkit_cli(*args: str | Path) -> subprocess.CompletedProcess[str]:
@@ -59,26 +59,24 @@ def test_grouped_id_level_session(tmp_path: Path) -> None:
 
 def test_the_readable_table_and_the_plan(tmp_path: Path) -> None:
     ledger = tmp_path / "l.sqlite"
-    plan = dpkit_cli("run", VISITS, "--data-root", EXAMPLES, "--ledger", ledger, "--plan")
+    plan = dpkit_cli("run", VISITS, "--ledger", ledger, "--plan")
     assert plan.returncode == 0, plan.stderr
     assert not ledger.exists()  # --plan opens no ledger, spends nothing
     lines = plan.stdout.splitlines()
     assert lines[0].split()[:5] == ["query", "statistic", "cost", "noise", "±"]
     assert any(line.startswith("devices") and "a key needs" in line for line in lines)
     assert "nothing was spent" in lines[-1]
-    planned = json.loads(
-        dpkit_cli("run", VISITS, "--data-root", EXAMPLES, "--plan", "--json").stdout
-    )
+    planned = json.loads(dpkit_cli("run", VISITS, "--plan", "--json").stdout)
     assert planned["spent"] is False and planned["total"]["epsilon_exact"] == "11/2"
     visits = planned["queries"][0]
     assert visits["accuracy"]["half_width"] > 0 and visits["accuracy"]["noise"]["distribution"]
 
-    run = dpkit_cli("run", VISITS, "--data-root", EXAMPLES, "--ledger", ledger)
+    run = dpkit_cli("run", VISITS, "--ledger", ledger)
     assert run.returncode == 0, run.stderr
     assert run.stdout.splitlines()[0].split()[:4] == ["query", "statistic", "group", "value"]
     assert "Lyon" in run.stdout and "Brest" not in run.stdout
     assert run.stderr == ""
-    refused = dpkit_cli("run", VISITS, "--data-root", EXAMPLES, "--ledger", ledger)
+    refused = dpkit_cli("run", VISITS, "--ledger", ledger)
     assert refused.returncode == 3 and refused.stdout == ""
     assert refused.stderr.startswith("dpkit: error: 1 problem; nothing was spent")
 
@@ -88,7 +86,7 @@ def _spec(query: dict[str, Any]) -> dict[str, Any]:
         "dpkit": "1",
         "session_budget": {"epsilon": 10},
         "statistic": "count",
-        "input": {"source": "csv", "path": "../data/visits.csv", "column": "minutes"},
+        "input": {"source": "csv", "path": "data/visits.csv", "column": "minutes"},
         "budget": {"epsilon": 0.5},
     }
     base.update(query)
@@ -142,7 +140,7 @@ def test_refused_before_anything_is_read(change: dict[str, Any], pointer: str, c
 def test_progress_is_off_when_stderr_is_not_a_terminal(tmp_path: Path) -> None:
     env = dict(os.environ)
     result = subprocess.run(
-        [str(SCRIPT), "run", str(VISITS), "--data-root", str(EXAMPLES), "--ledger",
+        [str(SCRIPT), "run", str(VISITS), "--ledger",
          str(tmp_path / "l.sqlite"), "--json"],
         capture_output=True, text=True, check=False, env=env,
     )  # fmt: skip

@@ -318,6 +318,6 @@ def test_table_options_the_schema_accepts_are_accepted(data: st.DataObject) -> N
     assume(2 * groups * math.log(groups / delta) / epsilon <= 2**19)
     assume(delta * 2.0**64 / groups >= 2)
     try:
-        _plan(spec, base_dir=ROOT / "schemas" / "examples" / "data")
+        _plan(spec, base_dir=ROOT / "schemas" / "examples" / "valid" / "data")
     except SpecInvalid as error:
         pytest.fail(f"the schema accepts what a constructor refuses: {error.as_dict()}\n{spec}")

@@ -37,7 +37,7 @@ import pytest
 ROOT = Path(__file__).resolve().parents[2]
 EXAMPLES = ROOT / "schemas" / "examples"
 VALID_EXAMPLES = EXAMPLES / "valid"
-PEOPLE_CSV = EXAMPLES / "data" / "people.csv"
+PEOPLE_CSV = VALID_EXAMPLES / "data" / "people.csv"
 
 #: Canaries planted in private data: none of them may ever be printed.
 CANARY_NUMBER = 7355608

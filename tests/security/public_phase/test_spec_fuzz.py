@@ -43,8 +43,8 @@ from dpkit.spec.schema import INJECTED, params_schema
 
 ROOT = Path(__file__).resolve().parents[3]
 VALID = ROOT / "schemas" / "examples" / "valid"
-PEOPLE = ROOT / "schemas" / "examples" / "data" / "people.csv"
-VISITS = ROOT / "schemas" / "examples" / "data" / "visits.csv"
+PEOPLE = ROOT / "schemas" / "examples" / "valid" / "data" / "people.csv"
+VISITS = ROOT / "schemas" / "examples" / "valid" / "data" / "visits.csv"
 NAN, INF = math.nan, math.inf
 
 Missing = object()  # marker: delete the field

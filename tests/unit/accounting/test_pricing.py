@@ -207,3 +207,21 @@ def test_a_price_of_other_events_is_refused(tmp_path: Path) -> None:
 
 def session_items(events: Sequence[PrivacyEvent]) -> list[tuple[Any, ...]]:
     return [(_Query(event), Deferred(lambda: 0), None) for event in events]
+
+
+def test_composition_note_says_how_the_total_was_composed() -> None:
+    """In decimals, with the plain sum beside a joint price below it."""
+    from dpkit.pricing import composition_note
+    from dpkit.privacy import GaussianDP, LaplaceDP
+
+    gaussians = dpkit.pricing.price_plan([(GaussianDP(noise_multiplier=5.0, delta=1e-6), 1)] * 3)
+    note = composition_note(gaussians)
+    assert note.startswith("the joint PLD price of 3 queries: ε = ")
+    assert "δ = 3e-06" in note and "(their sum would be 2.50236)" in note
+    assert "/" not in note  # no raw fractions
+    pure = dpkit.pricing.price_plan([(LaplaceDP(epsilon=0.1), 1)] * 3)
+    assert composition_note(pure) == "the sum of the costs of 3 queries: ε = 0.3"
+    assert composition_note(dpkit.pricing.price_plan([(LaplaceDP(epsilon=0.1), 1)])) == (
+        "the cost of 1 query: ε = 0.1"
+    )
+    assert composition_note(gaussians, "zcdp").startswith("the sum of the ρ of 3 queries (zCDP)")

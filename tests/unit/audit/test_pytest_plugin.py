@@ -116,3 +116,13 @@ def test_plugin_module_is_cheap_to_import() -> None:
         [sys.executable, "-c", code], capture_output=True, text=True, check=True
     ).stdout
     assert out.split() == ["False", "False"]
+
+
+def test_the_audit_extra_installs_what_dp_check_needs() -> None:
+    """``pip install 'dpkit[audit]'`` is enough to run ``dp_check`` (pytest and scipy)."""
+    tomllib = pytest.importorskip("tomllib")  # Python ≥ 3.11
+
+    pyproject = Path(__file__).resolve().parents[3] / "pyproject.toml"
+    extras = tomllib.loads(pyproject.read_text(encoding="utf-8"))["project"]
+    audit = {r.split(">")[0].split("[")[0] for r in extras["optional-dependencies"]["audit"]}
+    assert {"pytest", "scipy"} <= audit

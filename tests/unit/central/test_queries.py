@@ -320,11 +320,13 @@ def test_noise_intervals_cover_at_their_level(query: Any, level: float) -> None:
         assert stats.binomtest(hits, 4000, level).pvalue > 1e-6
 
 
-def test_mean_has_no_noise_interval() -> None:
+def test_mean_has_no_symmetric_noise_interval() -> None:
+    """A mean is not answer + noise: its interval is the ratio interval
+    (tests/unit/central/test_intervals.py), never value ± a noise half-width."""
     result = Mean(lower=0.0, upper=1.0, epsilon=1.0).run(
         np.array([0.5]), rng=np.random.default_rng(1)
     )
-    assert result.confidence_interval(0.95) is None
+    assert result.noise_half_width(0.95) is None
 
 
 @pytest.mark.parametrize("noise", ["laplace", "gaussian"])

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import math
+import re
 from collections.abc import Callable
 from typing import Any, ClassVar, Literal
 
@@ -88,3 +89,20 @@ def test_cli(capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["advise", "--k", "1", "--epsilon", "1"]) == 2
     assert "k=1" in capsys.readouterr().err
     assert np.isfinite(dpkit.advise(2, 30.0).variances["krr"])
+
+
+def test_cli_without_n_gives_per_user_figures(capsys: pytest.CaptureFixture[str]) -> None:
+    """No --n is not n = 1 users: the figures are per user, and say so; --n N divides them."""
+    assert main(["advise", "--k", "6", "--epsilon", "1"]) == 0
+    out = capsys.readouterr().out
+    assert not re.search(r"\bn=1\b", out) and "per user" in out and "n·VAR*[f]" in out
+    assert main(["advise", "--k", "6", "--epsilon", "1", "--json"]) == 0
+    per_user = json.loads(capsys.readouterr().out)
+    assert per_user["n"] is None
+    assert main(["advise", "--k", "6", "--epsilon", "1", "--n", "1000", "--json"]) == 0
+    at_n = json.loads(capsys.readouterr().out)
+    assert at_n["n"] == 1000
+    for name, variance in per_user["variances"].items():
+        assert at_n["variances"][name] == pytest.approx(variance / 1000)
+    assert main(["advise", "--mean", "--epsilon", "1"]) == 0
+    assert "per user" in capsys.readouterr().out

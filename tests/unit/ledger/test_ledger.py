@@ -541,6 +541,53 @@ def test_budget_show_releases(
     assert "result not stored (spent)" in capsys.readouterr().out
 
 
+def test_release_tables_summarise_results_and_json_has_them_whole(
+    ledger_store: LedgerStore, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A grouped result document is a line of values in the table, the document in --json."""
+    path = ledger_store.location
+    ledger = _new(path)
+    groups = [f"city-{i}" for i in range(40)]
+    result = {
+        "query_id": "minutes",
+        "statistic": "sum",
+        "keys": [[g] for g in groups],
+        "estimate": [1000.0 + i for i in range(40)],
+        "confidence_interval": {
+            "level": 0.95,
+            "lower": [990.0 + i for i in range(40)],
+            "upper": [1010.0 + i for i in range(40)],
+            "method": "exact quantiles of the privacy noise (data taken as given)",
+        },
+    }
+    ledger.record_result(_spend(ledger, label="minutes").release_id, result)
+    single = {
+        "estimate": 41.5,
+        "confidence_interval": {"level": 0.95, "lower": 40.0, "upper": 43.0},
+    }
+    ledger.record_result(_spend(ledger, label="age").release_id, single)
+    for action in (["show", "--releases"], ["history"]):
+        assert main(["budget", *action, "--ledger", str(path)]) == 0
+        out = capsys.readouterr().out
+        row = next(line for line in out.splitlines() if "minutes" in line)
+        assert "city-0 1000, city-1 1001" in row and "…" in row and "city-39" not in row
+        assert len(row) < 300  # not a thousand characters of JSON
+        assert "41.5 ±1.5 (95%)" in out and "every stored result in full: --json" in out
+    assert main(["budget", "show", "--releases", "--json", "--ledger", str(path)]) == 0
+    entries = json.loads(capsys.readouterr().out)["entries"]
+    assert entries[0]["result"] == result
+
+
+def test_budget_show_on_a_missing_ledger_says_nothing_was_spent_there(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    missing = tmp_path / "missing.sqlite"
+    assert main(["budget", "show", "--ledger", str(missing)]) == 2
+    err = capsys.readouterr().err
+    assert "no ledger at" in err and "nothing has been spent there yet" in err
+    assert "give a budget" not in err and not missing.exists()
+
+
 def test_budget_show_counts_releases_in_the_database(
     ledger_store: LedgerStore, capsys: pytest.CaptureFixture[str]
 ) -> None:

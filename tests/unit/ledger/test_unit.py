@@ -51,7 +51,7 @@ LedgerStore = Any
 RECORD = UnitIdentity("record")
 USER = UnitIdentity("id", "user")
 TENTH = Cost(Fraction(1, 10), Fraction(0))
-EXAMPLES = Path(__file__).resolve().parents[3] / "schemas" / "examples"
+EXAMPLES = Path(__file__).resolve().parents[3] / "schemas" / "examples" / "valid"
 
 
 def _table() -> Any:

@@ -110,7 +110,9 @@ def test_each_refusal_carries_its_path(refusal: Callable[[], Any], path: tuple[s
     assert info.value.path == path
 
 
-VISITS = Path(__file__).resolve().parents[3] / "schemas" / "examples" / "data" / "visits.csv"
+VISITS = (
+    Path(__file__).resolve().parents[3] / "schemas" / "examples" / "valid" / "data" / "visits.csv"
+)
 
 
 def _spec(query: dict[str, Any]) -> dict[str, Any]:

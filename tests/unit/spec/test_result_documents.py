@@ -47,6 +47,8 @@ def by_attributes(value: Any, level: float) -> dict[str, Any]:
         out["keys"] = [list(key) for key in value.keys]
     interval = getattr(value, "confidence_interval", None)
     bounds = interval(level) if interval is not None else None
+    method = value.interval_method(level) if hasattr(value, "interval_method") else NOISE
+    ranks = value.rank_half_width(level) if hasattr(value, "rank_half_width") else None
     out.update(
         n=None,
         categories=list(value.categories) if getattr(value, "categories", None) else None,
@@ -58,9 +60,18 @@ def by_attributes(value: Any, level: float) -> dict[str, Any]:
             "level": level,
             "lower": _listify(bounds[0]),
             "upper": _listify(bounds[1]),
-            "method": NOISE,
+            "method": method,
         },
     )
+    if ranks is not None:  # a quantile: its rank interval, no bounds in the value's units
+        out["confidence_interval"] = {
+            "level": level,
+            "lower": None,
+            "upper": None,
+            "unit": "ranks",
+            "half_width": ranks,
+            "method": method,
+        }
     return out
 
 

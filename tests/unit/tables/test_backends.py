@@ -89,7 +89,7 @@ def test_results_come_back_as_a_table_of_the_same_kind(backend: str) -> None:
     table = result.table()
     assert type(table).__module__.split(".")[0] == backend
     frame = pl.from_pandas(table) if backend == "pandas" else pl.DataFrame(table)
-    assert frame.columns == ["city", "value", "noise_scale", "ci_lower", "ci_upper"]
+    assert frame.columns == ["city", "value", "noise_scale", "ci_lower", "ci_upper", "ci_method"]
     assert frame["city"].to_list() == ["Lyon", "Paris", "Nice"]
     half = result.noise_half_width(0.95)
     assert np.allclose(frame["ci_upper"] - frame["value"], half)

@@ -115,9 +115,9 @@ def exact_floats(values: Any) -> NDArray[np.float64]:
     1-Lipschitz map of the integers into the doubles does better: integers n and n + 1 beyond
     2⁵³ have no two distinct doubles within 1 of each other, so such a map is constant there.
     A clamp is 1-Lipschitz per coordinate and monotone, so ‖f(x) − f(x′)‖ ≤ ‖x − x′‖ in every
-    Lp norm, one way if x′ − x is. An object array's elements (Python values: their types are
-    data) are all clamped by value, floats too — one rule for every element, so that 2⁶⁰ as a
-    float and 2⁶⁰ + 1 as an int stay 1 apart.
+    Lp norm, one way if x′ − x is. An object array's finite elements (Python values: their
+    types are data) are all clamped by value, floats too — one rule for every element, so that
+    2⁶⁰ as a float and 2⁶⁰ + 1 as an int stay 1 apart.
     """
     array = readable(values)
     kind = array.dtype.kind
@@ -132,15 +132,16 @@ def exact_floats(values: Any) -> NDArray[np.float64]:
 
 
 def _clamped_value(value: Any) -> Any:
-    """One Python value clamped to ±2⁵³ if it is a real number beyond them (NaN compares false
-    and, like anything that is not a number, is left for :func:`total_floats`); never raises."""
+    """One Python value clamped to ±2⁵³ if it is a finite real number beyond them (±inf, NaN
+    and anything that is not a number are left for :func:`total_floats`, and ±inf becomes ± the
+    largest double as in a float array); never raises."""
     if not isinstance(value, (numbers.Real, decimal.Decimal, np.bool_)):
         return value
     number: Any = value
     try:
-        if number > EXACT_LIMIT:
+        if math.inf > number > EXACT_LIMIT:
             return EXACT_LIMIT
-        if number < -EXACT_LIMIT:
+        if -math.inf < number < -EXACT_LIMIT:
             return -EXACT_LIMIT
     except Exception:  # a number-like whose comparison raises: total_floats decides
         return value

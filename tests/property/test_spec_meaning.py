@@ -96,7 +96,8 @@ def refused(
     try:
         spec.write_text(text)
         capfd.readouterr()
-        code = cli.main(["run", "--json", str(spec), "--ledger", str(ledger), *extra])
+        root = ["--data-root", str(source.parent.parent)]  # where the examples' data are
+        code = cli.main(["run", "--json", str(spec), "--ledger", str(ledger), *root, *extra])
         captured = capfd.readouterr()
         assert code == 2, (code, captured)
         assert "Traceback" not in captured.err

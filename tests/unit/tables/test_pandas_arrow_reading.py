@@ -54,12 +54,28 @@ def test_a_categorical_of_numbers_matches_number_keys(arrow_dtypes: bool) -> Non
     assert _counts(query, table, frame) == [[2, 1], [2, 1]]
 
 
+@pytest.mark.parametrize("arrow_dtypes", [False, True])
 @pytest.mark.parametrize("arrow_type", [pa.int64(), pa.uint64()])
-def test_integers_beyond_the_floats_release_on_pyarrow(arrow_type: Any) -> None:
+def test_integers_beyond_the_floats_release_on_pyarrow(arrow_type: Any, arrow_dtypes: bool) -> None:
     table = pa.table({"v": pa.array([2**53 + 1, 1], arrow_type)})
+    frame = table.to_pandas(types_mapper=pd.ArrowDtype) if arrow_dtypes else table
     query = Sum(lower=0, upper=10, epsilon=1.0).on("v")
-    query.check_input(table)
-    query.aggregate(table, rng=np.random.default_rng(0))
+    query.check_input(frame)
+    query.aggregate(frame, rng=np.random.default_rng(0))
+
+
+def test_a_64_bit_integer_is_read_as_its_nearest_double_on_every_engine() -> None:
+    """x = h·2³² + l, each half exact: the sum rounds once, as a C cast (ties to even)."""
+    from dpkit_central.records import VALUE, numeric_value
+
+    from dpkit.tables import as_frame, narwhals
+
+    nw = narwhals()
+    values = [2**53 + 1, 2**53 + 3, 2**63 - 1, -(2**63), -(2**53) - 1, 7, -7]
+    table = pa.table({"v": pa.array(values, pa.int64())})
+    for frame in (table, table.to_pandas(), table.to_pandas(types_mapper=pd.ArrowDtype)):
+        read = numeric_value(nw, as_frame(frame, owner="t"), "v", "number")
+        assert read.get_column(VALUE).to_list() == [float(v) for v in values]
 
 
 def test_negative_zero_is_the_category_zero_on_pyarrow() -> None:

@@ -98,6 +98,10 @@ def as_frame(data: Any, *, owner: str) -> Any:
     _refuse_repeated_names(data, module, owner=owner)
     if module == "pyarrow":
         data = plain_arrow(data)
+    elif module == "pandas":
+        data = plain_pandas(data)
+    elif module == "dask":
+        data = _plain_dask(data)
     try:
         with quiet():  # two version warnings of narwhals and PySpark (not about the data)
             return nw.from_native(data)
@@ -167,6 +171,73 @@ def _decoded(chunk: Any, plain: Any) -> Any:
         else:
             chunk = chunk.dictionary_decode()
     return chunk if chunk.type == plain else chunk.cast(plain)
+
+
+def plain_pandas(frame: Any) -> Any:
+    """A pandas DataFrame with the columns that pandas holds *encoded* decoded, from its
+    dtypes alone, as :func:`plain_arrow` decodes a PyArrow table: an Arrow dtype
+    (``pd.ArrowDtype``) of an encoded type (dictionary, run-end encoded, a view type) as its
+    plain type, ``halffloat[pyarrow]`` as ``float[pyarrow]`` (an exact widening: pandas' NaN
+    test of a float16 Arrow column is true for every value), and a categorical of numbers or
+    booleans (NumPy categories, a dictionary in Arrow's terms) as an Arrow column of its
+    categories' type — its values are numbers, which an engine would otherwise read as
+    categories of text, so that number keys match no row. A total, per-value map (no value is
+    looked at); a frame with no such column is returned as it is."""
+    import pandas as pd
+
+    if not isinstance(frame, pd.DataFrame):
+        return frame
+    plain = {i: _plain_pandas_type(dtype) for i, dtype in enumerate(frame.dtypes)}
+    plain = {i: kind for i, kind in plain.items() if kind is not None}
+    if not plain:
+        return frame
+    frame = frame.copy(deep=False)
+    for i, kind in plain.items():
+        frame[frame.columns[i]] = _decoded_series(frame.iloc[:, i], kind)
+    return frame
+
+
+def _plain_pandas_type(dtype: Any) -> Any:
+    """The Arrow type a pandas column of ``dtype`` is decoded to (:func:`plain_pandas`), None
+    for a dtype that is read as it is."""
+    import numpy as np
+    import pandas as pd
+    import pyarrow as pa
+
+    if isinstance(dtype, pd.ArrowDtype):
+        kind = dtype.pyarrow_dtype
+        if pa.types.is_float16(kind):
+            return pa.float32()
+        return _plain_type(kind)
+    if isinstance(dtype, pd.CategoricalDtype) and dtype.categories is not None:
+        categories = dtype.categories.dtype
+        if isinstance(categories, pd.ArrowDtype):
+            return _plain_pandas_type(categories) or categories.pyarrow_dtype
+        if isinstance(categories, np.dtype) and categories.kind in "biuf":
+            return pa.float32() if categories == np.float16 else pa.from_numpy_dtype(categories)
+    return None
+
+
+def _decoded_series(series: Any, plain: Any) -> Any:
+    """``series`` (an encoded column: :func:`_plain_pandas_type`) as an Arrow column of
+    ``plain``, chunk by chunk (:func:`_decoded`)."""
+    import pandas as pd
+    import pyarrow as pa
+
+    array = pa.array(series.array) if isinstance(series.dtype, pd.CategoricalDtype) else None
+    array = array if array is not None else series.array.__arrow_array__()
+    chunks = array.chunks if isinstance(array, pa.ChunkedArray) else [array]
+    decoded = pa.chunked_array([_decoded(chunk, plain) for chunk in chunks], plain)
+    return pd.Series(pd.arrays.ArrowExtensionArray(decoded), index=series.index, name=series.name)
+
+
+def _plain_dask(frame: Any) -> Any:
+    """A Dask DataFrame's partitions decoded as :func:`plain_pandas` decodes a pandas frame
+    (from the dtypes alone: a frame with no encoded column is returned as it is)."""
+    meta = getattr(frame, "_meta", None)
+    if meta is None or plain_pandas(meta) is meta:
+        return frame
+    return frame.map_partitions(plain_pandas, meta=plain_pandas(meta))
 
 
 def implementation(frame: Any) -> str:

@@ -6,7 +6,7 @@ Two kinds of helper live here, for the two phases of a session's release (``docs
   number of dimensions and dtype kind only, never at a value, and raise
   :class:`~dpkit.InvalidData` before any budget is spent;
 * *total, per-record* maps into a mechanism's domain (:func:`total_floats`,
-  :func:`finite_answers`, :func:`integer_answers`, :func:`total_utilities`): they never raise,
+  :func:`exact_floats`, :func:`finite_answers`, :func:`integer_answers`, :func:`total_utilities`): they never raise,
   warn or report what they changed, so nothing observable depends on the private values.
 
 The strict validators (:func:`as_finite`, :func:`as_integers`, :func:`as_utilities`) are for
@@ -34,6 +34,7 @@ from dpkit.plugin import (
 )
 
 __all__ = [
+    "EXACT_LIMIT",
     "LATTICE_LIMIT",
     "MAX_FINITE",
     "as_array",
@@ -43,6 +44,7 @@ __all__ = [
     "check_answers",
     "check_integer_answers",
     "check_kind",
+    "exact_floats",
     "finite_answers",
     "integer_answers",
     "kind_words",
@@ -59,6 +61,9 @@ MAX_FINITE = float(np.finfo(np.float64).max)
 LATTICE_LIMIT = (1 << 61) - 1
 #: Integer answers of the geometric mechanism are clamped to ±INTEGER_LIMIT (as ``as_integers``).
 INTEGER_LIMIT = 1 << 62
+#: Answers of the float mechanisms that no double holds are clamped to ±EXACT_LIMIT = 2⁵³, the
+#: largest range of integers that doubles hold exactly (:func:`exact_floats`).
+EXACT_LIMIT = 1 << 53
 
 
 def kind_words(array: NDArray[Any]) -> str:
@@ -88,13 +93,62 @@ def finite_answers(values: Any) -> NDArray[np.float64]:
     """The total map of real answers into the finite floats (``coerce`` of laplace, gaussian).
 
     Elementwise: NaN (and anything that is not a real number) → 0, +inf → the largest finite
-    double, −inf → its negative, finite values unchanged. Each coordinate is mapped on its
+    double, −inf → its negative, finite values unchanged — read by :func:`exact_floats`, which
+    clamps the integers that no double holds to ±2⁵³. Each coordinate is mapped on its
     own by a map that does not depend on the data, and a secure release then clamps the lattice
     index (:func:`lattice_steps`), a 1-Lipschitz map, so the declared sensitivity still bounds
     how far neighbouring answers can be apart.
     """
-    floats = total_floats(values)
+    floats = exact_floats(values)
     return np.nan_to_num(floats, copy=False, nan=0.0, posinf=MAX_FINITE, neginf=-MAX_FINITE)
+
+
+def exact_floats(values: Any) -> NDArray[np.float64]:
+    """``values`` as float64 by a map that keeps neighbouring answers neighbours (the float
+    mechanisms' ``coerce``; total, as :func:`total_floats`).
+
+    A float array is read as it is (exactly), integers of up to 32 bits too. The answers that
+    no double holds — 64-bit integers and Python values beyond ±2⁵³ — are first clamped to
+    ±:data:`EXACT_LIMIT` = ±2⁵³, inside which every integer is a double, so converting them
+    is exact. Rounding them to the nearest double instead would expand: the doubles beyond 2⁵³
+    are 2 or more apart, so 2⁵³ + 1 and 2⁵³ + 2 (Δ = 1 apart) become 2⁵³ and 2⁵³ + 2. No
+    1-Lipschitz map of the integers into the doubles does better: integers n and n + 1 beyond
+    2⁵³ have no two distinct doubles within 1 of each other, so such a map is constant there.
+    A clamp is 1-Lipschitz per coordinate and monotone, so ‖f(x) − f(x′)‖ ≤ ‖x − x′‖ in every
+    Lp norm, one way if x′ − x is. An object array's finite elements (Python values: their
+    types are data) are all clamped by value, floats too — one rule for every element, so that
+    2⁶⁰ as a float and 2⁶⁰ + 1 as an int stay 1 apart.
+    """
+    array = readable(values)
+    kind = array.dtype.kind
+    if kind == "i" and array.dtype.itemsize > 4:
+        array = np.clip(array, -EXACT_LIMIT, EXACT_LIMIT)
+    elif kind == "u" and array.dtype.itemsize > 4:
+        array = np.minimum(array, np.uint64(EXACT_LIMIT))
+    elif kind == "O" and array.size:
+        with np.errstate(all="ignore"):  # per-record comparisons: never a warning
+            array = np.asarray(_clamped_values(array), dtype=object).reshape(array.shape)
+    return total_floats(array)
+
+
+def _clamped_value(value: Any) -> Any:
+    """One Python value clamped to ±2⁵³ if it is a finite real number beyond them (±inf, NaN
+    and anything that is not a number are left for :func:`total_floats`, and ±inf becomes ± the
+    largest double as in a float array); never raises."""
+    if not isinstance(value, (numbers.Real, decimal.Decimal, np.bool_)):
+        return value
+    number: Any = value
+    try:
+        if math.inf > number > EXACT_LIMIT:
+            return EXACT_LIMIT
+        if -math.inf < number < -EXACT_LIMIT:
+            return -EXACT_LIMIT
+    except Exception:  # a number-like whose comparison raises: total_floats decides
+        return value
+    return value
+
+
+_clamped_values = np.frompyfunc(_clamped_value, 1, 1)
 
 
 def check_integer_answers(values: Any, *, owner: str) -> None:
@@ -171,14 +225,15 @@ def total_utilities(values: Any) -> NDArray[np.float64]:
 
     Elementwise: NaN (or anything that is not a real number) → −inf (a candidate that is never
     chosen), +inf → the largest finite double; then a row whose utilities are all −inf becomes
-    all zeros (a uniform choice). Finite values are unchanged. Capping at the largest double
+    all zeros (a uniform choice). Finite values are unchanged (read by :func:`exact_floats`:
+    integers that no double holds clamped to ±2⁵³). Capping at the largest double
     clamps every coordinate by the same data-independent 1-Lipschitz map, so utilities that were
     Δu-close stay Δu-close. Every ``randomize`` path takes the result: fast mode computes its
     float weights under ``np.errstate`` (an overflow to ±inf there is the right limit), and
     secure mode works with exact integers (Python ints when a row spans many binades).
     A 0-d input is read as one candidate.
     """
-    utilities = total_floats(values)
+    utilities = exact_floats(values)
     if utilities.ndim == 0:
         utilities = utilities.reshape(1)
     utilities[np.isnan(utilities)] = -np.inf

@@ -485,7 +485,7 @@ class TableQuery:
             labels = column == self.column and stat.reads_labels
             if kinds[column] == "object" and (column in self.by or labels or self._is_id(column)):
                 frame = plain_labels(nw, frame, column)
-            elif _as_float(schema[column]) and (column in self.by or self._is_id(column)):
+            elif _as_float(schema[column]) and (column in self.by or labels or self._is_id(column)):
                 frame = frame.with_columns(unsigned_zero(nw, column))
         kind = kinds[self.column] if self.column is not None else "other"
         dtype = schema[self.column] if self.column is not None else None

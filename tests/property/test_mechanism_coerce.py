@@ -23,21 +23,8 @@ import dpkit
 from dpkit.testing import check_coerce
 
 REGISTRY = dpkit.load_registry()
-#: Open defect (strict xfail: it fails once fixed, then delete the line): these mechanisms'
-#: ``coerce`` reads integer answers beyond 2⁵³ (int64, uint64, Python ints) as the nearest
-#: double, so the neighbours 2⁵³ + 1 and 2⁵³ + 2 (Δ = 1 apart) become 2⁵³ and 2⁵³ + 2.
-ROUNDED_BEYOND_2_53 = ("exponential", "gaussian", "laplace", "permute_and_flip", "report_noisy_max")
 
 
-def _marked(name: str) -> object:
-    if name not in ROUNDED_BEYOND_2_53:
-        return name
-    reason = "coerce rounds integer answers beyond 2**53 to the nearest double (2 apart)"
-    return pytest.param(
-        name, marks=pytest.mark.xfail(strict=True, raises=AssertionError, reason=reason)
-    )
-
-
-@pytest.mark.parametrize("name", [_marked(name) for name in REGISTRY.names()])
+@pytest.mark.parametrize("name", REGISTRY.names())
 def test_coerce_keeps_neighbours_neighbours(name: str) -> None:
     check_coerce(REGISTRY.info(name).cls)

@@ -23,8 +23,7 @@ contribution bounding is counted three ways:
   one.
 
 A step that raises is ``test_table_total.py``'s finding and is skipped here, so that it
-cannot hide a finding of this property; so are the examples of an open defect
-(``table_cases.open_defect``, each pinned in ``tests/unit/tables/test_open_defects.py``).
+cannot hide a finding of this property.
 
 Besides the cases drawn from everything, a second test draws only the stratum where public key
 lists meet text group columns (a key list may name a text group by a number, or by a number
@@ -57,7 +56,6 @@ from support.table_cases import (
     cases,
     engines_for,
     native,
-    open_defect,
     rows_per_group,
 )
 
@@ -76,9 +74,6 @@ DASK_EXAMPLES = 6  # over every statistic and both Dask variants
 
 
 def check_bounds(case: Case, engine: str) -> None:
-    if (defect := open_defect(case, engine)) is not None:
-        event(defect)
-        return
     neighbour = case.neighbour(engine)
     frames = [native(t, engine) for t in (case.table, neighbour) if t is not None]
     query = case.query

@@ -18,8 +18,7 @@ public phase on each engine refuses exactly the key lists that name one group tw
 convert-string rewrites object columns as the very text dpkit reads them as.
 
 An engine whose aggregate raises is ``test_table_total.py``'s finding and is left out of the
-comparison here, so that it cannot hide a finding of this property; so are the examples of an
-open defect (``table_cases.open_defect``, pinned in ``tests/unit/tables/test_open_defects.py``).
+comparison here, so that it cannot hide a finding of this property.
 
 False-positive rate: 0. The aggregates are deterministic given the table and seed (the
 bounding key comes from the seed; sums are exact fixed-point integers), and Hypothesis is
@@ -45,7 +44,6 @@ from support.table_cases import (
     aggregated,
     cases,
     native,
-    open_defect,
     read_alike,
 )
 
@@ -61,9 +59,6 @@ DASK_EXAMPLES = 12  # over every statistic, on pandas and both Dask variants
 def check_engines(case: Case, engines: tuple[str, ...]) -> None:
     found: dict[tuple[Any, ...], dict[str, Any]] = {}
     for engine in engines:
-        if (defect := open_defect(case, engine)) is not None:
-            event(defect)
-            continue
         frame = native(case.table, engine)
         if frame is not None and accepted(case, frame, engine):
             aggregates = aggregated(case, frame)

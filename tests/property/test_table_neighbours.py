@@ -18,8 +18,7 @@ rows, is the same on both. Then, for each noised answer (``TableQuery.noise_mech
   moves by at most 1.
 
 An aggregate that raises is ``test_table_total.py``'s finding and is skipped here, so that it
-cannot hide a finding of this property; so are the examples of an open defect
-(``table_cases.open_defect``, each pinned in ``tests/unit/tables/test_open_defects.py``).
+cannot hide a finding of this property.
 
 False-positive rate: 0. Every check is deterministic given the drawn table and seed (exact
 rational arithmetic; a relative slack of 1e-12 absorbs only the float rounding of the declared
@@ -52,7 +51,6 @@ from support.table_cases import (
     distance,
     engines_for,
     native,
-    open_defect,
     touched,
     within,
 )
@@ -65,9 +63,6 @@ DASK_EXAMPLES = 6  # over every statistic and both Dask variants
 
 
 def check_neighbours(case: Case, engine: str) -> None:
-    if (defect := open_defect(case, engine)) is not None:
-        event(defect)
-        return
     neighbour = case.neighbour(engine)
     if neighbour is None:
         event("no unit to remove")

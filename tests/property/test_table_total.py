@@ -13,8 +13,7 @@ fail; when it does, ``query.run`` is called on its own to show the error the ses
 withholds. A session turns any failure after the spend into ``ReleaseFailed`` with the spend
 kept, so every such failure is a privacy loss (its occurrence depends on the data) and a
 budget loss. The public phase itself must refuse exactly the key lists that name one group twice
-(``table_cases.accepted``). The examples of an open defect (``table_cases.open_defect``, each
-pinned in ``tests/unit/tables/test_open_defects.py``) are skipped on the engine it concerns.
+(``table_cases.accepted``).
 
 False-positive rate: 0: any exception after an accepted public phase is a failure of the
 library. Hypothesis is derandomized (the same examples on every machine) and fast mode is
@@ -41,7 +40,6 @@ from support.table_cases import (
     accepted,
     cases,
     native,
-    open_defect,
 )
 
 import dpkit
@@ -58,9 +56,6 @@ BUDGET = (100.0, 0.5)  # above any drawn query's cost: a refusal here is not the
 
 
 def check_total(case: Case, engine: str, secure: bool) -> None:
-    if (defect := open_defect(case, engine)) is not None:
-        event(defect)
-        return
     query = case.query
     frame = native(case.table, engine)
     if frame is None:

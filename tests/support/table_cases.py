@@ -41,7 +41,6 @@ from dpkit.testing.tables import (
     STORAGES,
     TEXT_STORAGES,
     VALUE,
-    Column,
     LogicalTable,
     Unrepresentable,
     identity,
@@ -314,63 +313,6 @@ def cases(
     elif table.rows:
         victim = draw(st.integers(0, table.rows - 1))
     return Case(table, query, victim, draw(st.integers(0, 2**32 - 1)))
-
-
-# -- open defects ------------------------------------------------------------------------------
-
-#: Engines whose table query runs on Arrow compute kernels (a PyArrow table, pandas with Arrow
-#: dtypes).
-_ARROW_COMPUTE = ("pyarrow", "pyarrow[parquet]", "pandas[arrow]")
-#: Arrow types that pandas holds as Arrow dtypes without dpkit decoding them
-#: (``dpkit.tables.plain_arrow`` decodes PyArrow tables only).
-_UNDECODED = ("run_end<string>", "run_end<int64>", "string_view", "binary_view", "float16")
-
-
-def open_defect(case: Case, engine: str) -> str | None:
-    """The open defect of dpkit that ``case`` runs into on ``engine``, if any: examples the
-    properties skip on that engine (counted by an ``event``) until it is fixed. Each is pinned
-    by a strict-xfail test in ``tests/unit/tables/test_open_defects.py`` that starts to pass —
-    and so fails — once it is fixed; then delete the pin and its line here."""
-    query, table = case.query, case.table
-    needed = [*query.by, *([query.column] if query.column is not None else [])]
-    if isinstance(query.unit, dpkit.IdUnit):
-        needed.append(ID)
-    storages = {table.column(c).storage for c in needed}
-    if engine == "pandas[arrow]" and storages & {*_UNDECODED, "dictionary<int64>"}:
-        return "open defect: pandas Arrow dtypes are not decoded (run-end, views, float16)"
-    labels = [*query.by]
-    if query.column is not None and query.statistic.reads_labels:
-        labels.append(query.column)
-    if engine in ("pandas", *DASK) and any(
-        table.column(c).storage == "dictionary<int64>" for c in labels
-    ):
-        return "open defect: a pandas categorical of numbers is read as text"
-    if (
-        engine in ("pyarrow", "pyarrow[parquet]")
-        and type(query.statistic) is Histogram
-        and query.column is not None
-        and any(_negative_zero(v) for v in table.column(query.column).values)
-    ):
-        return "open defect: PyArrow matches a float column's -0.0 to no category 0"
-    numbers = (
-        [query.column] if query.column is not None and type(query.statistic) is not Count else []
-    )
-    if engine == "pandas[arrow]":
-        numbers = needed  # its group keys and ids too
-    if engine in _ARROW_COMPUTE and any(_beyond_floats(table.column(c)) for c in numbers):
-        return "open defect: Arrow's safe cast of an integer beyond 2**53 to float64 raises"
-    return None
-
-
-def _negative_zero(value: Any) -> bool:
-    return isinstance(value, float) and value == 0 and math.copysign(1.0, value) < 0
-
-
-def _beyond_floats(column: Column) -> bool:
-    """Whether an integer column holds an integer that float64 cannot (|v| > 2⁵³)."""
-    if column.storage not in (*INTEGER_STORAGES, "dictionary<int64>", "run_end<int64>"):
-        return False
-    return any(v is not None and abs(v) > 2**53 for v in column.values)
 
 
 def engines_for(case: Case, engines: tuple[str, ...]) -> tuple[str, ...]:

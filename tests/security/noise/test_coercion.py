@@ -285,3 +285,22 @@ def test_geometric_rounds_python_values_down() -> None:
         assert np.abs(moved).max() <= delta
     with dpkit.Session(budget=(10.0, 0.0), ledger=":memory:") as session:
         session.release(geometric, [0.5, 3, "x", None], rng=np.random.default_rng(0))
+
+
+MECHANISMS = {
+    "laplace": {"epsilon": 1.0, "sensitivity": 1.0},
+    "gaussian": {"epsilon": 1.0, "delta": 1e-6, "sensitivity": 1.0},
+    "exponential": {"epsilon": 1.0},
+    "report_noisy_max": {"epsilon": 1.0},
+}
+
+
+@pytest.mark.parametrize("name", sorted(MECHANISMS))
+@pytest.mark.parametrize("dtype", ["int64", "uint64", "O"])
+def test_answers_beyond_the_doubles_stay_neighbours(name: str, dtype: str) -> None:
+    """2⁵³ + 1 and 2⁵³ + 2 (1 apart) rounded to the nearest double are 2⁵³ and 2⁵³ + 2, 2
+    apart; clamped to ±2⁵³ (inside, every integer is a double) they stay within 1."""
+    mechanism = dpkit.mechanism(name, **MECHANISMS[name])
+    x, y = (np.array([2**53 + k, 0], dtype=dtype) for k in (1, 2))
+    out_x, out_y = (np.asarray(mechanism.coerce(a, rng=None), dtype=np.float64) for a in (x, y))
+    assert abs(out_y[0] - out_x[0]) <= 1.0, (out_x, out_y)

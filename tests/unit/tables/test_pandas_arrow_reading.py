@@ -1,10 +1,8 @@
-"""Defects of the table layer that the table properties (``tests/property/test_table_*.py``)
-found and that are not fixed yet, each pinned by its smallest example.
-
-Each test states what dpkit should do and is a strict xfail: it fails today with the exception
-named in ``raises``, and once the defect is fixed it passes — which a strict xfail reports as a
-failure, so the fix must delete the pin here *and* the defect's line in
-``tests/support/table_cases.py`` (``open_defect``), giving the properties those examples back.
+"""Tables read alike on every engine, by the smallest examples the table properties
+(``tests/property/test_table_*.py``) found where they did not: pandas' Arrow dtypes and
+categoricals decoded as a PyArrow table's columns are (``dpkit.tables.frame.plain_pandas``),
+integers beyond 2⁵³ read as float64 without Arrow's safe cast failing after the spend, and
+−0.0 the histogram category 0 on PyArrow.
 
 Deterministic (fixed tables and seeds): no false positives.
 """
@@ -30,48 +28,24 @@ def _counts(query: Any, *tables: Any) -> list[list[int]]:
     ]
 
 
-@pytest.mark.xfail(
-    strict=True,
-    raises=AssertionError,
-    reason="pandas Arrow dtypes are not decoded as PyArrow tables are (plain_arrow): a run-end "
-    "encoded id column is of kind 'other' and its missing ids are not dropped",
-)
 def test_a_run_end_encoded_id_column_on_pandas_drops_missing_ids() -> None:
     table = pa.table({"id": pc.run_end_encode(pa.array([None, "a"], pa.string()))})
     query = Count(epsilon=1.0).on(unit=dpkit.IdUnit("id", max_rows=1))
     assert _counts(query, table, table.to_pandas(types_mapper=pd.ArrowDtype)) == [[1], [1]]
 
 
-@pytest.mark.xfail(
-    strict=True,
-    raises=pa.ArrowNotImplementedError,
-    reason="pandas Arrow dtypes are not decoded: Arrow has no take kernel for a view type, so "
-    "bounding a binary_view id column fails after the spend once an id has two rows",
-)
 def test_a_binary_view_id_column_on_pandas_releases() -> None:
     table = pa.table({"id": pa.array([b"a", b"a"], pa.binary_view()), "v": [1.0, 2.0]})
     query = Sum(lower=0, upper=5, epsilon=1.0).on("v", unit=dpkit.IdUnit("id", max_rows=1))
     query.aggregate(table.to_pandas(types_mapper=pd.ArrowDtype), rng=np.random.default_rng(0))
 
 
-@pytest.mark.xfail(
-    strict=True,
-    raises=AssertionError,
-    reason="pandas Arrow dtypes are not decoded: is_nan of a halffloat[pyarrow] column is true "
-    "for every value, so a count that drops missing values drops every row",
-)
 def test_a_float16_column_on_pandas_keeps_its_values() -> None:
     table = pa.table({"v": pa.array(np.array([1.0, np.nan], np.float16))})
     query = Count(epsilon=1.0).on("v")
     assert _counts(query, table, table.to_pandas(types_mapper=pd.ArrowDtype)) == [[1], [1]]
 
 
-@pytest.mark.xfail(
-    strict=True,
-    raises=AssertionError,
-    reason="a pandas categorical of numbers (a dictionary of int64 in pandas, with NumPy or "
-    "Arrow dtypes) is of kind text: number keys are matched as text and match no row",
-)
 @pytest.mark.parametrize("arrow_dtypes", [False, True])
 def test_a_categorical_of_numbers_matches_number_keys(arrow_dtypes: bool) -> None:
     table = pa.table({"g": pa.array([1, 2, 1], pa.int64()).dictionary_encode()})
@@ -80,26 +54,30 @@ def test_a_categorical_of_numbers_matches_number_keys(arrow_dtypes: bool) -> Non
     assert _counts(query, table, frame) == [[2, 1], [2, 1]]
 
 
-@pytest.mark.xfail(
-    strict=True,
-    raises=pa.ArrowInvalid,
-    reason="Arrow's safe cast of an integer beyond 2**53 to float64 raises after the spend "
-    "(a release that fails or not as one person's value is beyond 2**53)",
-)
+@pytest.mark.parametrize("arrow_dtypes", [False, True])
 @pytest.mark.parametrize("arrow_type", [pa.int64(), pa.uint64()])
-def test_integers_beyond_the_floats_release_on_pyarrow(arrow_type: Any) -> None:
+def test_integers_beyond_the_floats_release_on_pyarrow(arrow_type: Any, arrow_dtypes: bool) -> None:
     table = pa.table({"v": pa.array([2**53 + 1, 1], arrow_type)})
+    frame = table.to_pandas(types_mapper=pd.ArrowDtype) if arrow_dtypes else table
     query = Sum(lower=0, upper=10, epsilon=1.0).on("v")
-    query.check_input(table)
-    query.aggregate(table, rng=np.random.default_rng(0))
+    query.check_input(frame)
+    query.aggregate(frame, rng=np.random.default_rng(0))
 
 
-@pytest.mark.xfail(
-    strict=True,
-    raises=AssertionError,
-    reason="PyArrow matches a float column's -0.0 to no histogram category 0 (pandas and "
-    "Polars do; 0.0 and -0.0 are one value)",
-)
+def test_a_64_bit_integer_is_read_as_its_nearest_double_on_every_engine() -> None:
+    """x = h·2³² + l, each half exact: the sum rounds once, as a C cast (ties to even)."""
+    from dpkit_central.records import VALUE, numeric_value
+
+    from dpkit.tables import as_frame, narwhals
+
+    nw = narwhals()
+    values = [2**53 + 1, 2**53 + 3, 2**63 - 1, -(2**63), -(2**53) - 1, 7, -7]
+    table = pa.table({"v": pa.array(values, pa.int64())})
+    for frame in (table, table.to_pandas(), table.to_pandas(types_mapper=pd.ArrowDtype)):
+        read = numeric_value(nw, as_frame(frame, owner="t"), "v", "number")
+        assert read.get_column(VALUE).to_list() == [float(v) for v in values]
+
+
 def test_negative_zero_is_the_category_zero_on_pyarrow() -> None:
     table = pa.table({"v": pa.array([-0.0, 0.0])})
     query = Histogram(categories=[0], epsilon=1.0).on("v")

@@ -87,6 +87,8 @@ def dask_client() -> Iterator[Any]:
         cluster.close()
 
 
+# The tests on Spark are one xdist group (``xdist_group("spark")``): scripts/test runs them on one
+# worker process, so that one Spark session and one Connect server serve the whole run.
 @pytest.fixture(scope="session")
 def spark() -> Iterator[Any]:
     try:
@@ -101,19 +103,22 @@ def spark() -> Iterator[Any]:
 
 # A Spark Connect server of its own (a second JVM, local[2]; tests/support/engine_servers.py) for the
 # tests of Connect DataFrames, shared by them all. Its JVM takes some 20 s to start, so it is
-# launched as soon as the collected tests are known to need it, and starts while others run.
+# launched as soon as the selected tests (after -m and -k) are known to need it, and starts
+# while others run.
 _CONNECT_LAUNCH = pytest.StashKey[_engines.ConnectLaunch]()
 
 
-def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    if not any("spark_connect_server" in getattr(i, "fixturenames", ()) for i in items):
+def pytest_collection_finish(session: pytest.Session) -> None:
+    if os.environ.get("PYTEST_XDIST_WORKER"):
+        return  # the worker that runs the tests on Spark starts it when they ask for it
+    if not any("spark_connect_server" in getattr(i, "fixturenames", ()) for i in session.items):
         return
     try:
         launch = _engines.launch_spark_connect(cores=2, partitions=4)
     except _engines.Unavailable:
         return  # the fixture tries again, and reports why
-    config.stash[_CONNECT_LAUNCH] = launch
-    config.add_cleanup(launch.stop)
+    session.config.stash[_CONNECT_LAUNCH] = launch
+    session.config.add_cleanup(launch.stop)
 
 
 @pytest.fixture(scope="session")

@@ -17,7 +17,8 @@ import pytest
 ROOT = Path(__file__).resolve().parents[2]
 EXAMPLE = ROOT / "docs" / "plugins" / "example" / "dpkit-forced-response"
 
-pytestmark = pytest.mark.integration
+# One wheel and virtualenv for the module (fresh_env): its tests run on one worker process.
+pytestmark = [pytest.mark.integration, pytest.mark.xdist_group("wheel")]
 
 
 def pip(python: Path, *args: str) -> None:

@@ -87,10 +87,20 @@ def dask_client() -> Iterator[Any]:
         cluster.close()
 
 
-# The tests on Spark are one xdist group (``xdist_group("spark")``): scripts/test runs them on one
-# worker process, so that one Spark session and one Connect server serve the whole run.
+# The tests on Spark are marked `serial`: scripts/test runs them in one process, so that one
+# Spark session and one Connect server serve the whole run. A Spark fixture asked for in a
+# worker process of pytest-xdist (a JVM per worker, each local[2] on the same cores) fails.
+def _one_spark_per_run() -> None:
+    if os.environ.get("PYTEST_XDIST_WORKER"):
+        pytest.fail(
+            "a test on Spark runs in the serial run (mark it `serial`; run it without -n): "
+            "one Spark session for the whole test run, not one per worker process"
+        )
+
+
 @pytest.fixture(scope="session")
 def spark() -> Iterator[Any]:
+    _one_spark_per_run()
     try:
         session = _engines.start_spark(cores=2, partitions=4)
     except _engines.Unavailable as reason:
@@ -110,7 +120,7 @@ _CONNECT_LAUNCH = pytest.StashKey[_engines.ConnectLaunch]()
 
 def pytest_collection_finish(session: pytest.Session) -> None:
     if os.environ.get("PYTEST_XDIST_WORKER"):
-        return  # the worker that runs the tests on Spark starts it when they ask for it
+        return  # no test on Spark runs here (_one_spark_per_run)
     if not any("spark_connect_server" in getattr(i, "fixturenames", ()) for i in session.items):
         return
     try:
@@ -123,6 +133,7 @@ def pytest_collection_finish(session: pytest.Session) -> None:
 
 @pytest.fixture(scope="session")
 def spark_connect_server(request: pytest.FixtureRequest) -> Iterator[_engines.ConnectServer]:
+    _one_spark_per_run()
     try:
         launch = request.config.stash.get(_CONNECT_LAUNCH, None)
         if launch is None:  # not launched at collection (e.g. a docs page asked for it)

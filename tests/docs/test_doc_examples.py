@@ -193,12 +193,9 @@ SPARK_CONNECT_PAGES = ("scaling.md",)
 
 
 def _page_params() -> list[Any]:
-    """The pages; those on the tests' Spark session run where every test on Spark runs (one
-    worker process: tests/conftest.py)."""
+    """The pages; those on the tests' Spark session in the serial run (tests/conftest.py)."""
     return [
-        pytest.param(page, marks=pytest.mark.xdist_group("spark"))
-        if page.name in SPARK_PAGES
-        else page
+        pytest.param(page, marks=pytest.mark.serial) if page.name in SPARK_PAGES else page
         for page in pages()
     ]
 

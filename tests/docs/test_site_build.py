@@ -38,10 +38,6 @@ LOADS_EXTERNAL = [
 UNRENDERED_TEX = re.compile(r"\\\(|\\\[|\$\$")
 
 
-# The site is built once (about 40 s) for the module: its tests run on one worker process.
-pytestmark = pytest.mark.xdist_group("site_build")
-
-
 @pytest.fixture(scope="module")
 def site(tmp_path_factory: pytest.TempPathFactory) -> Path:
     out = tmp_path_factory.mktemp("site")

@@ -17,8 +17,7 @@ import pytest
 ROOT = Path(__file__).resolve().parents[2]
 EXAMPLE = ROOT / "docs" / "plugins" / "example" / "dpkit-forced-response"
 
-# One wheel and virtualenv for the module (fresh_env): its tests run on one worker process.
-pytestmark = [pytest.mark.integration, pytest.mark.xdist_group("wheel")]
+pytestmark = pytest.mark.integration
 
 
 def pip(python: Path, *args: str) -> None:

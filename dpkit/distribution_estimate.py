@@ -14,12 +14,13 @@ log-likelihood, whether the stopping rule was met), not how far it may be off.
 
 from __future__ import annotations
 
-from typing import ClassVar
+from typing import Any, ClassVar
 
 import attrs
 import numpy as np
 from numpy.typing import NDArray
 
+from dpkit.document import json_value
 from dpkit.errors import InvalidParameter
 from dpkit.estimator import FrequencyCounts, _float_array
 
@@ -87,3 +88,22 @@ class DistributionEstimate:
         cumulative = np.concatenate(([0.0], np.cumsum(self.estimates)))
         cumulative /= cumulative[-1]
         return float(np.interp(q, cumulative, self.edges))
+
+    def to_document(self, *, confidence: float = 0.95) -> dict[str, Any]:
+        """The estimate in a result document (:class:`dpkit.document.Document`): the number of
+        reports, the probability of each bucket and the buckets' ``edges``, and how the
+        reconstruction ran (``method``, ``iterations``, ``converged``, ``log_likelihood``).
+        ``variance`` and ``confidence_interval`` are null at every ``confidence``: the
+        reconstruction has neither (module docstring)."""
+        return {
+            "n": self.n,
+            "categories": None,
+            "estimate": json_value(self.estimates),
+            "variance": None,
+            "confidence_interval": None,
+            "edges": json_value(self.edges),
+            "method": self.method,
+            "iterations": self.iterations,
+            "converged": self.converged,
+            "log_likelihood": self.log_likelihood,
+        }

@@ -2,7 +2,8 @@
 
 Every result type a release or an estimator returns (a central query's ``QueryResult`` and
 ``TableResult``, a frequency oracle's :class:`~dpkit.Estimate`, a local mean's
-:class:`~dpkit.MeanEstimate`, a graph's :class:`~dpkit.graph.GraphEstimate`) implements
+:class:`~dpkit.MeanEstimate`, a local distribution's :class:`~dpkit.plugin.DistributionEstimate`,
+a graph's :class:`~dpkit.graph.GraphEstimate`) implements
 :class:`Document`: ``to_document(confidence=...)`` returns its fields of the result document
 that ``dpkit run`` emits (the estimate, its variance and interval, the noise), as JSON-ready
 values. The runner adds what belongs to the query (its id, mechanism and spend).

@@ -87,8 +87,20 @@ def dask_client() -> Iterator[Any]:
         cluster.close()
 
 
+# The tests on Spark are marked `serial`: scripts/test runs them in one process, so that one
+# Spark session and one Connect server serve the whole run. A Spark fixture asked for in a
+# worker process of pytest-xdist (a JVM per worker, each local[2] on the same cores) fails.
+def _one_spark_per_run() -> None:
+    if os.environ.get("PYTEST_XDIST_WORKER"):
+        pytest.fail(
+            "a test on Spark runs in the serial run (mark it `serial`; run it without -n): "
+            "one Spark session for the whole test run, not one per worker process"
+        )
+
+
 @pytest.fixture(scope="session")
 def spark() -> Iterator[Any]:
+    _one_spark_per_run()
     try:
         session = _engines.start_spark(cores=2, partitions=4)
     except _engines.Unavailable as reason:
@@ -101,23 +113,27 @@ def spark() -> Iterator[Any]:
 
 # A Spark Connect server of its own (a second JVM, local[2]; tests/support/engine_servers.py) for the
 # tests of Connect DataFrames, shared by them all. Its JVM takes some 20 s to start, so it is
-# launched as soon as the collected tests are known to need it, and starts while others run.
+# launched as soon as the selected tests (after -m and -k) are known to need it, and starts
+# while others run.
 _CONNECT_LAUNCH = pytest.StashKey[_engines.ConnectLaunch]()
 
 
-def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    if not any("spark_connect_server" in getattr(i, "fixturenames", ()) for i in items):
+def pytest_collection_finish(session: pytest.Session) -> None:
+    if os.environ.get("PYTEST_XDIST_WORKER"):
+        return  # no test on Spark runs here (_one_spark_per_run)
+    if not any("spark_connect_server" in getattr(i, "fixturenames", ()) for i in session.items):
         return
     try:
         launch = _engines.launch_spark_connect(cores=2, partitions=4)
     except _engines.Unavailable:
         return  # the fixture tries again, and reports why
-    config.stash[_CONNECT_LAUNCH] = launch
-    config.add_cleanup(launch.stop)
+    session.config.stash[_CONNECT_LAUNCH] = launch
+    session.config.add_cleanup(launch.stop)
 
 
 @pytest.fixture(scope="session")
 def spark_connect_server(request: pytest.FixtureRequest) -> Iterator[_engines.ConnectServer]:
+    _one_spark_per_run()
     try:
         launch = request.config.stash.get(_CONNECT_LAUNCH, None)
         if launch is None:  # not launched at collection (e.g. a docs page asked for it)

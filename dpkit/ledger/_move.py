@@ -70,7 +70,7 @@ import attrs
 
 from dpkit.budget import Budget
 from dpkit.errors import InvalidParameter
-from dpkit.ledger._core import PENDING, Ledger
+from dpkit.ledger._core import Ledger
 from dpkit.ledger._errors import (
     VERIFY_HINT,
     LedgerCorrupt,
@@ -82,7 +82,7 @@ from dpkit.ledger._location import parse_location, require_persistent
 from dpkit.ledger._open import open_store
 from dpkit.ledger._schema import MOVE_KEYS, SCHEMA_VERSION, Tx, entry_column_names
 from dpkit.ledger._store import Store
-from dpkit.ledger._values import MoveState
+from dpkit.ledger._values import PENDING, MoveState
 
 __all__ = [
     "DestinationCheck",

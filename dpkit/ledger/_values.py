@@ -4,6 +4,8 @@ spend requests and move states.
 
 from __future__ import annotations
 
+import datetime as _dt
+import json
 from fractions import Fraction
 from typing import Any
 
@@ -13,12 +15,17 @@ from dpkit.budget import Cost
 from dpkit.units import UnitIdentity
 
 __all__ = [
+    "PENDING",
     "STATES",
     "LedgerEntry",
     "MoveState",
     "SpendRequest",
     "fraction_text",
+    "now",
 ]
+
+#: The result of a session's entry until its release stores one (see SpendRequest.final).
+PENDING = json.dumps({"stored": "pending"})
 
 
 def fraction_text(value: Fraction) -> str:
@@ -28,6 +35,11 @@ def fraction_text(value: Fraction) -> str:
     (``Fraction("2/1") == Fraction("2")``). JSON output uses :func:`dpkit.budget.exact_text`.
     """
     return f"{value.numerator}/{value.denominator}"
+
+
+def now() -> str:
+    """The time a ledger records (its creation, each entry): UTC, ISO 8601, microseconds."""
+    return _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="microseconds")
 
 
 @attrs.frozen

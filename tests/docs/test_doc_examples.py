@@ -33,6 +33,7 @@ import sys
 import textwrap
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import attrs
 import pytest
@@ -238,7 +239,15 @@ SPARK_PAGES = ("scaling.md",)
 SPARK_CONNECT_PAGES = ("scaling.md",)
 
 
-@pytest.mark.parametrize("page", pages(), ids=_page_id)
+def _page_params() -> list[Any]:
+    """The pages; those on the tests' Spark session in the serial run (tests/conftest.py)."""
+    return [
+        pytest.param(page, marks=pytest.mark.serial) if page.name in SPARK_PAGES else page
+        for page in pages()
+    ]
+
+
+@pytest.mark.parametrize("page", _page_params(), ids=_page_id)
 def test_page_examples_run(
     page: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, request: pytest.FixtureRequest
 ) -> None:

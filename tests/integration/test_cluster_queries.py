@@ -22,7 +22,8 @@ from dpkit_central import Count, Histogram, Mean, PrivateKeys, Quantile, Sum
 import dpkit
 from dpkit.tables import as_frame, implementation
 
-pytestmark = pytest.mark.cluster
+# On the Spark session: in the serial run, one Spark session for the run (tests/conftest.py).
+pytestmark = [pytest.mark.cluster, pytest.mark.serial]
 
 N = 3000
 UNIT = dpkit.IdUnit("user", max_rows=3, max_groups=2)

@@ -24,6 +24,10 @@ import pytest
 
 import dpkit
 
+# Timed races (processes racing on one ledger, and killed at chosen moments): they run in the
+# serial run, alone on the machine (the `serial` marker; scripts/test).
+pytestmark = pytest.mark.serial
+
 WORKER = r"""
 import json, sys, threading
 import numpy as np

@@ -32,6 +32,10 @@ from support.postgres_server import PostgresServer
 
 from dpkit.ledger import Budget, Cost, Ledger, LedgerError, LedgerMoved, move_ledger
 
+# Timed races (moves killed at chosen moments, spenders racing them): they run in the
+# serial run, alone on the machine (the `serial` marker; scripts/test).
+pytestmark = pytest.mark.serial
+
 SPENDER = r"""
 import os, sys
 import numpy as np

@@ -39,7 +39,7 @@ from collections import Counter, defaultdict
 from typing import Any
 
 import pytest
-from hypothesis import event, given, settings, target
+from hypothesis import given, settings, target
 from hypothesis import strategies as st
 from support.table_cases import (
     DASK,
@@ -50,12 +50,11 @@ from support.table_cases import (
     SPELLED_KEYS,
     STATISTICS,
     Case,
-    accepted_on_both,
     aggregated,
     bounded_rows,
     cases,
     engines_for,
-    native,
+    frames_to_check,
     rows_per_group,
 )
 
@@ -74,16 +73,10 @@ DASK_EXAMPLES = 6  # over every statistic and both Dask variants
 
 
 def check_bounds(case: Case, engine: str) -> None:
-    neighbour = case.neighbour(engine)
-    frames = [native(t, engine) for t in (case.table, neighbour) if t is not None]
+    frames = frames_to_check(case, engine, neighbour_needed=False)
+    if frames is None:
+        return
     query = case.query
-    if any(f is None for f in frames):
-        event(f"{engine} cannot hold the table")
-        return
-    if not accepted_on_both(case, frames, engine):
-        event("refused in the public phase")
-        return
-    event("checked")
     kept = bounded_rows(case, frames[0])
     found = [aggregated(case, frame) for frame in frames]
     if kept is None or any(a is None for a in found):
@@ -95,7 +88,7 @@ def check_bounds(case: Case, engine: str) -> None:
     )
     if isinstance(query.unit, dpkit.IdUnit):
         check_engine_ids(query, kept, engine)
-    if neighbour is None:
+    if len(frames) == 1:  # no unit to remove
         return
     rows, groups = query.bounds()[1], query.bounds()[0]
     full, less = (rows_per_group(query, a) for a in found)

@@ -30,7 +30,7 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
-from hypothesis import event, given, settings, target
+from hypothesis import given, settings, target
 from hypothesis import strategies as st
 from support.table_cases import (
     DASK,
@@ -40,7 +40,6 @@ from support.table_cases import (
     SETTINGS,
     STATISTICS,
     Case,
-    accepted_on_both,
     aggregated,
     among,
     answers,
@@ -50,7 +49,7 @@ from support.table_cases import (
     changed_groups,
     distance,
     engines_for,
-    native,
+    frames_to_check,
     touched,
     within,
 )
@@ -63,19 +62,10 @@ DASK_EXAMPLES = 6  # over every statistic and both Dask variants
 
 
 def check_neighbours(case: Case, engine: str) -> None:
-    neighbour = case.neighbour(engine)
-    if neighbour is None:
-        event("no unit to remove")
+    frames = frames_to_check(case, engine, neighbour_needed=True)
+    if frames is None:
         return
-    frames = native(case.table, engine), native(neighbour, engine)
     query = case.query
-    if any(f is None for f in frames):
-        event(f"{engine} cannot hold the table")
-        return
-    if not accepted_on_both(case, frames, engine):
-        event("refused in the public phase")
-        return
-    event("checked")
     found = [aggregated(case, frame) for frame in frames]
     if found[0] is None or found[1] is None:
         return

@@ -425,6 +425,26 @@ def _refusable(expected: tuple[str, Any, Any]) -> str:
     )
 
 
+def frames_to_check(case: Case, engine: str, *, neighbour_needed: bool) -> list[Any] | None:
+    """The case's table and its neighbour (if it has one) on ``engine``, both accepted by the
+    public phase (:func:`accepted_on_both`), or None where there is nothing to check: no unit
+    to remove (if ``neighbour_needed``), a table the engine cannot hold, a refusal. The
+    Hypothesis event says which."""
+    neighbour = case.neighbour(engine)
+    if neighbour is None and neighbour_needed:
+        event("no unit to remove")
+        return None
+    frames = [native(t, engine) for t in (case.table, neighbour) if t is not None]
+    if any(f is None for f in frames):
+        event(f"{engine} cannot hold the table")
+        return None
+    if not accepted_on_both(case, frames, engine):
+        event("refused in the public phase")
+        return None
+    event("checked")
+    return frames
+
+
 def accepted_on_both(case: Case, frames: Sequence[Any], engine: str) -> bool:
     """Whether the public phase accepts the table and its neighbour (:func:`accepted`), which
     it must decide alike: from the schema and the declared keys, never from a value."""

@@ -30,6 +30,10 @@ import pytest
 from dpkit.errors import BudgetExceeded
 from dpkit.ledger import Budget, Cost, Ledger
 
+# Timed races (forked and racing handles, each waiting on the others): they run in the
+# serial run, alone on the machine (the `serial` marker; scripts/test).
+pytestmark = pytest.mark.serial
+
 STEP = Fraction(1, 100)
 
 # Each worker opens its handles, prints "ready" and waits for "go" on stdin (a barrier across

@@ -37,6 +37,10 @@ from dpkit.ledger import (
     move_ledger,
 )
 
+# Timed races (a mover stopped mid-copy and spenders waiting on its lock): they run in the
+# serial run, alone on the machine (the `serial` marker; scripts/test).
+pytestmark = pytest.mark.serial
+
 #: tests/conftest.py's PostgresServer (a conftest cannot be imported here)
 PostgresServer = Any
 

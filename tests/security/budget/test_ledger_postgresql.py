@@ -29,6 +29,10 @@ from dpkit.errors import BudgetExceeded
 from dpkit.ledger import Budget, Cost, Ledger, LedgerError
 from dpkit.privacy import PureDP
 
+# Timed races (backends waiting on the server's locks): they run in the
+# serial run, alone on the machine (the `serial` marker; scripts/test).
+pytestmark = pytest.mark.serial
+
 #: tests/conftest.py's PostgresServer and LedgerStore (a conftest cannot be imported here)
 PostgresServer = Any
 LedgerStore = Any

@@ -28,7 +28,9 @@ from typing import Any
 
 import pytest
 
-pytestmark = pytest.mark.integration
+# Timed races (signals sent to the command at moments of its run): they run in the
+# serial run, alone on the machine (the `serial` marker; scripts/test).
+pytestmark = [pytest.mark.integration, pytest.mark.serial]
 
 AGES = [a for a in range(18, 78) if a != 37]  # 59 distinct ages; 37 is a hole
 LABELS = ["bus", "bike", "car", "train", "walk"]

@@ -32,7 +32,8 @@ from dpkit_central import Count, Histogram, Mean, PrivateKeys, Quantile, Sum
 
 import dpkit
 
-pytestmark = pytest.mark.cluster
+# On the Spark session: in the serial run, one Spark session for the run (tests/conftest.py).
+pytestmark = [pytest.mark.cluster, pytest.mark.serial]
 
 UNIT = dpkit.IdUnit("user", max_rows=2, max_groups=1)
 ENGINES = ["dask", "spark", "spark_connect"]

@@ -18,6 +18,7 @@ from typing import Any
 
 import numpy as np
 import pytest
+from support.ledgers import open_at_once
 
 from dpkit.cli import main
 from dpkit.errors import BudgetExceeded, DPKitError, InvalidParameter
@@ -388,22 +389,7 @@ def test_version_1_ledgers_are_migrated_by_concurrent_openers(tmp_path: Path) ->
     path = tmp_path / "v1.db"
     _v1(path)
     assert "label" not in _columns(path)
-    barrier = threading.Barrier(8)
-    errors: list[BaseException] = []
-
-    def open_it() -> None:
-        barrier.wait()
-        try:
-            Ledger(path).close()
-        except BaseException as error:
-            errors.append(error)
-
-    threads = [threading.Thread(target=open_it) for _ in range(8)]
-    for thread in threads:
-        thread.start()
-    for thread in threads:
-        thread.join()
-    assert errors == []
+    assert open_at_once(path, openers=8) == []
     columns = _columns(path)
     assert columns.count("label") == 1 and columns.count("result") == 1
     assert columns.count("rule") == 1 and columns.count("mu2") == 1
@@ -423,25 +409,6 @@ def test_version_1_ledgers_are_migrated_by_concurrent_openers(tmp_path: Path) ->
     assert ledger.unit == UnitIdentity("record")  # its one entry protected a record
 
 
-def _open_at_once(location: str, openers: int = 8) -> list[BaseException]:
-    barrier = threading.Barrier(openers)
-    errors: list[BaseException] = []
-
-    def open_it() -> None:
-        barrier.wait()
-        try:
-            Ledger(location).close()
-        except BaseException as error:
-            errors.append(error)
-
-    threads = [threading.Thread(target=open_it) for _ in range(openers)]
-    for thread in threads:
-        thread.start()
-    for thread in threads:
-        thread.join()
-    return errors
-
-
 def test_older_ledgers_are_migrated_in_either_backend(ledger_store: LedgerStore) -> None:
     # a version-2 ledger taken back to version 1 (no label, no result): the migration is the
     # same code over both backends (only how a backend lists its columns differs)
@@ -453,7 +420,7 @@ def test_older_ledgers_are_migrated_in_either_backend(ledger_store: LedgerStore)
         "ALTER TABLE dpkit_entries DROP COLUMN result",
         "UPDATE dpkit_meta SET value = '1' WHERE key = 'schema_version'",
     )
-    assert _open_at_once(ledger_store.location) == []
+    assert open_at_once(ledger_store.location, openers=8) == []
     assert ledger_store.query("SELECT value FROM dpkit_meta WHERE key = 'schema_version'") == [
         (str(SCHEMA_VERSION),)
     ]

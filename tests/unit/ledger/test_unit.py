@@ -13,7 +13,6 @@ tests/conftest.py).
 from __future__ import annotations
 
 import json
-import threading
 from fractions import Fraction
 from pathlib import Path
 from typing import Any
@@ -22,6 +21,7 @@ import attrs
 import numpy as np
 import pytest
 from dpkit_central import Count
+from support.ledgers import open_at_once
 
 import dpkit
 from dpkit import Session
@@ -430,7 +430,7 @@ def test_older_ledgers_get_the_unit_of_their_entries(
     ledger_store: LedgerStore, parameters: list[dict[str, Any]], unit: UnitIdentity | None
 ) -> None:
     _old_ledger(ledger_store, *parameters)
-    assert _open_at_once(ledger_store.location) == []  # concurrent openers migrate once
+    assert open_at_once(ledger_store.location, openers=6) == []  # concurrent openers migrate once
     assert ledger_store.query("SELECT value FROM dpkit_meta WHERE key = 'schema_version'") == [
         (str(SCHEMA_VERSION),)
     ]
@@ -448,31 +448,12 @@ def test_older_ledgers_get_the_unit_of_their_entries(
     assert ledger.verify().epsilon == Fraction(len(parameters) + 1, 10)
 
 
-def _open_at_once(location: str, openers: int = 6) -> list[BaseException]:
-    barrier = threading.Barrier(openers)
-    errors: list[BaseException] = []
-
-    def open_it() -> None:
-        barrier.wait()
-        try:
-            Ledger(location).close()
-        except BaseException as error:
-            errors.append(error)
-
-    threads = [threading.Thread(target=open_it) for _ in range(openers)]
-    for thread in threads:
-        thread.start()
-    for thread in threads:
-        thread.join()
-    return errors
-
-
 def test_an_older_ledger_whose_entries_mix_units_takes_no_more_spends(
     ledger_store: LedgerStore, capsys: pytest.CaptureFixture[str]
 ) -> None:
     location = ledger_store.location
     _old_ledger(ledger_store, {}, ID_PARAMETERS, {})  # spent as the attack spent it
-    assert _open_at_once(location) == []
+    assert open_at_once(location, openers=6) == []
     ledger = Ledger(location)
     assert ledger.unit is None and ledger.mixed_units == (RECORD, USER)
     for unit in (RECORD, USER):

@@ -148,6 +148,29 @@ def test_local_estimates_are_documents() -> None:
     )
 
 
+def test_distribution_estimates_are_documents() -> None:
+    sw = dpkit.mechanism("sw", epsilon=2.0, lower=0, upper=120)
+    reports = sw.randomize(np.array([3.0, 50.0, 101.0, 30.0, 64.0]), rng=np.random.default_rng(1))
+    estimate = dpkit.estimate(sw, reports, method="em")
+    assert isinstance(estimate, Document)
+    for level in (0.95, 0.5):  # the reconstruction has no variance and no interval
+        document = estimate.to_document(confidence=level)
+        assert document["variance"] is None and document["confidence_interval"] is None
+    assert document["n"] == 5 and document["categories"] is None
+    assert document["estimate"] == estimate.probabilities.tolist()
+    assert document["edges"] == estimate.edges.tolist()
+    assert len(document["edges"]) == len(document["estimate"]) + 1
+    assert (document["method"], document["iterations"], document["converged"]) == (
+        "em",
+        estimate.iterations,
+        estimate.converged,
+    )
+    assert document["log_likelihood"] == estimate.log_likelihood
+    # The fields every local result document has, and strict JSON throughout.
+    assert {"n", "categories", "estimate", "variance", "confidence_interval"} <= set(document)
+    assert json.loads(json.dumps(document, allow_nan=False)) == document
+
+
 def test_graph_estimates_are_the_graph_commands_documents() -> None:
     estimate = GraphEstimate("degrees", "rr", [1.5, 2.0], [0.25, 0.5], 2, note="bounded degree")
     low, high = estimate.confidence_interval(0.95)

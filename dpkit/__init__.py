@@ -33,6 +33,7 @@ if TYPE_CHECKING:
         InvalidParameter,
         ReleaseFailed,
         SpecError,
+        SqlError,
         UnknownMechanism,
     )
     from dpkit.ledger import Ledger, UnitMismatch
@@ -42,6 +43,7 @@ if TYPE_CHECKING:
     from dpkit.randomness import SecureRandom
     from dpkit.registry import Registry, get_registry, load_registry
     from dpkit.session import Session
+    from dpkit.sql.query import sql
     from dpkit.units import IdUnit, RecordUnit, privacy_unit, unit_of
 
 #: Where each public name lives. ``import dpkit`` imports none of them: each is imported on
@@ -65,6 +67,7 @@ _LAZY: dict[str, str] = {
     "SecureRandom": "dpkit.randomness",
     "Session": "dpkit.session",
     "SpecError": "dpkit.errors",
+    "SqlError": "dpkit.errors",
     "SubsampledDP": "dpkit.privacy",
     "UnitMismatch": "dpkit.ledger",
     "UnknownMechanism": "dpkit.errors",
@@ -76,6 +79,7 @@ _LAZY: dict[str, str] = {
     "get_registry": "dpkit.registry",
     "load_registry": "dpkit.registry",
     "privacy_unit": "dpkit.units",
+    "sql": "dpkit.sql.query",
     "unit_of": "dpkit.units",
 }
 
@@ -100,6 +104,7 @@ __all__ = [
     "SecureRandom",
     "Session",
     "SpecError",
+    "SqlError",
     "SubsampledDP",
     "UnitMismatch",
     "UnknownMechanism",
@@ -115,6 +120,7 @@ __all__ = [
     "load_registry",
     "mechanism",
     "privacy_unit",
+    "sql",
     "unit_of",
 ]
 
@@ -181,12 +187,12 @@ def __dir__() -> list[str]:
 
 class _Package(types.ModuleType):
     """The package's module type: importing the submodule ``dpkit.mechanism`` (the Mechanism
-    contract) sets the package attribute of that name to the submodule, which would hide the
-    public function :func:`mechanism` — the eager package imported it first and defined the
-    function after; a lazy one keeps the function this way."""
+    contract) or ``dpkit.sql`` sets the package attribute of that name to the submodule, which
+    would hide the public function :func:`mechanism` or :func:`sql` — the eager package
+    imported it first and defined the function after; a lazy one keeps the function this way."""
 
     def __setattr__(self, name: str, value: Any) -> None:
-        if name == "mechanism" and isinstance(value, types.ModuleType):
+        if name in ("mechanism", "sql") and isinstance(value, types.ModuleType):
             return
         super().__setattr__(name, value)
 

@@ -129,7 +129,7 @@ class Plan:
     where: str | None
     groups: tuple[Group, ...]
     aggregates: tuple[Aggregate, ...]
-    columns: frozenset[str]
+    columns: Mapping[str, tuple[int, int]]
     post: str
     outputs: tuple[str, ...]
     options: Mapping[str, Option]
@@ -269,7 +269,7 @@ class _Builder:
         self.aggregates: dict[str, Aggregate] = {}
         self.groups: list[Group] = []
         self.group_keys: dict[str, str] = {}
-        self.columns: set[str] = set()
+        self.columns: dict[str, tuple[int, int]] = {}
         self.alias = ""
 
     def row_level(self, node: Any, clause: str) -> str:
@@ -285,7 +285,7 @@ class _Builder:
                     clause,
                     column,
                 )
-            self.columns.add(column.name)
+            self.columns.setdefault(column.name, _position(column))
         return str(node.sql(dialect="duckdb"))
 
     def aggregate(self, node: Any, clause: str) -> str:
@@ -673,8 +673,8 @@ def plan_statement(
     offset = statement.args.get("offset")
     if offset is not None:
         post = post.offset(_limit(offset, "OFFSET"))
-    if unit is not None:
-        builder.columns.add(unit)
+    if unit is not None and unit_option is not None:
+        builder.columns.setdefault(unit, (unit_option.line, unit_option.column))
     return Plan(
         text=text,
         table=table,
@@ -682,7 +682,7 @@ def plan_statement(
         where=where,
         groups=tuple(builder.groups),
         aggregates=tuple(builder.aggregates.values()),
-        columns=frozenset(builder.columns),
+        columns=dict(builder.columns),
         post=str(post.sql(dialect="duckdb")),
         outputs=tuple(outputs),
         options=merged,

@@ -253,12 +253,17 @@ class SqlQuery:
             raise InvalidData(
                 f"sql: the table {self.plan.table!r} cannot be read by DuckDB", field="tables"
             ) from None
-        missing = sorted(self.plan.columns - set(columns))
+        missing = sorted(
+            (at, name) for name, at in self.plan.columns.items() if name not in columns
+        )
         if missing:
+            (line, column), name = missing[0]
             raise SqlError(
-                f"the table {self.plan.table!r} has no column {missing[0]!r} (its columns: "
+                f"the table {self.plan.table!r} has no column {name!r} (its columns: "
                 f"{', '.join(sorted(columns))})",
                 clause="column",
+                line=line,
+                column=column,
             )
         if empty:
             try:
@@ -269,7 +274,8 @@ class SqlQuery:
                     f"({str(error).splitlines()[0][:160]})",
                     clause="expression",
                 ) from None
-        return source.query(SOURCE, self.row_level()).to_arrow_table()
+        # Lazy: the statistics' per-record steps run in DuckDB too, before anything is collected.
+        return source.query(SOURCE, self.row_level())
 
     def check_input(self, data: Any, /) -> None:
         """Public phase: the tables, their schemas, the row-level statement bound and run on
@@ -507,16 +513,16 @@ def sql(
             "options", options, "a mapping of option names to values", owner="sql"
         )
     checked_bounds: dict[str, tuple[float, float]] = {}
-    for column, pair in (bounds or {}).items():
+    for name, pair in (bounds or {}).items():
         if (
             not isinstance(pair, (tuple, list))
             or len(pair) != 2
             or not all(isinstance(v, (int, float)) and not isinstance(v, bool) for v in pair)
         ):
             raise InvalidParameter(
-                "bounds", {column: pair}, "(lower, upper) numbers per column", owner="sql"
+                "bounds", {name: pair}, "(lower, upper) numbers per column", owner="sql"
             )
-        checked_bounds[str(column)] = (float(pair[0]), float(pair[1]))
+        checked_bounds[str(name)] = (float(pair[0]), float(pair[1]))
     names = set(map(str, tables)) if tables is not None else None
     plan = plan_statement(
         query,

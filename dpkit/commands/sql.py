@@ -19,7 +19,7 @@ import json
 import sys
 from typing import Any
 
-from dpkit.errors import BudgetExceeded, DPKitError, InvalidParameter
+from dpkit.errors import BudgetExceeded, DPKitError, InvalidParameter, SqlError
 
 EXIT_BUDGET = 3
 EXIT_INVALID = 2
@@ -144,7 +144,7 @@ def _refuse(error: DPKitError, as_json: bool) -> int:
                 "message": str(error),
                 **(
                     {"clause": error.clause, "line": error.line, "column": error.column}
-                    if hasattr(error, "clause")
+                    if isinstance(error, SqlError)
                     else {}
                 ),
             },

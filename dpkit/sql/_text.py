@@ -115,6 +115,16 @@ def _value(tokens: list[Any], where: Any) -> Any:
     if tokens[0].token_type in (TokenType.DASH, TokenType.PLUS) and len(tokens) == 2:
         sign = -1 if tokens[0].token_type == TokenType.DASH else 1
         tokens = tokens[1:]
+    if (
+        len(tokens) == 2
+        and tokens[0].token_type == TokenType.DOT
+        and tokens[1].token_type == TokenType.NUMBER
+        and tokens[0].end + 1 == tokens[1].start
+    ):  # ".01": the tokenizer splits a number that starts with its point
+        try:
+            return sign * float("." + tokens[1].text)
+        except ValueError:
+            raise fail() from None
     if len(tokens) != 1:
         raise fail()
     token = tokens[0]

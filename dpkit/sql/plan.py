@@ -428,7 +428,7 @@ def _refuse_structure(select: Any) -> None:
     from sqlglot import exp
 
     for clause, key in (
-        ("WITH", "with"),
+        ("WITH", "with_"),
         ("JOIN", "joins"),
         ("LATERAL", "laterals"),
         ("QUALIFY", "qualify"),
@@ -437,6 +437,20 @@ def _refuse_structure(select: Any) -> None:
         ("SAMPLE", "sample"),
         ("INTO", "into"),
         ("CONNECT BY", "connect"),
+        ("PREWHERE", "prewhere"),
+        ("DISTRIBUTE BY", "distribute"),
+        ("SORT BY", "sort"),
+        ("CLUSTER BY", "cluster"),
+        ("FOR UPDATE", "locks"),
+        ("SETTINGS", "settings"),
+        ("FORMAT", "format"),
+        ("OPTIONS", "options"),
+        ("FOR", "for_"),
+        ("MATCH_RECOGNIZE", "match"),
+        ("EXCLUDE", "exclude"),
+        ("hint", "hint"),
+        ("SELECT AS", "kind"),
+        ("modifier", "operation_modifiers"),
     ):
         value = select.args.get(key)
         if value:

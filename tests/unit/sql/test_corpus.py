@@ -12,7 +12,7 @@ import dpkit
 
 pytest.importorskip("sqlglot")
 pytest.importorskip("duckdb")
-from support.sql_corpus import CORPUS, tables  # noqa: E402
+from support.sql_corpus import CORPUS, tables
 
 
 def _query(statement: str, beside: dict[str, Any] | None, data: dict[str, Any]) -> Any:

@@ -38,7 +38,7 @@ from typing import Any
 import attrs
 import numpy as np
 
-from dpkit.errors import InvalidData, InvalidParameter, SqlError
+from dpkit.errors import InvalidData, InvalidParameter, MissingDependency, SqlError
 from dpkit.privacy import CompositeDP, PrivacyEvent
 from dpkit.sql.plan import RELEASED, SOURCE, Aggregate, Plan, plan_statement
 from dpkit.sql.sources import connect, describe, relation
@@ -504,6 +504,11 @@ def sql(
     relation), ``public`` public tables (keys), ``bounds`` clamping bounds by column,
     ``keys`` the public group keys. ``output`` is the result table's kind (pandas, polars,
     arrow, duckdb). Nothing here reads a table's rows (only a public table's keys)."""
+    for package in ("sqlglot", "duckdb", "pyarrow"):
+        try:
+            __import__(package)
+        except ImportError:
+            raise MissingDependency(package, "sql", needed_by="dpkit.sql") from None
     if output not in OUTPUTS:
         raise InvalidParameter("output", output, f"one of {', '.join(OUTPUTS)}", owner="sql")
     if tables is not None and not isinstance(tables, Mapping):

@@ -37,8 +37,8 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from _results import Run  # noqa: E402
-from _timing import measure, ratio  # noqa: E402
+from _results import Run
+from _timing import measure, ratio
 
 STATEMENT = """
 SELECT WITH DIFFERENTIAL_PRIVACY

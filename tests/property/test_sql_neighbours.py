@@ -50,7 +50,7 @@ STATEMENTS = [
     f"SELECT city, PERCENTILE_CONT(minutes, 0.5, {B}) FROM t GROUP BY city",
     f"SELECT UPPER(city) AS c, SUM(COALESCE(minutes, 1), {B}), COUNT(*) FROM t GROUP BY c",
     f"SELECT SUM(minutes, {B}), AVG(minutes, {B}) FROM t",
-    f"SELECT city, minutes > 5 AS long, COUNT(*) FROM t GROUP BY city, long",
+    "SELECT city, minutes > 5 AS long, COUNT(*) FROM t GROUP BY city, long",
 ]
 
 

@@ -70,6 +70,13 @@ def add_parser(subparsers: Any) -> None:
         help="public group keys (one group column), released whatever the data hold",
     )
     parser.add_argument("--dialect", default="duckdb", choices=("duckdb", "bigquery"))
+    parser.add_argument(
+        "--bounding",
+        default="numpy",
+        choices=("numpy", "duckdb"),
+        help="bound each person's rows in this process (numpy, default) or inside DuckDB "
+        "(memory-bounded); the same rows are kept either way",
+    )
     parser.add_argument("--budget", metavar="EPSILON[,DELTA]", help="the ledger's budget")
     parser.add_argument(
         "--ledger", default="dpkit-ledger.sqlite", metavar="LEDGER", help="the ledger (a file)"
@@ -180,6 +187,7 @@ def run(args: argparse.Namespace) -> int:
             bounds=_bounds(args.bounds),
             keys=keys,
             dialect=args.dialect,
+            bounding=args.bounding,
         )
         if args.seed is not None and not 0 <= args.seed < 2**63:
             raise InvalidParameter("--seed", args.seed, "a whole number in [0, 2^63)")

@@ -42,11 +42,13 @@ from dpkit.errors import InvalidData, InvalidParameter, MissingDependency, SqlEr
 from dpkit.privacy import CompositeDP, PrivacyEvent
 from dpkit.sql.plan import RELEASED, SOURCE, Aggregate, Plan, plan_statement
 from dpkit.sql.sources import connect, describe, relation
+from dpkit.tables._duckdb import connection
 from dpkit.units import IdUnit, RecordUnit
 
 __all__ = ["SqlQuery", "SqlResult", "sql"]
 
 OUTPUTS = ("pandas", "polars", "arrow", "duckdb")
+BOUNDINGS = ("numpy", "duckdb")
 _STATISTIC = {
     "count": "count",
     "count_values": "count",
@@ -170,6 +172,7 @@ class SqlQuery:
     unit: RecordUnit | IdUnit
     tables: Mapping[str, Any] | None = None
     output: str = "pandas"
+    bounding: str = "numpy"
     name: str = "sql"
 
     # -- identity and cost ------------------------------------------------------------------
@@ -241,9 +244,10 @@ class SqlQuery:
         where = f" WHERE COALESCE(TRY(({plan.where})::BOOLEAN), FALSE)" if plan.where else ""
         return f"SELECT {', '.join(items)} FROM {SOURCE} AS {alias}{where}"
 
-    def _rows(self, tables: Mapping[str, Any], *, empty: bool) -> Any:
-        """The row-level table as PyArrow (no rows when ``empty``)."""
-        con = connect()
+    def _rows(self, tables: Mapping[str, Any], *, empty: bool, con: Any = None) -> Any:
+        """The row-level table: PyArrow with no rows when ``empty``, else a relation of
+        ``con`` (a DuckDB relation given as input is copied into ``con`` first)."""
+        con = con if con is not None else connect()
         try:
             source = relation(con, tables[self.plan.table], name=self.plan.table, empty=empty)
             columns = describe(source)
@@ -274,8 +278,11 @@ class SqlQuery:
                     f"({str(error).splitlines()[0][:160]})",
                     clause="expression",
                 ) from None
-        # Lazy: the statistics' per-record steps run in DuckDB too, before anything is collected.
-        return source.query(SOURCE, self.row_level())
+        # Lazy: the statistics' per-record steps and the bounding run in DuckDB too.
+        rows = source.query(SOURCE, self.row_level())
+        if source is tables[self.plan.table]:  # another connection's relation
+            rows = con.from_arrow(rows.to_arrow_table())
+        return rows
 
     def check_input(self, data: Any, /) -> None:
         """Public phase: the tables, their schemas, the row-level statement bound and run on
@@ -299,8 +306,10 @@ class SqlQuery:
         from dpkit.randomness import resolve_rng
 
         generator = resolve_rng(rng, owner=self.name)[0]
-        rows = self._rows(self._tables(data), empty=False)
-        return tuple(query.aggregate(rows, rng=generator) for _, query in self.queries)
+        con = connect()
+        rows = self._rows(self._tables(data), empty=False, con=con)
+        with connection(con if self.bounding == "duckdb" else None):
+            return tuple(query.aggregate(rows, rng=generator) for _, query in self.queries)
 
     def run(self, data: Any = None, /, *, rng: Any = None) -> SqlResult:
         """Release the statement on ``data`` (the tables by name; default: those given to
@@ -308,7 +317,12 @@ class SqlQuery:
         from dpkit.randomness import resolve_rng
 
         generator = resolve_rng(rng, owner=self.name)[0]
-        rows = self._rows(self._tables(data), empty=False)
+        con = connect()
+        rows = self._rows(self._tables(data), empty=False, con=con)
+        with connection(con if self.bounding == "duckdb" else None):
+            return self._run(rows, generator)
+
+    def _run(self, rows: Any, generator: Any) -> SqlResult:
         queries = [query for _, query in self.queries]
         keys: tuple[tuple[Any, ...], ...] | None = None
         if self.selector is not None:
@@ -492,6 +506,7 @@ def sql(
     keys: Any = None,
     dialect: str = "duckdb",
     output: str = "pandas",
+    bounding: str = "numpy",
     registry: Any = None,
 ) -> SqlQuery:
     """A SQL statement as a query for :meth:`dpkit.Session.release` (module docstring).
@@ -503,7 +518,12 @@ def sql(
     tables by name (a Parquet or CSV path, a pandas, Polars or PyArrow table, a DuckDB
     relation), ``public`` public tables (keys), ``bounds`` clamping bounds by column,
     ``keys`` the public group keys. ``output`` is the result table's kind (pandas, polars,
-    arrow, duckdb). Nothing here reads a table's rows (only a public table's keys)."""
+    arrow, duckdb). ``bounding`` is where each person's contribution is bounded, after
+    DuckDB has run the per-record steps: ``"numpy"`` collects those rows and bounds them in
+    this process (the fastest while they fit in memory), ``"duckdb"`` bounds them inside
+    DuckDB (:mod:`dpkit.tables._duckdb`: memory-bounded, spilling to disk); both keep the
+    same rows, so give the same aggregates. Nothing here reads a table's rows (only a public
+    table's keys)."""
     for package in ("sqlglot", "duckdb", "pyarrow"):
         try:
             __import__(package)
@@ -511,6 +531,8 @@ def sql(
             raise MissingDependency(package, "sql", needed_by="dpkit.sql") from None
     if output not in OUTPUTS:
         raise InvalidParameter("output", output, f"one of {', '.join(OUTPUTS)}", owner="sql")
+    if bounding not in BOUNDINGS:
+        raise InvalidParameter("bounding", bounding, f"one of {', '.join(BOUNDINGS)}", owner="sql")
     if tables is not None and not isinstance(tables, Mapping):
         raise InvalidParameter("tables", tables, "a mapping of table names to tables", owner="sql")
     if options is not None and not isinstance(options, Mapping):
@@ -597,7 +619,7 @@ def sql(
     if private:
         counter = registry.query("count", epsilon=share)
         selector = counter.on(None, by=by, keys={"epsilon": share, "delta": delta_share}, unit=unit)
-    return SqlQuery(plan, tuple(queries), selector, unit, tables, output)
+    return SqlQuery(plan, tuple(queries), selector, unit, tables, output, bounding)
 
 
 def _any_table(query: str, dialect: str) -> set[str]:

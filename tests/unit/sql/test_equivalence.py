@@ -1,9 +1,10 @@
 """A SQL statement and the equivalent table query give the same pre-noise aggregates.
 
 For every statistic SQL offers, :meth:`SqlQuery.aggregates` on a pandas, Polars, PyArrow,
-DuckDB or Parquet input and ``.on(...).aggregate`` of the same statistic on the pandas frame,
-with one seed (so one bounding key), must be :meth:`Aggregates.identical`: the same groups and
-the same values, bit for bit. The SQL path adds nothing to a statistic's sensitivity: it is the
+DuckDB or Parquet input — the contributions bounded in numpy after DuckDB's per-record steps,
+or inside DuckDB (``bounding="duckdb"``) — and ``.on(...).aggregate`` of the same statistic on
+the pandas frame, with one seed (so one bounding key), must be :meth:`Aggregates.identical`:
+the same groups and the same values, bit for bit. The SQL path adds nothing to a statistic's sensitivity: it is the
 table query's, on the rows the statement's WHERE keeps.
 """
 
@@ -95,8 +96,10 @@ def _inputs(frame: Any, tmp_path: Path) -> dict[str, Any]:
 @pytest.mark.parametrize("kind", ["pandas", "polars", "arrow", "duckdb", "parquet"])
 @pytest.mark.parametrize(("call", "name", "params", "column", "rows"), STATISTICS)
 @pytest.mark.parametrize("keys", ["public", "private"])
+@pytest.mark.parametrize("bounding", ["numpy", "duckdb"])
 def test_sql_and_the_table_query_aggregate_alike(
     tmp_path: Path,
+    bounding: str,
     kind: str,
     call: str,
     name: str,
@@ -113,6 +116,7 @@ def test_sql_and_the_table_query_aggregate_alike(
         tables={"visits": table},
         options=OPTIONS,
         keys=public,
+        bounding=bounding,
     )
     registry = dpkit.get_registry()
     statistic = registry.query(name, epsilon=0.5, **params)

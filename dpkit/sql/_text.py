@@ -57,6 +57,11 @@ def _tokens(text: str, dialect: str) -> list[Any]:
         ) from None
 
 
+def _column(token: Any) -> int:
+    """The column a token starts at (sqlglot records the column of its last character)."""
+    return max(1, int(token.col) - (int(token.end) - int(token.start)))
+
+
 def _first_line(error: Exception) -> str:
     return str(error).splitlines()[0][:200] if str(error) else type(error).__name__
 
@@ -82,7 +87,7 @@ def _closing(tokens: list[Any], at: int) -> int:
                 return i
     token = tokens[at]
     raise SqlError(
-        "a parenthesis is never closed", clause="syntax", line=token.line, column=token.col
+        "a parenthesis is never closed", clause="syntax", line=token.line, column=_column(token)
     )
 
 
@@ -96,7 +101,7 @@ def _value(tokens: list[Any], where: Any) -> Any:
             "an option's value must be a number, a string, a name or a tuple of numbers",
             clause="OPTIONS",
             line=where.line,
-            column=where.col,
+            column=_column(where),
         )
 
     if not tokens:
@@ -177,7 +182,7 @@ def _options(tokens: list[Any], start: int, end: int) -> dict[str, Option]:
                 "options are written name = value, separated by commas",
                 clause="OPTIONS",
                 line=at.line,
-                column=at.col,
+                column=_column(at),
             )
         name = part[0].text.lower()
         if name in found:
@@ -185,9 +190,9 @@ def _options(tokens: list[Any], start: int, end: int) -> dict[str, Option]:
                 f"the option {name!r} is given twice",
                 clause="OPTIONS",
                 line=part[0].line,
-                column=part[0].col,
+                column=_column(part[0]),
             )
-        found[name] = Option(_value(part[2:], part[0]), part[0].line, part[0].col)
+        found[name] = Option(_value(part[2:], part[0]), part[0].line, _column(part[0]))
     return found
 
 
@@ -217,7 +222,7 @@ def extract(text: str, dialect: str) -> Extracted:
                     "only one SELECT WITH DIFFERENTIAL_PRIVACY per statement",
                     clause="SELECT WITH DIFFERENTIAL_PRIVACY",
                     line=token.line,
-                    column=token.col,
+                    column=_column(token),
                 )
             private = True
             last = i + 2
@@ -228,7 +233,7 @@ def extract(text: str, dialect: str) -> Extracted:
                         "OPTIONS must be followed by (name = value, ...)",
                         clause="OPTIONS",
                         line=at.line,
-                        column=at.col,
+                        column=_column(at),
                     )
                 close = _closing(tokens, last + 2)
                 options = _options(tokens, last + 2, close)
@@ -255,14 +260,14 @@ def extract(text: str, dialect: str) -> Extracted:
                     "(lower, upper)",
                     clause="named argument",
                     line=name.line,
-                    column=name.col,
+                    column=_column(name),
                 )
             if i + 1 >= len(tokens) or tokens[i + 1].token_type != TokenType.L_PAREN:
                 raise SqlError(
                     f"{BOUNDS} must be a pair (lower, upper) of numbers",
                     clause=BOUNDS,
                     line=name.line,
-                    column=name.col,
+                    column=_column(name),
                 )
             close = _closing(tokens, i + 1)
             pair = _value(tokens[i + 1 : close + 1], name)
@@ -275,7 +280,7 @@ def extract(text: str, dialect: str) -> Extracted:
                     f"{BOUNDS} must be a pair (lower, upper) of numbers",
                     clause=BOUNDS,
                     line=name.line,
-                    column=name.col,
+                    column=_column(name),
                 )
             owner = calls[-1]
             if owner is None:
@@ -283,7 +288,7 @@ def extract(text: str, dialect: str) -> Extracted:
                     f"{BOUNDS} belongs inside an aggregate's parentheses",
                     clause=BOUNDS,
                     line=name.line,
-                    column=name.col,
+                    column=_column(name),
                 )
             bounds[owner.start] = (float(pair[0]), float(pair[1]))
             _blank(chars, tokens[i - 2].start, tokens[close].end)

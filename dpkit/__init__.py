@@ -43,7 +43,7 @@ if TYPE_CHECKING:
     from dpkit.randomness import SecureRandom
     from dpkit.registry import Registry, get_registry, load_registry
     from dpkit.session import Session
-    from dpkit.sql.query import sql
+    from dpkit.sql_statements.query import sql
     from dpkit.units import IdUnit, RecordUnit, privacy_unit, unit_of
 
 #: Where each public name lives. ``import dpkit`` imports none of them: each is imported on
@@ -79,7 +79,7 @@ _LAZY: dict[str, str] = {
     "get_registry": "dpkit.registry",
     "load_registry": "dpkit.registry",
     "privacy_unit": "dpkit.units",
-    "sql": "dpkit.sql.query",
+    "sql": "dpkit.sql_statements.query",
     "unit_of": "dpkit.units",
 }
 
@@ -187,12 +187,12 @@ def __dir__() -> list[str]:
 
 class _Package(types.ModuleType):
     """The package's module type: importing the submodule ``dpkit.mechanism`` (the Mechanism
-    contract) or ``dpkit.sql`` sets the package attribute of that name to the submodule, which
-    would hide the public function :func:`mechanism` or :func:`sql` — the eager package
-    imported it first and defined the function after; a lazy one keeps the function this way."""
+    contract) sets the package attribute of that name to the submodule, which would hide the
+    public function :func:`mechanism` — the eager package imported it first and defined the
+    function after; a lazy one keeps the function this way."""
 
     def __setattr__(self, name: str, value: Any) -> None:
-        if name in ("mechanism", "sql") and isinstance(value, types.ModuleType):
+        if name == "mechanism" and isinstance(value, types.ModuleType):
             return
         super().__setattr__(name, value)
 

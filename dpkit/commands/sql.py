@@ -173,7 +173,7 @@ def run(args: argparse.Namespace) -> int:
         require("dpkit sql", ("sqlglot", "sql"), ("duckdb", "sql"), ("pyarrow", "sql"))
         require_persistent(args.ledger)
         from dpkit.session import Session
-        from dpkit.sql import sql
+        from dpkit.sql_statements import sql
 
         tables = _pairs(args.table, "--table")
         public = _pairs(args.public, "--public")

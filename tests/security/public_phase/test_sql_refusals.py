@@ -64,9 +64,7 @@ def _outcome(statement: str, beside: dict[str, Any] | None, data: dict[str, Any]
 def test_a_refusal_reads_no_row_and_depends_on_no_value(
     statement: str, beside: dict[str, Any] | None, expected: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    import importlib
-
-    module = importlib.import_module("dpkit.sql.query")  # dpkit.sql is the function
+    from dpkit.sql_statements import query as module
 
     opened: list[bool] = []
     relation = module.relation

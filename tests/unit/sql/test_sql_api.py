@@ -1,4 +1,4 @@
-"""``dpkit.sql``'s own face: the extra, the function beside its package, the options, the
+"""``dpkit.sql``'s own face: the extra, the function and its package, the options, the
 result's forms, the accuracy before any data and the ledger's record."""
 
 from __future__ import annotations
@@ -44,11 +44,12 @@ def test_without_the_extra_the_error_names_it(monkeypatch: pytest.MonkeyPatch) -
         dpkit.sql("SELECT COUNT(*) FROM t", options={"epsilon": 1.0})
 
 
-def test_the_function_survives_importing_its_package() -> None:
-    import importlib
+def test_the_function_and_its_package_have_different_names() -> None:
+    import dpkit.sql_statements.plan
 
-    importlib.import_module("dpkit.sql.plan")
     assert callable(dpkit.sql) and dpkit.sql.__name__ == "sql"
+    assert dpkit.sql_statements.plan.plan_statement is not None
+    assert dpkit.sql is dpkit.sql_statements.sql
 
 
 def test_the_budget_is_shared_and_never_exceeded() -> None:

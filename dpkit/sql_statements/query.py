@@ -1,10 +1,10 @@
 """A SQL statement as a query a :class:`~dpkit.Session` releases.
 
-:func:`sql` turns a statement (:mod:`dpkit.sql.plan`) into table queries of the existing plan
+:func:`sql` turns a statement (:mod:`dpkit.sql_statements.plan`) into table queries of the existing plan
 (:mod:`dpkit_central.tables`), one per aggregate, over one *row-level table*: the rows the
 statement's WHERE keeps, with its GROUP BY expressions (``__g0``, ...), its aggregates'
 arguments (``__v0``, ...) and the privacy unit's column, computed by DuckDB
-(:mod:`dpkit.sql.sources`). So the privacy code, the accuracy preview and the ledger are those
+(:mod:`dpkit.sql_statements.sources`). So the privacy code, the accuracy preview and the ledger are those
 of every other table query; the SQL adds no mechanism.
 
 **Budget.** The statement's ε (and δ) is its total: with k aggregates it is shared equally,
@@ -40,8 +40,8 @@ import numpy as np
 
 from dpkit.errors import InvalidData, InvalidParameter, MissingDependency, SqlError
 from dpkit.privacy import CompositeDP, PrivacyEvent
-from dpkit.sql.plan import RELEASED, SOURCE, Aggregate, Plan, plan_statement
-from dpkit.sql.sources import connect, describe, relation
+from dpkit.sql_statements.plan import RELEASED, SOURCE, Aggregate, Plan, plan_statement
+from dpkit.sql_statements.sources import connect, describe, relation
 from dpkit.tables._duckdb import connection
 from dpkit.units import IdUnit, RecordUnit
 
@@ -624,8 +624,8 @@ def sql(
 
 def _any_table(query: str, dialect: str) -> set[str]:
     """Without tables, the statement's own FROM name is accepted (checked at the release)."""
-    from dpkit.sql._text import extract
-    from dpkit.sql.plan import _parse, _table
+    from dpkit.sql_statements._text import extract
+    from dpkit.sql_statements.plan import _parse, _table
 
     try:
         return {_table(_parse(extract(query, dialect).text, dialect))[0]}

@@ -35,7 +35,7 @@ and the tables' *names* only (no schema, no value), whether dpkit can release it
 
 Everything else is refused with a :class:`~dpkit.errors.SqlError` naming the clause and where
 it starts. Names are resolved against the table's schema later, in the public phase
-(:mod:`dpkit.sql.query`).
+(:mod:`dpkit.sql_statements.query`).
 """
 
 from __future__ import annotations
@@ -46,7 +46,7 @@ from typing import Any
 import attrs
 
 from dpkit.errors import SqlError
-from dpkit.sql._text import BOUNDS, Extracted, Option, extract
+from dpkit.sql_statements._text import BOUNDS, Extracted, Option, extract
 
 __all__ = ["Aggregate", "Group", "Plan", "plan_statement"]
 

@@ -33,6 +33,7 @@ if TYPE_CHECKING:
         InvalidParameter,
         ReleaseFailed,
         SpecError,
+        SqlError,
         UnknownMechanism,
     )
     from dpkit.ledger import Ledger, UnitMismatch
@@ -42,6 +43,7 @@ if TYPE_CHECKING:
     from dpkit.randomness import SecureRandom
     from dpkit.registry import Registry, get_registry, load_registry
     from dpkit.session import Session
+    from dpkit.sql_statements.query import sql
     from dpkit.units import IdUnit, RecordUnit, privacy_unit, unit_of
 
 #: Where each public name lives. ``import dpkit`` imports none of them: each is imported on
@@ -65,6 +67,7 @@ _LAZY: dict[str, str] = {
     "SecureRandom": "dpkit.randomness",
     "Session": "dpkit.session",
     "SpecError": "dpkit.errors",
+    "SqlError": "dpkit.errors",
     "SubsampledDP": "dpkit.privacy",
     "UnitMismatch": "dpkit.ledger",
     "UnknownMechanism": "dpkit.errors",
@@ -76,6 +79,7 @@ _LAZY: dict[str, str] = {
     "get_registry": "dpkit.registry",
     "load_registry": "dpkit.registry",
     "privacy_unit": "dpkit.units",
+    "sql": "dpkit.sql_statements.query",
     "unit_of": "dpkit.units",
 }
 
@@ -100,6 +104,7 @@ __all__ = [
     "SecureRandom",
     "Session",
     "SpecError",
+    "SqlError",
     "SubsampledDP",
     "UnitMismatch",
     "UnknownMechanism",
@@ -115,6 +120,7 @@ __all__ = [
     "load_registry",
     "mechanism",
     "privacy_unit",
+    "sql",
     "unit_of",
 ]
 

@@ -30,6 +30,7 @@ COMMANDS = (
     "dpkit.commands.account",
     "dpkit.commands.budget",
     "dpkit.commands.run",
+    "dpkit.commands.sql",
     "dpkit.commands.schema",
     "dpkit.commands.plot",
 )

@@ -20,6 +20,7 @@ __all__ = [
     "PluginError",
     "ReleaseFailed",
     "SpecError",
+    "SqlError",
     "UnknownMechanism",
     "UnsupportedRandomness",
 ]
@@ -181,6 +182,28 @@ class SpecError(DPKitError):
         self.rule = rule
         self.reason = message
         super().__init__(f"{pointer or '/'}: {message}")
+
+
+class SqlError(DPKitError):
+    """A SQL statement dpkit cannot release: a syntax error, an unknown table, column or
+    option, or a clause whose sensitivity cannot be derived (a join of private tables, a
+    subquery that aggregates, a window function, ...). Raised before any row is read.
+
+    Attributes:
+        clause: the clause or construct refused (``"WHERE"``, ``"window function"``, ...).
+        line, column: where it starts in the statement (1-based; 0 when not known).
+        reason: what is wrong and what is allowed.
+    """
+
+    code = "invalid_sql"
+
+    def __init__(self, reason: str, *, clause: str, line: int = 0, column: int = 0):
+        self.clause = clause
+        self.line = line
+        self.column = column
+        self.reason = reason
+        where = f" at line {line}, column {column}" if line else ""
+        super().__init__(f"SQL {clause}{where}: {reason}")
 
 
 class PluginError(DPKitError):

@@ -23,7 +23,6 @@ from dpkit.budget import Budget, Cost
 from dpkit.errors import InvalidParameter
 from dpkit.ledger import _history, _spend
 from dpkit.ledger._errors import (
-    LedgerError,
     LedgerMismatch,
     LedgerMissing,
     LedgerUnitsMixed,

@@ -51,6 +51,7 @@ __all__ = [
     "MAX_HEADER_BYTES",
     "ColumnSource",
     "DataPolicy",
+    "check_path",
     "encode_categories",
     "match_categories",
     "open_input",
@@ -307,6 +308,39 @@ def _unreadable_issues(path: Path, shown: str, wanted: dict[str, str]) -> list[S
     ]
 
 
+def _allowed_path(
+    given: str, *, at: str, base_dir: Path, policy: DataPolicy
+) -> tuple[Path | None, list[SpecIssue]]:
+    """A spec's relative path under ``base_dir``, if it stays inside the data root."""
+    path = base_dir / given
+    root = (policy.root or base_dir).resolve()
+    if not policy.allow_any_path and (
+        Path(given).is_absolute() or not _inside(path.resolve(), root)
+    ):
+        return None, [
+            SpecIssue(
+                at,
+                "path_not_allowed",
+                f"input.path {given!r} leads outside the data root (the spec's "
+                "directory, or --data-root): give a relative path that stays inside it, "
+                "or pass --data-root DIR or --allow-any-path",
+            )
+        ]
+    return path, []
+
+
+def check_path(
+    given: str, *, at: str, base_dir: Path, policy: DataPolicy
+) -> tuple[Path | None, list[SpecIssue]]:
+    """The public checks of a file a spec names (``at`` points at its path): inside the data
+    root, a regular file no larger than the policy allows — from its ``stat`` alone."""
+    path, issues = _allowed_path(given, at=at, base_dir=base_dir, policy=policy)
+    if path is None:
+        return None, issues
+    problem = _file_issue(path, path.name, policy, at)
+    return (None, [problem]) if problem is not None else (path, [])
+
+
 def open_input(
     spec: dict[str, Any],
     *,
@@ -336,19 +370,11 @@ def open_input(
     if data_file is not None:  # named on the command line by whoever runs it: anywhere
         path, where = Path(data_file), at
     elif "path" in spec:
-        given, where = Path(spec["path"]), f"{at}/path"
-        root = (policy.root or base_dir).resolve()
-        path = base_dir / given
-        if not policy.allow_any_path and (given.is_absolute() or not _inside(path.resolve(), root)):
-            return None, [
-                SpecIssue(
-                    where,
-                    "path_not_allowed",
-                    f"input.path {spec['path']!r} leads outside the data root (the spec's "
-                    "directory, or --data-root): give a relative path that stays inside it, "
-                    "or pass --data-root DIR or --allow-any-path",
-                )
-            ]
+        where = f"{at}/path"
+        allowed, refusals = _allowed_path(spec["path"], at=where, base_dir=base_dir, policy=policy)
+        if allowed is None:
+            return None, refusals
+        path = allowed
     else:
         return None, [
             SpecIssue(f"{at}/path", "data_missing", "no input file: give input.path or --data")

@@ -39,6 +39,7 @@ from dpkit.spec.schema import (
     CONFIDENCE,
     FREQUENCY,
     SEED,
+    SQL,
     compose_schema,
     is_local,
     local_mechanisms,
@@ -84,6 +85,8 @@ class PlannedQuery:
     def load(self) -> Any:
         """The query's input (private phase, after the spend; total): a PyArrow table of the
         columns a table query needs, or the values of the input column."""
+        if self.statistic == SQL:  # the query reads the files its tables name
+            return None
         needed = getattr(self.target, "columns_needed", None)
         if self.source.table is not None and needed is not None:
             return self.source.frame(needed())
@@ -569,6 +572,45 @@ def located(spec: Any, issues: Sequence[SpecIssue]) -> list[SpecIssue]:
     return out
 
 
+def _plan_sql(
+    query: dict[str, Any],
+    at: str,
+    index: int,
+    *,
+    seed: int | None,
+    base_dir: Path,
+    policy: DataPolicy,
+    registry: Registry,
+) -> tuple[PlannedQuery | None, list[SpecIssue]]:
+    """A ``sql`` query (:mod:`dpkit.spec.sql`), bound like the others but to its own tables."""
+    from dpkit.spec.sql import PROVENANCE, bind_sql
+
+    query = {key: value for key, value in query.items() if key not in ("input", "privacy_unit")}
+    target, issues = bind_sql(query, at, base_dir=base_dir, policy=policy, registry=registry)
+    if target is None:
+        return None, issues
+    rng_spec = query.get("rng", {"mode": "secure"})
+    mode, user_seed, stream = rng_spec["mode"], rng_spec.get("seed"), None
+    if seed is not None:
+        mode, user_seed = "fast", seed
+    if user_seed is not None:
+        user_seed = int(user_seed)
+        stream = query_stream(user_seed, index, query)
+    return PlannedQuery(
+        at=at,
+        query_id=_query_id(query, index),
+        statistic=SQL,
+        target=target,
+        provenance=PROVENANCE,
+        source=ColumnSource("sql tables"),
+        categories=None,
+        confidence=float(query.get("output", {}).get("confidence", 0.95)),
+        rng_mode=mode,
+        seed=user_seed,
+        stream=stream,
+    ), []
+
+
 def plan_spec(
     spec: Any,
     *,
@@ -623,6 +665,17 @@ def _plan_spec(
     items = _query_items(spec)
     named = _named_columns(items)
     for index, (at, query) in enumerate(items):
+        if query["statistic"] == SQL:
+            found = _output_issues(query, at) + _seed_issues(
+                query.get("rng", {}).get("seed"), f"{at}/rng/seed"
+            )
+            sql_query, bound = _plan_sql(
+                query, at, index, seed=seed, base_dir=base_dir, policy=policy, registry=registry
+            )
+            issues += found + bound
+            if sql_query is not None and not found:
+                planned.append(sql_query)
+            continue
         local = is_local(query)
         if local and query["mechanism"]["name"] not in local_mechanisms(
             registry, query["statistic"]

@@ -22,7 +22,7 @@ from dpkit.pricing import composition_note, price_plan
 from dpkit.registry import Registry, get_registry
 from dpkit.spec.data import DataPolicy
 from dpkit.spec.plan import Plan, PlannedQuery, plan_spec
-from dpkit.spec.schema import FREQUENCY
+from dpkit.spec.schema import FREQUENCY, SQL
 
 __all__ = ["preview_spec"]
 
@@ -44,6 +44,13 @@ def _accuracy(query: PlannedQuery) -> dict[str, Any] | None:
         return None
     stand_in = None if query.rng_mode == "secure" else np.random.default_rng(0)
     found = accuracy(1.0 - query.confidence, rng=stand_in)
+    if query.statistic == SQL:  # one accuracy per aggregate of the statement
+        return {  # the text table says n/a; the JSON plan has each aggregate's accuracy
+            "aggregates": [
+                {"aggregate": text, **each.as_dict(), "describe": each.describe()}
+                for text, each in found
+            ]
+        }
     document: dict[str, Any] = found.as_dict()
     document["describe"] = found.describe()
     return document

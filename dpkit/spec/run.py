@@ -29,7 +29,7 @@ from dpkit.session import Deferred, Release, Session
 from dpkit.spec.data import DataPolicy, open_regular
 from dpkit.spec.issues import SpecInvalid, SpecIssue
 from dpkit.spec.plan import MAX_SPEC_DEPTH, Plan, PlannedQuery, plan_spec
-from dpkit.spec.schema import FREQUENCY
+from dpkit.spec.schema import FREQUENCY, SQL
 
 __all__ = ["load_spec", "run_spec"]
 
@@ -166,6 +166,11 @@ def _document(query: PlannedQuery, values: Any, registry: Registry) -> dict[str,
         if query.categories:  # the spec's names for the categories
             document["categories"] = list(query.categories)
         return document
+    if query.statistic == SQL:  # the released table, a row an object, and each aggregate's
+        released: dict[str, Any] = values.to_document(confidence=query.confidence)
+        columns = released["columns"]
+        released["estimate"] = [dict(zip(columns, row, strict=True)) for row in released["rows"]]
+        return released
     if isinstance(values, Document):
         return values.to_document(confidence=query.confidence)
     # A third-party query's plain value: the value alone.

@@ -34,6 +34,7 @@ __all__ = [
     "INJECTED",
     "MEAN",
     "SEED",
+    "SQL",
     "compose_schema",
     "envelope",
     "frequency_mechanisms",
@@ -47,6 +48,8 @@ __all__ = [
 FREQUENCY = "frequency"
 #: A mean: by a local mechanism when the query names one (``mechanism``), else the central query.
 MEAN = "mean"
+#: A SQL statement over named tables (:mod:`dpkit.spec.sql`).
+SQL = "sql"
 #: Parameters filled from the query's ``budget``, not written in ``params``.
 INJECTED = ("epsilon", "delta")
 KINDS = ("query", "session", "result")
@@ -207,12 +210,29 @@ def _mean_rule(means: list[str], central: bool) -> dict[str, Any]:
     return {"required": ["mechanism"], **local}
 
 
+def _sql_rule() -> dict[str, Any]:
+    """A ``sql`` query gives its statement and tables under ``sql``, and none of the fields a
+    statement states itself (its input, groups, unit, parameters); no other query gives ``sql``."""
+    own = ("input", "params", "mechanism", "group_by", "privacy_unit")
+    return {
+        "if": {"properties": {"statistic": {"const": SQL}}, "required": ["statistic"]},
+        "then": {
+            "required": ["sql"],
+            "properties": {
+                name: {"not": {}, "description": f"a sql query states its {name} in sql"}
+                for name in own
+            },
+        },
+        "else": {"properties": {"sql": {"not": {}, "description": "only for statistic 'sql'"}}},
+    }
+
+
 def statistic_rules(registry: Registry) -> dict[str, Any]:
     """``if``/``then`` rules selecting the parameter schema by mechanism or statistic name."""
     frequency = frequency_mechanisms(registry)
     means = mean_mechanisms(registry)
     mechanisms = sorted(frequency + means)
-    statistics = sorted({FREQUENCY, *registry.queries, *([MEAN] if means else [])})
+    statistics = sorted({FREQUENCY, SQL, *registry.queries, *([MEAN] if means else [])})
     statistics.remove(FREQUENCY)
     statistics.insert(0, FREQUENCY)
     without_mechanism: dict[str, Any] = {"not": {"required": ["mechanism"]}}
@@ -225,6 +245,7 @@ def statistic_rules(registry: Registry) -> dict[str, Any]:
         }
     rules: list[dict[str, Any]] = [
         {"properties": {"statistic": {"enum": statistics}}},
+        _sql_rule(),
         {
             "if": {"properties": {"statistic": {"const": FREQUENCY}}, "required": ["statistic"]},
             "then": {

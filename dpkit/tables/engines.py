@@ -26,9 +26,11 @@ And one expression narwhals lacks on one engine: a value's position among declar
 Connect).
 
 Each engine is a private module (:mod:`~dpkit.tables._eager`, :mod:`~dpkit.tables._dask`,
-:mod:`~dpkit.tables._spark`), chosen by the frame's implementation in one place
-(:func:`engine_of`). Other lazy frames (Polars LazyFrame, DuckDB, Ibis: one-machine engines)
-are collected first and handled as an eager table. Nothing here reads a value before the
+:mod:`~dpkit.tables._spark`, :mod:`~dpkit.tables._duckdb`), chosen by the frame's
+implementation in one place (:func:`engine_of`). A DuckDB relation is bounded in DuckDB when
+its connection is given (:func:`dpkit.tables._duckdb.connection`: the SQL front end's), and
+otherwise collected first, like the other one-machine lazy frames (Polars LazyFrame, Ibis),
+which are handled as an eager table. Nothing here reads a value before the
 caller's spend: these build the engine's plan, which runs when the aggregates are collected.
 """
 
@@ -38,6 +40,7 @@ from collections.abc import Callable, Mapping
 from typing import Any, Protocol
 
 from dpkit.tables._dask import Dask
+from dpkit.tables._duckdb import DuckDB
 from dpkit.tables._eager import Eager
 from dpkit.tables._spark import Spark
 from dpkit.tables.bounding import Bounding
@@ -89,6 +92,7 @@ DISTRIBUTED = ("dask", "pyspark", "pyspark_connect")
 
 _EAGER = Eager()
 _ENGINES: dict[str, Engine] = {
+    "duckdb": DuckDB(),
     "dask": Dask(),
     "pyspark": Spark(),
     "pyspark_connect": Spark(connect=True),

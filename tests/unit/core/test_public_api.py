@@ -49,12 +49,15 @@ USER_FACE = {
     "RecordUnit",
     "privacy_unit",
     "unit_of",
+    # SQL statements as queries
+    "sql",
     # the errors a user catches
     "DPKitError",
     "InvalidParameter",
     "InvalidData",
     "BudgetExceeded",
     "SpecError",
+    "SqlError",
     "ReleaseFailed",
     "UnitMismatch",
     "UnknownMechanism",

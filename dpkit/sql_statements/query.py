@@ -1,0 +1,633 @@
+"""A SQL statement as a query a :class:`~dpkit.Session` releases.
+
+:func:`sql` turns a statement (:mod:`dpkit.sql_statements.plan`) into table queries of the existing plan
+(:mod:`dpkit_central.tables`), one per aggregate, over one *row-level table*: the rows the
+statement's WHERE keeps, with its GROUP BY expressions (``__g0``, ...), its aggregates'
+arguments (``__v0``, ...) and the privacy unit's column, computed by DuckDB
+(:mod:`dpkit.sql_statements.sources`). So the privacy code, the accuracy preview and the ledger are those
+of every other table query; the SQL adds no mechanism.
+
+**Budget.** The statement's ε (and δ) is its total: with k aggregates it is shared equally,
+ε/k each (ε/(k + 1) with private keys, the last share being partition selection's); δ goes
+to partition selection and the Gaussian aggregates, equally. The release's event is the
+composition of the parts (:class:`~dpkit.privacy.CompositeDP`; basic composition, Dwork & Roth
+2014, Theorem 3.16, or each accountant's own rule), and each share is rounded down so that
+the parts never add up to more than what the statement asked for.
+
+**Keys.** Public keys (``keys=`` beside the query, or ``public_groups`` naming a public
+table) are released whatever the data hold. Otherwise the groups are found in the data and
+*one* partition selection (:mod:`dpkit_central.partition_selection`, on the number of ids per
+group after bounding) decides which are released; every aggregate is then computed over the
+selected groups, used as public keys — a function of a DP release, so post-processing — and
+the statement's groups are released together, never one aggregate's groups without another's.
+
+**Phases.** :func:`sql` checks the statement, its options and bounds (no table is looked at);
+:meth:`SqlQuery.check_input` binds the row-level statement to each table's *schema* and runs
+it on no rows, then each table query's public checks; only :meth:`SqlQuery.run`, after the
+spend, reads rows. HAVING, ORDER BY, LIMIT and the SELECT list's arithmetic run on the
+released table (post-processing).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping
+from fractions import Fraction
+from typing import Any
+
+import attrs
+import numpy as np
+
+from dpkit.errors import InvalidData, InvalidParameter, MissingDependency, SqlError
+from dpkit.privacy import CompositeDP, PrivacyEvent
+from dpkit.sql_statements.plan import RELEASED, SOURCE, Aggregate, Plan, plan_statement
+from dpkit.sql_statements.sources import connect, describe, relation
+from dpkit.tables._duckdb import connection
+from dpkit.units import IdUnit, RecordUnit
+
+__all__ = ["SqlQuery", "SqlResult", "sql"]
+
+OUTPUTS = ("pandas", "polars", "arrow", "duckdb")
+BOUNDINGS = ("numpy", "duckdb")
+_STATISTIC = {
+    "count": "count",
+    "count_values": "count",
+    "count_distinct": "count",
+    "sum": "sum",
+    "mean": "mean",
+    "quantile": "quantile",
+}
+
+
+def _share(total: float, parts: int) -> float:
+    """The largest float s with parts · s ≤ total exactly (a share that never overspends)."""
+    exact = Fraction(total) / parts
+    share = float(exact)
+    while Fraction(share) * parts > Fraction(total):
+        share = math.nextafter(share, -math.inf)
+    return share
+
+
+def _option(plan: Plan, name: str, default: Any = None) -> Any:
+    found = plan.options.get(name)
+    return default if found is None else found.value
+
+
+def _option_error(plan: Plan, name: str, reason: str) -> SqlError:
+    found = plan.options.get(name)
+    return SqlError(
+        f"{name}: {reason}",
+        clause="OPTIONS",
+        line=found.line if found else 0,
+        column=found.column if found else 0,
+    )
+
+
+def _whole(plan: Plan, name: str, default: int | None) -> int | None:
+    value = _option(plan, name, default)
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+        raise _option_error(plan, name, f"must be a whole number >= 1, got {value!r}")
+    return value
+
+
+def _real(plan: Plan, name: str, default: float | None) -> float | None:
+    value = _option(plan, name, default)
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
+        raise _option_error(plan, name, f"must be a finite number, got {value!r}")
+    return float(value)
+
+
+@attrs.frozen
+class SqlResult:
+    """A released SQL statement: the output table (after HAVING, ORDER BY and LIMIT) and
+    each aggregate's :class:`~dpkit_central.TableResult` (its noise and intervals)."""
+
+    columns: tuple[str, ...]
+    rows: tuple[tuple[Any, ...], ...]
+    parts: tuple[tuple[str, Any], ...]
+    output: str = "pandas"
+
+    def table(self, kind: str | None = None) -> Any:
+        """The released table as ``kind`` (default: the query's ``output``): a pandas or
+        Polars DataFrame, a PyArrow table or a DuckDB relation."""
+        kind = kind or self.output
+        if kind not in OUTPUTS:
+            raise InvalidParameter("output", kind, f"one of {', '.join(OUTPUTS)}", owner="sql")
+        import pyarrow as pa
+
+        arrow = pa.table(
+            {c: [row[i] for row in self.rows] for i, c in enumerate(self.columns)}
+            if self.rows
+            else {c: pa.array([], pa.null()) for c in self.columns}
+        )
+        if kind == "arrow":
+            return arrow
+        if kind == "pandas":
+            return arrow.to_pandas()
+        if kind == "polars":
+            import polars as pl
+
+            return pl.from_arrow(arrow)
+        return connect().from_arrow(arrow)
+
+    def to_document(self, *, confidence: float = 0.95) -> dict[str, Any]:
+        """The result as JSON: the output table's rows, and each aggregate's own document."""
+        return {
+            "kind": "sql",
+            "columns": list(self.columns),
+            "rows": [[_plain(v) for v in row] for row in self.rows],
+            "aggregates": {
+                name: part.to_document(confidence=confidence) for name, part in self.parts
+            },
+        }
+
+
+def _plain(value: Any) -> Any:
+    if isinstance(value, (np.generic,)):
+        return value.item()
+    if isinstance(value, float) and not math.isfinite(value):
+        return None
+    return value
+
+
+def _registry(registry: Any) -> Any:
+    if registry is not None:
+        return registry
+    from dpkit.registry import get_registry
+
+    return get_registry()
+
+
+@attrs.frozen(eq=False)
+class SqlQuery:
+    """A SQL statement as a query (:func:`sql`); see the module docstring."""
+
+    plan: Plan
+    queries: tuple[tuple[Aggregate, Any], ...]
+    selector: Any
+    unit: RecordUnit | IdUnit
+    tables: Mapping[str, Any] | None = None
+    output: str = "pandas"
+    bounding: str = "numpy"
+    name: str = "sql"
+
+    # -- identity and cost ------------------------------------------------------------------
+
+    @property
+    def text(self) -> str:
+        return self.plan.text
+
+    @property
+    def privacy(self) -> PrivacyEvent:
+        """The composition of the aggregates' events and partition selection's."""
+        parts = [query.statistic.privacy for _, query in self.queries]
+        if self.selector is not None:
+            parts.insert(0, self.selector.selection.privacy)
+        return parts[0] if len(parts) == 1 else CompositeDP(tuple(parts))
+
+    def describe(self) -> dict[str, Any]:
+        """The query as JSON (what the ledger records): the statement and each aggregate."""
+        return {
+            "sql": self.plan.text,
+            "aggregates": {a.text: q.describe() for a, q in self.queries},
+            "privacy_unit": self.unit.describe(),
+        }
+
+    def accuracy(self, alpha: float = 0.05, *, rng: Any = None) -> tuple[tuple[str, Any], ...]:
+        """Per aggregate (its text), the cost, noise and (1 − α) half-width of each released
+        value, before any data is read (:meth:`dpkit_central.TableQuery.accuracy`); with
+        private keys, the ids a group needs to be released with probability ≥ 1 − α."""
+        found = []
+        for aggregate, query in self.queries:
+            found.append((aggregate.text, query.accuracy(alpha, rng=rng)))
+        return tuple(found)
+
+    # -- public phase ---------------------------------------------------------------------
+
+    def _tables(self, data: Any) -> Mapping[str, Any]:
+        tables = self.tables if data is None else data
+        if not isinstance(tables, Mapping):
+            raise InvalidData(
+                "sql: the data must be the tables by name ({'visits': table, ...}), got "
+                f"{type(tables).__name__}",
+                field="tables",
+            )
+        if self.plan.table not in tables:
+            raise InvalidData(
+                f"sql: the statement reads the table {self.plan.table!r}, which is not given "
+                f"(tables: {sorted(map(str, tables))})",
+                field="tables",
+            )
+        return tables
+
+    def row_level(self) -> str:
+        """The DuckDB statement of the row-level table (module docstring): every expression
+        in TRY (an error is NULL: the filter drops the row, the statistic's missing-value
+        policy drops a missing value), so that it is total over any rows."""
+        plan = self.plan
+        alias = _quote(plan.alias)
+        items = []
+        if isinstance(self.unit, IdUnit):
+            items.append(f"{alias}.{_quote(self.unit.column)} AS {_quote(self.unit.column)}")
+        items += [f"TRY({g.expression}) AS {_quote(g.name)}" for g in plan.groups]
+        seen: set[str] = set()
+        for index, (aggregate, _) in enumerate(self.queries):
+            if aggregate.argument is not None and f"__v{index}" not in seen:
+                items.append(f"TRY({aggregate.argument}) AS {_quote(f'__v{index}')}")
+                seen.add(f"__v{index}")
+        if not items:
+            items.append("1 AS __dpkit_row")
+        where = f" WHERE COALESCE(TRY(({plan.where})::BOOLEAN), FALSE)" if plan.where else ""
+        return f"SELECT {', '.join(items)} FROM {SOURCE} AS {alias}{where}"
+
+    def _rows(self, tables: Mapping[str, Any], *, empty: bool, con: Any = None) -> Any:
+        """The row-level table: PyArrow with no rows when ``empty``, else a relation of
+        ``con`` (a DuckDB relation given as input is copied into ``con`` first)."""
+        con = con if con is not None else connect()
+        try:
+            source = relation(con, tables[self.plan.table], name=self.plan.table, empty=empty)
+            columns = describe(source)
+        except InvalidData:
+            raise
+        except Exception:
+            raise InvalidData(
+                f"sql: the table {self.plan.table!r} cannot be read by DuckDB", field="tables"
+            ) from None
+        missing = sorted(
+            (at, name) for name, at in self.plan.columns.items() if name not in columns
+        )
+        if missing:
+            (line, column), name = missing[0]
+            raise SqlError(
+                f"the table {self.plan.table!r} has no column {name!r} (its columns: "
+                f"{', '.join(sorted(columns))})",
+                clause="column",
+                line=line,
+                column=column,
+            )
+        if empty:
+            try:
+                return source.query(SOURCE, self.row_level()).to_arrow_table()
+            except Exception as error:
+                raise SqlError(
+                    f"the statement does not apply to the table's column types {columns} "
+                    f"({str(error).splitlines()[0][:160]})",
+                    clause="expression",
+                ) from None
+        # Lazy: the statistics' per-record steps and the bounding run in DuckDB too.
+        rows = source.query(SOURCE, self.row_level())
+        if source is tables[self.plan.table]:  # another connection's relation
+            rows = con.from_arrow(rows.to_arrow_table())
+        return rows
+
+    def check_input(self, data: Any, /) -> None:
+        """Public phase: the tables, their schemas, the row-level statement bound and run on
+        no rows, and each table query's checks on that empty table."""
+        tables = self._tables(data)
+        empty = self._rows(tables, empty=True)
+        for _, query in self.queries:
+            query.check_input(empty)
+        if self.selector is not None:
+            self.selector.check_input(empty)
+        self._post(self._released_empty(empty))
+
+    def releases(self, data: Any, /) -> int:
+        return 1
+
+    # -- private phase ----------------------------------------------------------------------
+
+    def aggregates(self, data: Any = None, /, *, rng: Any = None) -> tuple[Any, ...]:
+        """The pre-noise aggregates of each aggregate (not private: for tests), with the
+        public keys or all the groups found."""
+        from dpkit.randomness import resolve_rng
+
+        generator = resolve_rng(rng, owner=self.name)[0]
+        con = connect()
+        rows = self._rows(self._tables(data), empty=False, con=con)
+        with connection(con if self.bounding == "duckdb" else None):
+            return tuple(query.aggregate(rows, rng=generator) for _, query in self.queries)
+
+    def run(self, data: Any = None, /, *, rng: Any = None) -> SqlResult:
+        """Release the statement on ``data`` (the tables by name; default: those given to
+        :func:`sql`). Total once :meth:`check_input` passed."""
+        from dpkit.randomness import resolve_rng
+
+        generator = resolve_rng(rng, owner=self.name)[0]
+        con = connect()
+        rows = self._rows(self._tables(data), empty=False, con=con)
+        with connection(con if self.bounding == "duckdb" else None):
+            return self._run(rows, generator)
+
+    def _run(self, rows: Any, generator: Any) -> SqlResult:
+        queries = [query for _, query in self.queries]
+        keys: tuple[tuple[Any, ...], ...] | None = None
+        if self.selector is not None:
+            found = self.selector.aggregate(rows, rng=generator)
+            keep = self.selector.selection.select(found.values["units"], rng=generator)
+            keys = tuple(k for k, kept in zip(found.keys, keep, strict=True) if kept)
+            # The selected groups, as public keys: one value each for one group column.
+            selected = [k[0] if len(k) == 1 else k for k in keys]
+            queries = [
+                attrs.evolve(query, keys=selected) if selected else None for query in queries
+            ]
+        results = []
+        for (aggregate, _), query in zip(self.queries, queries, strict=True):
+            if query is None:
+                continue
+            results.append((aggregate, query.run(rows, rng=generator)))
+        return self._assemble(results, keys)
+
+    def _assemble(self, results: list[tuple[Aggregate, Any]], keys: Any) -> SqlResult:
+        import pyarrow as pa
+
+        groups = self.plan.groups
+        found_keys = results[0][1].keys if results else ()
+        columns: dict[str, Any] = {g.name: [k[i] for k in found_keys] for i, g in enumerate(groups)}
+        for aggregate, result in results:
+            columns[aggregate.name] = [float(v) for v in np.asarray(result.values).reshape(-1)]
+        for aggregate, _ in self.queries:
+            columns.setdefault(aggregate.name, pa.array([], pa.float64()))
+        released = pa.table(columns) if columns else pa.table({})
+        table = self._post(released)
+        rows = tuple(
+            tuple(row)
+            for row in zip(*(table.column(c).to_pylist() for c in table.column_names), strict=True)
+        )
+        parts = tuple((aggregate.text, result) for aggregate, result in results)
+        return SqlResult(tuple(table.column_names), rows, parts, self.output)
+
+    def _released_empty(self, rows: Any) -> Any:
+        """The released table's schema with no rows (for checking the post-processing)."""
+        import pyarrow as pa
+
+        fields = [(g.name, rows.schema.field(g.name).type) for g in self.plan.groups]
+        fields += [(a.name, pa.float64()) for a, _ in self.queries]
+        return pa.schema(fields).empty_table()
+
+    def _post(self, released: Any) -> Any:
+        """HAVING, ORDER BY, LIMIT and the SELECT list on the released table (DuckDB)."""
+        con = connect()
+        try:
+            return con.from_arrow(released).query(RELEASED, self.plan.post).to_arrow_table()
+        except Exception as error:
+            raise SqlError(
+                f"the SELECT list, HAVING or ORDER BY does not apply to the released columns "
+                f"({str(error).splitlines()[0][:160]})",
+                clause="post-processing",
+            ) from None
+
+
+def _quote(name: str) -> str:
+    return '"' + name.replace('"', '""') + '"'
+
+
+def _unit(plan: Plan) -> RecordUnit | IdUnit:
+    column = _option(plan, "privacy_unit_column")
+    rows = _whole(plan, "max_rows_contributed", 1) or 1
+    groups = _whole(plan, "max_groups_contributed", None)
+    if column is None:
+        for name in ("max_rows_contributed", "max_groups_contributed"):
+            if name in plan.options:
+                raise _option_error(
+                    plan, name, "bounds a person's contribution: give privacy_unit_column too"
+                )
+        return RecordUnit()
+    if column.startswith("__"):
+        raise _option_error(plan, "privacy_unit_column", "a column name may not start with __")
+    if plan.groups and groups is None:
+        raise _option_error(
+            plan,
+            "max_groups_contributed",
+            "a grouped statement needs max_groups_contributed (the groups one person may "
+            "change; never assumed)",
+        )
+    return IdUnit(column, max_rows=rows, max_groups=groups)
+
+
+def _public_keys(plan: Plan, keys: Any, public: Mapping[str, Any] | None) -> list[Any] | None:
+    table_name = _option(plan, "public_groups")
+    strategy = str(_option(plan, "group_selection_strategy", "") or "").upper()
+    if strategy not in ("", "LAPLACE_THRESHOLD", "PUBLIC_GROUPS"):
+        raise _option_error(
+            plan, "group_selection_strategy", "must be LAPLACE_THRESHOLD or PUBLIC_GROUPS"
+        )
+    if not plan.groups:
+        if keys is not None or table_name is not None:
+            raise SqlError("keys are given but the statement has no GROUP BY", clause="GROUP BY")
+        return None
+    if keys is not None and table_name is not None:
+        raise _option_error(plan, "public_groups", "give the keys or public_groups, not both")
+    if table_name is not None:
+        if not isinstance(table_name, str) or public is None or table_name not in public:
+            raise _option_error(
+                plan,
+                "public_groups",
+                f"names a public table; the public tables are {sorted(public or {})}",
+            )
+        return _keys_of_table(plan, public[table_name], table_name)
+    if keys is None:
+        if strategy == "PUBLIC_GROUPS":
+            raise _option_error(
+                plan, "group_selection_strategy", "PUBLIC_GROUPS needs keys or public_groups"
+            )
+        return None
+    if isinstance(keys, Mapping):
+        names = [g.output for g in plan.groups]
+        if len(names) != 1 or set(keys) != set(names):
+            raise InvalidParameter(
+                "keys",
+                sorted(map(str, keys)),
+                f"a list of keys, or {{{names[0]!r}: [...]}}"
+                if len(names) == 1
+                else "a list of tuples (one value per group column)",
+                owner="sql",
+            )
+        keys = keys[names[0]]
+    if isinstance(keys, (str, bytes)) or not hasattr(keys, "__iter__"):
+        raise InvalidParameter("keys", keys, "a list of group keys", owner="sql")
+    return list(keys)
+
+
+def _keys_of_table(plan: Plan, table: Any, name: str) -> list[Any]:
+    """The distinct rows of a public table's group columns (public data: read now)."""
+    con = connect()
+    found = relation(con, table, name=name, empty=False)
+    columns = describe(found)
+    outputs = [g.output for g in plan.groups]
+    missing = [c for c in outputs if c not in columns]
+    if missing:
+        raise _option_error(
+            plan, "public_groups", f"the public table {name!r} has no column {missing[0]!r}"
+        )
+    select = ", ".join(_quote(c) for c in outputs)
+    rows = found.query("__dpkit_public", f"SELECT DISTINCT {select} FROM __dpkit_public").fetchall()
+    return [row[0] if len(outputs) == 1 else tuple(row) for row in rows]
+
+
+def _statistic(
+    aggregate: Aggregate, epsilon: float, delta: float | None, noise: str | None, registry: Any
+) -> Any:
+    params: dict[str, Any] = {"epsilon": epsilon}
+    kind = aggregate.kind
+    if kind == "quantile":
+        assert aggregate.bounds is not None
+        params.update(q=aggregate.q, lower=aggregate.bounds[0], upper=aggregate.bounds[1])
+    else:
+        if noise is not None:
+            params["noise"] = noise
+            if noise == "gaussian":
+                params["delta"] = delta
+        if kind in ("sum", "mean"):
+            assert aggregate.bounds is not None
+            params.update(lower=aggregate.bounds[0], upper=aggregate.bounds[1])
+    try:
+        return registry.query(_STATISTIC[kind], **params)
+    except InvalidParameter as error:
+        raise SqlError(
+            f"{aggregate.text}: {error}",
+            clause="SELECT",
+            line=aggregate.line,
+            column=aggregate.column,
+        ) from None
+
+
+def sql(
+    query: str,
+    /,
+    *,
+    tables: Mapping[str, Any] | None = None,
+    public: Mapping[str, Any] | None = None,
+    options: Mapping[str, Any] | None = None,
+    bounds: Mapping[str, tuple[float, float]] | None = None,
+    keys: Any = None,
+    dialect: str = "duckdb",
+    output: str = "pandas",
+    bounding: str = "numpy",
+    registry: Any = None,
+) -> SqlQuery:
+    """A SQL statement as a query for :meth:`dpkit.Session.release` (module docstring).
+
+    ``query`` is ``SELECT WITH DIFFERENTIAL_PRIVACY OPTIONS (...) ...`` (the ZetaSQL syntax)
+    or a plain ``SELECT ... GROUP BY ...`` with ``options`` beside it (``epsilon``,
+    ``delta``, ``privacy_unit_column``, ``max_groups_contributed``, ``max_rows_contributed``,
+    ``noise``, ``group_selection_strategy``, ``public_groups``). ``tables`` are the private
+    tables by name (a Parquet or CSV path, a pandas, Polars or PyArrow table, a DuckDB
+    relation), ``public`` public tables (keys), ``bounds`` clamping bounds by column,
+    ``keys`` the public group keys. ``output`` is the result table's kind (pandas, polars,
+    arrow, duckdb). ``bounding`` is where each person's contribution is bounded, after
+    DuckDB has run the per-record steps: ``"numpy"`` collects those rows and bounds them in
+    this process (the fastest while they fit in memory), ``"duckdb"`` bounds them inside
+    DuckDB (:mod:`dpkit.tables._duckdb`: memory-bounded, spilling to disk); both keep the
+    same rows, so give the same aggregates. Nothing here reads a table's rows (only a public
+    table's keys)."""
+    for package in ("sqlglot", "duckdb", "pyarrow"):
+        try:
+            __import__(package)
+        except ImportError:
+            raise MissingDependency(package, "sql", needed_by="dpkit.sql") from None
+    if output not in OUTPUTS:
+        raise InvalidParameter("output", output, f"one of {', '.join(OUTPUTS)}", owner="sql")
+    if bounding not in BOUNDINGS:
+        raise InvalidParameter("bounding", bounding, f"one of {', '.join(BOUNDINGS)}", owner="sql")
+    if tables is not None and not isinstance(tables, Mapping):
+        raise InvalidParameter("tables", tables, "a mapping of table names to tables", owner="sql")
+    if options is not None and not isinstance(options, Mapping):
+        raise InvalidParameter(
+            "options", options, "a mapping of option names to values", owner="sql"
+        )
+    checked_bounds: dict[str, tuple[float, float]] = {}
+    for name, pair in (bounds or {}).items():
+        if (
+            not isinstance(pair, (tuple, list))
+            or len(pair) != 2
+            or not all(isinstance(v, (int, float)) and not isinstance(v, bool) for v in pair)
+        ):
+            raise InvalidParameter(
+                "bounds", {name: pair}, "(lower, upper) numbers per column", owner="sql"
+            )
+        checked_bounds[str(name)] = (float(pair[0]), float(pair[1]))
+    names = set(map(str, tables)) if tables is not None else None
+    plan = plan_statement(
+        query,
+        dialect=dialect,
+        tables=names if names is not None else _any_table(query, dialect),
+        bounds=checked_bounds,
+        options=options,
+    )
+    if not plan.options:
+        raise SqlError(
+            "no privacy options: write SELECT WITH DIFFERENTIAL_PRIVACY OPTIONS (epsilon = ...)"
+            " or give options={'epsilon': ...} beside the query",
+            clause="OPTIONS",
+        )
+    if "epsilon" not in plan.options:
+        raise SqlError("the option epsilon is required", clause="OPTIONS")
+    epsilon = _real(plan, "epsilon", None)
+    delta = _real(plan, "delta", 0.0)
+    assert epsilon is not None and delta is not None
+    if epsilon <= 0 or not 0 <= delta < 1:
+        raise _option_error(
+            plan,
+            "epsilon" if epsilon <= 0 else "delta",
+            "out of range (epsilon > 0, 0 <= delta < 1)",
+        )
+    noise = _option(plan, "noise")
+    if noise is not None and noise not in ("laplace", "gaussian", "geometric"):
+        raise _option_error(plan, "noise", "must be laplace, gaussian or geometric")
+    unit = _unit(plan)
+    public_keys = _public_keys(plan, keys, public)
+    private = bool(plan.groups) and public_keys is None
+    aggregates = plan.aggregates
+    shares = len(aggregates) + (1 if private else 0)
+    share = _share(epsilon, shares)
+    gaussian = [a for a in aggregates if noise == "gaussian" and a.kind != "quantile"]
+    delta_parts = len(gaussian) + (1 if private else 0)
+    if delta_parts and delta <= 0:
+        raise _option_error(
+            plan,
+            "delta",
+            "partition selection (no public keys) and Gaussian noise need delta > 0",
+        )
+    delta_share = _share(delta, delta_parts) if delta_parts else None
+    registry = _registry(registry)
+    by = [g.name for g in plan.groups]
+    planned_keys: Any = (
+        public_keys
+        if public_keys is not None
+        else ({"epsilon": share, "delta": delta_share} if private else None)
+    )
+    queries = []
+    for index, aggregate in enumerate(aggregates):
+        statistic = _statistic(aggregate, share, delta_share, noise, registry)
+        aggregate_unit: Any = unit
+        column: str | None = None if aggregate.argument is None else f"__v{index}"
+        if aggregate.kind == "count_distinct":
+            assert isinstance(unit, IdUnit)
+            aggregate_unit = IdUnit(unit.column, max_rows=1, max_groups=unit.max_groups)
+        try:
+            table_query = statistic.on(column, by=by, keys=planned_keys, unit=aggregate_unit)
+        except InvalidParameter as error:
+            raise SqlError(
+                str(error), clause="SELECT", line=aggregate.line, column=aggregate.column
+            ) from None
+        queries.append((aggregate, table_query))
+    selector = None
+    if private:
+        counter = registry.query("count", epsilon=share)
+        selector = counter.on(None, by=by, keys={"epsilon": share, "delta": delta_share}, unit=unit)
+    return SqlQuery(plan, tuple(queries), selector, unit, tables, output, bounding)
+
+
+def _any_table(query: str, dialect: str) -> set[str]:
+    """Without tables, the statement's own FROM name is accepted (checked at the release)."""
+    from dpkit.sql_statements._text import extract
+    from dpkit.sql_statements.plan import _parse, _table
+
+    try:
+        return {_table(_parse(extract(query, dialect).text, dialect))[0]}
+    except Exception:
+        return set()

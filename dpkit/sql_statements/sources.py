@@ -1,0 +1,152 @@
+"""SQL inputs as DuckDB relations: Parquet and CSV files, Arrow, pandas and Polars tables,
+and DuckDB relations themselves.
+
+DuckDB is the engine a SQL query's row-level part runs in (its WHERE, the expressions inside
+its aggregates and GROUP BY). Each input becomes a relation twice:
+
+* in the **public phase**, with no rows (:func:`relation` with ``empty=True``): an empty frame
+  of the input's column types, a Parquet file's schema from its footer, a CSV file's header
+  line, a DuckDB relation limited to no rows. The row-level statement is bound and run on it,
+  so a type error (``lower(amount)`` on a number) is refused before anything is spent;
+* in the **private phase**, with its rows, after the spend.
+
+Both must have the same column types, decided without reading a value: a pandas ``object``
+column (whose type DuckDB would infer from its values) is read as text, each value by its
+``str`` (a missing one as NULL), a total per-value map; a CSV file's columns are all text
+(``TRY_CAST`` in the statement reads numbers), as its header alone can tell.
+"""
+
+from __future__ import annotations
+
+import csv
+import math
+import os
+from typing import Any
+
+from dpkit.errors import InvalidData, MissingDependency
+
+__all__ = ["connect", "describe", "relation"]
+
+
+def duckdb_module() -> Any:
+    """The ``duckdb`` module, or :class:`~dpkit.errors.MissingDependency` naming the extra."""
+    try:
+        import duckdb
+    except ImportError:
+        raise MissingDependency("duckdb", "sql", needed_by="SQL queries") from None
+    return duckdb
+
+
+def connect() -> Any:
+    """A private in-memory DuckDB connection (one per release: nothing outlives it)."""
+    return duckdb_module().connect(":memory:")
+
+
+def _text(value: Any) -> str | None:
+    """One ``object`` value as text (None for a missing one); total."""
+    if value is None:
+        return None
+    if isinstance(value, float) and math.isnan(value):
+        return None
+    if isinstance(value, str):
+        return value
+    try:
+        return str(value)
+    except Exception:
+        return object.__repr__(value)
+
+
+def _plain_pandas(frame: Any) -> Any:
+    """A pandas frame with its ``object`` columns as text (module docstring)."""
+    import pandas as pd
+
+    objects = [c for c, t in frame.dtypes.items() if str(t) == "object"]
+    if not objects:
+        return frame
+    out = frame.copy(deep=False)
+    for column in objects:
+        out[column] = pd.array([_text(v) for v in frame[column].to_numpy()], dtype="string")
+    return out
+
+
+def _csv_header(path: str) -> list[str]:
+    try:
+        with open(path, newline="", encoding="utf-8", errors="replace") as handle:
+            row = next(csv.reader(handle), None)
+    except OSError as error:
+        raise InvalidData(
+            f"the CSV file {path!r} cannot be read ({error.strerror})", field="tables"
+        ) from None
+    if not row or len(set(row)) != len(row) or any(not name for name in row):
+        raise InvalidData(
+            f"the CSV file {path!r} needs a header line of distinct, non-empty column names",
+            field="tables",
+        )
+    return row
+
+
+def _file(con: Any, path: str, empty: bool) -> Any:
+    lower = path.lower()
+    if not os.path.isfile(path):
+        raise InvalidData(f"the table file {path!r} does not exist", field="tables")
+    if lower.endswith(".parquet"):
+        try:
+            found = con.read_parquet(path)
+        except Exception:
+            raise InvalidData(
+                f"the table file {path!r} is not a readable Parquet file", field="tables"
+            ) from None
+        return found.limit(0) if empty else found
+    if lower.endswith(".csv"):
+        header = _csv_header(path)
+        columns = {name: "VARCHAR" for name in header}
+        found = con.read_csv(
+            path,
+            header=True,
+            columns=columns,
+            delimiter=",",
+            quotechar='"',
+            escapechar='"',
+            auto_detect=False,
+            null_padding=True,
+            ignore_errors=True,
+        )
+        return found.limit(0) if empty else found
+    raise InvalidData(f"the table file {path!r} must end in .parquet or .csv", field="tables")
+
+
+def relation(con: Any, data: Any, *, name: str, empty: bool) -> Any:
+    """``data`` as a relation of ``con`` (or of its own connection, for a DuckDB relation);
+    with no rows when ``empty`` (module docstring). Anything else is
+    :class:`~dpkit.errors.InvalidData` naming the table."""
+    module = type(data).__module__.split(".", 1)[0]
+    kind = type(data).__name__
+    if isinstance(data, (str, os.PathLike)):
+        return _file(con, os.fspath(data), empty)
+    if module == "duckdb" and kind == "DuckDBPyRelation":
+        return data.limit(0) if empty else data
+    if module == "pandas" and kind == "DataFrame":
+        if len(set(data.columns)) != len(data.columns):
+            raise InvalidData(f"the table {name!r} repeats a column name", field="tables")
+        return con.from_df(_plain_pandas(data.head(0) if empty else data))
+    if module == "polars" and kind in ("DataFrame", "LazyFrame"):
+        if kind == "LazyFrame":
+            import polars as pl
+
+            data = pl.DataFrame(schema=data.collect_schema()) if empty else data.collect()
+        return con.from_arrow((data.head(0) if empty else data).to_arrow())
+    if module == "pyarrow" and kind in ("Table", "RecordBatch"):
+        from dpkit.tables.frame import plain_arrow
+
+        table = plain_arrow(data)
+        return con.from_arrow(table.schema.empty_table() if empty else table)
+    raise InvalidData(
+        f"the table {name!r} must be a Parquet or CSV file path, a pandas, Polars or PyArrow "
+        f"table, or a DuckDB relation; got {kind}",
+        field="tables",
+    )
+
+
+def describe(found: Any) -> dict[str, str]:
+    """A relation's columns and their DuckDB types (binding only: no row is read)."""
+    return {str(c): str(t) for c, t in zip(found.columns, found.types, strict=True)}

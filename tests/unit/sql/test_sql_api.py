@@ -1,0 +1,122 @@
+"""``dpkit.sql``'s own face: the extra, the function and its package, the options, the
+result's forms, the accuracy before any data and the ledger's record."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from typing import Any
+
+import numpy as np
+import pytest
+
+import dpkit
+
+pd = pytest.importorskip("pandas")
+pytest.importorskip("sqlglot")
+pytest.importorskip("duckdb")
+
+OPTIONS = {"epsilon": 1.0, "privacy_unit_column": "user", "max_groups_contributed": 1}
+
+
+def _visits() -> Any:
+    rng = np.random.default_rng(2)
+    return pd.DataFrame(
+        {
+            "user": rng.integers(0, 50, 300),
+            "city": rng.choice(["a", "b"], 300),
+            "minutes": rng.uniform(0, 90, 300),
+        }
+    )
+
+
+def test_import_dpkit_loads_neither_sqlglot_nor_duckdb() -> None:
+    code = (
+        "import sys, dpkit; dpkit.Session; print('sqlglot' in sys.modules, 'duckdb' in sys.modules)"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.split() == ["False", "False"]
+
+
+def test_without_the_extra_the_error_names_it(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setitem(sys.modules, "sqlglot", None)
+    with pytest.raises(dpkit.errors.MissingDependency, match=r"dpkit\[sql\]"):
+        dpkit.sql("SELECT COUNT(*) FROM t", options={"epsilon": 1.0})
+
+
+def test_the_function_and_its_package_have_different_names() -> None:
+    import dpkit.sql_statements.plan
+
+    assert callable(dpkit.sql) and dpkit.sql.__name__ == "sql"
+    assert dpkit.sql_statements.plan.plan_statement is not None
+    assert dpkit.sql is dpkit.sql_statements.sql
+
+
+def test_the_budget_is_shared_and_never_exceeded() -> None:
+    query = dpkit.sql(
+        "SELECT city, COUNT(*), SUM(minutes), AVG(minutes) FROM t GROUP BY city",
+        tables={"t": _visits()},
+        options={**OPTIONS, "epsilon": 0.3, "delta": 1e-6},
+        bounds={"minutes": (0, 60)},
+    )
+    from fractions import Fraction
+
+    assert Fraction(query.privacy.epsilon) <= Fraction(0.3)
+    assert len(query.privacy.parts) == 4  # selection, then the three aggregates
+    assert query.privacy.delta == pytest.approx(1e-6)
+
+
+def test_accuracy_comes_before_any_data() -> None:
+    query = dpkit.sql(
+        "SELECT city, COUNT(*) FROM t GROUP BY city", options=OPTIONS, keys=["a", "b"]
+    )  # no table at all
+    ((text, accuracy),) = query.accuracy(0.05)
+    assert text == "COUNT(*)" and accuracy.half_width > 0
+
+
+@pytest.mark.parametrize("kind", ["pandas", "polars", "arrow", "duckdb"])
+def test_the_result_comes_back_in_the_form_asked(kind: str) -> None:
+    query = dpkit.sql(
+        "SELECT city, COUNT(*) AS n FROM t GROUP BY city ORDER BY city",
+        tables={"t": _visits()},
+        options=OPTIONS,
+        keys=["a", "b"],
+        output=kind,
+    )
+    with dpkit.Session(budget=(1.0, 0.0)) as session:
+        table = session.release(query, None, rng=np.random.default_rng(0)).values.table()
+    module = {"pandas": "pandas", "polars": "polars", "arrow": "pyarrow", "duckdb": "duckdb"}
+    assert type(table).__module__.split(".")[0] == module[kind]
+
+
+def test_the_ledger_records_the_statement_and_its_unit() -> None:
+    query = dpkit.sql(
+        "SELECT COUNT(*) AS n FROM t", tables={"t": _visits()}, options={"epsilon": 0.5}
+    )
+    with dpkit.Session(budget=(1.0, 0.0)) as session:
+        session.release(query, None, rng=np.random.default_rng(0))
+        (entry,) = session.history()
+        assert session.unit is not None and session.unit.kind == "record"
+    assert entry.mechanism == "sql"
+
+
+def test_options_given_twice_are_refused_where_written() -> None:
+    with pytest.raises(dpkit.SqlError) as raised:
+        dpkit.sql(
+            "SELECT WITH DIFFERENTIAL_PRIVACY OPTIONS (epsilon = 1) COUNT(*) FROM t",
+            options={"epsilon": 2},
+        )
+    assert (raised.value.clause, raised.value.line, raised.value.column) == ("OPTIONS", 1, 43)
+
+
+def test_selected_groups_are_the_same_for_every_aggregate() -> None:
+    query = dpkit.sql(
+        "SELECT city, COUNT(*) AS n, SUM(minutes) AS s FROM t GROUP BY city",
+        tables={"t": _visits()},
+        options={**OPTIONS, "delta": 1e-3, "epsilon": 5.0},
+        bounds={"minutes": (0, 60)},
+    )
+    with dpkit.Session(budget=(5.0, 1e-3)) as session:
+        result = session.release(query, None, rng=np.random.default_rng(0)).values
+    keys = [part.keys for _, part in result.parts]
+    assert keys[0] == keys[1]

@@ -170,7 +170,8 @@ class SqlQuery:
     queries: tuple[tuple[Aggregate, Any], ...]
     selector: Any
     unit: RecordUnit | IdUnit
-    tables: Mapping[str, Any] | None = None
+    # Private (no public field): the ledger records a query's public fields, never its data.
+    _given: Mapping[str, Any] | None = attrs.field(default=None, alias="tables")
     output: str = "pandas"
     bounding: str = "numpy"
     name: str = "sql"
@@ -209,7 +210,7 @@ class SqlQuery:
     # -- public phase ---------------------------------------------------------------------
 
     def _tables(self, data: Any) -> Mapping[str, Any]:
-        tables = self.tables if data is None else data
+        tables = self._given if data is None else data
         if not isinstance(tables, Mapping):
             raise InvalidData(
                 "sql: the data must be the tables by name ({'visits': table, ...}), got "

@@ -99,7 +99,9 @@ class Count(AdditiveQuery):
     def table_cells(
         self, nw: Any, frame: Any, column: str | None, kind: ColumnKind, dtype: Any
     ) -> Any:
-        return frame if column is None else frame.drop(column)
+        # The value is not read, but a frame keeps its column as a constant: DuckDB has no
+        # relation without columns, which a count of the only column would otherwise leave.
+        return frame if column is None else frame.with_columns(nw.lit(True).alias(column))
 
     def table_aggregations(self, nw: Any) -> list[Any]:
         return []

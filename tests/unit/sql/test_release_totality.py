@@ -1,0 +1,73 @@
+"""A SQL release after its spend: it completes on every input kind, and what the ledger records
+of it is the statement and its parameters, never the tables' values.
+
+Deterministic (fixed tables and seeds): no false positives.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+
+import dpkit
+
+pd = pytest.importorskip("pandas")
+pa = pytest.importorskip("pyarrow")
+pl = pytest.importorskip("polars")
+duckdb = pytest.importorskip("duckdb")
+pytest.importorskip("sqlglot")
+
+SECRET = "a-value-only-the-table-holds"
+
+
+def _frame() -> Any:
+    return pd.DataFrame(
+        {"user": [1, 2, 3, 3], "minutes": [1.0, 2.0, None, 4.0], "note": [SECRET] * 4}
+    )
+
+
+def _inputs(tmp_path: Path) -> dict[str, Any]:
+    frame = _frame()
+    parquet = tmp_path / "t.parquet"
+    frame.to_parquet(parquet)
+    con = duckdb.connect()
+    return {
+        "pandas": frame,
+        "polars": pl.from_pandas(frame),
+        "arrow": pa.Table.from_pandas(frame),
+        "duckdb": con.from_df(frame),
+        "parquet": str(parquet),
+    }
+
+
+@pytest.mark.parametrize("bounding", ["numpy", "duckdb"])
+@pytest.mark.parametrize("kind", ["pandas", "polars", "arrow", "duckdb", "parquet"])
+@pytest.mark.parametrize(
+    "statement",
+    ["SELECT COUNT(minutes) FROM t", "SELECT COUNT(*) FROM t", "SELECT COUNT(note) FROM t"],
+)
+def test_a_count_of_one_column_releases_on_every_input(
+    statement: str, kind: str, bounding: str, tmp_path: Path
+) -> None:
+    """A count reads no value, so the row-level table can be left with no column but the
+    counted one; a DuckDB relation must still have one after it is set aside."""
+    table = _inputs(tmp_path)[kind]
+    query = dpkit.sql(statement, tables={"t": table}, options={"epsilon": 1.0}, bounding=bounding)
+    with dpkit.Session(budget=(1.0, 0.0)) as session:
+        release = session.release(query, None, rng=np.random.default_rng(0))
+    assert len(release.values.rows) == 1
+
+
+def test_the_ledger_records_the_statement_not_the_tables(tmp_path: Path) -> None:
+    ledger = tmp_path / "l.sqlite"
+    query = dpkit.sql("SELECT COUNT(*) FROM t", tables={"t": _frame()}, options={"epsilon": 1.0})
+    with dpkit.Session(budget=(1.0, 0.0), ledger=ledger) as session:
+        release = session.release(query, None, rng=np.random.default_rng(0))
+    recorded = json.dumps(release.entry.parameters, default=str)
+    assert "SELECT COUNT(*) FROM t" in recorded
+    assert SECRET not in recorded
+    assert SECRET not in ledger.read_bytes().decode("utf-8", "replace")

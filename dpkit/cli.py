@@ -114,6 +114,16 @@ def _on_interrupt(signum: int, frame: Any) -> None:
     raise KeyboardInterrupt
 
 
+def _quiet_unraisable(unraisable: Any) -> None:
+    """Python's unraisable hook, less the interrupts: a Ctrl-C that lands in a callback whose
+    exceptions Python ignores (an import lock's weakref callback, a finaliser) is printed with
+    its traceback as "Exception ignored in ..."; the handler has counted it, so :func:`entry`
+    still ends the command as interrupted."""
+    if issubclass(unraisable.exc_type, KeyboardInterrupt):
+        return
+    sys.__unraisablehook__(unraisable)
+
+
 def _interrupted() -> int:
     """One line and exit code 130 (128 + SIGINT), with further interrupts ignored: a second
     Ctrl-C while this is printed would otherwise be a traceback."""
@@ -145,6 +155,7 @@ def entry() -> int:
     try:
         import signal
 
+        sys.unraisablehook = _quiet_unraisable
         signal.signal(signal.SIGINT, _on_interrupt)
         code = main()
     except BaseException as error:

@@ -1030,3 +1030,25 @@ def test_sigint_during_start_up_is_one_line(launcher: list[str], args: list[str]
         if process.returncode != 0:  # else it ended before the signal: a complete run
             assert process.returncode == 130, (delay, process.returncode, err[-2000:])
             assert err == "dpkit: interrupted\n", (delay, err[-2000:])
+
+
+def test_an_interrupt_in_a_callback_python_ignores_prints_no_traceback() -> None:
+    """A Ctrl-C that lands where Python ignores exceptions (an import lock's weakref callback,
+    a finaliser) would be printed as "Exception ignored in ..." with its traceback; the
+    command's hook (installed by ``entry``) keeps those quiet and every other one as Python
+    prints it. Deterministic: the finalisers raise directly."""
+    code = (
+        "import sys, dpkit.cli as cli\n"
+        "sys.argv = ['dpkit', 'mechanisms']\n"
+        "cli.entry()\n"
+        "class Interrupted:\n"
+        "    def __del__(self): raise KeyboardInterrupt\n"
+        "class Broken:\n"
+        "    def __del__(self): raise ValueError('another error')\n"
+        "Interrupted(); Broken()\n"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, timeout=120, check=True
+    )
+    assert "KeyboardInterrupt" not in done.stderr, done.stderr
+    assert "ValueError: another error" in done.stderr

@@ -131,6 +131,12 @@ def _interrupted() -> int:
     import signal
 
     signal.signal(signal.SIGINT, signal.SIG_IGN)
+    # An interrupt that left an exec or eval of source text (a dataclass's or namedtuple's
+    # generated methods, while a module imports) sets CPython's "unhandled KeyboardInterrupt"
+    # flag even though it was handled here, and the interpreter then ends itself by SIGINT
+    # instead of with this exit code. Running source text successfully clears the flag, and
+    # with SIGINT ignored nothing can set it again.
+    exec("None")
     import contextlib
 
     if not _told:

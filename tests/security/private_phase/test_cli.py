@@ -1052,3 +1052,29 @@ def test_an_interrupt_in_a_callback_python_ignores_prints_no_traceback() -> None
     )
     assert "KeyboardInterrupt" not in done.stderr, done.stderr
     assert "ValueError: another error" in done.stderr
+
+
+def test_an_interrupt_inside_generated_source_still_exits_130(tmp_path: Path) -> None:
+    """An interrupt that leaves an ``exec`` of source text (dataclasses and namedtuple build
+    their methods so, while a module imports) makes CPython end the process by SIGINT at exit
+    although the command handled it; the command clears that state, so the exit code is 130.
+    Deterministic: the interrupt is raised inside such an exec."""
+    package = tmp_path / "interrupted_in_exec"
+    package.mkdir()
+    (package / "__init__.py").write_text("")
+    (package / "__main__.py").write_text(
+        "import sys\n"
+        "import dpkit.cli as cli\n"
+        "def main(argv=None):\n"
+        "    exec('raise KeyboardInterrupt')\n"
+        "cli.main = main\n"
+        "sys.exit(cli.entry())\n"
+    )
+    done = subprocess.run(
+        [sys.executable, "-m", package.name],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert (done.returncode, done.stderr) == (130, "dpkit: interrupted\n")

@@ -87,13 +87,13 @@ def dask_client() -> Iterator[Any]:
         cluster.close()
 
 
-# The tests on Spark are marked `serial`: scripts/test runs them in one process, so that one
+# The tests on Spark are marked `spark`: scripts/test runs them in one process, so that one
 # Spark session and one Connect server serve the whole run. A Spark fixture asked for in a
 # worker process of pytest-xdist (a JVM per worker, each local[2] on the same cores) fails.
 def _one_spark_per_run() -> None:
     if os.environ.get("PYTEST_XDIST_WORKER"):
         pytest.fail(
-            "a test on Spark runs in the serial run (mark it `serial`; run it without -n): "
+            "a test on Spark runs in the Spark run (mark it `spark`; run it without -n): "
             "one Spark session for the whole test run, not one per worker process"
         )
 

@@ -240,9 +240,9 @@ SPARK_CONNECT_PAGES = ("scaling.md",)
 
 
 def _page_params() -> list[Any]:
-    """The pages; those on the tests' Spark session in the serial run (tests/conftest.py)."""
+    """The pages; those on the tests' Spark session in the Spark run (tests/conftest.py)."""
     return [
-        pytest.param(page, marks=pytest.mark.serial) if page.name in SPARK_PAGES else page
+        pytest.param(page, marks=pytest.mark.spark) if page.name in SPARK_PAGES else page
         for page in pages()
     ]
 

@@ -22,8 +22,8 @@ from dpkit_central import Count, Histogram, Mean, PrivateKeys, Quantile, Sum
 import dpkit
 from dpkit.tables import as_frame, implementation
 
-# On the Spark session: in the serial run, one Spark session for the run (tests/conftest.py).
-pytestmark = [pytest.mark.cluster, pytest.mark.serial]
+# On the Spark session: in the Spark run, one Spark session for the run (tests/conftest.py).
+pytestmark = [pytest.mark.cluster, pytest.mark.spark]
 
 N = 3000
 UNIT = dpkit.IdUnit("user", max_rows=3, max_groups=2)

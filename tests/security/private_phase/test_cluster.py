@@ -32,8 +32,8 @@ from dpkit_central import Count, Histogram, Mean, PrivateKeys, Quantile, Sum
 
 import dpkit
 
-# On the Spark session: in the serial run, one Spark session for the run (tests/conftest.py).
-pytestmark = [pytest.mark.cluster, pytest.mark.serial]
+# On the Spark session: in the Spark run, one Spark session for the run (tests/conftest.py).
+pytestmark = [pytest.mark.cluster, pytest.mark.spark]
 
 UNIT = dpkit.IdUnit("user", max_rows=2, max_groups=1)
 ENGINES = ["dask", "spark", "spark_connect"]

@@ -196,3 +196,58 @@ def test_selected_groups_are_the_same_for_every_aggregate() -> None:
         result = session.release(query, None, rng=np.random.default_rng(0)).values
     keys = [part.keys for _, part in result.parts]
     assert keys[0] == keys[1]
+
+
+def _spread(aggregate: str, epsilon: float, frame: Any) -> Any:
+    query = dpkit.sql(
+        f"SELECT city, {aggregate}(minutes, contribution_bounds_per_group => (10, 70)) AS v "
+        "FROM t GROUP BY city ORDER BY city",
+        tables={"t": frame},
+        options={**OPTIONS, "epsilon": epsilon, "max_rows_contributed": 1},
+        keys=["a", "b"],
+    )
+    return query, query.run(rng=np.random.default_rng(9)).table("pandas")
+
+
+@pytest.mark.parametrize(
+    ("aggregate", "ddof", "root"),
+    [
+        ("VAR_POP", 0, False),
+        ("VARIANCE", 1, False),
+        ("VAR_SAMP", 1, False),
+        ("STDDEV_POP", 0, True),
+        ("STDDEV", 1, True),
+        ("STDDEV_SAMP", 1, True),
+    ],
+)
+def test_a_spread_estimates_the_clamped_values_spread(
+    aggregate: str, ddof: int, root: bool
+) -> None:
+    """With a vast ε the noise vanishes: each group's released spread is the exact one of its
+    values clamped to the bounds (one row per person, so bounding keeps every row). The noise
+    of the three parts has scales below 1e-3 of a unit (ε = 3e6): the tolerance 1e-6
+    relative is exceeded with probability far below 1e-12."""
+    rng = np.random.default_rng(4)
+    frame = pd.DataFrame(
+        {
+            "user": np.arange(400),
+            "city": rng.choice(["a", "b"], 400),
+            "minutes": np.where(rng.random(400) < 0.1, np.nan, rng.uniform(0, 90, 400)),
+        }
+    )
+    query, released = _spread(aggregate, 3e6, frame)
+    assert len(query.queries) == 3  # a count and two centred sums, each its own share
+    clamped = frame.assign(minutes=frame.minutes.clip(10, 70))
+    exact = clamped.groupby("city").minutes.var(ddof=ddof)
+    expected = np.sqrt(exact) if root else exact
+    assert released.v.tolist() == pytest.approx(expected.tolist(), rel=1e-6)
+
+
+def test_a_spread_is_never_outside_what_the_bounds_allow() -> None:
+    """Post-processing clamps a population variance to [0, r²] (r = (U − L)/2 = 30) and a
+    population standard deviation to [0, r], whatever the noise (ε = 1e-3: the noise dwarfs
+    the data)."""
+    frame = _visits()
+    for aggregate, widest in (("VAR_POP", 900.0), ("STDDEV_POP", 30.0)):
+        _, released = _spread(aggregate, 1e-3, frame)
+        assert all(0.0 <= v <= widest for v in released.v), released

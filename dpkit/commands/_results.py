@@ -212,12 +212,50 @@ def _noise(accuracy: dict[str, Any] | None, mechanism: str) -> str:
     return f"{noise['distribution']}, scale {number(noise['scale'])}"
 
 
+def sql_rows(accuracy: dict[str, Any], level: str) -> list[list[str]]:
+    """A SQL statement's plan (:func:`dpkit.spec.preview.sql_accuracy`) as rows under the
+    statement: each aggregate's text, statistic, share of the cost, noise and ± error, as a
+    plan shows any other query; then the partition selection's share, where the groups are
+    found in the data, and the ids a group needs to be released."""
+    rows = [
+        [
+            f"  {part['aggregate']}",
+            str(part["statistic"]),
+            _cost(part["cost"]),
+            _noise(part, str(part["statistic"])),
+            f"{_error({**part, 'ids_for_release': None})} {level}",
+        ]
+        for part in accuracy["aggregates"]
+    ]
+    selection = accuracy.get("selection")
+    if selection is not None:
+        rows.append(
+            [
+                "  groups found in the data",
+                "partition selection",
+                _cost(selection["cost"]),
+                "",
+                f"a group needs {selection['ids_for_release']} ids {level}",
+            ]
+        )
+    return rows
+
+
 def format_plan(document: dict[str, Any]) -> str:
     """A plan (:func:`dpkit.spec.preview.preview_spec`) as a table: cost, noise, ± error."""
     rows = []
     methods = []
     for query in document["queries"]:
         accuracy = query["accuracy"]
+        level = f"({query['confidence']:.0%})"
+        if accuracy is not None and "aggregates" in accuracy:  # a SQL statement
+            rows.append([query["query_id"], query["statistic"], _cost(query["cost"]), "", ""])
+            rows += sql_rows(accuracy, level)
+            methods += [
+                (f"{query['query_id']} {part['aggregate']}", part["method"])
+                for part in accuracy["aggregates"]
+            ]
+            continue
         methods.append((str(query["query_id"]), str((accuracy or {}).get("method") or "")))
         rows.append(
             [
@@ -225,7 +263,7 @@ def format_plan(document: dict[str, Any]) -> str:
                 query["statistic"],
                 _cost(query["cost"]),
                 _noise(accuracy, str(query["mechanism"])),
-                f"{_error(accuracy)} ({query['confidence']:.0%})",
+                f"{_error(accuracy)} {level}",
             ]
         )
     text = table(rows, ["query", "statistic", "cost", "noise", "± error"])

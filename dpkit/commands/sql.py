@@ -224,21 +224,33 @@ def run(args: argparse.Namespace) -> int:
 def _plan(query: Any, session: Any, as_json: bool) -> int:
     cost = session.cost(query.privacy)
     fits, charged, remaining = session.admits([cost])
-    rows = [(text, accuracy) for text, accuracy in query.accuracy(0.05)]
+    from dpkit.spec.preview import sql_accuracy
+
+    document = sql_accuracy(query, query.accuracy(0.05))
     if as_json:
-        document = {
-            "statement": query.text,
-            "cost": {"epsilon": float(charged.epsilon), "delta": float(charged.delta)},
-            "fits": bool(fits),
-            "remaining": {"epsilon": float(remaining.epsilon), "delta": float(remaining.delta)},
-            "aggregates": [{"aggregate": t, **a.as_dict()} for t, a in rows],
-            "spent": False,
-        }
-        print(json.dumps(document, indent=2, ensure_ascii=False))
+        print(
+            json.dumps(
+                {
+                    "statement": query.text,
+                    "cost": {"epsilon": float(charged.epsilon), "delta": float(charged.delta)},
+                    "fits": bool(fits),
+                    "remaining": {
+                        "epsilon": float(remaining.epsilon),
+                        "delta": float(remaining.delta),
+                    },
+                    **document,
+                    "spent": False,
+                },
+                indent=2,
+                ensure_ascii=False,
+            )
+        )
     else:
-        for text, accuracy in rows:
-            needed = f"; a group needs {accuracy.selection} people" if accuracy.selection else ""
-            print(f"{text}: {accuracy.describe()} at 95%{needed}")
+        from dpkit.commands._output import table
+        from dpkit.commands._results import sql_rows
+
+        shown = [[row[0].strip(), *row[1:]] for row in sql_rows(document, "(95%)")]
+        print(table(shown, ["aggregate", "statistic", "cost", "noise", "± error"]))
         verdict = "fits" if fits else "does NOT fit"
         print(
             f"cost ε={float(charged.epsilon):g}, δ={float(charged.delta):g}: {verdict} "

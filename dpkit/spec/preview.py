@@ -44,15 +44,32 @@ def _accuracy(query: PlannedQuery) -> dict[str, Any] | None:
         return None
     stand_in = None if query.rng_mode == "secure" else np.random.default_rng(0)
     found = accuracy(1.0 - query.confidence, rng=stand_in)
-    if query.statistic == SQL:  # one accuracy per aggregate of the statement
-        return {  # the text table says n/a; the JSON plan has each aggregate's accuracy
-            "aggregates": [
-                {"aggregate": text, **each.as_dict(), "describe": each.describe()}
-                for text, each in found
-            ]
-        }
+    if query.statistic == SQL:  # the plan shows each aggregate under the statement
+        return sql_accuracy(query.target, found)
     document: dict[str, Any] = found.as_dict()
     document["describe"] = found.describe()
+    return document
+
+
+def sql_accuracy(target: Any, found: Any) -> dict[str, Any]:
+    """A SQL statement's accuracy (its ``accuracy`` tuples ``found``) as the plan shows it:
+    each aggregate with its share of the cost, its noise and error, and the partition
+    selection's share where the groups are found in the data."""
+    document: dict[str, Any] = {
+        "aggregates": [
+            {
+                "aggregate": text,
+                **each.as_dict(),
+                "describe": each.describe(),
+                "cost": _cost(each.privacy),
+            }
+            for text, each in found
+        ]
+    }
+    selection = target.selection_cost()
+    if selection is not None:
+        needed = [part.get("ids_for_release") for part in document["aggregates"]]
+        document["selection"] = {"cost": _cost(selection), "ids_for_release": needed[0]}
     return document
 
 

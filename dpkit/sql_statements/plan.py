@@ -24,10 +24,14 @@ and the tables' *names* only (no schema, no value), whether dpkit can release it
   ``SUM(x, bounds => (L, U))``          sum of clamped x                   G·R·c
   ``AVG(x, bounds => (L, U))``          mean (centred sum and count)       G·R·(U−L)/2, G·R
   ``PERCENTILE_CONT(x, q)``, MEDIAN     exponential mechanism, ε/(G·R)    Δu = 1 per group
+  ``VAR_POP``, ``VARIANCE``, ``STDDEV``  count, centred sum, centred sum    G·R, G·R·r,
+  (``x, bounds => (L, U)``)             of squares (r = (U − L)/2)         G·R·r²
   ====================================  =================================  ================
 
   (sources in :mod:`dpkit_central.tables`); a person's distinct count is a count of the rows
-  bounding keeps with R = 1: each id keeps one row in each of at most G groups;
+  bounding keeps with R = 1: each id keeps one row in each of at most G groups; a variance
+  (population or sample) and a standard deviation are post-processing of three aggregates,
+  each released with its own share of ε (``_Builder.spread``);
 * **GROUP BY** row-level expressions, by expression, by position or by a SELECT alias;
 * **HAVING, ORDER BY, LIMIT/OFFSET** and the SELECT list's arithmetic over aggregates run on
   the *released* table (post-processing, which costs nothing: Dwork & Roth 2014,
@@ -76,11 +80,16 @@ _ROW_LEVEL = frozenset(
 _UNSUPPORTED = {
     "Min": "MIN and MAX have no bounded sensitivity; use PERCENTILE_CONT(x, 0) or (x, 1)",
     "Max": "MIN and MAX have no bounded sensitivity; use PERCENTILE_CONT(x, 0) or (x, 1)",
-    "Variance": "VAR/STDDEV are not offered (release SUM and COUNT of x and of x*x instead)",
-    "VariancePop": "VAR/STDDEV are not offered (release SUM and COUNT of x and of x*x instead)",
-    "Stddev": "VAR/STDDEV are not offered (release SUM and COUNT of x and of x*x instead)",
-    "StddevPop": "VAR/STDDEV are not offered (release SUM and COUNT of x and of x*x instead)",
-    "StddevSamp": "VAR/STDDEV are not offered (release SUM and COUNT of x and of x*x instead)",
+}
+#: The variance aggregates (sqlglot node type → (sample variance?, standard deviation?)):
+#: DuckDB's VARIANCE, VAR_SAMP and STDDEV are the sample's, VAR_POP and STDDEV_POP the
+#: population's.
+_SPREAD = {
+    "Variance": (True, False),
+    "VariancePop": (False, False),
+    "Stddev": (True, True),
+    "StddevSamp": (True, True),
+    "StddevPop": (False, True),
 }
 _KNOWN_OPTIONS = (
     "epsilon",
@@ -227,7 +236,15 @@ def _check_post(node: Any, clause: str) -> None:
 def _aggregate_types() -> tuple[type, ...]:
     from sqlglot import exp
 
-    return (exp.Count, exp.Sum, exp.Avg, exp.Median, exp.PercentileCont, exp.WithinGroup)
+    return (
+        exp.Count,
+        exp.Sum,
+        exp.Avg,
+        exp.Median,
+        exp.PercentileCont,
+        exp.WithinGroup,
+        *(getattr(exp, name) for name in _SPREAD),
+    )
 
 
 def _is_aggregate(node: Any) -> bool:
@@ -345,7 +362,8 @@ class _Builder:
         else:
             label = node.sql()[:60]
             raise _refuse(
-                f"{label}: dpkit releases COUNT, SUM, AVG, PERCENTILE_CONT and MEDIAN",
+                f"{label}: dpkit releases COUNT, SUM, AVG, PERCENTILE_CONT, MEDIAN, "
+                "VAR_POP, VAR_SAMP (VARIANCE), STDDEV_POP and STDDEV_SAMP (STDDEV)",
                 clause,
                 node,
             )
@@ -388,6 +406,86 @@ class _Builder:
         )
         return name
 
+    def spread(self, node: Any, clause: str) -> Any:
+        """A variance or standard deviation over the released table, from three aggregates
+        released with their own shares of ε: with x clamped to [L, U], m = (L + U)/2 and
+        r = (U − L)/2, the count n of the rows whose x is a number, the centred sum
+        S = Σ (x − m) (a SUM with bounds (−r, r): sensitivity G·R·r) and the centred sum of
+        squares Q = Σ (x − m)² (a SUM with bounds (0, r²): G·R·r²). The population variance is
+        Q/n − (S/n)² (variance is shift-invariant, so centring at m changes nothing but the
+        sensitivities), with n at least 1 and the result clamped to [0, r²], the largest
+        variance of values in [L, U]; the sample variance multiplies it by n/(n − 1) with n at
+        least 2 (clamped to [0, r²·n/(n − 1)]); a standard deviation is its square root. This
+        is the construction of ZetaSQL's ANON_VAR_POP (Wilson, Zhang, Lam, Desfontaines,
+        Simmons-Marengo and Gipson 2020, "Differentially Private SQL with Bounded User
+        Contribution", PoPETs 2020(2)); the three releases compose (Dwork & Roth 2014, Theorem
+        3.16) and everything after them is post-processing (ibid., Proposition 2.1)."""
+        import sqlglot
+        from sqlglot import exp
+
+        sample, root = _SPREAD[type(node).__name__]
+        key = node.sql(dialect="duckdb")
+        start = (node._meta or {}).get("start")
+        line, column = _position(node)
+        if node.args.get("distinct") is not None or isinstance(node.this, exp.Distinct):
+            raise _refuse("DISTINCT is only allowed as COUNT(DISTINCT id)", clause, node)
+        argument = self.row_level(node.this, clause)
+        bounds = self.extracted.bounds.get(start) if start is not None else None
+        if bounds is None and isinstance(node.this, exp.Column):
+            bounds = self.bounds.get(node.this.name)
+        if bounds is None:
+            raise SqlError(
+                f"{node.sql()[:60]} needs its clamping bounds: write {BOUNDS} => (lower, "
+                "upper) in the call, or give bounds for the column beside the query",
+                clause=clause,
+                line=line,
+                column=column,
+            )
+        lower, upper = bounds
+        if not lower < upper:
+            raise SqlError(
+                f"{node.sql()[:60]}: the lower bound must be below the upper",
+                clause=clause,
+                line=line,
+                column=column,
+            )
+        middle, half = (lower + upper) / 2, (upper - lower) / 2
+        text = f"{key[:-1]}, {BOUNDS} => ({lower:g}, {upper:g}))"
+        # x − m, missing where x is (NULL or NaN); its square with x clamped to [L, U], missing
+        # where x is (DuckDB's least and greatest skip a NULL: it must not become r²).
+        centred = f"({argument}) - {middle!r}"
+        centred = f"CASE WHEN isnan({centred}) THEN NULL ELSE {centred} END"
+        square = (
+            f"CASE WHEN ({centred}) IS NULL THEN NULL "
+            f"ELSE pow(least(greatest({centred}, {-half!r}), {half!r}), 2) END"
+        )
+        parts = (
+            ("count_values", "count", square, None),
+            ("sum", "centred sum", centred, (-half, half)),
+            ("sum", "centred sum of squares", square, (0.0, half * half)),
+        )
+        names = []
+        for kind, what, expression, part_bounds in parts:
+            name = f"__a{len(self.aggregates)}"
+            self.aggregates[f"{key}@{start}:{what}"] = Aggregate(
+                name, kind, f"{text}: {what}", expression, part_bounds, None, line, column
+            )
+            names.append(f'"{name}"')
+        n, total, squares = names
+        least = 2.0 if sample else 1.0
+        count = f"greatest({n}, {least!r})"
+        variance = f"{squares} / {count} - pow({total} / {count}, 2)"
+        widest = half * half
+        if sample:
+            variance = f"({variance}) * {count} / ({count} - 1)"
+            widest_text = f"{widest!r} * {count} / ({count} - 1)"
+        else:
+            widest_text = repr(widest)
+        released = f"greatest(0.0, least({widest_text}, {variance}))"
+        if root:
+            released = f"sqrt({released})"
+        return sqlglot.parse_one(released, read="duckdb")
+
     def rewrite(self, node: Any, clause: str, outputs: Mapping[str, Any] = {}) -> Any:
         """``node`` over the released table: aggregates and group expressions replaced by
         their columns; in HAVING and ORDER BY, a SELECT alias by its output column."""
@@ -396,6 +494,8 @@ class _Builder:
         key = node.sql(dialect="duckdb")
         if key in self.group_keys:
             return exp.column(self.group_keys[key], quoted=True)
+        if type(node).__name__ in _SPREAD:
+            return self.spread(node, clause)
         if _is_aggregate(node):
             return exp.column(self.aggregate(node, clause), quoted=True)
         if isinstance(node, exp.Column):

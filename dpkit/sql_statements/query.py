@@ -199,13 +199,21 @@ class SqlQuery:
         }
 
     def accuracy(self, alpha: float = 0.05, *, rng: Any = None) -> tuple[tuple[str, Any], ...]:
-        """Per aggregate (its text), the cost, noise and (1 − α) half-width of each released
-        value, before any data is read (:meth:`dpkit_central.TableQuery.accuracy`); with
-        private keys, the ids a group needs to be released with probability ≥ 1 − α."""
+        """Per aggregate (its text), its share of the cost, its noise and the (1 − α)
+        half-width of each released value, before any data is read
+        (:meth:`dpkit_central.TableQuery.accuracy`); with private keys, the ids a group needs
+        to be released with probability ≥ 1 − α. The statement selects its groups once, for
+        every aggregate, so an aggregate's cost is its statistic's own; the selection's is
+        :meth:`selection_cost`."""
         found = []
         for aggregate, query in self.queries:
-            found.append((aggregate.text, query.accuracy(alpha, rng=rng)))
+            each = query.accuracy(alpha, rng=rng)
+            found.append((aggregate.text, attrs.evolve(each, privacy=query.statistic.privacy)))
         return tuple(found)
+
+    def selection_cost(self) -> PrivacyEvent | None:
+        """The event of the statement's one partition selection (None with public keys)."""
+        return None if self.selector is None else self.selector.selection.privacy
 
     # -- public phase ---------------------------------------------------------------------
 

@@ -58,9 +58,11 @@ def is_table(data: Any) -> bool:
 
 
 #: Engines whose tables may repeat a column name, and how to read the names (metadata only:
-#: a Dask or Spark frame's names come from its schema, not from running it). Polars refuses
-#: repeated names itself.
+#: a Dask or Spark frame's names come from its schema, not from running it; a DuckDB
+#: relation's from its bound statement, as ``SELECT 1 AS v, 2 AS v`` repeats one). Polars
+#: refuses repeated names itself.
 _NAMES = {
+    "duckdb": lambda data: list(data.columns),
     "pandas": lambda data: list(data.columns),
     "modin": lambda data: list(data.columns),
     "dask": lambda data: list(data.columns),

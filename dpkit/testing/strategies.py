@@ -19,7 +19,7 @@ chunkings (:func:`layouts`: empty chunks, one row per chunk, many chunks). :func
 draws key lists that name groups by keys of other types (a number for its text), and now and
 then one group in several spellings (equal once coerced to the column's type: refused).
 The table is engine-free; :meth:`~dpkit.testing.tables.LogicalTable.native` builds it on
-pandas, Polars, PyArrow (also through Parquet) and Dask.
+pandas, Polars, PyArrow (also through Parquet), DuckDB and Dask.
 
 Needs ``hypothesis`` (in the ``test`` extra); importing this module without it fails.
 """

@@ -36,16 +36,28 @@ value is read. :func:`key_spellings` gives the keys that name one value. This is
 under an id privacy unit), :meth:`LogicalTable.without_row` one row (under the record unit).
 Rows keep their order and chunks their places, so a chunk may become empty.
 
-The engines need the ``tables`` and ``cluster`` extras (pandas, Polars, PyArrow, Dask); each is
-imported only when a table is built on it.
+**DuckDB.** A table on DuckDB is a relation of its own connection over the Arrow table, which
+DuckDB reads by its type rules (:func:`reading`): every text type as ``VARCHAR``, every binary
+type as ``BLOB``, a dictionary or run-end encoded column as its values' type; it has no
+``float16`` (a table with one is unrepresentable there). ``"duckdb"`` is the relation as a user
+hands it to a table query (dpkit's per-record steps and group-by run in DuckDB, the bounding on
+the collected rows); ``"duckdb[bounded]"`` is run within :func:`held`, which gives dpkit the
+relation's connection, so that the bounding runs in DuckDB too (as ``dpkit.sql(...,
+bounding="duckdb")`` runs it).
+
+The engines need the ``tables``, ``sql`` and ``cluster`` extras (pandas, Polars, PyArrow,
+DuckDB, Dask); each is imported only when a table is built on it.
 """
 
 from __future__ import annotations
 
+import contextlib
 import datetime
 import math
+import sys
 import unicodedata
-from collections.abc import Callable, Iterable, Sequence
+import weakref
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from decimal import Decimal
 from fractions import Fraction
 from typing import Any
@@ -66,6 +78,7 @@ __all__ = [
     "Column",
     "LogicalTable",
     "Unrepresentable",
+    "held",
     "identity",
     "is_missing",
     "key_group",
@@ -117,19 +130,31 @@ _FLOAT64 = (*FLOAT_STORAGES, "decimal128")
 _WHOLE = (*INTEGER_STORAGES, "dictionary<int64>", "run_end<int64>")
 #: Storages that pandas with NumPy dtypes holds as Python objects (:func:`reading`).
 _AS_OBJECTS = ("decimal128", *BINARY_STORAGES, "date32")
+#: The storages DuckDB reads as another (:func:`reading`): text as ``VARCHAR``, bytes as
+#: ``BLOB``, an encoded column as its values' type.
+_ON_DUCKDB = {
+    **{name: "string" for name in TEXT_STORAGES},
+    **{name: "binary" for name in BINARY_STORAGES},
+    "dictionary<int64>": "int64",
+    "run_end<int64>": "int64",
+}
 #: The places of the decimal128 columns (``decimal128(38, 2)``).
 _CENT = Decimal("0.01")
 
 #: The engines :meth:`LogicalTable.native` builds on: ``pandas`` with NumPy dtypes (nullable
 #: ones where a column has missing values, so that no value changes), ``pandas[arrow]`` with
 #: Arrow dtypes, ``pyarrow[parquet]`` written one row group per chunk and read back with the
-#: text columns as dictionaries, and Dask with ``dataframe.convert-string`` off and on.
+#: text columns as dictionaries, a DuckDB relation over the Arrow table (bounded on the
+#: collected rows, and ``duckdb[bounded]``: in DuckDB; module docstring), and Dask with
+#: ``dataframe.convert-string`` off and on.
 ENGINES = (
     "pyarrow",
     "pyarrow[parquet]",
     "pandas",
     "pandas[arrow]",
     "polars",
+    "duckdb",
+    "duckdb[bounded]",
     "dask",
     "dask[convert-string]",
 )
@@ -144,7 +169,11 @@ def reading(storage: str, engine: str) -> str:
     reads it: pandas with NumPy dtypes (and Dask, made from it) holds decimals, bytes and dates
     as Python objects, an ``"object"`` column, which dpkit reads as text; Dask's
     ``dataframe.convert-string`` rewrites an object column as text (``"string"``: each cell by
-    the rule dpkit reads it by). Every other storage is read as itself."""
+    the rule dpkit reads it by); DuckDB reads every text type as ``"string"``, every binary type
+    as ``"binary"`` and an encoded column as its values' type. Every other storage is read as
+    itself."""
+    if engine.startswith("duckdb"):
+        return _ON_DUCKDB.get(storage, storage)
     if engine in ("pandas", "dask") and storage in _AS_OBJECTS:
         return "object"
     if engine == "dask[convert-string]" and storage in ("object", *_AS_OBJECTS):
@@ -525,6 +554,8 @@ class LogicalTable:
             "pandas": lambda: self.pandas(arrow_dtypes=False),
             "pandas[arrow]": lambda: self.pandas(arrow_dtypes=True),
             "polars": self.polars,
+            "duckdb": lambda: self.duckdb(bounded=False),
+            "duckdb[bounded]": lambda: self.duckdb(bounded=True),
             "dask": lambda: self.dask(convert_string=False),
             "dask[convert-string]": lambda: self.dask(convert_string=True),
         }
@@ -616,6 +647,20 @@ class LogicalTable:
         except Exception as error:  # Polars' own errors: a type it does not support
             raise Unrepresentable(f"Polars cannot hold this table: {error}") from None
 
+    def duckdb(self, *, bounded: bool) -> Any:
+        """A DuckDB relation over the Arrow table (its record batches as they are), on a
+        connection of its own, which :func:`held` gives dpkit if ``bounded``."""
+        import duckdb
+
+        for name, column in self.columns:
+            if column.storage == "float16":
+                raise Unrepresentable(f"DuckDB has no float16 (the column {name!r})")
+        con = duckdb.connect()
+        relation = con.from_arrow(self.arrow())
+        if bounded:
+            _CONNECTIONS[relation] = con
+        return relation
+
     def dask(self, *, convert_string: bool) -> Any:
         """A Dask DataFrame of the pandas frame (NumPy dtypes), one partition per chunk, made
         by ``dd.from_pandas`` with ``dataframe.convert-string`` as given."""
@@ -630,6 +675,29 @@ class LogicalTable:
         except Exception as error:  # Dask's own conversion (convert-string) refused a column
             raise Unrepresentable(f"Dask cannot hold this table: {error}") from None
         return parts[0] if len(parts) == 1 else dd.concat(parts)  # type: ignore[no-untyped-call]
+
+
+#: The DuckDB relations of ``"duckdb[bounded]"`` (:meth:`LogicalTable.duckdb`), with their
+#: connections.
+_CONNECTIONS: weakref.WeakKeyDictionary[Any, Any] = weakref.WeakKeyDictionary()
+
+
+@contextlib.contextmanager
+def held(frame: Any) -> Iterator[None]:
+    """Within the block, dpkit runs ``frame`` (a table's form on an engine of :data:`ENGINES`)
+    as that engine holds it: a relation of ``"duckdb[bounded]"`` with its connection given
+    (:func:`dpkit.tables._duckdb.connection`), so that the bounding runs in DuckDB; any other
+    frame as it is."""
+    duckdb = sys.modules.get("duckdb")  # not imported: no relation was made
+    relation = duckdb is not None and isinstance(frame, duckdb.DuckDBPyRelation)
+    con = _CONNECTIONS.get(frame) if relation else None
+    if con is None:
+        yield
+        return
+    from dpkit.tables._duckdb import connection
+
+    with connection(con):
+        yield
 
 
 def _dask_part(dd: Any, frame: Any) -> Any:

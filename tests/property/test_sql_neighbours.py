@@ -51,6 +51,7 @@ STATEMENTS = [
     f"SELECT UPPER(city) AS c, SUM(COALESCE(minutes, 1), {B}), COUNT(*) FROM t GROUP BY c",
     f"SELECT SUM(minutes, {B}), AVG(minutes, {B}) FROM t",
     "SELECT city, minutes > 5 AS long, COUNT(*) FROM t GROUP BY city, long",
+    f"SELECT city, VAR_POP(minutes, {B}), STDDEV(minutes * 2, {B}) FROM t GROUP BY city",
 ]
 
 

@@ -3,7 +3,8 @@
 For every registered statistic (read from the registry) on adversarial tables (a heavy person
 whose id is spelled several ways, keys spelled across types, every Arrow type, odd chunkings;
 :mod:`dpkit.testing.strategies`) on pandas (NumPy and Arrow dtypes), Polars, PyArrow (also read
-back from Parquet) and Dask (``convert-string`` off and on), the public phase is checked first —
+back from Parquet), DuckDB relations (bounded on the collected rows and in DuckDB) and Dask
+(``convert-string`` off and on), the public phase is checked first —
 it refuses exactly the key lists that name one group twice (two keys equal once coerced to the
 column's type) or hold a key of a type the column cannot hold, and it decides alike on D and
 D′, which share their schema (:func:`table_cases.accepted_on_both`) — then what survives

@@ -4,7 +4,8 @@ For every registered statistic (read from the registry) on adversarial tables (i
 spelled across types, object columns mixing them, every Arrow type, odd chunkings;
 :mod:`dpkit.testing.strategies`), the table is built on every engine that can hold it —
 PyArrow (and read back from Parquet, one row group per chunk, text as dictionaries), pandas
-(NumPy and Arrow dtypes), Polars, and Dask from that pandas frame (``dataframe.convert-string``
+(NumPy and Arrow dtypes), Polars, a DuckDB relation over the Arrow table (bounded on the
+collected rows, and in DuckDB), and Dask from that pandas frame (``dataframe.convert-string``
 off and on, one partition per chunk, so partitions split a person's rows) — and
 ``query.aggregate`` with one seed must give :meth:`Aggregates.identical` results on all of
 them that read the table alike (``table_cases.read_alike``): the same keys and the same values,
@@ -47,8 +48,8 @@ from support.table_cases import (
     read_alike,
 )
 
-# Example counts (``max_examples``): each eager example runs on all five eager engines (about
-# 0.15 s), so 25 per statistic cover 125 engine runs; key lists that name one group twice were
+# Example counts (``max_examples``): each eager example runs on all seven eager engines (about
+# 0.2 s), so 25 per statistic cover 175 engine runs; key lists that name one group twice were
 # caught within 10 of them with the fix reverted. Each Dask example runs pandas and both Dask
 # variants (about 1 s): 12 in all, which caught object ids read by Python's equality again (1
 # and Decimal("1") two persons on pandas, one text "1" on Dask's convert-string) at the 11th.

@@ -4,7 +4,8 @@ For every registered statistic (read from the registry) on adversarial tables �
 ids and keys spelled across types, public key lists that name one group twice (which the public
 phase must refuse, alike on D and D′), every Arrow type, odd chunkings
 (:mod:`dpkit.testing.strategies`) — on pandas (NumPy and Arrow dtypes),
-Polars, PyArrow (also read back from Parquet) and Dask (``convert-string`` off and on): D and
+Polars, PyArrow (also read back from Parquet), DuckDB relations (bounded on the collected rows
+and in DuckDB) and Dask (``convert-string`` off and on): D and
 its neighbour D′ (one id's rows removed under an id unit, one row under the record unit) are
 aggregated with the same generator, so the bounding key, and with it every other id's kept
 rows, is the same on both. Then, for each noised answer (``TableQuery.noise_mechanisms``):

@@ -274,7 +274,23 @@ CORPUS: list[tuple[str, dict[str, Any] | None, str]] = [
         LINEITEM,
         "SELECT",
     ),
+    # a spread needs its clamping bounds, as a sum does
     ("SELECT l_shipmode, STDDEV(l_quantity) FROM lineitem GROUP BY l_shipmode", LINEITEM, "SELECT"),
+    (
+        f"SELECT l_shipmode, STDDEV(l_quantity, {B}) AS sd, VAR_POP(l_quantity, {B}) FROM lineitem GROUP BY l_shipmode",
+        LINEITEM,
+        "answer",
+    ),
+    (
+        f"SELECT l_shipmode, VARIANCE(l_quantity, {B}) FROM lineitem GROUP BY l_shipmode",
+        LINEITEM,
+        "answer",
+    ),
+    (
+        f"SELECT l_shipmode, VAR_SAMP(DISTINCT l_quantity, {B}) FROM lineitem GROUP BY l_shipmode",
+        LINEITEM,
+        "SELECT",
+    ),
     (
         "SELECT l_shipmode, VARIANCE(l_quantity) FROM lineitem GROUP BY l_shipmode",
         LINEITEM,

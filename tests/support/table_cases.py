@@ -43,6 +43,7 @@ from dpkit.testing.tables import (
     VALUE,
     LogicalTable,
     Unrepresentable,
+    held,
     identity,
     key_group,
     refused_keys,
@@ -53,7 +54,17 @@ REGISTRY = dpkit.get_registry()
 #: The registered statistics that run over tables (``.on(...)``), by name.
 STATISTICS = sorted(name for name, info in REGISTRY.queries.items() if hasattr(info.cls, "on"))
 #: The engines that need no cluster, and Dask's two (``dataframe.convert-string`` off, on).
-EAGER = ("pyarrow", "pyarrow[parquet]", "pandas", "pandas[arrow]", "polars")
+#: DuckDB's relations are among the first: one machine's lazy frames, bounded on the collected
+#: rows or in DuckDB (``duckdb[bounded]``, run within :func:`~dpkit.testing.tables.held`).
+EAGER = (
+    "pyarrow",
+    "pyarrow[parquet]",
+    "pandas",
+    "pandas[arrow]",
+    "polars",
+    "duckdb",
+    "duckdb[bounded]",
+)
 DASK = ("dask", "dask[convert-string]")
 #: Group storages: every label storage, text twice as often (on a text column a key list may
 #: name a group by a number for its text, or by both: keys equal once coerced, refused).
@@ -336,7 +347,8 @@ def aggregated(case: Case, frame: Any) -> Aggregates | None:
     after the public phase is ``test_table_total.py``'s finding; the other properties skip
     such an example rather than report it, so that one such failure cannot hide theirs."""
     try:
-        return case.query.aggregate(frame, rng=case.rng())
+        with held(frame):
+            return case.query.aggregate(frame, rng=case.rng())
     except Exception:
         event("raised after the public phase (test_table_total.py's finding)")
         return None
@@ -463,7 +475,8 @@ def accepted(case: Case, frame: Any, engine: str) -> bool:
     sensitivity counts the group once."""
     expected = refusal(case, engine)
     try:
-        case.query.check_input(frame)
+        with held(frame):
+            case.query.check_input(frame)
     except dpkit.InvalidParameter as refused:
         if refused.parameter in ("keys", "categories") or expected is not None:
             assert expected is not None, (
@@ -605,9 +618,10 @@ def bounded_rows(case: Case, frame: Any) -> list[tuple[Any, tuple[Any, ...]]] | 
     nw = narwhals()
     query = case.query
     try:
-        prepared = query._prepared(as_frame(frame, owner=query.name), case.rng())
-        if isinstance(prepared, nw.LazyFrame):
-            prepared = prepared.collect()
+        with held(frame):
+            prepared = query._prepared(as_frame(frame, owner=query.name), case.rng())
+            if isinstance(prepared, nw.LazyFrame):
+                prepared = prepared.collect()
     except Exception:
         event("raised after the public phase (test_table_total.py's finding)")
         return None

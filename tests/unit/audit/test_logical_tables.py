@@ -3,7 +3,7 @@
 The table properties (``tests/property/test_table_*.py``) compare engines and neighbours; they
 are only as good as these forms: every cell of every storage's pool must read back as itself
 (or as missing where it is missing) from PyArrow, Parquet, pandas (NumPy and Arrow dtypes),
-Polars and Dask — where Dask's ``convert-string`` rewrites an object column, as the text dpkit
+Polars, DuckDB (in the type DuckDB reads it as) and Dask — where Dask's ``convert-string`` rewrites an object column, as the text dpkit
 reads each of its cells as — and a neighbour must remove exactly one person's rows, keeping
 the chunks in place. The model of how dpkit reads a column (:func:`text_of`,
 :func:`key_group`) is held to dpkit_central's own rule and to pandas' string conversion.
@@ -39,6 +39,7 @@ from dpkit.testing.tables import (
     key_group,
     key_spellings,
     pool,
+    reading,
     refused_keys,
     same_value,
     text_of,
@@ -57,7 +58,9 @@ def _pool_table(storage: str) -> LogicalTable:
 
 
 def _read(frame: Any, engine: str) -> list[Any]:
-    if engine.startswith("pyarrow"):
+    if engine.startswith("duckdb"):
+        frame = frame.to_arrow_table()
+    if engine.startswith(("pyarrow", "duckdb")):
         return list(frame.column("c").to_pylist())
     if engine.startswith("dask"):
         frame = frame.compute()
@@ -100,6 +103,25 @@ def test_every_cell_reads_back_as_itself(storage: str, engine: str) -> None:
     assert len(read) == len(logical)
     wrong = [(a, b) for a, b in zip(logical, read, strict=True) if not _equal(a, b, storage)]
     assert not wrong, f"{storage} on {engine}: {wrong}"
+
+
+@pytest.mark.parametrize("engine", ["duckdb", "duckdb[bounded]"])
+@pytest.mark.parametrize("storage", STORAGES)
+def test_duckdb_reads_each_storage_as_the_model_says(storage: str, engine: str) -> None:
+    """DuckDB's type rules (:func:`~dpkit.testing.tables.reading`): a column of ``storage``
+    comes back from the relation as the Arrow type of the storage it is read as (text as
+    ``VARCHAR``, bytes as ``BLOB``, an encoded column as its values' type); ``float16`` and
+    object columns are unrepresentable."""
+    table = _pool_table(storage)
+    try:
+        frame = table.native(engine)
+    except Unrepresentable:
+        assert storage in ("object", "float16")
+        return
+    read = reading(storage, engine)
+    expected = LogicalTable((("c", Column(read, ())),), chunks=()).arrow().schema.field("c")
+    found = frame.to_arrow_table().schema.field("c")
+    assert found.type == expected.type, (storage, read, found.type)
 
 
 @pytest.mark.cluster
@@ -287,24 +309,27 @@ def test_text_of_agrees_with_as_text_on_drawn_values(value: Any) -> None:
         st.none(),
     ),
     storage=st.sampled_from(LABEL_STORAGES),
+    duckdb=st.booleans(),
 )
-def test_key_group_agrees_with_coerce(key: Any, storage: str) -> None:
+def test_key_group_agrees_with_coerce(key: Any, storage: str, duckdb: bool) -> None:
     """The group a key names (or its refusal) is what dpkit_central's coerce gives, on the
-    column the storage becomes in PyArrow (object: a pandas object column)."""
-    import narwhals as nw
+    column the storage becomes in PyArrow (object: a pandas object column), or in DuckDB (the
+    storage it reads it as)."""
     from dpkit_central.keys import coerce
 
     from dpkit.tables import as_frame, column_kinds
 
     table = LogicalTable((("c", Column(storage, ())),), chunks=())
-    frame = as_frame(table.native("pandas" if storage == "object" else "pyarrow"), owner="t")
+    engine = "pandas" if storage == "object" else "duckdb" if duckdb else "pyarrow"
+    if storage == "float16" and duckdb:
+        return
+    frame = as_frame(table.native(engine), owner="t")
     kind, dtype = column_kinds(frame)["c"], frame.collect_schema()["c"]
     try:
         coerced = coerce(key, kind, "c", dtype)
     except InvalidParameter:
         coerced = None
-    assert isinstance(frame, nw.DataFrame)
-    assert key_group(key, storage) == coerced, (key, storage, kind, dtype)
+    assert key_group(key, reading(storage, engine)) == coerced, (key, storage, kind, dtype)
 
 
 @settings(max_examples=30, derandomize=True, database=None, deadline=None)

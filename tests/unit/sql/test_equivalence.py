@@ -144,3 +144,38 @@ def test_a_where_clause_is_the_same_rows_filtered_first(tmp_path: Path) -> None:
     )
     (found,) = query.aggregates(rng=np.random.default_rng(8))
     assert found.identical(expected)
+
+
+@pytest.mark.parametrize("kind", ["pandas", "arrow", "duckdb"])
+@pytest.mark.parametrize("bounding", ["numpy", "duckdb"])
+def test_a_spread_is_a_count_and_two_centred_sums(tmp_path: Path, kind: str, bounding: str) -> None:
+    """VAR_POP (and every variance and standard deviation) releases three table queries' answers:
+    with x clamped to [L, U], m = (L + U)/2 and r = (U − L)/2, the count of the values, the
+    sum of x − m within (−r, r) and the sum of (x − m)² within (0, r²) — each identical to the
+    table query on the same column computed in pandas."""
+    frame = _visits()
+    lower, upper = -10.0, 110.0
+    middle, half = (lower + upper) / 2, (upper - lower) / 2
+    query = dpkit.sql(
+        "SELECT city, VAR_POP(minutes, contribution_bounds_per_group => (-10, 110)) AS v "
+        "FROM visits GROUP BY city",
+        tables={"visits": _inputs(frame, tmp_path)[kind]},
+        options=OPTIONS,
+        keys=["Lyon", "Paris", "Rome"],
+        bounding=bounding,
+    )
+    centred = frame.minutes - middle
+    derived = frame.assign(centred=centred, square=centred.clip(-half, half) ** 2)
+    registry = dpkit.get_registry()
+    references = [
+        (registry.query("count", epsilon=0.5), "square"),
+        (registry.query("sum", epsilon=0.5, lower=-half, upper=half), "centred"),
+        (registry.query("sum", epsilon=0.5, lower=0.0, upper=half * half), "square"),
+    ]
+    found = query.aggregates(rng=np.random.default_rng(6))
+    assert len(found) == 3
+    rng = np.random.default_rng(6)  # one generator, drawn from in the statement's order
+    for (statistic, column), aggregates in zip(references, found, strict=True):
+        reference = statistic.on(column, by="city", keys=["Lyon", "Paris", "Rome"], unit=UNIT)
+        expected = reference.aggregate(derived, rng=rng)
+        assert aggregates.identical(expected), (column, aggregates.values, expected.values)

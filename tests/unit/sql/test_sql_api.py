@@ -74,6 +74,82 @@ def test_accuracy_comes_before_any_data() -> None:
     assert text == "COUNT(*)" and accuracy.half_width > 0
 
 
+PLANNED = (
+    "SELECT city, COUNT(*) AS n, SUM(minutes) AS total, AVG(minutes) AS mean, "
+    "MEDIAN(minutes) AS middle FROM t GROUP BY city"
+)
+
+
+def test_the_accuracy_shares_are_the_statement_cost() -> None:
+    """Each aggregate's accuracy carries its own share of the cost (the groups are selected
+    once, for every aggregate): with the selection's share they compose to the statement's."""
+    from fractions import Fraction
+
+    query = dpkit.sql(
+        PLANNED, options={**OPTIONS, "delta": 1e-6}, bounds={"minutes": (0, 60)}
+    )  # no table at all
+    parts = [accuracy.privacy for _, accuracy in query.accuracy(0.05)]
+    selection = query.selection_cost()
+    assert selection is not None and len(parts) == 4
+    total = sum((Fraction(e.epsilon) for e in [*parts, selection]), Fraction(0))
+    assert total == sum((Fraction(e.epsilon) for e in query.privacy.parts), Fraction(0))
+    assert all(e.delta == 0 for e in parts) and selection.delta == pytest.approx(1e-6)
+    keyed = dpkit.sql(PLANNED, options=OPTIONS, bounds={"minutes": (0, 60)}, keys=["a"])
+    assert keyed.selection_cost() is None
+
+
+@pytest.mark.parametrize("private", [True, False])
+def test_the_plan_shows_each_aggregate_as_any_query(
+    private: bool, tmp_path: Any, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """``dpkit sql --plan``, and ``dpkit run --plan``'s table of the spec form: every aggregate with its
+    statistic, share of the cost, noise and ± error (no column left without one), and the
+    partition selection's share and the ids a group needs where the groups are found."""
+    from dpkit.cli import main
+    from dpkit.commands._results import format_plan
+    from dpkit.spec.preview import preview_spec
+
+    _visits().to_parquet(tmp_path / "t.parquet")
+    options = {**OPTIONS, "delta": 1e-6} if private else OPTIONS
+    keys = [] if private else ["--keys", "a,b"]
+    argv = ["sql", PLANNED, "--table", f"t={tmp_path / 't.parquet'}", "--bounds", "minutes=0:60"]
+    argv += [f"--option={k}={v}" for k, v in options.items()] + keys
+    argv += ["--ledger", str(tmp_path / "l.sqlite"), "--budget", "5,1e-5", "--plan"]
+    assert main(argv) == 0
+    shown = capsys.readouterr().out
+    spec = {
+        "dpkit": "1",
+        "statistic": "sql",
+        "sql": {
+            "statement": PLANNED,
+            "tables": {"t": {"source": "parquet", "path": "t.parquet"}},
+            "options": {k: v for k, v in options.items() if k not in ("epsilon", "delta")},
+            "bounds": {"minutes": [0, 60]},
+            **({} if private else {"keys": ["a", "b"]}),
+        },
+        "budget": {"epsilon": 1.0, **({"delta": 1e-6} if private else {})},
+    }
+    planned = format_plan(preview_spec(spec, base_dir=tmp_path))  # what dpkit run --plan prints
+    for text in (shown, planned):
+        assert "n/a" not in text
+        lines = {line.split()[0]: line for line in text.splitlines() if line.strip()}
+        for aggregate, statistic, noise in (
+            ("COUNT(*)", "count", "geometric, scale"),
+            ("SUM(minutes,", "sum", "laplace, scale"),
+            ("AVG(minutes,", "mean", "(sum and count)"),
+            ("MEDIAN(minutes,", "quantile", "exponential"),
+        ):
+            line = lines[aggregate]
+            assert f" {statistic} " in line and "ε=0.2" in line and noise in line, line
+            assert "±" in line and "(95%)" in line, line
+        selection = [line for line in text.splitlines() if "partition selection" in line]
+        if private:
+            (line,) = selection
+            assert "ε=0.2, δ=1e-06" in line and "a group needs" in line and "ids" in line
+        else:
+            assert not selection
+
+
 @pytest.mark.parametrize("kind", ["pandas", "polars", "arrow", "duckdb"])
 def test_the_result_comes_back_in_the_form_asked(kind: str) -> None:
     query = dpkit.sql(
@@ -120,3 +196,58 @@ def test_selected_groups_are_the_same_for_every_aggregate() -> None:
         result = session.release(query, None, rng=np.random.default_rng(0)).values
     keys = [part.keys for _, part in result.parts]
     assert keys[0] == keys[1]
+
+
+def _spread(aggregate: str, epsilon: float, frame: Any) -> Any:
+    query = dpkit.sql(
+        f"SELECT city, {aggregate}(minutes, contribution_bounds_per_group => (10, 70)) AS v "
+        "FROM t GROUP BY city ORDER BY city",
+        tables={"t": frame},
+        options={**OPTIONS, "epsilon": epsilon, "max_rows_contributed": 1},
+        keys=["a", "b"],
+    )
+    return query, query.run(rng=np.random.default_rng(9)).table("pandas")
+
+
+@pytest.mark.parametrize(
+    ("aggregate", "ddof", "root"),
+    [
+        ("VAR_POP", 0, False),
+        ("VARIANCE", 1, False),
+        ("VAR_SAMP", 1, False),
+        ("STDDEV_POP", 0, True),
+        ("STDDEV", 1, True),
+        ("STDDEV_SAMP", 1, True),
+    ],
+)
+def test_a_spread_estimates_the_clamped_values_spread(
+    aggregate: str, ddof: int, root: bool
+) -> None:
+    """With a vast ε the noise vanishes: each group's released spread is the exact one of its
+    values clamped to the bounds (one row per person, so bounding keeps every row). The noise
+    of the three parts has scales below 1e-3 of a unit (ε = 3e6): the tolerance 1e-6
+    relative is exceeded with probability far below 1e-12."""
+    rng = np.random.default_rng(4)
+    frame = pd.DataFrame(
+        {
+            "user": np.arange(400),
+            "city": rng.choice(["a", "b"], 400),
+            "minutes": np.where(rng.random(400) < 0.1, np.nan, rng.uniform(0, 90, 400)),
+        }
+    )
+    query, released = _spread(aggregate, 3e6, frame)
+    assert len(query.queries) == 3  # a count and two centred sums, each its own share
+    clamped = frame.assign(minutes=frame.minutes.clip(10, 70))
+    exact = clamped.groupby("city").minutes.var(ddof=ddof)
+    expected = np.sqrt(exact) if root else exact
+    assert released.v.tolist() == pytest.approx(expected.tolist(), rel=1e-6)
+
+
+def test_a_spread_is_never_outside_what_the_bounds_allow() -> None:
+    """Post-processing clamps a population variance to [0, r²] (r = (U − L)/2 = 30) and a
+    population standard deviation to [0, r], whatever the noise (ε = 1e-3: the noise dwarfs
+    the data)."""
+    frame = _visits()
+    for aggregate, widest in (("VAR_POP", 900.0), ("STDDEV_POP", 30.0)):
+        _, released = _spread(aggregate, 1e-3, frame)
+        assert all(0.0 <= v <= widest for v in released.v), released

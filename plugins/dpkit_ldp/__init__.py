@@ -129,6 +129,9 @@ def dpkit_register_estimators(
     register("graph_degree", CountEstimator)
     register("graph_kstar", CountEstimator)
     register("graph_triangles", TwoRoundEstimator)
+    from dpkit_ldp.graph_one_round import OneRoundEstimator
+
+    register("graph_one_round", OneRoundEstimator)
     from dpkit_ldp.count_mean_sketch import SketchEstimator
     from dpkit_ldp.dbitflip import DBitFlipEstimator
     from dpkit_ldp.one_bit_mean import OneBitMeanEstimator

@@ -13,7 +13,8 @@ variance needs.
 **Privacy.** Each user: ε₁ + ε₂ edge LDP (sequential composition of two ε-edge-LDP
 mechanisms). Each edge {i, j}, i > j: its bit is reported once (by i), and it moves both
 endpoints' degrees, so the release is (ε₁ + 2ε₂)-relationship DP (Imola et al. 2021,
-Proposition 1 for the degrees), charged as the three events of :attr:`relationship_privacy`.
+Proposition 1 for the degrees): :attr:`privacy` (what a session charges for the round on a
+graph, as three events) is that per-edge cost, :attr:`node_privacy` the per-user one.
 
 **Triangles**: the one-round estimator of ``graph_rr`` (:mod:`dpkit_ldp.graph_estimators`,
 the product of the debiased bits over every triple, with its unbiased variance estimate).
@@ -81,7 +82,7 @@ class OneRoundReports:
 @attrs.frozen
 class OneRoundGraph:
     """Noisy neighbour lists (ε₁) and noisy degrees (ε₂) in one round: a session query
-    (``privacy``, ``run``) and the object the estimators take (``dpkit.graph.triangles``,
+    (``privacy``, per edge; ``run``) and the object the estimators take (``dpkit.graph.triangles``,
     ``dpkit.graph.kstars``, then ``dpkit.graph.clustering``). See the module docstring."""
 
     name: ClassVar[str] = "graph_one_round"
@@ -113,17 +114,20 @@ class OneRoundGraph:
         return NoisyDegree(epsilon=self.epsilon2, nodes=self.nodes)
 
     @property
-    def privacy(self) -> PrivacyEvent:
-        """ε₁ + ε₂ per user, as its two parts."""
+    def node_privacy(self) -> PrivacyEvent:
+        """ε₁ + ε₂ per user (edge LDP), as its two parts."""
         return CompositeDP(
             (RandomizedResponseDP(epsilon=self.epsilon1, k=2), PureDP(epsilon=self.epsilon2))
         )
 
     @property
-    def relationship_privacy(self) -> PrivacyEvent:
-        """ε₁ + 2ε₂ per edge: one reported bit, two degrees moved."""
+    def privacy(self) -> PrivacyEvent:
+        """ε₁ + 2ε₂ per edge — one reported bit, two degrees moved — which is what a session
+        that releases the round on a graph is charged."""
         degree = PureDP(epsilon=self.epsilon2)
         return CompositeDP((RandomizedResponseDP(epsilon=self.epsilon1, k=2), degree, degree))
+
+    relationship_privacy = privacy
 
     def randomize_graph(
         self, graph: Any, /, *, rng: Any = None, nodes: int | None = None

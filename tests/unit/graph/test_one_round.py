@@ -110,11 +110,16 @@ def test_one_release_gives_triangles_two_stars_and_clustering(family: str) -> No
         assert abs(inside - 0.95) <= Z * math.sqrt(0.95 * 0.05 / r) + 0.02, (name, inside)
 
 
-def test_privacy_per_user_and_per_edge() -> None:
+def test_privacy_per_user_and_per_edge_and_the_session_charges_the_edge() -> None:
     release = OneRoundGraph(epsilon1=0.7, epsilon2=0.2, nodes=10)
-    assert release.privacy.epsilon == pytest.approx(0.9)
+    assert release.node_privacy.epsilon == pytest.approx(0.9)
     # One reported bit (ε₁) and two degrees (2ε₂) per edge.
-    assert release.relationship_privacy.epsilon == pytest.approx(1.1)
+    assert release.privacy.epsilon == pytest.approx(1.1)
+    assert release.relationship_privacy == release.privacy
+    session = dpkit.Session(budget=(2.0, 0.0), ledger=":memory:")
+    released = session.release(release, np.zeros((10, 10)))
+    assert released.cost.epsilon == pytest.approx(1.1)
+    assert isinstance(released.values, OneRoundReports)
 
 
 def test_refusals() -> None:

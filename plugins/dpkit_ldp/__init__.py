@@ -101,6 +101,14 @@ def dpkit_register_mechanisms(register: Callable[[type[Mechanism]], None]) -> No
 
 
 @hookimpl
+def dpkit_register_queries(register: Callable[[type[Any]], None]) -> None:
+    """The ``graph`` statistic of an edge list (:mod:`dpkit_ldp.graph_query`)."""
+    from dpkit_ldp.graph_query import GraphQuery
+
+    register(GraphQuery)
+
+
+@hookimpl
 def dpkit_register_estimators(
     register: Callable[[str, Callable[[Any], Estimator]], None],
 ) -> None:

@@ -64,7 +64,7 @@ __all__ = [
 #: The graph statistics, by the name estimators declare them under.
 STATISTICS = ("edges", "degrees", "degree_distribution", "triangles", "kstars")
 
-_VARIANCE_KINDS = ("exact", "unbiased", "delta")
+_VARIANCE_KINDS = ("exact", "unbiased", "delta", "bound")
 
 
 def _float_array(values: Any) -> NDArray[np.float64]:
@@ -97,8 +97,10 @@ class GraphEstimate:
         variance: the variance of the estimate, same shape. ``variance_kind`` says what it is:
             ``"exact"`` (a known constant: the noise alone decides it), ``"unbiased"`` (an
             unbiased estimate of a variance that depends on the unknown graph, computed from
-            the same reports; it can come out negative and is then floored at 0) or
-            ``"delta"`` (the delta method's first-order approximation, for a ratio).
+            the same reports; it can come out negative and is then floored at 0),
+            ``"delta"`` (the delta method's first-order approximation, for a ratio) or
+            ``"bound"`` (an upper bound from public quantities, under the assumption ``note``
+            states; the interval is then conservative).
         unbiased: whether E[estimate] is the true statistic; ``note`` states any assumption
             it rests on (e.g. no node above the degree bound).
         nodes: the number of nodes n of the graph.

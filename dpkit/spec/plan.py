@@ -38,6 +38,7 @@ from dpkit.spec.issues import SpecInvalid, SpecIssue, pointer
 from dpkit.spec.schema import (
     CONFIDENCE,
     FREQUENCY,
+    GRAPH,
     SEED,
     SQL,
     compose_schema,
@@ -279,6 +280,9 @@ def _table_columns(query: dict[str, Any], at: str) -> dict[str, str]:
     unit = query.get("privacy_unit", {})
     if unit.get("kind") == "id":
         columns[unit["column"]] = f"{at}/privacy_unit/column"
+    if query["statistic"] == GRAPH:  # an edge list: the input column and the second end's
+        target = query.get("params", {}).get("target_column", "target")
+        columns[target] = f"{at}/params/target_column"
     columns.pop(query["input"]["column"], None)
     return columns
 
@@ -700,6 +704,8 @@ def _plan_spec(
             continue
         target, provenance, found = _bind(query, at, registry)
         issues += found
+        if query["statistic"] == GRAPH and target is not None:  # an edge list: its first end
+            target = target.on_column(query["input"]["column"])
         table_issues: list[SpecIssue] = []
         if local:
             table_issues = _local_table_issues(query, at)
@@ -726,7 +732,8 @@ def _plan_spec(
             continue
         categories = query["input"].get("categories")
         try:
-            _dry_run(target, query, registry, "fast" if seed is not None else rng_spec["mode"])
+            if query["statistic"] != GRAPH:  # takes either mode; its run costs O(n²) bits
+                _dry_run(target, query, registry, "fast" if seed is not None else rng_spec["mode"])
         except InvalidParameter as error:
             where = f"{at}/rng/mode" if error.parameter == "rng" else at or "/"
             issues.append(SpecIssue(where, error.code, str(error)))

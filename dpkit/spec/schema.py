@@ -31,6 +31,7 @@ from dpkit.units import IdUnit
 __all__ = [
     "CONFIDENCE",
     "FREQUENCY",
+    "GRAPH",
     "INJECTED",
     "MEAN",
     "SEED",
@@ -50,6 +51,8 @@ FREQUENCY = "frequency"
 MEAN = "mean"
 #: A SQL statement over named tables (:mod:`dpkit.spec.sql`).
 SQL = "sql"
+#: A graph statistic of an edge list (the ``dpkit_ldp`` plugin's ``graph`` query).
+GRAPH = "graph"
 #: Parameters filled from the query's ``budget``, not written in ``params``.
 INJECTED = ("epsilon", "delta")
 KINDS = ("query", "session", "result")
@@ -285,11 +288,18 @@ def statistic_rules(registry: Registry) -> dict[str, Any]:
                 },
                 "then": {
                     "properties": {"params": params_schema(info.cls)},
-                    "allOf": [budget_schema(info.cls)],
+                    # A query's own constraints on the whole query (its input, its unit, how
+                    # its parameters go together), as JSON Schema: ``spec_rule``.
+                    "allOf": [budget_schema(info.cls), *_own_rule(info.cls)],
                 },
             }
         )
     return {"allOf": rules}
+
+
+def _own_rule(cls: type[Any]) -> list[dict[str, Any]]:
+    rule = getattr(cls, "spec_rule", None)
+    return [copy.deepcopy(rule)] if isinstance(rule, dict) else []
 
 
 def _bundle_refs(node: Any) -> Any:

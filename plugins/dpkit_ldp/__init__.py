@@ -101,6 +101,14 @@ def dpkit_register_mechanisms(register: Callable[[type[Mechanism]], None]) -> No
 
 
 @hookimpl
+def dpkit_register_queries(register: Callable[[type[Any]], None]) -> None:
+    """The ``graph`` statistic of an edge list (:mod:`dpkit_ldp.graph_query`)."""
+    from dpkit_ldp.graph_query import GraphQuery
+
+    register(GraphQuery)
+
+
+@hookimpl
 def dpkit_register_estimators(
     register: Callable[[str, Callable[[Any], Estimator]], None],
 ) -> None:
@@ -129,6 +137,9 @@ def dpkit_register_estimators(
     register("graph_degree", CountEstimator)
     register("graph_kstar", CountEstimator)
     register("graph_triangles", TwoRoundEstimator)
+    from dpkit_ldp.graph_one_round import OneRoundEstimator
+
+    register("graph_one_round", OneRoundEstimator)
     from dpkit_ldp.count_mean_sketch import SketchEstimator
     from dpkit_ldp.dbitflip import DBitFlipEstimator
     from dpkit_ldp.one_bit_mean import OneBitMeanEstimator

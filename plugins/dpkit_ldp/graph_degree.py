@@ -1,4 +1,15 @@
-"""Noisy degrees (``graph_degree``) and noisy k-star counts (``graph_kstar``)."""
+"""Noisy degrees (``graph_degree``) and noisy k-star counts (``graph_kstar``).
+
+**The exact audit tier.** The noise is discrete Laplace on all the integers; the mechanisms
+declare as ``output_space()`` the window [c_min − K, c_max + K] around the counts a list can
+have, K the least integer with P[|Z| > K] ≤ 2⁻⁴⁰ (P[|Z| > K] = 2α^{K+1}/(1 + α) ≤ 2e^{−(K+1)/t},
+so K = ⌈41·t·ln 2⌉ suffices). Beyond the counts the log-ratio of two lists' laws is the
+constant ±|c − c′|/t, so its largest value over the window is its largest value over all
+integers: the exact tier's ε* is the exact loss, and each declared pmf sums to 1 within 2⁻⁴⁰
+over the window (the graph view's, a product over the n nodes, within n·2⁻⁴⁰). The per-node
+domain (:class:`~dpkit_ldp.graphs.CountedNeighbourLists`) gives the auditor one pair per
+degree step, which covers every neighbouring pair of lists.
+"""
 
 from __future__ import annotations
 
@@ -26,12 +37,14 @@ from dpkit.plugin import (
 )
 from dpkit_ldp import _graph_noise
 from dpkit_ldp._adjacency import NeighbourListInput, nodes_parameter
-from dpkit_ldp.graphs import Graphs, NeighbourLists, as_graph
+from dpkit_ldp.graphs import CountedNeighbourLists, Graphs, as_graph
 
 __all__ = ["CountsView", "LocalKStars", "NoisyDegree"]
 
 #: Largest noise scale Δ/ε the exact sampler takes (2⁵⁵).
 _MAX_SCALE = Fraction(1 << 55)
+#: Most outputs an output window is enumerated with (the exact tier's table is larger still).
+_MAX_WINDOW = 1 << 22
 
 
 class _CountOfList(NeighbourListInput, Mechanism):
@@ -75,8 +88,26 @@ class _CountOfList(NeighbourListInput, Mechanism):
             )
 
     @property
-    def domain(self) -> NeighbourLists:
-        return NeighbourLists(self.nodes)
+    def domain(self) -> CountedNeighbourLists:
+        return CountedNeighbourLists(self.nodes)
+
+    def output_window(self) -> tuple[int, int]:
+        """(low, high): the integers holding all but 2⁻⁴⁰ of every list's law (module
+        docstring)."""
+        tail = math.ceil(41 * float(self.scale) * math.log(2))
+        counts = self.count(np.array([0, self.nodes], dtype=np.int64))  # monotone in d
+        low, high = int(counts.min()) - tail, int(counts.max()) + tail
+        if high - low + 1 > _MAX_WINDOW:
+            raise NotImplementedError(
+                f"{self.name}: the output window has {high - low + 1} integers (the noise "
+                "scale is too large to enumerate)"
+            )
+        return low, high
+
+    def output_space(self) -> NDArray[np.int64]:
+        """The output window, for the exact audit tier (module docstring)."""
+        low, high = self.output_window()
+        return np.arange(low, high + 1, dtype=np.int64)
 
     @property
     def privacy(self) -> PrivacyEvent:
@@ -262,6 +293,17 @@ class CountsView(Mechanism):
     ) -> NDArray[np.int64]:
         """Each node's noisy count of each graph: shape (…, n)."""
         return self.mechanism.randomize(values, rng=rng)
+
+    def output_space(self) -> NDArray[np.int64]:
+        """Every node's output window, combined (module docstring): (W^n, n) outputs."""
+        low, high = self.mechanism.output_window()
+        n = self.mechanism.nodes
+        if (high - low + 1) ** n > _MAX_WINDOW:
+            raise NotImplementedError(
+                f"{self.name}: {high - low + 1}^{n} outputs are too many to enumerate"
+            )
+        axes = np.meshgrid(*[np.arange(low, high + 1, dtype=np.int64)] * n, indexing="ij")
+        return np.stack([a.ravel() for a in axes], axis=1)
 
     def log_probability(self, outputs: Any, inputs: Any, /) -> NDArray[np.float64]:
         per_node = self.mechanism.log_probability(outputs, inputs)

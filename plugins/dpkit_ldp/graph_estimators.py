@@ -49,7 +49,18 @@ reports: with L the debiased strict lower triangle of the noisy graph, Ŵ = Lᵀ
 W_jk (users i > k holding j and k), Ŵ_jk² − ((L∘L)ᵀ(L∘L))_jk + Ŵ_jk estimates W_jk², and
 â_jk times that estimates a_jk W_jk² (the pair (j, k) is not among (i, j), (i, k)). This
 assumes no user has more than D lower neighbours (then P_i is the whole lower list), and is
-computed up to :data:`DENSE_TRIANGLES` nodes (NaN above, said in the note).
+computed up to :data:`DENSE_TRIANGLES` nodes: it takes the dense n×n debiased graph and O(n³)
+time, and its own standard deviation grows like n²·v₀² (every pair j < k adds a noisy Ŵ_jk²,
+true wedge or not), so beyond a few thousand nodes it is both too slow and far noisier than the
+variance it estimates. Above that size the W-term is *bounded* instead, from public quantities
+(:func:`wedge_term_bound`; ``variance_kind="bound"``): when every node has at most D
+neighbours, W_jk ≤ min(D, n − 2) (the users counted are common neighbours of j and k), so
+
+    Σ_{j<k} W_jk² p_{a_jk}(1 − p_{a_jk}) ≤ π·min(D, n − 2)·Σ_i C(min(D, i), 2),
+
+π = max(p₀(1 − p₀), p₁(1 − p₁)) and Σ_{j<k} W_jk ≤ Σ_i C(min(D, i), 2) the wedges users can
+hold (user i has at most min(D, i) lower neighbours). The round-2 noise term is known, and
+usually the larger one.
 """
 
 from __future__ import annotations
@@ -79,6 +90,7 @@ __all__ = [
     "CountEstimator",
     "TwoRoundEstimator",
     "triangle_variance",
+    "wedge_term_bound",
     "wedge_term_estimate",
 ]
 
@@ -411,13 +423,19 @@ class TwoRoundEstimator(GraphEstimator):
         estimate = statistics.total / gap
         noise = p.nodes * p.noise_variance
         note = f"unbiased when no user has more than max_degree = {p.max_degree} lower neighbours"
-        wedge = math.nan
-        if first is not None and p.nodes <= DENSE_TRIANGLES:
+        kind = "unbiased"
+        if p.nodes > DENSE_TRIANGLES:
+            wedge = wedge_term_bound(mechanism, p.nodes, p.max_degree)
+            kind = "bound"
+            note += (
+                f"; the variance is an upper bound for n > {DENSE_TRIANGLES}, valid when no node"
+                f" has more than {p.max_degree} neighbours"
+            )
+        elif first is not None:
             wedge = wedge_term_estimate(mechanism, first)
-        elif first is None:
-            note += "; the variance needs the round-1 reports (pass TwoRoundReports)"
         else:
-            note += f"; the variance is computed for n ≤ {DENSE_TRIANGLES}"
+            wedge = math.nan
+            note += "; the variance needs the round-1 reports (pass TwoRoundReports)"
         variance = (max(wedge, 0.0) + noise) / (gap * gap)
         return GraphEstimate(
             "triangles",
@@ -425,9 +443,21 @@ class TwoRoundEstimator(GraphEstimator):
             estimate,
             variance,
             p.nodes,
-            variance_kind="unbiased",
+            variance_kind=kind,
             note=note,
         )
+
+
+def wedge_term_bound(mechanism: Any, nodes: int, max_degree: int) -> float:
+    """An upper bound on Σ_{j<k} W_jk² p_{a_jk}(1 − p_{a_jk}) for graphs whose every node has at
+    most ``max_degree`` neighbours (module docstring)."""
+    p1, p0 = mechanism.channel
+    spread = max(p0 * (1 - p0), p1 * (1 - p1))
+    d = max_degree
+    # Σ_{i<n} C(min(d, i), 2): users 0 .. d − 1 hold C(i, 2) wedges at most, the rest C(d, 2).
+    full = max(nodes - d, 0)
+    wedges = math.comb(min(d, nodes), 3) + full * math.comb(d, 2)
+    return float(spread * min(d, nodes - 2) * wedges)
 
 
 def wedge_term_estimate(mechanism: Any, first: AdjacencyReports) -> float:

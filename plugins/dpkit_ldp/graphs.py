@@ -31,7 +31,7 @@ from numpy.typing import NDArray
 
 from dpkit.plugin import Domain, InvalidData, as_array, describe_dtype, plain
 
-__all__ = ["Graph", "Graphs", "NeighbourLists", "as_graph"]
+__all__ = ["CountedNeighbourLists", "Graph", "Graphs", "NeighbourLists", "as_graph"]
 
 #: Largest n for which a dense n×n form is built on request (n² bytes).
 DENSE_LIMIT = 1 << 15
@@ -283,6 +283,26 @@ class NeighbourLists(Domain):
         """Two 0/1 vectors of ``size`` entries that differ in exactly one."""
         a, b = _bits(x, self.size), _bits(y, self.size)
         return a is not None and b is not None and int(np.count_nonzero(a != b)) == 1
+
+
+@attrs.frozen
+class CountedNeighbourLists(NeighbourLists):
+    """Neighbour lists, for a mechanism that reads a list only through its degree (a noisy
+    degree or k-star count): every neighbouring pair is then a step from degree d to d + 1,
+    and its two laws are those of any other pair at that step. The worst-case pairs are one
+    list of each degree d = 0 .. min(size, 256) − 1 against it plus one edge (both orders), so
+    a check over them covers every step up to degree 256 (beyond its bound D a k-star count no
+    longer moves; a noisy degree moves alike at every step)."""
+
+    def pairs(self) -> list[tuple[Any, Any]]:
+        found: list[tuple[Any, Any]] = []
+        for d in range(min(self.size, 256)):
+            fewer = np.zeros(self.size, dtype=np.int64)
+            fewer[:d] = 1
+            more = fewer.copy()
+            more[d] = 1
+            found += [(fewer, more), (more.copy(), fewer.copy())]
+        return found
 
 
 def _adjacency(value: Any, nodes: int) -> NDArray[np.int64] | None:

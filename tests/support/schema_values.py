@@ -101,6 +101,9 @@ def admitted(node: dict[str, Any], defs: dict[str, Any] | None = None) -> st.Sea
     kind = node.get("type")
     if kind == "boolean":
         return st.booleans()
+    if kind == "string":
+        low = node.get("minLength", 0)
+        return st.text(min_size=low, max_size=max(low, min(node.get("maxLength", 8), 8)))
     if kind in ("number", "integer"):
         return _numbers(node, kind == "integer")
     if kind == "array":
@@ -185,6 +188,9 @@ def typical_value(name: str, spec: Any) -> Any:
         return False
     if isinstance(domain, Labels):
         return ["a", "b", "c", "d"][: max(domain.min_length, 2)]
+    schema = domain.json_schema()
+    if schema.get("type") == "string":  # a name (a column's): any text of the allowed length
+        return "x" * max(schema.get("minLength", 0), 1)
     raise NotImplementedError(domain)
 
 

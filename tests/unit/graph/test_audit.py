@@ -14,7 +14,7 @@ import attrs
 import numpy as np
 import pytest
 from dpkit_ldp._adjacency import RelationshipView
-from dpkit_ldp.graph_degree import CountsView
+from dpkit_ldp.graph_degree import CountsView, LocalKStars
 from dpkit_ldp.graph_triangles import TwoRoundTriangles
 
 import dpkit
@@ -122,6 +122,45 @@ def test_count_views_pass_at_two_epsilon_and_once_is_caught() -> None:
     bad = CountsChargedOnce(degree)
     report = audit(bad, samples=20_000, alpha=CHECK_ALPHA, seed=8, exact=False, random_pairs=0)
     assert report.verdict == "violation", report.format_text()
+
+
+@attrs.frozen
+class KStarsTooLittleNoise(LocalKStars):
+    """LocalKStars calibrated to one less than its sensitivity C(D − 1, k − 1)."""
+
+    name: ClassVar[str] = "kstars_too_little_noise"
+
+    @property
+    def sensitivity(self) -> int:
+        return super().sensitivity - 1
+
+
+def test_count_mechanisms_pass_the_exact_tier_tightly() -> None:
+    """The noisy counts declare an output window that the exact tier enumerates; their loss is
+    exactly the claim (the scales Δ/ε here need no rounding), per user (ε) and per edge on
+    graphs (2ε)."""
+    for mechanism, claim in (
+        (dpkit.mechanism("graph_degree", epsilon=0.8, nodes=6), 0.8),
+        (dpkit.mechanism("graph_kstar", epsilon=1.0, nodes=8, max_degree=3), 1.0),
+        (dpkit.mechanism("graph_degree", epsilon=1.0, nodes=3).on_graphs(), 2.0),
+        (dpkit.mechanism("graph_kstar", epsilon=2.0, nodes=3, max_degree=2).on_graphs(), 4.0),
+    ):
+        exact = exact_check(mechanism)
+        assert exact.checked and not exact.violation, exact
+        assert exact.epsilon == pytest.approx(claim, abs=1e-9), exact
+
+
+def test_leaky_count_mechanisms_are_caught_by_the_exact_tier() -> None:
+    """Too little noise for the k-star count (its worst degree step, 2 → 3 at D = 3, is none
+    of the generic neighbour-list pairs on 8 nodes), and degrees charged once per edge."""
+    leaky = KStarsTooLittleNoise(epsilon=1.0, nodes=8, max_degree=3)
+    exact = exact_check(leaky)
+    assert exact.checked and exact.violation, exact
+    assert exact.epsilon == pytest.approx(2.0, abs=1e-9)
+    once = CountsChargedOnce(dpkit.mechanism("graph_degree", epsilon=1.0, nodes=3))
+    exact = exact_check(once)
+    assert exact.checked and exact.violation, exact
+    assert exact.epsilon == pytest.approx(2.0, abs=1e-9)
 
 
 def test_a_session_charges_the_edge_not_the_node() -> None:

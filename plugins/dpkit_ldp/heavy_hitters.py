@@ -329,6 +329,41 @@ class HeavyHitters:
         half = z * np.sqrt(np.maximum(self.variance, 0.0))
         return self.estimates - half, self.estimates + half
 
+    def names(self) -> list[Any]:
+        """The items as a result names them: their text (:meth:`labels` read as UTF-8, a byte
+        that is not UTF-8 — a character cut at the L/8-th byte — written ``\\xNN``) when L is a
+        whole number of bytes, else the integers; ``items`` are exact either way."""
+        if self.bits % 8:
+            return [int(item) for item in self.items]
+        return [label.decode("utf-8", "backslashreplace") for label in self.labels()]
+
+    def to_document(self, *, confidence: float = 0.95) -> dict[str, Any]:
+        """The heavy hitters in a result document (:class:`dpkit.document.Document`): the
+        number of reports, the items found (``categories``: :meth:`names`; ``items``: the
+        L-bit integers), their estimated counts, variances and normal intervals at
+        ``confidence``, whether the counts are unbiased (and ``note`` when not), and each
+        round's prefix length, devices and candidates."""
+        low, high = self.confidence_interval(confidence)
+        return {
+            "n": self.n,
+            "categories": self.names(),
+            "items": [int(item) for item in self.items],
+            "estimate": self.estimates.tolist(),
+            "variance": self.variance.tolist(),
+            "confidence_interval": {
+                "level": confidence,
+                "lower": low.tolist(),
+                "upper": high.tolist(),
+                "method": "normal: estimate ± z·√variance",
+            },
+            "unbiased": self.unbiased,
+            "note": self.note or None,
+            "rounds": [
+                {"prefix_bits": r.prefix_bits, "devices": r.devices, "candidates": r.candidates}
+                for r in self.rounds
+            ],
+        }
+
 
 def top_candidates(
     candidates: NDArray[np.uint64], estimates: NDArray[np.float64], k: int

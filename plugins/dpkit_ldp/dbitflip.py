@@ -69,6 +69,7 @@ from dpkit.plugin import (
 )
 from dpkit_ldp._arrays import CategoricalInput, as_category_indices
 from dpkit_ldp._biased_bits import uniform_words
+from dpkit_ldp._reports import read_only_ints
 
 if TYPE_CHECKING:
     from typing_extensions import Self
@@ -321,19 +322,13 @@ class DBitFlip(CategoricalInput, Mechanism):
         return rows
 
 
-def _counts(values: Any) -> NDArray[np.int64]:
-    array = np.array(values, dtype=np.int64)
-    array.setflags(write=False)
-    return array
-
-
 @attrs.frozen(eq=False)
 class DBitFlipCounts(Statistics):
     """Per bucket v: ``sampled[v]`` = N_v and ``ones[v]`` = B_v, and n. Adds up."""
 
     mechanism: str
-    sampled: NDArray[np.int64] = attrs.field(converter=_counts)
-    ones: NDArray[np.int64] = attrs.field(converter=_counts)
+    sampled: NDArray[np.int64] = attrs.field(converter=read_only_ints)
+    ones: NDArray[np.int64] = attrs.field(converter=read_only_ints)
     n: int = attrs.field(converter=int)
 
     def __add__(self, other: Self) -> Self:

@@ -49,28 +49,25 @@ from numpy.typing import NDArray
 import dpkit
 from dpkit.plugin import (
     EPSILON,
-    Estimator,
     Integer,
     InvalidData,
     InvalidParameter,
     Mechanism,
     PureDP,
     as_array,
-    describe_dtype,
     lie_threshold,
     parameter,
     resolve_rng,
 )
 from dpkit_ldp._biased_bits import uniform_words
+from dpkit_ldp._reports import report_words
 from dpkit_ldp.heavy_hitters import (
     BitItemInput,
-    GroupedReports,
+    GroupedReportsEstimator,
     HeavyHitters,
-    Round,
     as_bit_items,
-    extend,
     hypergeometric_variance,
-    top_candidates,
+    prefix_search,
 )
 from dpkit_ldp.local_hashing import OptimalLocalHashing, collision_sum
 
@@ -239,13 +236,7 @@ class PrefixExtendingMethod(BitItemInput, Mechanism):
                 f"b and the perturbed hash y of each device; got shape {array.shape}",
                 field="reports",
             )
-        if array.size and not np.issubdtype(array.dtype, np.integer):
-            raise InvalidData(
-                f"{owner}: reports must be integers (uint64 words), got an array of "
-                f"{describe_dtype(array)}",
-                field="reports",
-            )
-        rows = array.astype(np.uint64, copy=False)
+        rows = report_words(array, owner)
         if rows.size and (
             int(rows[:, 0].max()) >= self.groups or int(rows[:, 4].max()) >= self.range
         ):
@@ -285,41 +276,25 @@ class PrefixExtendingMethod(BitItemInput, Mechanism):
         return counts
 
 
-class PrefixExtendingEstimator(Estimator):
+class PrefixExtendingEstimator(GroupedReportsEstimator):
     """Reports → :class:`~dpkit_ldp.heavy_hitters.GroupedReports` → the rounds of PEM →
     :class:`~dpkit_ldp.heavy_hitters.HeavyHitters`."""
 
-    methods: ClassVar[tuple[str, ...]] = ("unbiased",)
     mechanism: PrefixExtendingMethod
 
-    def accumulate(self, reports: Any, /) -> GroupedReports:
-        mech = self.mechanism
-        return GroupedReports(mech.name, mech.check_reports(reports, f"{mech.name} estimator"))
-
     def estimate(self, statistics: Any, /, *, method: str = "unbiased") -> HeavyHitters:
-        self.check_method(method)
         mech = self.mechanism
-        if not isinstance(statistics, GroupedReports) or statistics.mechanism != mech.name:
-            raise InvalidData(f"expected the GroupedReports of {mech.name!r}", field="statistics")
-        reports, n = statistics.reports, statistics.n
+        grouped = self.grouped(statistics, method)
+        reports, n = grouped.reports, grouped.n
         p, q = mech.support_probabilities
-        lengths = mech.prefix_bits
-        candidates = np.arange(1 << lengths[0], dtype=np.uint64)
-        rounds: list[Round] = []
-        estimates = np.zeros(0)
-        devices = 0
-        for t, length in enumerate(lengths):
-            if t:
-                candidates = extend(candidates, length - lengths[t - 1])
-            rows = reports[reports[:, 0] == t]
-            devices = rows.shape[0]
+
+        def score(rows: NDArray[np.uint64], candidates: NDArray[np.uint64]) -> NDArray[Any]:
             counts = mech.support_counts(rows, candidates)
-            estimates = (counts - devices * q) / (p - q)
-            kept = top_candidates(candidates, estimates, mech.top)
-            rounds.append(
-                Round(length, devices, candidates.size, tuple(int(c) for c in candidates[kept]))
-            )
-            candidates, estimates = candidates[kept], estimates[kept]
+            estimates: NDArray[np.float64] = (counts - rows.shape[0] * q) / (p - q)
+            return estimates
+
+        candidates, estimates, rounds = prefix_search(reports, mech.prefix_bits, mech.top, score)
+        devices = rounds[-1].devices
         a = devices * q * (1.0 - q) / (p - q) ** 2
         b = (1.0 - p - q) / (p - q)
         if devices:
@@ -337,7 +312,7 @@ class PrefixExtendingEstimator(Estimator):
             candidates,
             found,
             variance,
-            rounds=tuple(rounds),
+            rounds=rounds,
             unbiased=False,
             note=(
                 "the counts are the last round's estimates of the items it chose: biased "

@@ -69,6 +69,7 @@ from dpkit.plugin import (
 )
 from dpkit_ldp._arrays import CategoricalInput, as_category_indices
 from dpkit_ldp._biased_bits import uniform_words
+from dpkit_ldp._memo import MemoizingDevice
 from dpkit_ldp._reports import read_only_ints
 
 if TYPE_CHECKING:
@@ -390,7 +391,7 @@ class DBitFlipEstimator(Estimator):
 
 
 @attrs.define
-class DBitFlipClient:
+class DBitFlipClient(MemoizingDevice):
     """One device's dBitFlip state: its d buckets and, per key it has used (the position p with
     value j_p, or −1 for "none of them"), its memoized bits and how many reports it made.
 
@@ -425,22 +426,10 @@ class DBitFlipClient:
         out[:, 1] = self.memo[key]
         return out
 
-    def privacy_events(self) -> list[tuple[PureDP, int]]:
-        """ε once per key used (module docstring, "Memoization")."""
-        keys = len(self.memo)
-        return [(PureDP(epsilon=self.mechanism.epsilon), keys)] if keys else []
-
-    @property
-    def epsilon(self) -> float:
-        """What this device's reports so far cost, composed by the accountant (δ = 0)."""
-        events = self.privacy_events()
-        return dpkit.account(events, delta=0).epsilon if events else 0.0
-
     def to_dict(self) -> dict[str, Any]:
-        params = {name: getattr(self.mechanism, name) for name in type(self.mechanism).parameters()}
         return {
             "mechanism": self.mechanism.name,
-            "parameters": params,
+            "parameters": self.saved_parameters(),
             "buckets": [int(b) for b in self.buckets],
             "keys": [
                 {"key": key, "bits": [int(b) for b in bits], "reports": self.uses[key]}

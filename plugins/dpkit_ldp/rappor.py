@@ -86,6 +86,7 @@ from dpkit.plugin import (
     resolve_rng,
 )
 from dpkit_ldp._biased_bits import biased_words, uniform_words
+from dpkit_ldp._memo import MemoizingDevice
 from dpkit_ldp._reports import read_only_ints, report_words
 from dpkit_ldp.items import ItemInput, as_items
 from dpkit_ldp.keyed_hash import ItemWords, KeyedHashFamily, fresh_key, key_parameter
@@ -572,7 +573,7 @@ def _hex_words(words: NDArray[np.uint64]) -> list[str]:
 
 
 @attrs.define
-class RapporClient:
+class RapporClient(MemoizingDevice):
     """One device's RAPPOR state: its cohort and, per item it reported, the memoized PRR B′
     and how many reports it has made from it.
 
@@ -614,19 +615,12 @@ class RapporClient:
             for uses, items in sorted(per_count.items())
         ]
 
-    @property
-    def epsilon(self) -> float:
-        """What this device's reports so far cost, composed by the accountant (δ = 0)."""
-        events = self.privacy_events()
-        return dpkit.account(events, delta=0).epsilon if events else 0.0
-
     def to_dict(self) -> dict[str, Any]:
         """A JSON-compatible form: the mechanism's parameters (key included), the cohort, and
         per item (hexadecimal) its PRR words and its number of reports."""
-        params = {name: getattr(self.mechanism, name) for name in type(self.mechanism).parameters()}
         return {
             "mechanism": self.mechanism.name,
-            "parameters": params,
+            "parameters": self.saved_parameters(),
             "cohort": self.cohort,
             "items": [
                 {"item": item.hex(), "permanent": _hex_words(words), "reports": self.uses[item]}

@@ -253,7 +253,9 @@ def _sql_rule() -> dict[str, Any]:
 
 
 def statistic_rules(registry: Registry) -> dict[str, Any]:
-    """``if``/``then`` rules selecting the parameter schema by mechanism or statistic name."""
+    """``if``/``then`` rules selecting the parameter schema by mechanism or statistic name; a
+    mechanism class with ``parameter_rules()`` (JSON Schema rules on its parameters object:
+    the relations between parameters its constructor checks) has them applied as well."""
     frequency = frequency_mechanisms(registry)
     means = mean_mechanisms(registry)
     heavy = heavy_hitter_mechanisms(registry)
@@ -292,6 +294,12 @@ def statistic_rules(registry: Registry) -> dict[str, Any]:
         },
     ]
     for name in mechanisms:
+        cls = registry.mechanisms[name].cls
+        checks = [budget_schema(cls, ("mechanism", "params"))]
+        relations = getattr(cls, "parameter_rules", None)
+        if relations is not None:  # its constructor's checks between parameters, as rules
+            params_rules = {"allOf": relations()}
+            checks.append({"properties": {"mechanism": {"properties": {"params": params_rules}}}})
         rules.append(
             {
                 "if": {
@@ -299,14 +307,8 @@ def statistic_rules(registry: Registry) -> dict[str, Any]:
                     "required": ["mechanism"],
                 },
                 "then": {
-                    "properties": {
-                        "mechanism": {
-                            "properties": {"params": params_schema(registry.mechanisms[name].cls)}
-                        }
-                    },
-                    "allOf": [
-                        budget_schema(registry.mechanisms[name].cls, ("mechanism", "params"))
-                    ],
+                    "properties": {"mechanism": {"properties": {"params": params_schema(cls)}}},
+                    "allOf": checks,
                 },
             }
         )

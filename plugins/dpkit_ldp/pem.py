@@ -77,6 +77,7 @@ _U = np.uint64
 #: (report, candidate) pairs per block of the support counter.
 _PAIRS = 1 << 21
 _MAX_FIRST = 20
+_MAX_TOP = 1 << 12
 
 
 def vector_multiply_shift(
@@ -114,7 +115,7 @@ class PrefixExtendingMethod(BitItemInput, Mechanism):
         Integer(low=2, high=64), doc="item length L in bits", default=32, typical=(3, 6)
     )
     top: int = parameter(
-        Integer(low=1, high=1 << 12),
+        Integer(low=1, high=_MAX_TOP),
         doc="number k of heavy hitters sought",
         default=20,
         typical=(1, 2),
@@ -136,6 +137,43 @@ class PrefixExtendingMethod(BitItemInput, Mechanism):
                 f"(⌈log2 top⌉ + step ≤ {_MAX_FIRST})",
                 owner=self.name,
             )
+
+    @classmethod
+    def parameter_rules(cls) -> list[dict[str, Any]]:
+        """The checks of ``__attrs_post_init__`` as JSON Schema rules on the parameters (so a
+        spec's schema admits exactly what constructs): ``top`` ≤ 2^(bits − 1) (γ < L), and,
+        where round 0 could exceed 2^20 candidates (L > 20, the default 32 included),
+        ``top`` ≤ 2^(20 − step) (γ + η ≤ 20); a ``top`` left at its default must fit too."""
+        defaults = cls(epsilon=1.0)  # bits and top as a spec that omits them gets them
+        bits_default, top_default = defaults.bits, defaults.top
+
+        def cap(given: str, value: int, most: int, why: str) -> dict[str, Any]:
+            bound = {"maximum": most, "errorMessage": f"at most {most} for {given}={value} ({why})"}
+            then: dict[str, Any] = {"properties": {"top": bound}}
+            if top_default > most:
+                then["required"] = ["top"]
+                then["errorMessage"] = (
+                    f"{given}={value} needs top ≤ {most} (the default is {top_default})"
+                )
+            return {
+                "if": {"required": [given], "properties": {given: {"const": value}}},
+                "then": then,
+            }
+
+        rules = [
+            cap("bits", b, 1 << (b - 1), "⌈log2 top⌉ < bits")
+            for b in range(2, 64)
+            if 1 << (b - 1) < _MAX_TOP
+        ]
+        steps = [
+            cap("step", s, 1 << (_MAX_FIRST - s), f"⌈log2 top⌉ + step ≤ {_MAX_FIRST}")
+            for s in range(1, 17)
+            if 1 << (_MAX_FIRST - s) < _MAX_TOP
+        ]
+        short = {"required": ["bits"], "properties": {"bits": {"maximum": _MAX_FIRST}}}
+        assert bits_default > _MAX_FIRST  # without bits, round 0 is γ + η bits
+        rules.append({"if": short, "else": {"allOf": steps}})
+        return rules
 
     @property
     def start(self) -> int:

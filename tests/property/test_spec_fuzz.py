@@ -206,7 +206,7 @@ def test_generated_specs_run_or_fail_cleanly(spec: dict[str, Any], tmp_path: Pat
 # that admits more than the constructors fails here. JSON Schema compares a value with
 # constants only, so the few relations between two fields are kept by construction below:
 # lower < upper (and upper − lower ≥ 2e-100, a sensitivity), krr's k = len(categories), and
-# the heavy-hitter protocols' relations (:func:`support.schema_values.relations_hold`).
+# treehist's split of the budget's ε (support.schema_values.relations_hold).
 
 
 _REGISTRY = dpkit.get_registry()

@@ -153,27 +153,17 @@ def targets(registry: Any) -> list[tuple[str, str | None]]:
 
 
 def relations_hold(mechanism: str | None, params: dict[str, Any], epsilon: Any) -> bool:
-    """Whether the relations between fields that the schema does not state hold (True where
-    a value is not a number: the schema refuses it anyway): pem's first round has
-    ⌈log2 top⌉ < bits and min(bits, ⌈log2 top⌉ + step) ≤ 20 (defaults 32, 20, 4); treehist
-    spends at least 1e-12 on each part of ε (ε·split and ε − ε·split)."""
-
-    def number(value: Any) -> bool:
-        return isinstance(value, (int, float)) and not isinstance(value, bool)
-
-    if mechanism == "pem":
-        bits, top, step = (params.get(k, d) for k, d in (("bits", 32), ("top", 20), ("step", 4)))
-        if not all(number(v) and float(v).is_integer() and v >= 1 for v in (bits, top, step)):
-            return True
-        start = (int(top) - 1).bit_length()
-        return start < bits and min(bits, start + step) <= 20
-    if mechanism == "treehist":
-        split = params.get("split", 0.5)
-        if not (number(split) and number(epsilon)) or abs(epsilon) > 1e300:
-            return True
-        tree = float(epsilon) * split
-        return tree >= 1e-12 and epsilon - tree >= 1e-12
-    return True
+    """Whether the relation the schema cannot state holds: treehist spends at least 1e-12 on
+    each part of ε (ε·split and ε − ε·split, ε from the budget). True where a value is not a
+    number (the schema refuses it anyway) and for every other mechanism."""
+    if mechanism != "treehist":
+        return True
+    split = params.get("split", 0.5)
+    numbers = [isinstance(v, (int, float)) and not isinstance(v, bool) for v in (split, epsilon)]
+    if not all(numbers) or abs(epsilon) > 1e300:
+        return True
+    tree = float(epsilon) * split
+    return tree >= 1e-12 and epsilon - tree >= 1e-12
 
 
 def target_class(registry: Any, statistic: str, mechanism: str | None) -> type:

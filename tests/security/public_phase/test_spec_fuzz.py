@@ -503,8 +503,8 @@ def test_invalid_spec_refused_by_cli(rt: Any, workspace: Path, tmp_path: Path, n
 # a value just outside its schema (the neighbours of each bound, past it), of another type, or
 # inside it. Whenever the constructors refuse the spec, the composed schema must refuse it
 # too, so `dpkit schema query` never admits what cannot run. Relations between two fields
-# (lower < upper, krr's k = len(categories), the heavy-hitter protocols' relations:
-# support.schema_values.relations_hold), which JSON Schema does not state, are kept.
+# (lower < upper, krr's k = len(categories), treehist's split of the budget's ε:
+# support.schema_values.relations_hold), which JSON Schema cannot state, are kept.
 
 
 _REGISTRY = dpkit.get_registry()

@@ -122,8 +122,9 @@ def test_dpkit_run_on_a_csv(tmp_path: Path) -> None:
 def test_bad_parameters_are_refused_before_anything_is_read(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """pem's k = 100 heavy hitters need ⌈log2 100⌉ = 7 < bits: refused at the parameter's
-    pointer with what is allowed, nothing read, nothing spent."""
+    """pem's k = 100 heavy hitters need ⌈log2 100⌉ = 7 < bits: refused by the schema (the
+    constructor's check, stated as a rule) at the parameter's pointer with what is allowed,
+    nothing read, nothing spent."""
     _csv(tmp_path)
     read: list[str] = []
     original = FileTable.converted
@@ -137,8 +138,8 @@ def test_bad_parameters_are_refused_before_anything_is_read(
     with pytest.raises(SpecInvalid) as info:
         _run(bad, tmp_path)
     [issue] = info.value.issues
-    assert (issue.pointer, issue.code) == ("/mechanism/params/top", "invalid_parameter")
-    assert issue.detail["allowed"] == "at most 2^5 for bits=6"
+    assert issue.pointer == "/mechanism/params/top"
+    assert "at most 32 for bits=6" in issue.message
     assert read == [] and (not (tmp_path / "ledger.sqlite").exists() or _spent(tmp_path) == 0)
     _run(_spec(), tmp_path)  # the spy sees a valid spec's reading (the test can fail)
     assert read == ["language"]
@@ -167,6 +168,24 @@ def test_frequency_oracles_are_not_heavy_hitter_protocols(tmp_path: Path) -> Non
     with pytest.raises(SpecInvalid) as info:
         _run(spec, tmp_path)
     assert "/mechanism/name" in [issue.pointer for issue in info.value.issues]
+
+
+def test_the_constructor_refuses_what_the_schema_would() -> None:
+    """Without the schema's rule the constructor's own check answers, at the same pointer."""
+    from unittest.mock import patch
+
+    from dpkit.spec import plan as spec_plan
+
+    bad = _spec(
+        mechanism={"name": "pem", "params": {"bits": 6, "top": 100}},
+        input={"source": "inline", "values": ["en"]},
+    )
+    unchecked = patch.object(spec_plan, "_schema_issues", lambda *args: [])
+    with unchecked, pytest.raises(SpecInvalid) as info:
+        plan_spec(bad, registry=dpkit.get_registry(), base_dir=ROOT)
+    [issue] = info.value.issues
+    assert (issue.pointer, issue.code) == ("/mechanism/params/top", "invalid_parameter")
+    assert issue.detail["allowed"] == "at most 2^5 for bits=6"
 
 
 def test_the_schema_lists_the_protocols_apart() -> None:

@@ -330,16 +330,22 @@ class HeavyHitters:
         ``confidence``, whether the counts are unbiased (and ``note`` when not), and each
         round's prefix length, devices and candidates."""
         low, high = self.confidence_interval(confidence)
+
+        def finite(values: NDArray[np.float64]) -> list[float | None]:
+            """JSON has no infinity: an unbounded variance or bound (a round that no device
+            joined) is null."""
+            return [float(v) if np.isfinite(v) else None for v in values]
+
         return {
             "n": self.n,
             "categories": self.names(),
             "items": [int(item) for item in self.items],
-            "estimate": self.estimates.tolist(),
-            "variance": self.variance.tolist(),
+            "estimate": finite(self.estimates),
+            "variance": finite(self.variance),
             "confidence_interval": {
                 "level": confidence,
-                "lower": low.tolist(),
-                "upper": high.tolist(),
+                "lower": finite(low),
+                "upper": finite(high),
                 "method": "normal: estimate ± z·√variance",
             },
             "unbiased": self.unbiased,

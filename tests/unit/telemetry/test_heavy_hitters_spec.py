@@ -230,6 +230,22 @@ def test_integer_items_of_odd_width(tmp_path: Path) -> None:
     assert result["categories"] == [5, 9] and result["items"] == [5, 9]
 
 
+@pytest.mark.parametrize("name", ["pem", "treehist"])
+def test_no_records(name: str, tmp_path: Path) -> None:
+    """An empty column (n = 0, public) releases, with JSON numbers only: pem's rounds had no
+    devices, so its variances and bounds are unbounded — null, not Infinity."""
+    spec = _spec(
+        mechanism={"name": name, "params": {"bits": 16, "top": 2}},
+        input={"source": "inline", "values": []},
+    )
+    result = _run(spec, tmp_path)["results"][0]
+    assert result["n"] == 0 and len(result["categories"]) == 2
+    json.dumps(result, allow_nan=False)
+    if name == "pem":
+        assert result["variance"] == [None, None]
+        assert result["confidence_interval"]["upper"] == [None, None]
+
+
 def test_dry_run_reads_no_data(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """Planning runs the protocol once on a public stand-in only."""
     seen: list[np.ndarray] = []

@@ -39,6 +39,7 @@ from dpkit.spec.schema import (
     CONFIDENCE,
     FREQUENCY,
     GRAPH,
+    HEAVY_HITTERS,
     SEED,
     SQL,
     compose_schema,
@@ -47,7 +48,7 @@ from dpkit.spec.schema import (
 )
 from dpkit.units import UnitIdentity, unit_of
 
-__all__ = ["Plan", "PlannedQuery", "plan_spec", "spec_hash"]
+__all__ = ["Plan", "PlannedQuery", "heavy_hitter_items", "plan_spec", "spec_hash"]
 
 _DEFAULTABLE = ("input", "privacy_unit", "output", "rng")
 
@@ -93,6 +94,8 @@ class PlannedQuery:
             return self.source.frame(needed())
         kind = self.read_kind()
         values = self.source.read(kind)
+        if self.statistic == HEAVY_HITTERS:
+            return heavy_hitter_items(values, self.target.bits)
         if self.local and self.statistic != FREQUENCY:  # a local mean: numbers, NaN if missing
             return values
         if self.statistic == FREQUENCY:
@@ -108,6 +111,8 @@ class PlannedQuery:
 
     def read_kind(self) -> Any:
         """How :meth:`load` reads the input column when it is not a table query's input."""
+        if self.statistic == HEAVY_HITTERS:  # items of whole bytes are text, others integers
+            return "number" if self.target.bits % 8 else "text"
         if self.local and self.statistic != FREQUENCY:
             return "number"
         if self.statistic == FREQUENCY:
@@ -122,6 +127,22 @@ class PlannedQuery:
         if self.rng_mode == "secure":
             return None
         return np.random.default_rng(self.stream)
+
+
+def heavy_hitter_items(values: Any, bits: int) -> Any:
+    """The input column as a heavy-hitter protocol's items (private phase; total, record by
+    record). Items of a whole number of bytes (L = ``bits``) are text: each cell's text as
+    written (an inline JSON number or boolean its JSON text), a missing cell None; otherwise
+    each whole number in [0, 2^L) is itself and anything else −1. The protocol's ``coerce``
+    then keeps a text's first L/8 bytes and replaces None and −1 by a uniformly random item."""
+    if bits % 8 == 0:
+        out = np.empty(len(values), dtype=object)
+        out[:] = [v if v is None or isinstance(v, str) else json.dumps(v) for v in values]
+        return out
+    numbers = np.asarray(values, dtype=np.float64)
+    whole = np.isfinite(numbers) & (numbers == np.floor(numbers))
+    valid = whole & (numbers >= 0.0) & (numbers < 2.0**bits)
+    return np.where(valid, numbers, -1.0).astype(np.int64)
 
 
 @attrs.frozen

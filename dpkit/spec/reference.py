@@ -17,6 +17,7 @@ import attrs
 from dpkit.registry import Registry
 from dpkit.spec.schema import (
     FREQUENCY,
+    HEAVY_HITTERS,
     MEAN,
     budget_schema,
     compose_schema,
@@ -205,9 +206,9 @@ def schema_reference(kind: str, registry: Registry) -> str:
     """Markdown tables for the ``kind`` ('query', 'session', 'result') spec.
 
     For ``query`` this includes the parameters of every statistic (query plugin) and every local
-    mechanism of ``registry`` for statistic ``frequency`` and for a local ``mean`` (a session's
-    queries take the same); ``epsilon`` and ``delta`` come from the query's ``budget``, whose
-    allowed values each class's section states after its table.
+    mechanism of ``registry`` for statistic ``frequency``, for ``heavy_hitters`` and for a local
+    ``mean`` (a session's queries take the same); ``epsilon`` and ``delta`` come from the
+    query's ``budget``, whose allowed values each class's section states after its table.
     """
     schema = compose_schema(kind, registry)
     renderer = _Renderer(kind, schema.get("$defs", {}))
@@ -218,7 +219,7 @@ def schema_reference(kind: str, registry: Registry) -> str:
         lines.extend(
             _params_tables(f"Statistics ({kind} spec)", f"{kind}-statistics", queries, ("params",))
         )
-        for statistic in (FREQUENCY, MEAN):
+        for statistic in (FREQUENCY, MEAN, HEAVY_HITTERS):
             mechanisms = {
                 name: registry.mechanisms[name].cls
                 for name in local_mechanisms(registry, statistic)

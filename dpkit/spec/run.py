@@ -29,7 +29,7 @@ from dpkit.session import Deferred, Release, Session
 from dpkit.spec.data import DataPolicy, open_regular
 from dpkit.spec.issues import SpecInvalid, SpecIssue
 from dpkit.spec.plan import MAX_SPEC_DEPTH, Plan, PlannedQuery, plan_spec
-from dpkit.spec.schema import FREQUENCY, SQL
+from dpkit.spec.schema import FREQUENCY, HEAVY_HITTERS, SQL
 
 __all__ = ["load_spec", "run_spec"]
 
@@ -154,6 +154,9 @@ def _check_total(session: Session, plan: Plan) -> PricedPlan:
 
 def _document(query: PlannedQuery, values: Any, registry: Registry) -> dict[str, Any]:
     """The result's own fields of its document (:class:`~dpkit.document.Document`)."""
+    if query.statistic == HEAVY_HITTERS:  # the protocol's decoding of its reports
+        found: Document = dpkit.estimate(query.target, values, registry=registry)
+        return found.to_document(confidence=query.confidence)
     if query.local and query.statistic != FREQUENCY:  # a local mean
         sums = registry.estimator(query.target).accumulate(values)
         if not sums.n:  # no reports (an empty column, public): no mean, every field null

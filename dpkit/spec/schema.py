@@ -32,6 +32,7 @@ __all__ = [
     "CONFIDENCE",
     "FREQUENCY",
     "GRAPH",
+    "HEAVY_HITTERS",
     "INJECTED",
     "MEAN",
     "SEED",
@@ -39,6 +40,7 @@ __all__ = [
     "compose_schema",
     "envelope",
     "frequency_mechanisms",
+    "heavy_hitter_mechanisms",
     "is_local",
     "local_mechanisms",
     "mean_mechanisms",
@@ -49,6 +51,8 @@ __all__ = [
 FREQUENCY = "frequency"
 #: A mean: by a local mechanism when the query names one (``mechanism``), else the central query.
 MEAN = "mean"
+#: The most frequent items of a column, found by a local heavy-hitter protocol (no candidate list).
+HEAVY_HITTERS = "heavy_hitters"
 #: A SQL statement over named tables (:mod:`dpkit.spec.sql`).
 SQL = "sql"
 #: A graph statistic of an edge list (the ``dpkit_ldp`` plugin's ``graph`` query).
@@ -192,11 +196,16 @@ def mean_mechanisms(registry: Registry) -> list[str]:
     return local_mechanisms(registry, MEAN)
 
 
+def heavy_hitter_mechanisms(registry: Registry) -> list[str]:
+    """Local heavy-hitter protocols with an estimator: what ``heavy_hitters`` can use."""
+    return local_mechanisms(registry, HEAVY_HITTERS)
+
+
 def is_local(query: dict[str, Any]) -> bool:
-    """Whether a (schema-valid) query runs a local mechanism: ``frequency``, or ``mean`` with a
-    ``mechanism``."""
+    """Whether a (schema-valid) query runs a local mechanism: ``frequency``,
+    ``heavy_hitters``, or ``mean`` with a ``mechanism``."""
     statistic = query.get("statistic")
-    return statistic == FREQUENCY or (statistic == MEAN and "mechanism" in query)
+    return statistic in (FREQUENCY, HEAVY_HITTERS) or (statistic == MEAN and "mechanism" in query)
 
 
 def _mean_rule(means: list[str], central: bool) -> dict[str, Any]:
@@ -211,6 +220,22 @@ def _mean_rule(means: list[str], central: bool) -> dict[str, Any]:
     if central:
         return {"if": {"required": ["mechanism"]}, "then": local}
     return {"required": ["mechanism"], **local}
+
+
+def _heavy_hitters_rule(protocols: list[str], otherwise: dict[str, Any]) -> dict[str, Any]:
+    """``heavy_hitters`` names one of ``protocols`` and no ``params`` (its parameters are the
+    protocol's); any other statistic is decided by ``otherwise``."""
+    return {
+        "if": {"properties": {"statistic": {"const": HEAVY_HITTERS}}, "required": ["statistic"]},
+        "then": {
+            "required": ["mechanism"],
+            "properties": {
+                "mechanism": {"properties": {"name": {"enum": protocols}}},
+                "params": {"not": {}, "description": "heavy_hitters takes mechanism.params"},
+            },
+        },
+        "else": otherwise,
+    }
 
 
 def _sql_rule() -> dict[str, Any]:
@@ -231,11 +256,22 @@ def _sql_rule() -> dict[str, Any]:
 
 
 def statistic_rules(registry: Registry) -> dict[str, Any]:
-    """``if``/``then`` rules selecting the parameter schema by mechanism or statistic name."""
+    """``if``/``then`` rules selecting the parameter schema by mechanism or statistic name; a
+    mechanism class with ``parameter_rules()`` (JSON Schema rules on its parameters object:
+    the relations between parameters its constructor checks) has them applied as well."""
     frequency = frequency_mechanisms(registry)
     means = mean_mechanisms(registry)
-    mechanisms = sorted(frequency + means)
-    statistics = sorted({FREQUENCY, SQL, *registry.queries, *([MEAN] if means else [])})
+    heavy = heavy_hitter_mechanisms(registry)
+    mechanisms = sorted(frequency + means + heavy)
+    statistics = sorted(
+        {
+            FREQUENCY,
+            SQL,
+            *registry.queries,
+            *([MEAN] if means else []),
+            *([HEAVY_HITTERS] if heavy else []),
+        }
+    )
     statistics.remove(FREQUENCY)
     statistics.insert(0, FREQUENCY)
     without_mechanism: dict[str, Any] = {"not": {"required": ["mechanism"]}}
@@ -246,6 +282,8 @@ def statistic_rules(registry: Registry) -> dict[str, Any]:
             "then": _mean_rule(means, MEAN in registry.queries),
             "else": without_mechanism,
         }
+    if heavy:
+        otherwise = _heavy_hitters_rule(heavy, otherwise)
     rules: list[dict[str, Any]] = [
         {"properties": {"statistic": {"enum": statistics}}},
         _sql_rule(),
@@ -259,6 +297,12 @@ def statistic_rules(registry: Registry) -> dict[str, Any]:
         },
     ]
     for name in mechanisms:
+        cls = registry.mechanisms[name].cls
+        checks = [budget_schema(cls, ("mechanism", "params"))]
+        relations = getattr(cls, "parameter_rules", None)
+        if relations is not None:  # its constructor's checks between parameters, as rules
+            params_rules = {"allOf": relations()}
+            checks.append({"properties": {"mechanism": {"properties": {"params": params_rules}}}})
         rules.append(
             {
                 "if": {
@@ -266,14 +310,8 @@ def statistic_rules(registry: Registry) -> dict[str, Any]:
                     "required": ["mechanism"],
                 },
                 "then": {
-                    "properties": {
-                        "mechanism": {
-                            "properties": {"params": params_schema(registry.mechanisms[name].cls)}
-                        }
-                    },
-                    "allOf": [
-                        budget_schema(registry.mechanisms[name].cls, ("mechanism", "params"))
-                    ],
+                    "properties": {"mechanism": {"properties": {"params": params_schema(cls)}}},
+                    "allOf": checks,
                 },
             }
         )

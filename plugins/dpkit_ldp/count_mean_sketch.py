@@ -83,12 +83,12 @@ from dpkit.plugin import (
     PureDP,
     Statistics,
     as_array,
-    describe_dtype,
     lie_threshold,
     parameter,
     resolve_rng,
 )
 from dpkit_ldp._biased_bits import biased_words, uniform_words
+from dpkit_ldp._reports import read_only_ints, report_words
 from dpkit_ldp.hadamard import _odd
 from dpkit_ldp.items import ItemInput, as_items
 from dpkit_ldp.keyed_hash import ItemWords, KeyedHashFamily, fresh_key, key_parameter
@@ -111,12 +111,6 @@ _COUNT_BLOCK = (1 << 14) - 1
 _MAX_OUTPUTS = 1 << 16
 
 
-def _int_matrix(values: Any) -> NDArray[np.int64]:
-    array = np.array(values, dtype=np.int64)
-    array.setflags(write=False)
-    return array
-
-
 @attrs.frozen(eq=False)
 class SketchCounts(Statistics):
     """A sketch's sufficient statistic: per row j and cell u, ``cells[j, u]`` (cms: the reports
@@ -124,8 +118,8 @@ class SketchCounts(Statistics):
     y = ±1), the number of reports of each row, and n. Adds up chunk by chunk."""
 
     mechanism: str
-    cells: NDArray[np.int64] = attrs.field(converter=_int_matrix)
-    rows: NDArray[np.int64] = attrs.field(converter=_int_matrix)
+    cells: NDArray[np.int64] = attrs.field(converter=read_only_ints)
+    rows: NDArray[np.int64] = attrs.field(converter=read_only_ints)
     n: int = attrs.field(converter=int)
 
     def __add__(self, other: Self) -> Self:
@@ -510,13 +504,7 @@ def _uint_reports(reports: Any, columns: int, owner: str, what: str) -> NDArray[
             f"{owner}: reports must have shape (..., {columns}): {what}; got shape {array.shape}",
             field="reports",
         )
-    if array.size and not np.issubdtype(array.dtype, np.integer):
-        raise InvalidData(
-            f"{owner}: reports must be integers (uint64 words), got an array of "
-            f"{describe_dtype(array)}",
-            field="reports",
-        )
-    return array.reshape(-1, columns).astype(np.uint64, copy=False)
+    return report_words(array, owner).reshape(-1, columns)
 
 
 def _hadamard_rows(matrix: NDArray[np.int64]) -> NDArray[np.int64]:

@@ -69,6 +69,8 @@ from dpkit.plugin import (
 )
 from dpkit_ldp._arrays import CategoricalInput, as_category_indices
 from dpkit_ldp._biased_bits import uniform_words
+from dpkit_ldp._memo import MemoizingDevice
+from dpkit_ldp._reports import read_only_ints
 
 if TYPE_CHECKING:
     from typing_extensions import Self
@@ -76,6 +78,8 @@ if TYPE_CHECKING:
 __all__ = ["DBitFlip", "DBitFlipClient", "DBitFlipCounts", "DBitFlipEstimator", "draw_buckets"]
 
 _MAX_OUTPUTS = 1 << 16
+#: numpy draws a multivariate hypergeometric sample only from fewer than 10⁹ items.
+_MAX_SIMULATED = 10**9
 
 
 def draw_buckets(generator: Any, n: int, k: int, d: int) -> NDArray[np.int64]:
@@ -231,6 +235,70 @@ class DBitFlip(CategoricalInput, Mechanism):
         h = math.exp(epsilon if d == 1 else epsilon / 2.0)
         return (k / d) * h / ((h - 1.0) ** 2 * n)
 
+    def simulate(self, counts: Any, /, *, rng: np.random.Generator) -> DBitFlipCounts:
+        """The :class:`DBitFlipCounts` of one report from each of ``counts[v]`` devices holding
+        bucket v, drawn from exactly the law of real reports, in O(k·d) draws whatever n
+        (n < 10⁹; for experiments, never to protect data).
+
+        *Why the law is the same.* (1) A device's d buckets are a uniform d-subset of [k]
+        (:func:`draw_buckets`), and so is the subset that *selection sampling* draws: scan
+        j = 0..k − 1 and take j with probability r/(k − j), r the buckets still to take
+        (Fan, Muller & Rezucha 1962; Knuth, TAOCP vol. 2, §3.4.2, Algorithm S) — each
+        d-subset has probability 1/C(k, d). (2) Devices are independent, so at bucket j the
+        devices with r still to take that take j are Binomial(count, r/(k − j)), jointly
+        over the groups. (3) The subsets do not depend on the values: before bucket j the
+        devices holding a value ≥ j are exchangeable given how many of them are in each state
+        r, so those holding j are a uniform sample of n_j of them — a multivariate
+        hypergeometric draw of their states. (4) Given the subsets the bits are independent:
+        B_j = Binomial(own, 1 − φ) + Binomial(N_j − own, φ), own the devices holding j that
+        took it. Each step is the conditional law of the next part of the statistic given the
+        parts before, so (N, B) has exactly the joint law of the real statistic, with the
+        realised φ.
+        """
+        if not isinstance(rng, np.random.Generator):
+            raise InvalidParameter("rng", rng, "a numpy Generator (simulation is fast mode only)")
+        true = np.asarray(counts)
+        if (
+            true.shape != (self.k,)
+            or not np.issubdtype(true.dtype, np.integer)
+            or (true.size and int(true.min()) < 0)
+        ):
+            raise InvalidData(
+                f"{self.name}: counts must be {self.k} integers >= 0 (devices per bucket), got "
+                f"{describe_dtype(true)} of shape {true.shape}",
+                field="counts",
+            )
+        true = true.astype(np.int64)
+        if int(true.sum()) >= _MAX_SIMULATED:
+            raise InvalidParameter(
+                "counts",
+                f"{int(true.sum())} devices",
+                "fewer than 10^9 devices in all (the range of numpy's exact multivariate "
+                "hypergeometric sampler)",
+                owner=self.name,
+            )
+        phi, d = self.flip_probability, self.d
+        taking = np.arange(d + 1)  # r, the buckets a device still has to take
+        # devices by r: those holding j (row 0), a value > j (row 1), a value < j (row 2)
+        state = np.zeros((3, d + 1), dtype=np.int64)
+        state[1, d] = int(true.sum())
+        flips = np.array([1.0 - phi, phi])
+        sampled = np.zeros(self.k, dtype=np.int64)
+        ones = np.zeros(self.k, dtype=np.int64)
+        for j in range(self.k):
+            state[0] = rng.multivariate_hypergeometric(state[1], int(true[j]))
+            state[1] -= state[0]
+            # r ≤ k − j for every device (it still has k − j buckets to choose from): the
+            # states r > k − j are empty, and their chance is capped at 1 only to be a probability
+            took = rng.binomial(state, np.minimum(taking / (self.k - j), 1.0))
+            own = int(took[0].sum())
+            sampled[j] = int(took.sum())
+            ones[j] = int(rng.binomial([own, sampled[j] - own], flips).sum())
+            state -= took  # r → r − 1 for the devices that took j
+            state[:, :-1] += took[:, 1:]
+            state[2] += state[0]
+        return DBitFlipCounts(self.name, sampled, ones, int(true.sum()))
+
     def _check_reports(self, reports: Any, owner: str) -> NDArray[np.uint64]:
         array = as_array(reports, owner=owner, field="reports")
         if array.ndim != 3 or array.shape[1:] != (self.d, 2):
@@ -255,19 +323,13 @@ class DBitFlip(CategoricalInput, Mechanism):
         return rows
 
 
-def _counts(values: Any) -> NDArray[np.int64]:
-    array = np.array(values, dtype=np.int64)
-    array.setflags(write=False)
-    return array
-
-
 @attrs.frozen(eq=False)
 class DBitFlipCounts(Statistics):
     """Per bucket v: ``sampled[v]`` = N_v and ``ones[v]`` = B_v, and n. Adds up."""
 
     mechanism: str
-    sampled: NDArray[np.int64] = attrs.field(converter=_counts)
-    ones: NDArray[np.int64] = attrs.field(converter=_counts)
+    sampled: NDArray[np.int64] = attrs.field(converter=read_only_ints)
+    ones: NDArray[np.int64] = attrs.field(converter=read_only_ints)
     n: int = attrs.field(converter=int)
 
     def __add__(self, other: Self) -> Self:
@@ -329,7 +391,7 @@ class DBitFlipEstimator(Estimator):
 
 
 @attrs.define
-class DBitFlipClient:
+class DBitFlipClient(MemoizingDevice):
     """One device's dBitFlip state: its d buckets and, per key it has used (the position p with
     value j_p, or −1 for "none of them"), its memoized bits and how many reports it made.
 
@@ -364,22 +426,10 @@ class DBitFlipClient:
         out[:, 1] = self.memo[key]
         return out
 
-    def privacy_events(self) -> list[tuple[PureDP, int]]:
-        """ε once per key used (module docstring, "Memoization")."""
-        keys = len(self.memo)
-        return [(PureDP(epsilon=self.mechanism.epsilon), keys)] if keys else []
-
-    @property
-    def epsilon(self) -> float:
-        """What this device's reports so far cost, composed by the accountant (δ = 0)."""
-        events = self.privacy_events()
-        return dpkit.account(events, delta=0).epsilon if events else 0.0
-
     def to_dict(self) -> dict[str, Any]:
-        params = {name: getattr(self.mechanism, name) for name in type(self.mechanism).parameters()}
         return {
             "mechanism": self.mechanism.name,
-            "parameters": params,
+            "parameters": self.saved_parameters(),
             "buckets": [int(b) for b in self.buckets],
             "keys": [
                 {"key": key, "bits": [int(b) for b in bits], "reports": self.uses[key]}

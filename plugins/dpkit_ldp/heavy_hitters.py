@@ -21,7 +21,7 @@ unbiased for n_v when ĉ^{(t)} is unbiased for n_v^{(t)}, with
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from statistics import NormalDist
 from typing import Any, ClassVar
 
@@ -31,6 +31,7 @@ from numpy.typing import NDArray
 
 from dpkit.plugin import (
     Domain,
+    Estimator,
     InvalidData,
     InvalidParameter,
     Statistics,
@@ -40,16 +41,19 @@ from dpkit.plugin import (
     readable,
     resolve_rng,
 )
+from dpkit_ldp._reports import read_only_floats, read_only_words
 from dpkit_ldp.items import as_items, coerce_items
 
 __all__ = [
     "BitItemDomain",
     "BitItemInput",
     "GroupedReports",
+    "GroupedReportsEstimator",
     "HeavyHitters",
     "Round",
     "as_bit_items",
     "hypergeometric_variance",
+    "prefix_search",
 ]
 
 
@@ -232,12 +236,6 @@ def hypergeometric_variance(counts: NDArray[np.float64], n: int, group: int) -> 
     return np.asarray(group * share * (1.0 - share) * (n - group) / (n - 1), dtype=np.float64)
 
 
-def _reports(values: Any) -> NDArray[np.uint64]:
-    array = np.array(values, dtype=np.uint64)
-    array.setflags(write=False)
-    return array
-
-
 @attrs.frozen(eq=False)
 class GroupedReports(Statistics):
     """The reports themselves (the heavy-hitter servers decode round after round, choosing each
@@ -245,7 +243,7 @@ class GroupedReports(Statistics):
     concatenation, n·(8 × columns) bytes."""
 
     mechanism: str
-    reports: NDArray[np.uint64] = attrs.field(converter=_reports)
+    reports: NDArray[np.uint64] = attrs.field(converter=read_only_words)
 
     @property
     def n(self) -> int:  # type: ignore[override]
@@ -273,18 +271,6 @@ class Round:
     kept: tuple[int, ...]
 
 
-def _floats(values: Any) -> NDArray[np.float64]:
-    array = np.array(values, dtype=np.float64)
-    array.setflags(write=False)
-    return array
-
-
-def _items(values: Any) -> NDArray[np.uint64]:
-    array = np.array(values, dtype=np.uint64)
-    array.setflags(write=False)
-    return array
-
-
 @attrs.frozen(eq=False)
 class HeavyHitters:
     """The heavy hitters found: ``items`` (L-bit integers, most frequent first), their estimated
@@ -299,9 +285,9 @@ class HeavyHitters:
     mechanism: str
     bits: int
     n: int
-    items: NDArray[np.uint64] = attrs.field(converter=_items)
-    estimates: NDArray[np.float64] = attrs.field(converter=_floats)
-    variance: NDArray[np.float64] = attrs.field(converter=_floats)
+    items: NDArray[np.uint64] = attrs.field(converter=read_only_words)
+    estimates: NDArray[np.float64] = attrs.field(converter=read_only_floats)
+    variance: NDArray[np.float64] = attrs.field(converter=read_only_floats)
     rounds: tuple[Round, ...] = ()
     unbiased: bool = True
     note: str = ""
@@ -329,6 +315,47 @@ class HeavyHitters:
         half = z * np.sqrt(np.maximum(self.variance, 0.0))
         return self.estimates - half, self.estimates + half
 
+    def names(self) -> list[Any]:
+        """The items as a result names them: their text (:meth:`labels` read as UTF-8, a byte
+        that is not UTF-8 — a character cut at the L/8-th byte — written ``\\xNN``) when L is a
+        whole number of bytes, else the integers; ``items`` are exact either way."""
+        if self.bits % 8:
+            return [int(item) for item in self.items]
+        return [label.decode("utf-8", "backslashreplace") for label in self.labels()]
+
+    def to_document(self, *, confidence: float = 0.95) -> dict[str, Any]:
+        """The heavy hitters in a result document (:class:`dpkit.document.Document`): the
+        number of reports, the items found (``categories``: :meth:`names`; ``items``: the
+        L-bit integers), their estimated counts, variances and normal intervals at
+        ``confidence``, whether the counts are unbiased (and ``note`` when not), and each
+        round's prefix length, devices and candidates."""
+        low, high = self.confidence_interval(confidence)
+
+        def finite(values: NDArray[np.float64]) -> list[float | None]:
+            """JSON has no infinity: an unbounded variance or bound (a round that no device
+            joined) is null."""
+            return [float(v) if np.isfinite(v) else None for v in values]
+
+        return {
+            "n": self.n,
+            "categories": self.names(),
+            "items": [int(item) for item in self.items],
+            "estimate": finite(self.estimates),
+            "variance": finite(self.variance),
+            "confidence_interval": {
+                "level": confidence,
+                "lower": finite(low),
+                "upper": finite(high),
+                "method": "normal: estimate ± z·√variance",
+            },
+            "unbiased": self.unbiased,
+            "note": self.note or None,
+            "rounds": [
+                {"prefix_bits": r.prefix_bits, "devices": r.devices, "candidates": r.candidates}
+                for r in self.rounds
+            ],
+        }
+
 
 def top_candidates(
     candidates: NDArray[np.uint64], estimates: NDArray[np.float64], k: int
@@ -343,3 +370,48 @@ def extend(prefixes: Sequence[int] | NDArray[np.uint64], extra: int) -> NDArray[
     base = np.asarray(prefixes, dtype=np.uint64)[:, None] << np.uint64(extra)
     out: NDArray[np.uint64] = (base | np.arange(1 << extra, dtype=np.uint64)[None, :]).reshape(-1)
     return out
+
+
+def prefix_search(
+    reports: NDArray[np.uint64],
+    lengths: Sequence[int],
+    top: int,
+    score: Callable[[NDArray[np.uint64], NDArray[np.uint64]], NDArray[np.float64]],
+) -> tuple[NDArray[np.uint64], NDArray[np.float64], tuple[Round, ...]]:
+    """The rounds of a prefix search: round t's candidates are all 2^{s_0} prefixes (t = 0),
+    then every extension to s_t bits of the ``top`` kept by round t − 1; ``score(rows,
+    candidates)`` estimates their counts from the round's own reports (the rows with t in
+    column 0). Returns the last round's kept candidates, their scores, and the rounds."""
+    candidates = np.arange(1 << lengths[0], dtype=np.uint64)
+    estimates = np.zeros(0)
+    rounds: list[Round] = []
+    for t, length in enumerate(lengths):
+        if t:
+            candidates = extend(candidates, length - lengths[t - 1])
+        rows = reports[reports[:, 0] == t]
+        estimates = score(rows, candidates)
+        kept = top_candidates(candidates, estimates, top)
+        rounds.append(
+            Round(length, rows.shape[0], candidates.size, tuple(int(c) for c in candidates[kept]))
+        )
+        candidates, estimates = candidates[kept], estimates[kept]
+    return candidates, estimates, tuple(rounds)
+
+
+class GroupedReportsEstimator(Estimator):
+    """The server of a heavy-hitter protocol: :meth:`accumulate` keeps the checked reports
+    (:class:`GroupedReports`); the protocol's :meth:`estimate` decodes them."""
+
+    methods: ClassVar[tuple[str, ...]] = ("unbiased",)
+
+    def accumulate(self, reports: Any, /) -> GroupedReports:
+        mech: Any = self.mechanism
+        return GroupedReports(mech.name, mech.check_reports(reports, f"{mech.name} estimator"))
+
+    def grouped(self, statistics: Any, method: str) -> GroupedReports:
+        """``statistics`` if they are this protocol's reports (after checking ``method``)."""
+        self.check_method(method)
+        name = self.mechanism.name
+        if not isinstance(statistics, GroupedReports) or statistics.mechanism != name:
+            raise InvalidData(f"expected the GroupedReports of {name!r}", field="statistics")
+        return statistics

@@ -59,6 +59,7 @@ from dpkit.plugin import (
     resolve_rng,
 )
 from dpkit_ldp._biased_bits import uniform_words
+from dpkit_ldp._memo import MemoizingDevice
 from dpkit_ldp._numeric import NumericMechanism
 
 __all__ = ["OneBitMean", "OneBitMeanClient", "OneBitMeanEstimator"]
@@ -217,7 +218,7 @@ class OneBitMeanEstimator(Estimator):
 
 
 @attrs.define
-class OneBitMeanClient:
+class OneBitMeanClient(MemoizingDevice):
     """One device's 1BitMean state: its rounding offset α and, per rounded point it has used,
     the memoized bit and how many reports it made. It belongs on the device;
     :meth:`to_dict` / :meth:`from_dict` keep it across restarts."""
@@ -240,22 +241,10 @@ class OneBitMeanClient:
         self.uses[point] = self.uses.get(point, 0) + 1
         return self.memo[point]
 
-    def privacy_events(self) -> list[tuple[PureDP, int]]:
-        """ε once per rounded point used (module docstring, "Memoization")."""
-        points = len(self.memo)
-        return [(PureDP(epsilon=self.mechanism.epsilon), points)] if points else []
-
-    @property
-    def epsilon(self) -> float:
-        """What this device's reports so far cost, composed by the accountant (δ = 0)."""
-        events = self.privacy_events()
-        return dpkit.account(events, delta=0).epsilon if events else 0.0
-
     def to_dict(self) -> dict[str, Any]:
-        params = {name: getattr(self.mechanism, name) for name in type(self.mechanism).parameters()}
         return {
             "mechanism": self.mechanism.name,
-            "parameters": params,
+            "parameters": self.saved_parameters(),
             "offset": self.offset,
             "points": [
                 {"point": p, "bit": b, "reports": self.uses[p]} for p, b in self.memo.items()

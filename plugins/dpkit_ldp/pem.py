@@ -49,28 +49,25 @@ from numpy.typing import NDArray
 import dpkit
 from dpkit.plugin import (
     EPSILON,
-    Estimator,
     Integer,
     InvalidData,
     InvalidParameter,
     Mechanism,
     PureDP,
     as_array,
-    describe_dtype,
     lie_threshold,
     parameter,
     resolve_rng,
 )
 from dpkit_ldp._biased_bits import uniform_words
+from dpkit_ldp._reports import report_words
 from dpkit_ldp.heavy_hitters import (
     BitItemInput,
-    GroupedReports,
+    GroupedReportsEstimator,
     HeavyHitters,
-    Round,
     as_bit_items,
-    extend,
     hypergeometric_variance,
-    top_candidates,
+    prefix_search,
 )
 from dpkit_ldp.local_hashing import OptimalLocalHashing, collision_sum
 
@@ -80,6 +77,7 @@ _U = np.uint64
 #: (report, candidate) pairs per block of the support counter.
 _PAIRS = 1 << 21
 _MAX_FIRST = 20
+_MAX_TOP = 1 << 12
 
 
 def vector_multiply_shift(
@@ -117,7 +115,7 @@ class PrefixExtendingMethod(BitItemInput, Mechanism):
         Integer(low=2, high=64), doc="item length L in bits", default=32, typical=(3, 6)
     )
     top: int = parameter(
-        Integer(low=1, high=1 << 12),
+        Integer(low=1, high=_MAX_TOP),
         doc="number k of heavy hitters sought",
         default=20,
         typical=(1, 2),
@@ -139,6 +137,43 @@ class PrefixExtendingMethod(BitItemInput, Mechanism):
                 f"(⌈log2 top⌉ + step ≤ {_MAX_FIRST})",
                 owner=self.name,
             )
+
+    @classmethod
+    def parameter_rules(cls) -> list[dict[str, Any]]:
+        """The checks of ``__attrs_post_init__`` as JSON Schema rules on the parameters (so a
+        spec's schema admits exactly what constructs): ``top`` ≤ 2^(bits − 1) (γ < L), and,
+        where round 0 could exceed 2^20 candidates (L > 20, the default 32 included),
+        ``top`` ≤ 2^(20 − step) (γ + η ≤ 20); a ``top`` left at its default must fit too."""
+        defaults = cls(epsilon=1.0)  # bits and top as a spec that omits them gets them
+        bits_default, top_default = defaults.bits, defaults.top
+
+        def cap(given: str, value: int, most: int, why: str) -> dict[str, Any]:
+            bound = {"maximum": most, "errorMessage": f"at most {most} for {given}={value} ({why})"}
+            then: dict[str, Any] = {"properties": {"top": bound}}
+            if top_default > most:
+                then["required"] = ["top"]
+                then["errorMessage"] = (
+                    f"{given}={value} needs top ≤ {most} (the default is {top_default})"
+                )
+            return {
+                "if": {"required": [given], "properties": {given: {"const": value}}},
+                "then": then,
+            }
+
+        rules = [
+            cap("bits", b, 1 << (b - 1), "⌈log2 top⌉ < bits")
+            for b in range(2, 64)
+            if 1 << (b - 1) < _MAX_TOP
+        ]
+        steps = [
+            cap("step", s, 1 << (_MAX_FIRST - s), f"⌈log2 top⌉ + step ≤ {_MAX_FIRST}")
+            for s in range(1, 17)
+            if 1 << (_MAX_FIRST - s) < _MAX_TOP
+        ]
+        short = {"required": ["bits"], "properties": {"bits": {"maximum": _MAX_FIRST}}}
+        assert bits_default > _MAX_FIRST  # without bits, round 0 is γ + η bits
+        rules.append({"if": short, "else": {"allOf": steps}})
+        return rules
 
     @property
     def start(self) -> int:
@@ -239,13 +274,7 @@ class PrefixExtendingMethod(BitItemInput, Mechanism):
                 f"b and the perturbed hash y of each device; got shape {array.shape}",
                 field="reports",
             )
-        if array.size and not np.issubdtype(array.dtype, np.integer):
-            raise InvalidData(
-                f"{owner}: reports must be integers (uint64 words), got an array of "
-                f"{describe_dtype(array)}",
-                field="reports",
-            )
-        rows = array.astype(np.uint64, copy=False)
+        rows = report_words(array, owner)
         if rows.size and (
             int(rows[:, 0].max()) >= self.groups or int(rows[:, 4].max()) >= self.range
         ):
@@ -285,41 +314,25 @@ class PrefixExtendingMethod(BitItemInput, Mechanism):
         return counts
 
 
-class PrefixExtendingEstimator(Estimator):
+class PrefixExtendingEstimator(GroupedReportsEstimator):
     """Reports → :class:`~dpkit_ldp.heavy_hitters.GroupedReports` → the rounds of PEM →
     :class:`~dpkit_ldp.heavy_hitters.HeavyHitters`."""
 
-    methods: ClassVar[tuple[str, ...]] = ("unbiased",)
     mechanism: PrefixExtendingMethod
 
-    def accumulate(self, reports: Any, /) -> GroupedReports:
-        mech = self.mechanism
-        return GroupedReports(mech.name, mech.check_reports(reports, f"{mech.name} estimator"))
-
     def estimate(self, statistics: Any, /, *, method: str = "unbiased") -> HeavyHitters:
-        self.check_method(method)
         mech = self.mechanism
-        if not isinstance(statistics, GroupedReports) or statistics.mechanism != mech.name:
-            raise InvalidData(f"expected the GroupedReports of {mech.name!r}", field="statistics")
-        reports, n = statistics.reports, statistics.n
+        grouped = self.grouped(statistics, method)
+        reports, n = grouped.reports, grouped.n
         p, q = mech.support_probabilities
-        lengths = mech.prefix_bits
-        candidates = np.arange(1 << lengths[0], dtype=np.uint64)
-        rounds: list[Round] = []
-        estimates = np.zeros(0)
-        devices = 0
-        for t, length in enumerate(lengths):
-            if t:
-                candidates = extend(candidates, length - lengths[t - 1])
-            rows = reports[reports[:, 0] == t]
-            devices = rows.shape[0]
+
+        def score(rows: NDArray[np.uint64], candidates: NDArray[np.uint64]) -> NDArray[Any]:
             counts = mech.support_counts(rows, candidates)
-            estimates = (counts - devices * q) / (p - q)
-            kept = top_candidates(candidates, estimates, mech.top)
-            rounds.append(
-                Round(length, devices, candidates.size, tuple(int(c) for c in candidates[kept]))
-            )
-            candidates, estimates = candidates[kept], estimates[kept]
+            estimates: NDArray[np.float64] = (counts - rows.shape[0] * q) / (p - q)
+            return estimates
+
+        candidates, estimates, rounds = prefix_search(reports, mech.prefix_bits, mech.top, score)
+        devices = rounds[-1].devices
         a = devices * q * (1.0 - q) / (p - q) ** 2
         b = (1.0 - p - q) / (p - q)
         if devices:
@@ -337,7 +350,7 @@ class PrefixExtendingEstimator(Estimator):
             candidates,
             found,
             variance,
-            rounds=tuple(rounds),
+            rounds=rounds,
             unbiased=False,
             note=(
                 "the counts are the last round's estimates of the items it chose: biased "

@@ -82,11 +82,12 @@ from dpkit.plugin import (
     Real,
     Statistics,
     as_array,
-    describe_dtype,
     parameter,
     resolve_rng,
 )
 from dpkit_ldp._biased_bits import biased_words, uniform_words
+from dpkit_ldp._memo import MemoizingDevice
+from dpkit_ldp._reports import read_only_ints, report_words
 from dpkit_ldp.items import ItemInput, as_items
 from dpkit_ldp.keyed_hash import ItemWords, KeyedHashFamily, fresh_key, key_parameter
 
@@ -385,13 +386,7 @@ class Rappor(ItemInput, Mechanism):
                 f"words of the bits, one report per device; got shape {array.shape}{hint}",
                 field="reports",
             )
-        if array.size and not np.issubdtype(array.dtype, np.integer):
-            raise InvalidData(
-                f"{owner}: reports must be integers (uint64 words), got an array of "
-                f"{describe_dtype(array)}",
-                field="reports",
-            )
-        rows = array.astype(np.uint64, copy=False)
+        rows = report_words(array, owner)
         if rows.size and int(rows[:, 0].max()) >= self.cohorts:
             raise InvalidData(
                 f"{owner}: reports name the cohort {int(rows[:, 0].max())}, outside "
@@ -438,19 +433,13 @@ def _unpack(words: NDArray[np.uint64], bits: int) -> NDArray[np.int64]:
     return unpacked.astype(np.int64)
 
 
-def _int_array(values: Any) -> NDArray[np.int64]:
-    array = np.array(values, dtype=np.int64)
-    array.setflags(write=False)
-    return array
-
-
 @attrs.frozen(eq=False)
 class RapporCounts(Statistics):
     """Set bits per cohort and bit (``ones``, m × k), reports per cohort, and n: mergeable."""
 
     mechanism: str
-    ones: NDArray[np.int64] = attrs.field(converter=_int_array)
-    cohorts: NDArray[np.int64] = attrs.field(converter=_int_array)
+    ones: NDArray[np.int64] = attrs.field(converter=read_only_ints)
+    cohorts: NDArray[np.int64] = attrs.field(converter=read_only_ints)
     n: int = attrs.field(converter=int)
 
     def __add__(self, other: Self) -> Self:
@@ -584,7 +573,7 @@ def _hex_words(words: NDArray[np.uint64]) -> list[str]:
 
 
 @attrs.define
-class RapporClient:
+class RapporClient(MemoizingDevice):
     """One device's RAPPOR state: its cohort and, per item it reported, the memoized PRR B′
     and how many reports it has made from it.
 
@@ -626,19 +615,12 @@ class RapporClient:
             for uses, items in sorted(per_count.items())
         ]
 
-    @property
-    def epsilon(self) -> float:
-        """What this device's reports so far cost, composed by the accountant (δ = 0)."""
-        events = self.privacy_events()
-        return dpkit.account(events, delta=0).epsilon if events else 0.0
-
     def to_dict(self) -> dict[str, Any]:
         """A JSON-compatible form: the mechanism's parameters (key included), the cohort, and
         per item (hexadecimal) its PRR words and its number of reports."""
-        params = {name: getattr(self.mechanism, name) for name in type(self.mechanism).parameters()}
         return {
             "mechanism": self.mechanism.name,
-            "parameters": params,
+            "parameters": self.saved_parameters(),
             "cohort": self.cohort,
             "items": [
                 {"item": item.hex(), "permanent": _hex_words(words), "reports": self.uses[item]}

@@ -42,7 +42,6 @@ import dpkit
 from dpkit.plugin import (
     EPSILON,
     CompositeDP,
-    Estimator,
     Integer,
     InvalidData,
     InvalidParameter,
@@ -50,21 +49,19 @@ from dpkit.plugin import (
     PureDP,
     Real,
     as_array,
-    describe_dtype,
     lie_threshold,
     parameter,
     resolve_rng,
 )
 from dpkit_ldp._biased_bits import uniform_words
+from dpkit_ldp._reports import report_words
 from dpkit_ldp.hadamard import _odd
 from dpkit_ldp.heavy_hitters import (
     BitItemInput,
-    GroupedReports,
+    GroupedReportsEstimator,
     HeavyHitters,
-    Round,
     as_bit_items,
-    extend,
-    top_candidates,
+    prefix_search,
 )
 
 __all__ = ["TreeHist", "TreeHistEstimator"]
@@ -232,13 +229,7 @@ class TreeHist(BitItemInput, Mechanism):
                 f"device; got shape {array.shape}",
                 field="reports",
             )
-        if array.size and not np.issubdtype(array.dtype, np.integer):
-            raise InvalidData(
-                f"{owner}: reports must be integers (uint64 words), got an array of "
-                f"{describe_dtype(array)}",
-                field="reports",
-            )
-        rows = array.astype(np.uint64, copy=False)
+        rows = report_words(array, owner)
         if rows.size and (
             int(rows[:, 0].max()) >= self.levels
             or int(rows[:, 2].max()) > 1
@@ -266,41 +257,22 @@ class TreeHist(BitItemInput, Mechanism):
         return out
 
 
-class TreeHistEstimator(Estimator):
+class TreeHistEstimator(GroupedReportsEstimator):
     """Reports → :class:`~dpkit_ldp.heavy_hitters.GroupedReports` → the tree search →
     :class:`~dpkit_ldp.heavy_hitters.HeavyHitters` with unbiased counts."""
 
-    methods: ClassVar[tuple[str, ...]] = ("unbiased",)
     mechanism: TreeHist
 
-    def accumulate(self, reports: Any, /) -> GroupedReports:
-        mech = self.mechanism
-        return GroupedReports(mech.name, mech.check_reports(reports, f"{mech.name} estimator"))
-
     def estimate(self, statistics: Any, /, *, method: str = "unbiased") -> HeavyHitters:
-        self.check_method(method)
         mech = self.mechanism
-        if not isinstance(statistics, GroupedReports) or statistics.mechanism != mech.name:
-            raise InvalidData(f"expected the GroupedReports of {mech.name!r}", field="statistics")
-        reports, n = statistics.reports, statistics.n
+        grouped = self.grouped(statistics, method)
+        reports, n = grouped.reports, grouped.n
         gain, final_gain = mech.gains()
-        lengths = mech.prefix_bits
-        candidates = np.arange(1 << lengths[0], dtype=np.uint64)
-        rounds: list[Round] = []
-        for t, length in enumerate(lengths):
-            if t:
-                candidates = extend(candidates, length - lengths[t - 1])
-            rows = reports[reports[:, 0] == t]
-            estimates = gain * mech.signed_sums(rows[:, 1], rows[:, 2], candidates)
-            kept = top_candidates(candidates, estimates, mech.top)
-            rounds.append(
-                Round(
-                    length, rows.shape[0], candidates.size, tuple(int(c) for c in candidates[kept])
-                )
-            )
-            candidates = candidates[kept]
+
+        def score(rows: NDArray[np.uint64], candidates: NDArray[np.uint64]) -> NDArray[Any]:
+            return gain * mech.signed_sums(rows[:, 1], rows[:, 2], candidates)
+
+        candidates, _, rounds = prefix_search(reports, mech.prefix_bits, mech.top, score)
         counts = final_gain * mech.signed_sums(reports[:, 3], reports[:, 4], candidates)
         variance = np.maximum(n * final_gain**2 - counts, 0.0)
-        return HeavyHitters(
-            mech.name, mech.bits, n, candidates, counts, variance, rounds=tuple(rounds)
-        )
+        return HeavyHitters(mech.name, mech.bits, n, candidates, counts, variance, rounds=rounds)

@@ -22,7 +22,13 @@ from dpkit import cli
 from dpkit.params import Boolean, Choice, Integer, Labels, Real, parameter_specs
 from dpkit.spec import SpecInvalid, compose_schema
 from dpkit.spec import plan as spec_plan
-from dpkit.spec.schema import INJECTED, frequency_mechanisms, mean_mechanisms, params_schema
+from dpkit.spec.schema import (
+    INJECTED,
+    frequency_mechanisms,
+    heavy_hitter_mechanisms,
+    mean_mechanisms,
+    params_schema,
+)
 
 ROOT = Path(__file__).resolve().parents[2]
 VALID = sorted((ROOT / "schemas" / "examples" / "valid").glob("*.json"))
@@ -129,6 +135,7 @@ def generated_specs(draw: st.DrawFn) -> dict[str, Any]:
     choices = (
         [("frequency", m) for m in frequency_mechanisms(registry)]
         + [("mean", m) for m in mean_mechanisms(registry)]
+        + [("heavy_hitters", m) for m in heavy_hitter_mechanisms(registry)]
         + [(q, None) for q in registry.queries]
     )
     statistic, mechanism = draw(st.sampled_from(choices))
@@ -198,7 +205,8 @@ def test_generated_specs_run_or_fail_cleanly(spec: dict[str, Any], tmp_path: Pat
 # floats, tiny and huge numbers, empty, repeated and mixed lists, long strings), so a schema
 # that admits more than the constructors fails here. JSON Schema compares a value with
 # constants only, so the few relations between two fields are kept by construction below:
-# lower < upper (and upper − lower ≥ 2e-100, a sensitivity), and krr's k = len(categories).
+# lower < upper (and upper − lower ≥ 2e-100, a sensitivity), krr's k = len(categories), and
+# treehist's split of the budget's ε (support.schema_values.relations_hold).
 
 
 _REGISTRY = dpkit.get_registry()
@@ -248,6 +256,7 @@ def schema_documents(draw: st.DrawFn) -> dict[str, Any]:
         deltas.append(sv.near_misses(declared["delta"].domain.json_schema()))
     if draw(st.booleans()):
         budget["delta"] = draw(st.one_of(deltas))
+    assume(sv.relations_hold(mechanism, params, budget["epsilon"]))
     spec = sv.base_spec(_REGISTRY, statistic, mechanism)
     spec["budget"] = budget
     if mechanism:

@@ -145,13 +145,28 @@ def near_misses(node: dict[str, Any]) -> st.SearchStrategy[Any]:
 
 def targets(registry: Any) -> list[tuple[str, str | None]]:
     """(statistic, local mechanism or None) for every spec-runnable mechanism and query."""
-    from dpkit.spec.schema import frequency_mechanisms, mean_mechanisms
+    from dpkit.spec.schema import frequency_mechanisms, heavy_hitter_mechanisms, mean_mechanisms
 
     return (
         [("frequency", name) for name in frequency_mechanisms(registry)]
         + [("mean", name) for name in mean_mechanisms(registry)]
+        + [("heavy_hitters", name) for name in heavy_hitter_mechanisms(registry)]
         + [(name, None) for name in sorted(registry.queries)]
     )
+
+
+def relations_hold(mechanism: str | None, params: dict[str, Any], epsilon: Any) -> bool:
+    """Whether the relation the schema cannot state holds: treehist spends at least 1e-12 on
+    each part of ε (ε·split and ε − ε·split, ε from the budget). True where a value is not a
+    number (the schema refuses it anyway) and for every other mechanism."""
+    if mechanism != "treehist":
+        return True
+    split = params.get("split", 0.5)
+    numbers = [isinstance(v, (int, float)) and not isinstance(v, bool) for v in (split, epsilon)]
+    if not all(numbers) or abs(epsilon) > 1e300:
+        return True
+    tree = float(epsilon) * split
+    return tree >= 1e-12 and epsilon - tree >= 1e-12
 
 
 def target_class(registry: Any, statistic: str, mechanism: str | None) -> type:

@@ -244,6 +244,8 @@ def schema_documents(draw: st.DrawFn) -> dict[str, Any]:
         if given or draw(st.booleans()):
             params[name] = draw(sv.admitted(field))
     _keep_relations(params)
+    if statistic in sv.FILE_INPUTS and not mechanism:  # the columns the table has, not drawn
+        params.update(sv.FILE_INPUTS[statistic][1])
     # ε and δ: aimed at the envelope's bounds and at the class's own domains (both sides of
     # each); the composed schema decides below which of them a document may hold
     declared = parameter_specs(cls)

@@ -209,9 +209,25 @@ def typical_value(name: str, spec: Any) -> Any:
     raise NotImplementedError(domain)
 
 
+#: Queries that read a table, never inline values: the input their base spec reads (a path from
+#: the repository root, the fuzz tests' base directory) and the parameters naming its columns.
+#: The graph query reads an edge list: the example's friendships (columns person and friend).
+FILE_INPUTS: dict[str, tuple[dict[str, Any], dict[str, Any]]] = {
+    "graph": (
+        {
+            "source": "csv",
+            "path": "schemas/examples/valid/data/friendships.csv",
+            "column": "person",
+        },
+        {"target_column": "friend"},
+    ),
+}
+
+
 def base_spec(registry: Any, statistic: str, mechanism: str | None) -> dict[str, Any]:
-    """A valid one-query spec over inline values: every required parameter (and the first of
-    each group of alternatives) at an ordinary value, ε = 1, no δ."""
+    """A valid one-query spec over inline values (or the table of :data:`FILE_INPUTS`): every
+    required parameter (and the first of each group of alternatives) at an ordinary value,
+    ε = 1, no δ."""
     from dpkit.params import parameter_specs
     from dpkit.spec.schema import INJECTED
 
@@ -232,6 +248,10 @@ def base_spec(registry: Any, statistic: str, mechanism: str | None) -> dict[str,
         "input": {"source": "inline", "values": [0, 1, 2, 3]},
         "budget": {"epsilon": 1.0},
     }
+    if statistic in FILE_INPUTS and not mechanism:
+        spec["input"], columns = FILE_INPUTS[statistic]
+        spec["input"] = dict(spec["input"])
+        params.update(columns)
     if mechanism:
         spec["mechanism"] = {"name": mechanism, "params": params}
     elif params:

@@ -46,6 +46,7 @@ VALID = ROOT / "schemas" / "examples" / "valid"
 PEOPLE = ROOT / "schemas" / "examples" / "valid" / "data" / "people.csv"
 VISITS = ROOT / "schemas" / "examples" / "valid" / "data" / "visits.csv"
 LANGUAGES = ROOT / "schemas" / "examples" / "valid" / "data" / "languages.csv"
+FRIENDSHIPS = ROOT / "schemas" / "examples" / "valid" / "data" / "friendships.csv"
 NAN, INF = math.nan, math.inf
 
 Missing = object()  # marker: delete the field
@@ -64,6 +65,7 @@ def _bases() -> dict[str, dict[str, Any]]:
     specs["commute_oue"]["input"]["path"] = "people.csv"
     specs["ages_local_mean"]["input"]["path"] = "people.csv"
     specs["languages_heavy_hitters"]["input"]["path"] = "languages.csv"
+    specs["friendships_graph"]["defaults"]["input"]["path"] = "friendships.csv"
     specs["people_session"]["defaults"]["input"]["path"] = "people.csv"
     for query in specs["people_session"]["queries"]:
         if "input" in query:
@@ -345,11 +347,12 @@ CASES = list(_cases())
 
 @pytest.fixture(scope="module")
 def workspace(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """The spec directory: people.csv, visits.csv and languages.csv next to the specs."""
+    """The spec directory: the example data files next to the specs."""
     root = tmp_path_factory.mktemp("fuzz")
     shutil.copy(PEOPLE, root / "people.csv")
     shutil.copy(VISITS, root / "visits.csv")
     shutil.copy(LANGUAGES, root / "languages.csv")
+    shutil.copy(FRIENDSHIPS, root / "friendships.csv")
     return root
 
 
@@ -542,6 +545,9 @@ def _fields(statistic: str, mechanism: str | None) -> dict[tuple[str, ...], dict
     fields = {(*where, name): node for name, node in params_schema(cls)["properties"].items()}
     for name in (n for n in declared if n not in INJECTED):  # the schema may omit some
         fields.setdefault((*where, name), declared[name].domain.json_schema())
+    if statistic in sv.FILE_INPUTS and not mechanism:  # a column's name: the table decides
+        for name in sv.FILE_INPUTS[statistic][1]:
+            fields.pop((*where, name))
     for name in INJECTED:
         envelope = _DEFS[name]
         fields[("budget", name)] = (

@@ -152,7 +152,27 @@ def exact_interval(
     docstring): the lower end pivots P(C < c | x), the upper end P(C ≤ c | x)."""
     _check(n, p, q, level)
     c = np.asarray(counts, dtype=np.int64)
+    if n <= TABLE_LIMIT:  # a function of the count alone: every count's ends, once
+        lows, highs = _exact_ends(n, p, q, level)
+        clipped = np.clip(c, 0, n)
+        return lows[clipped], highs[clipped]
     return _interval(c, np.zeros(c.shape), np.ones(c.shape), n=n, p=p, q=q, level=level)
+
+
+@functools.lru_cache(maxsize=8)
+def _exact_ends(
+    n: int, p: float, q: float, level: float
+) -> tuple[NDArray[np.float64], NDArray[np.float64]]:
+    """The exact interval's ends for every count 0..n, from the table (the same arithmetic as
+    for observed counts, all rows at once): an experiment or a session of estimates repeats the
+    same (n, p, q, level), and each of its intervals is then a lookup."""
+    every = np.arange(n + 1, dtype=np.int64)
+    lows, highs = _by_table(
+        every, np.zeros(every.shape), np.ones(every.shape), n=n, p=p, q=q, level=level
+    )
+    lows.setflags(write=False)
+    highs.setflags(write=False)
+    return lows, highs
 
 
 def _interval(

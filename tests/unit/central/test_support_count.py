@@ -38,6 +38,23 @@ def test_table_and_bisection_give_the_same_intervals() -> None:
                 np.testing.assert_array_equal(a, b)
 
 
+def test_the_exact_interval_is_the_tables_for_each_count_whatever_the_others() -> None:
+    """``exact_interval`` looks each count up among every count's ends (computed once per
+    (n, p, q, level)): the same as evaluating the table for the observed counts alone, counts
+    outside 0..n and any array shape included."""
+    rng = np.random.default_rng(12)
+    for n, p, q in [(300, 0.3, 0.05), (0, 0.7, 0.2), (1000, 0.51, 0.49)]:
+        counts = rng.integers(-3, n + 4, size=(3, 40))
+        flat = counts.ravel()
+        expected = sc._by_table(
+            flat, np.zeros(flat.size), np.ones(flat.size), n=n, p=p, q=q, level=0.9
+        )
+        found = sc.exact_interval(counts, n=n, p=p, q=q, level=0.9)
+        for a, b in zip(found, expected, strict=True):
+            assert a.shape == counts.shape
+            np.testing.assert_array_equal(a.ravel(), b)
+
+
 @pytest.mark.parametrize(
     ("n", "p", "q", "x"),
     [

@@ -33,6 +33,7 @@ from dpkit.params import BOUND, Labels, parameter_specs
 from dpkit.tables import as_frame, narwhals
 from dpkit.testing.strategies import logical_tables, public_keys
 from dpkit.testing.tables import (
+    ENGINES,
     GROUPS,
     ID,
     INTEGER_STORAGES,
@@ -56,16 +57,8 @@ STATISTICS = sorted(name for name, info in REGISTRY.queries.items() if hasattr(i
 #: The engines that need no cluster, and Dask's two (``dataframe.convert-string`` off, on).
 #: DuckDB's relations are among the first: one machine's lazy frames, bounded on the collected
 #: rows or in DuckDB (``duckdb[bounded]``, run within :func:`~dpkit.testing.tables.held`).
-EAGER = (
-    "pyarrow",
-    "pyarrow[parquet]",
-    "pandas",
-    "pandas[arrow]",
-    "polars",
-    "duckdb",
-    "duckdb[bounded]",
-)
-DASK = ("dask", "dask[convert-string]")
+DASK = tuple(engine for engine in ENGINES if engine.startswith("dask"))
+EAGER = tuple(engine for engine in ENGINES if engine not in DASK)
 #: Group storages: every label storage, text twice as often (on a text column a key list may
 #: name a group by a number for its text, or by both: keys equal once coerced, refused).
 GROUP_STORAGES = (*LABEL_STORAGES, *TEXT_STORAGES)

@@ -150,7 +150,10 @@ class GraphEstimate:
         """The estimate in a result document (:class:`dpkit.document.Document`), as
         ``dpkit graph --json`` shows it: the estimate, its variance and what kind it is,
         whether it is unbiased and on what assumption, and the normal interval at
-        ``confidence`` as ``interval_<percent>`` (``interval_95``)."""
+        ``confidence``, with the labels of a vector's entries as ``categories``: as every
+        result gives it (``confidence_interval``: level, lower, upper
+        and method, which ``dpkit run`` shows as ± error) and as ``interval_<percent>``
+        (``interval_95``: [lower, upper])."""
         low, high = self.confidence_interval(confidence)
         return {
             "estimate": self.estimates.tolist(),
@@ -158,6 +161,14 @@ class GraphEstimate:
             "variance_kind": self.variance_kind,
             "unbiased": self.unbiased,
             "note": self.note,
+            # a vector's entries by what they stand for (a node, a degree), one table row each
+            "categories": list(self.labels) if self.labels is not None else None,
+            "confidence_interval": {
+                "level": confidence,
+                "lower": low.tolist(),
+                "upper": high.tolist(),
+                "method": f"normal approximation; variance: {self.variance_kind}",
+            },
             f"interval_{confidence * 100:g}": [low.tolist(), high.tolist()],
         }
 

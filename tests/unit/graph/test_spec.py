@@ -69,6 +69,26 @@ def test_a_graph_query_runs_through_dpkit_run(tmp_path: Path) -> None:
     assert edges["variance_kind"] == "exact" and np.isfinite(edges["estimate"])
     assert len(distribution["estimate"]) == 8  # nodes of each degree 0 .. n − 1
     assert triangles["variance_kind"] == "unbiased" and "max_degree = 3" in triangles["note"]
+    for result in (edges, triangles):  # the interval every result gives, about the estimate
+        interval = result["confidence_interval"]
+        half = 1.959963984540054 * np.sqrt(result["variance"])
+        assert interval["level"] == 0.95 and interval["method"].startswith("normal")
+        assert interval["lower"] == pytest.approx(result["estimate"] - half)
+        assert interval["upper"] == pytest.approx(result["estimate"] + half)
+    assert len(distribution["confidence_interval"]["lower"]) == 8
+    shown = subprocess.run(
+        [*command.copy()[:-2], "--ledger", "again.sqlite", "--seed", "5"],
+        cwd=tmp_path,
+        env=os.environ.copy(),
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    assert shown.returncode == 0, shown.stderr
+    lines = shown.stdout.splitlines()
+    table = lines[2 : lines.index("how each interval was computed:")]
+    assert len(table) == 1 + 8 + 1, shown.stdout  # a row per degree 0 .. 7
+    assert all("±" in line for line in table), shown.stdout
 
 
 def test_the_query_is_charged_one_edge_of_its_protocol() -> None:

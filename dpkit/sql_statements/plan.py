@@ -149,6 +149,8 @@ class Plan:
     joins: tuple[Join, ...] = ()
     #: The columns read from each joined public table, by its alias.
     public_columns: Mapping[str, Mapping[str, tuple[int, int]]] = attrs.field(factory=dict)
+    #: The columns named without a table (a JOIN's tables decide which table holds them).
+    unqualified: Mapping[str, tuple[int, int]] = attrs.field(factory=dict)
 
 
 def _position(node: Any) -> tuple[int, int]:
@@ -295,6 +297,7 @@ class _Builder:
         self.group_keys: dict[str, str] = {}
         self.columns: dict[str, tuple[int, int]] = {}
         self.public_columns: dict[str, dict[str, tuple[int, int]]] = {}
+        self.unqualified: dict[str, tuple[int, int]] = {}
         self.alias = ""
 
     def row_level(self, node: Any, clause: str) -> str:
@@ -315,6 +318,8 @@ class _Builder:
                     column,
                 )
             self.columns.setdefault(column.name, _position(column))
+            if not table:
+                self.unqualified.setdefault(column.name, _position(column))
         return str(node.sql(dialect="duckdb"))
 
     def aggregate(self, node: Any, clause: str) -> str:
@@ -940,4 +945,5 @@ def plan_statement(
         options=merged,
         joins=joins,
         public_columns={a: dict(c) for a, c in builder.public_columns.items()},
+        unqualified=dict(builder.unqualified),
     )

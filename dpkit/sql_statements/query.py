@@ -289,6 +289,23 @@ class SqlQuery:
             for name, at in read.items()
             if name not in schemas[alias]
         )
+        shared = {
+            key.name for join in self.plan.joins if join.using for key, _ in join.keys
+        }  # a USING column is one column: unqualified, it is the private table's
+        ambiguous = sorted(
+            (at, name)
+            for name, at in self.plan.unqualified.items()
+            if name not in shared and sum(name in s for s in (columns, *schemas.values())) > 1
+        )
+        if ambiguous:
+            (line, column), name = ambiguous[0]
+            raise SqlError(
+                f"the column {name!r} is in more than one of the tables read: qualify it "
+                f"({self.plan.alias}.{name} or the public table's alias)",
+                clause="column",
+                line=line,
+                column=column,
+            )
         if missing:
             (line, column), name = min(missing)
             raise SqlError(

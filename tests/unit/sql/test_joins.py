@@ -208,6 +208,15 @@ def test_a_column_of_no_table_read_is_refused_where_written() -> None:
     assert (raised.value.line, raised.value.column) == (1, statement.index("r.area") + 1)
 
 
+def test_a_column_of_two_tables_read_unqualified_is_refused_where_written() -> None:
+    statement = "SELECT COUNT(*) FROM visits v JOIN regions r ON v.city = r.city WHERE city <> 'x'"
+    with pytest.raises(dpkit.SqlError) as raised:
+        _sql(statement).check_input(None)
+    assert raised.value.clause == "column" and "qualify it" in str(raised.value)
+    assert (raised.value.line, raised.value.column) == (1, statement.index("city <>") + 1)
+    _sql(statement.replace("ON v.city = r.city", "USING (city)")).check_input(None)
+
+
 def test_the_private_phase_joins_only_keys_unique_in_the_public_table(tmp_path: Path) -> None:
     """Were the public file to change after the check, a repeated key joins nothing: each
     private row still matches at most one public row."""

@@ -48,7 +48,8 @@ def add_parser(subparsers: Any) -> None:
         action="append",
         default=[],
         metavar="NAME=PATH",
-        help="a public table, whose rows may be read (the public_groups option names one)",
+        help="a public table, whose rows may be read: a lookup table a JOIN reads, or the keys "
+        "the public_groups option names (repeatable)",
     )
     parser.add_argument(
         "--option",

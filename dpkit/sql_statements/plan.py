@@ -3,8 +3,11 @@
 :func:`plan_statement` reads a statement with sqlglot and decides, from its text, the options
 and the tables' *names* only (no schema, no value), whether dpkit can release it, and how:
 
-* **FROM** one private table (an alias allowed); no join, no subquery, no CTE, no set
-  operation, no ``SELECT DISTINCT``, no ``*``;
+* **FROM** one private table (an alias allowed), possibly ``[INNER | LEFT] JOIN`` public
+  lookup tables ``ON`` equalities of columns (ANDed) or ``USING (...)``
+  (:mod:`dpkit.sql_statements.joins`: with a unique public key the join is a per-record map
+  of the private table, 1-stable, McSherry 2009); no join of private tables, no other join
+  condition, no subquery, no CTE, no set operation, no ``SELECT DISTINCT``, no ``*``;
 * **WHERE** and every expression inside an aggregate or a GROUP BY item are *row-level*: each is
   a function of one row (arithmetic, comparisons, CASE, COALESCE, CAST, string and date
   functions from an allow-list). A per-record map and a per-record filter keep neighbouring
@@ -51,6 +54,7 @@ import attrs
 
 from dpkit.errors import SqlError
 from dpkit.sql_statements._text import BOUNDS, Extracted, Option, extract
+from dpkit.sql_statements.joins import Join, KeyColumn
 
 __all__ = ["Aggregate", "Group", "Plan", "plan_statement"]
 
@@ -142,6 +146,11 @@ class Plan:
     post: str
     outputs: tuple[str, ...]
     options: Mapping[str, Option]
+    joins: tuple[Join, ...] = ()
+    #: The columns read from each joined public table, by its alias.
+    public_columns: Mapping[str, Mapping[str, tuple[int, int]]] = attrs.field(factory=dict)
+    #: The columns named without a table (a JOIN's tables decide which table holds them).
+    unqualified: Mapping[str, tuple[int, int]] = attrs.field(factory=dict)
 
 
 def _position(node: Any) -> tuple[int, int]:
@@ -287,6 +296,8 @@ class _Builder:
         self.groups: list[Group] = []
         self.group_keys: dict[str, str] = {}
         self.columns: dict[str, tuple[int, int]] = {}
+        self.public_columns: dict[str, dict[str, tuple[int, int]]] = {}
+        self.unqualified: dict[str, tuple[int, int]] = {}
         self.alias = ""
 
     def row_level(self, node: Any, clause: str) -> str:
@@ -296,13 +307,19 @@ class _Builder:
         _check_row_level(node, clause, _aggregate_types())
         for column in node.find_all(exp.Column):
             table = column.table
+            if table in self.public_columns:
+                self.public_columns[table].setdefault(column.name, _position(column))
+                continue
             if table and table != self.alias:
+                read = [self.alias, *self.public_columns]
                 raise _refuse(
-                    f"{column.sql()} names the table {table!r}; only {self.alias!r} is read",
+                    f"{column.sql()} names the table {table!r}; the tables read are {read}",
                     clause,
                     column,
                 )
             self.columns.setdefault(column.name, _position(column))
+            if not table:
+                self.unqualified.setdefault(column.name, _position(column))
         return str(node.sql(dialect="duckdb"))
 
     def aggregate(self, node: Any, clause: str) -> str:
@@ -529,7 +546,6 @@ def _refuse_structure(select: Any) -> None:
 
     for clause, key in (
         ("WITH", "with_"),
-        ("JOIN", "joins"),
         ("LATERAL", "laterals"),
         ("QUALIFY", "qualify"),
         ("WINDOW", "windows"),
@@ -556,8 +572,6 @@ def _refuse_structure(select: Any) -> None:
         if value:
             node = value[0] if isinstance(value, list) else value
             reason = {
-                "JOIN": "a join is not released: a join of private tables has no bounded "
-                "sensitivity (give one table)",
                 "WITH": "a common table expression (WITH) is not released: write the rows in "
                 "the FROM table and the row-level WHERE",
             }.get(clause, f"{clause} is not released by dpkit")
@@ -599,6 +613,126 @@ def _table(select: Any) -> tuple[str, str]:
     return table.name, table.alias_or_name
 
 
+def _key(node: Any, alias: str, join_alias: str) -> KeyColumn:
+    from sqlglot import exp
+
+    if not isinstance(node, exp.Column) or isinstance(node.this, exp.Star):
+        raise _refuse(
+            "a join condition equates columns (private.k = public.k, ANDed); "
+            f"{node.sql()[:60]} is not a column",
+            "JOIN",
+            node,
+        )
+    if node.table not in ("", alias, join_alias):
+        raise _refuse(
+            f"{node.sql()} names the table {node.table!r}; a join condition relates "
+            f"{alias!r} and {join_alias!r}",
+            "JOIN",
+            node,
+        )
+    return KeyColumn(node.table, node.name, *_position(node))
+
+
+def _joins(
+    select: Any, alias: str, private: frozenset[str] | set[str], public: frozenset[str] | set[str]
+) -> tuple[Join, ...]:
+    """The public tables joined to the private one (module docstring)."""
+    from sqlglot import exp
+
+    found: list[Join] = []
+    aliases = {alias}
+    for join in select.args.get("joins") or []:
+        table = join.this
+        side = str(join.args.get("side") or "").upper()
+        kind = str(join.args.get("kind") or "").upper()
+        method = str(join.args.get("method") or "").upper()
+        on, using = join.args.get("on"), join.args.get("using")
+        if not isinstance(table, exp.Table) or not table.name or table.db or table.catalog:
+            raise _refuse("a join reads a public table, named", "JOIN", join)
+        name, join_alias = table.name, table.alias_or_name
+        if name in private:
+            raise _refuse(
+                f"a join of two private tables ({name!r}) has no bounded sensitivity: join "
+                "public lookup tables only",
+                "JOIN",
+                join,
+            )
+        if name not in public:
+            raise _refuse(
+                f"the joined table {name!r} is not a public table; the public tables are "
+                f"{sorted(public)} (a join of private tables is not released)",
+                "JOIN",
+                join,
+            )
+        if (
+            method
+            or side not in ("", "LEFT")
+            or kind not in ("", "INNER", "OUTER")
+            or (kind == "OUTER" and side != "LEFT")
+        ):
+            words = " ".join(w for w in (method, side, kind) if w) or "this"
+            raise _refuse(
+                f"a {words} join is not released: use [INNER] JOIN or LEFT JOIN",
+                "JOIN",
+                join,
+            )
+        if join_alias in aliases:
+            raise _refuse(f"the table alias {join_alias!r} is repeated", "JOIN", join)
+        aliases.add(join_alias)
+        keys: list[tuple[KeyColumn, KeyColumn]] = []
+        if using:
+            for identifier in using:
+                line, column = _position(identifier)
+                keys.append(
+                    (
+                        KeyColumn(alias, identifier.name, line, column),
+                        KeyColumn(join_alias, identifier.name, line, column),
+                    )
+                )
+        elif on is not None:
+            conditions, pending = [], [on]
+            while pending:
+                node = pending.pop()
+                if isinstance(node, exp.Paren):
+                    pending.append(node.this)
+                elif isinstance(node, exp.And):
+                    pending += [node.right, node.left]
+                else:
+                    conditions.append(node)
+            for condition in conditions:
+                if not isinstance(condition, exp.EQ):
+                    raise _refuse(
+                        f"the join condition {condition.sql()[:60]} is not an equality of "
+                        "columns (private.k = public.k, ANDed)",
+                        "JOIN",
+                        condition,
+                    )
+                keys.append(
+                    (
+                        _key(condition.left, alias, join_alias),
+                        _key(condition.right, alias, join_alias),
+                    )
+                )
+        else:
+            raise _refuse(
+                "a join without ON or USING pairs every row with every row: join ON "
+                "private.k = public.k",
+                "JOIN",
+                join,
+            )
+        found.append(
+            Join(
+                name,
+                join_alias,
+                "LEFT" if side == "LEFT" else "INNER",
+                tuple(keys),
+                bool(using),
+                *_position(join),
+            )
+        )
+    return tuple(found)
+
+
 def _limit(node: Any, clause: str) -> int:
     from sqlglot import exp
 
@@ -618,11 +752,13 @@ def plan_statement(
     *,
     dialect: str = "duckdb",
     tables: frozenset[str] | set[str],
+    public: frozenset[str] | set[str] = frozenset(),
     bounds: Mapping[str, tuple[float, float]] | None = None,
     options: Mapping[str, Any] | None = None,
 ) -> Plan:
     """The plan of ``text`` (see the module docstring), or a :class:`~dpkit.errors.SqlError`
-    naming the clause refused. ``tables`` are the private tables' names, ``bounds`` the
+    naming the clause refused. ``tables`` are the private tables' names, ``public`` the
+    public tables' (which a JOIN may read), ``bounds`` the
     clamping bounds of columns given beside the query, ``options`` the privacy options given
     beside it (merged with the statement's ``OPTIONS``; one given twice is refused)."""
     from sqlglot import exp
@@ -671,8 +807,12 @@ def plan_statement(
     table, alias = _table(statement)
     if table not in tables:
         source = statement.args.get("from_") or statement.args.get("from")
+        hint = " (a public table is joined to the private one: FROM private JOIN public)"
         raise _refuse(
-            f"unknown table {table!r}; the private tables are {sorted(tables)}", "FROM", source
+            f"unknown table {table!r}; the private tables are {sorted(tables)}"
+            + (hint if table in public else ""),
+            "FROM",
+            source,
         )
     unit_option = merged.get("privacy_unit_column")
     unit = None if unit_option is None else unit_option.value
@@ -685,6 +825,9 @@ def plan_statement(
         )
     builder = _Builder(statement, extracted, dict(bounds or {}), unit)
     builder.alias = alias
+    joins = _joins(statement, alias, tables, public)
+    for join in joins:
+        builder.public_columns[join.alias] = {}
     where_node = statement.args.get("where")
     where = builder.row_level(where_node.this, "WHERE") if where_node is not None else None
     projections = list(statement.expressions)
@@ -800,4 +943,7 @@ def plan_statement(
         post=str(post.sql(dialect="duckdb")),
         outputs=tuple(outputs),
         options=merged,
+        joins=joins,
+        public_columns={a: dict(c) for a, c in builder.public_columns.items()},
+        unqualified=dict(builder.unqualified),
     )

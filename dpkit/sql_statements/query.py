@@ -23,7 +23,8 @@ the statement's groups are released together, never one aggregate's groups witho
 
 **Phases.** :func:`sql` checks the statement, its options and bounds (no table is looked at);
 :meth:`SqlQuery.check_input` binds the row-level statement to each table's *schema* and runs
-it on no rows, then each table query's public checks; only :meth:`SqlQuery.run`, after the
+it on no rows (a joined public lookup table is read whole, its key checked unique:
+:mod:`dpkit.sql_statements.joins`), then each table query's public checks; only :meth:`SqlQuery.run`, after the
 spend, reads rows. HAVING, ORDER BY, LIMIT and the SELECT list's arithmetic run on the
 released table (post-processing).
 """
@@ -40,6 +41,7 @@ import numpy as np
 
 from dpkit.errors import InvalidData, InvalidParameter, MissingDependency, SqlError
 from dpkit.privacy import CompositeDP, PrivacyEvent
+from dpkit.sql_statements.joins import check_joins, join_sql, register_public
 from dpkit.sql_statements.plan import RELEASED, SOURCE, Aggregate, Plan, plan_statement
 from dpkit.sql_statements.sources import connect, describe, relation
 from dpkit.tables._duckdb import connection
@@ -175,6 +177,8 @@ class SqlQuery:
     output: str = "pandas"
     bounding: str = "numpy"
     name: str = "sql"
+    # The public tables a JOIN reads (public: their rows are read in the public phase).
+    _public: Mapping[str, Any] = attrs.field(factory=dict, alias="public")
 
     # -- identity and cost ------------------------------------------------------------------
 
@@ -233,7 +237,7 @@ class SqlQuery:
             )
         return tables
 
-    def row_level(self) -> str:
+    def row_level(self, pairs: tuple[tuple[tuple[str, str], ...], ...] = ()) -> str:
         """The DuckDB statement of the row-level table (module docstring): every expression
         in TRY (an error is NULL: the filter drops the row, the statistic's missing-value
         policy drops a missing value), so that it is total over any rows."""
@@ -251,36 +255,83 @@ class SqlQuery:
         if not items:
             items.append("1 AS __dpkit_row")
         where = f" WHERE COALESCE(TRY(({plan.where})::BOOLEAN), FALSE)" if plan.where else ""
-        return f"SELECT {', '.join(items)} FROM {SOURCE} AS {alias}{where}"
+        joins = join_sql(plan.joins, plan.alias, pairs) if plan.joins else ""
+        return f"SELECT {', '.join(items)} FROM {SOURCE} AS {alias}{joins}{where}"
 
     def _rows(self, tables: Mapping[str, Any], *, empty: bool, con: Any = None) -> Any:
         """The row-level table: PyArrow with no rows when ``empty``, else a relation of
-        ``con`` (a DuckDB relation given as input is copied into ``con`` first)."""
+        ``con`` (a DuckDB relation given as input is copied into ``con`` first). A joined
+        public table is read whole in both phases (it is public), its key checked in the
+        public phase (:mod:`dpkit.sql_statements.joins`)."""
         con = con if con is not None else connect()
         try:
             source = relation(con, tables[self.plan.table], name=self.plan.table, empty=empty)
             columns = describe(source)
+            lookups = {
+                join.alias: relation(con, self._public[join.table], name=join.table, empty=False)
+                for join in self.plan.joins
+            }
         except InvalidData:
             raise
         except Exception:
             raise InvalidData(
                 f"sql: the table {self.plan.table!r} cannot be read by DuckDB", field="tables"
             ) from None
+        schemas = {alias: describe(found) for alias, found in lookups.items()}
         missing = sorted(
-            (at, name) for name, at in self.plan.columns.items() if name not in columns
+            (at, name)
+            for name, at in self.plan.columns.items()
+            if name not in columns and not any(name in s for s in schemas.values())
         )
-        if missing:
-            (line, column), name = missing[0]
+        missing += sorted(
+            (at, f"{alias}.{name}")
+            for alias, read in self.plan.public_columns.items()
+            for name, at in read.items()
+            if name not in schemas[alias]
+        )
+        shared = {
+            key.name for join in self.plan.joins if join.using for key, _ in join.keys
+        }  # a USING column is one column: unqualified, it is the private table's
+        ambiguous = sorted(
+            (at, name)
+            for name, at in self.plan.unqualified.items()
+            if name not in shared and sum(name in s for s in (columns, *schemas.values())) > 1
+        )
+        if ambiguous:
+            (line, column), name = ambiguous[0]
             raise SqlError(
-                f"the table {self.plan.table!r} has no column {name!r} (its columns: "
+                f"the column {name!r} is in more than one of the tables read: qualify it "
+                f"({self.plan.alias}.{name} or the public table's alias)",
+                clause="column",
+                line=line,
+                column=column,
+            )
+        if missing:
+            (line, column), name = min(missing)
+            raise SqlError(
+                f"the tables read have no column {name!r} ({self.plan.table!r} has "
                 f"{', '.join(sorted(columns))})",
                 clause="column",
                 line=line,
                 column=column,
             )
+        pairs: tuple[tuple[tuple[str, str], ...], ...] = ()
+        if self.plan.joins:
+            pairs = check_joins(
+                self.plan.joins,
+                self.plan.alias,
+                columns,
+                {alias: (schemas[alias], found) for alias, found in lookups.items()},
+                unique=empty,
+            )
+            if source is tables[self.plan.table]:  # another connection's relation
+                source = con.from_arrow(source.to_arrow_table())
+            for index, (join, keys) in enumerate(zip(self.plan.joins, pairs, strict=True)):
+                register_public(con, index, lookups[join.alias], keys)
+        statement = self.row_level(pairs)
         if empty:
             try:
-                return source.query(SOURCE, self.row_level()).to_arrow_table()
+                return source.query(SOURCE, statement).to_arrow_table()
             except Exception as error:
                 raise SqlError(
                     f"the statement does not apply to the table's column types {columns} "
@@ -288,7 +339,7 @@ class SqlQuery:
                     clause="expression",
                 ) from None
         # Lazy: the statistics' per-record steps and the bounding run in DuckDB too.
-        rows = source.query(SOURCE, self.row_level())
+        rows = source.query(SOURCE, statement)
         if source is tables[self.plan.table]:  # another connection's relation
             rows = con.from_arrow(rows.to_arrow_table())
         return rows
@@ -525,7 +576,7 @@ def sql(
     ``delta``, ``privacy_unit_column``, ``max_groups_contributed``, ``max_rows_contributed``,
     ``noise``, ``group_selection_strategy``, ``public_groups``). ``tables`` are the private
     tables by name (a Parquet or CSV path, a pandas, Polars or PyArrow table, a DuckDB
-    relation), ``public`` public tables (keys), ``bounds`` clamping bounds by column,
+    relation), ``public`` public tables (keys, and lookups a JOIN reads), ``bounds`` clamping bounds by column,
     ``keys`` the public group keys. ``output`` is the result table's kind (pandas, polars,
     arrow, duckdb). ``bounding`` is where each person's contribution is bounded, after
     DuckDB has run the per-record steps: ``"numpy"`` collects those rows and bounds them in
@@ -544,6 +595,8 @@ def sql(
         raise InvalidParameter("bounding", bounding, f"one of {', '.join(BOUNDINGS)}", owner="sql")
     if tables is not None and not isinstance(tables, Mapping):
         raise InvalidParameter("tables", tables, "a mapping of table names to tables", owner="sql")
+    if public is not None and not isinstance(public, Mapping):
+        raise InvalidParameter("public", public, "a mapping of table names to tables", owner="sql")
     if options is not None and not isinstance(options, Mapping):
         raise InvalidParameter(
             "options", options, "a mapping of option names to values", owner="sql"
@@ -564,6 +617,7 @@ def sql(
         query,
         dialect=dialect,
         tables=names if names is not None else _any_table(query, dialect),
+        public=set(map(str, public or {})),
         bounds=checked_bounds,
         options=options,
     )
@@ -628,7 +682,16 @@ def sql(
     if private:
         counter = registry.query("count", epsilon=share)
         selector = counter.on(None, by=by, keys={"epsilon": share, "delta": delta_share}, unit=unit)
-    return SqlQuery(plan, tuple(queries), selector, unit, tables, output, bounding)
+    return SqlQuery(
+        plan,
+        tuple(queries),
+        selector,
+        unit,
+        tables,
+        output,
+        bounding,
+        public={join.table: public[join.table] for join in plan.joins} if public else {},
+    )
 
 
 def _any_table(query: str, dialect: str) -> set[str]:

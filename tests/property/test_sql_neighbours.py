@@ -1,7 +1,8 @@
 """Brute-force sensitivity of SQL statements on small tables.
 
 For statements of every aggregate SQL offers (with row-level WHERE, expressions inside the
-aggregates and in GROUP BY, public and private keys), on small adversarial tables (a heavy
+aggregates and in GROUP BY, public and private keys, joins with a public lookup table), on
+small adversarial tables (a heavy
 person, missing values, values far outside the bounds) given as pandas, Polars, PyArrow or a
 DuckDB relation: every person is removed in turn, D and its neighbour D′ are aggregated with
 the same generator (so the same bounding key), and each aggregate's every noised answer moves
@@ -52,7 +53,14 @@ STATEMENTS = [
     f"SELECT SUM(minutes, {B}), AVG(minutes, {B}) FROM t",
     "SELECT city, minutes > 5 AS long, COUNT(*) FROM t GROUP BY city, long",
     f"SELECT city, VAR_POP(minutes, {B}), STDDEV(minutes * 2, {B}) FROM t GROUP BY city",
+    f"SELECT l.region, COUNT(*), SUM(t.minutes * l.weight, {B}) FROM t JOIN lookup l "
+    "ON t.city = l.city GROUP BY l.region",
+    f"SELECT region, AVG(weight, {B}) FROM t LEFT JOIN lookup USING (city) "
+    "WHERE minutes > 0 GROUP BY region",
 ]
+JOINED = [statement for statement in STATEMENTS if "JOIN" in statement]
+#: A public lookup table, unique by city; c matches no row of it.
+LOOKUP = {"city": ["a", "b", "z"], "region": ["r1", "r2", "r1"], "weight": [2.0, 0.5, 40.0]}
 
 
 @st.composite
@@ -90,13 +98,54 @@ def _as(kind: str, frame: Any) -> Any:
 def test_removing_a_person_moves_each_answer_within_its_sensitivity(
     frame: Any, statement: str, kind: str, public: bool, rows: int, groups: int, seed: int
 ) -> None:
-    options = {
-        "epsilon": 1.0,
-        "delta": 1e-6,
-        "privacy_unit_column": "user",
-        "max_rows_contributed": rows,
-        "max_groups_contributed": groups,
-    }
+    _check(frame, statement, kind, public, rows, groups, seed)
+
+
+@settings(max_examples=20, **SETTINGS)
+@given(
+    frame=tables(),
+    statement=st.sampled_from(JOINED),
+    kind=st.sampled_from(["pandas", "polars", "arrow", "duckdb"]),
+    public=st.booleans(),
+    rows=st.integers(1, 3),
+    groups=st.integers(1, 2),
+    seed=st.integers(0, 2**32 - 1),
+    per_row=st.booleans(),
+)
+def test_a_join_with_a_public_table_moves_each_answer_within_its_sensitivity(
+    frame: Any,
+    statement: str,
+    kind: str,
+    public: bool,
+    rows: int,
+    groups: int,
+    seed: int,
+    per_row: bool,
+) -> None:
+    """A lookup table's key is unique: each row joins to at most one row, so the bounding and
+    the sensitivities are those of the private table alone — also where each row is a person
+    (no privacy_unit_column, no per-person cap to hide a row that joins twice)."""
+    if per_row:
+        frame = frame.assign(user=np.arange(len(frame)))
+    _check(frame, statement, kind, public, rows, groups, seed, per_row=per_row)
+
+
+def _check(
+    frame: Any,
+    statement: str,
+    kind: str,
+    public: bool,
+    rows: int,
+    groups: int,
+    seed: int,
+    *,
+    per_row: bool = False,
+) -> None:
+    options: dict[str, Any] = {"epsilon": 1.0, "delta": 1e-6}
+    if not per_row:
+        options.update(
+            privacy_unit_column="user", max_rows_contributed=rows, max_groups_contributed=groups
+        )
     grouped = "GROUP BY" in statement
     keys: Any = None
     if public and grouped:
@@ -105,7 +154,15 @@ def test_removing_a_person_moves_each_answer_within_its_sensitivity(
         )
         if "UPPER" in statement:
             keys = ["A", "B", "C"]
-    query = dpkit.sql(statement, tables={"t": _as(kind, frame)}, options=options, keys=keys)
+        if "lookup" in statement:
+            keys = ["r1", "r2", "r3"]
+    query = dpkit.sql(
+        statement,
+        tables={"t": _as(kind, frame)},
+        public={"lookup": pd.DataFrame(LOOKUP)},
+        options=options,
+        keys=keys,
+    )
     full = query.aggregates(rng=np.random.default_rng(seed))
     for user in sorted(set(frame.user)):
         neighbour = frame[frame.user != user].reset_index(drop=True)

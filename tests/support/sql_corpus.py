@@ -1,7 +1,9 @@
 """SQL statements users write, each with what dpkit must do with it: answer it, or refuse it
 naming the clause. TPC-H-style statements over ``lineitem`` (the privacy unit: the customer,
 ``l_custkey``) and ZetaSQL-documentation-style statements over ``visits`` (the unit:
-``user_id``); :func:`tables` builds small tables of those columns."""
+``user_id``), some joined to public lookup tables (:data:`PUBLIC`: ``regions`` by city,
+``shipmodes`` by ship mode, both keys unique, and ``carriers``, whose ship mode repeats);
+:func:`tables` builds small tables of those columns."""
 
 from __future__ import annotations
 
@@ -25,6 +27,8 @@ VISITS = {
 }
 B = "contribution_bounds_per_group => (0, 100)"
 P = "contribution_bounds_per_group => (0, 100000)"
+#: The public tables of :func:`tables` (the others are private, but ``orders``: unknown).
+PUBLIC = ("regions", "shipmodes", "carriers")
 
 #: (statement, options beside it or None, "answer" or the refused clause)
 CORPUS: list[tuple[str, dict[str, Any] | None, str]] = [
@@ -232,7 +236,34 @@ CORPUS: list[tuple[str, dict[str, Any] | None, str]] = [
         VISITS,
         "answer",
     ),
+    # -- joined to public lookup tables, answered --------------------------------------------
+    (
+        "SELECT r.region, COUNT(*) AS visits FROM visits v JOIN regions r ON v.city = r.city GROUP BY r.region",
+        VISITS,
+        "answer",
+    ),
+    (
+        f"SELECT region, AVG(minutes, {B}) AS mean_minutes FROM visits LEFT JOIN regions USING (city) GROUP BY region",
+        VISITS,
+        "answer",
+    ),
+    (
+        f"SELECT s.mode_class, SUM(l.l_extendedprice * (1 - l.l_discount), {P}) AS revenue FROM lineitem AS l INNER JOIN shipmodes AS s ON l.l_shipmode = s.l_shipmode GROUP BY s.mode_class",
+        LINEITEM,
+        "answer",
+    ),
+    (
+        "SELECT COUNT(*) AS coastal_visits FROM visits v JOIN regions r ON v.city = r.city WHERE r.coastal",
+        VISITS,
+        "answer",
+    ),
     # -- refused, with the clause ------------------------------------------------------------
+    ("SELECT COUNT(*) FROM lineitem JOIN carriers USING (l_shipmode)", LINEITEM, "JOIN"),
+    ("SELECT COUNT(*) FROM visits v JOIN regions r ON v.city <> r.city", VISITS, "JOIN"),
+    ("SELECT COUNT(*) FROM visits v FULL OUTER JOIN regions r ON v.city = r.city", VISITS, "JOIN"),
+    ("SELECT COUNT(*) FROM visits v JOIN lineitem l ON v.user_id = l.l_custkey", VISITS, "JOIN"),
+    ("SELECT COUNT(*) FROM visits v JOIN regions r ON v.minutes = r.city", VISITS, "JOIN"),
+    ("SELECT region, COUNT(*) FROM regions GROUP BY region", VISITS, "FROM"),
     (
         "SELECT l_shipmode, COUNT(*) FROM lineitem JOIN orders ON l_orderkey = o_orderkey GROUP BY l_shipmode",
         LINEITEM,
@@ -394,7 +425,8 @@ CORPUS: list[tuple[str, dict[str, Any] | None, str]] = [
 
 
 def tables(rows: int = 400, seed: int = 3) -> dict[str, Any]:
-    """Small ``lineitem``, ``orders`` and ``visits`` tables of the corpus's columns."""
+    """Small ``lineitem``, ``orders`` and ``visits`` tables of the corpus's columns, and the
+    public lookup tables (:data:`PUBLIC`)."""
     import pandas as pd
 
     rng = np.random.default_rng(seed)
@@ -423,4 +455,27 @@ def tables(rows: int = 400, seed: int = 3) -> dict[str, Any]:
             "quantity": rng.integers(0, 20, rows),
         }
     )
-    return {"lineitem": lineitem, "orders": orders, "visits": visits}
+    regions = pd.DataFrame(
+        {
+            "city": ["Lyon", "Paris", "Nice"],
+            "region": ["ARA", "IDF", "PACA"],
+            "coastal": [False, False, True],
+        }
+    )
+    shipmodes = pd.DataFrame(
+        {
+            "l_shipmode": ["MAIL", "SHIP", "AIR", "RAIL"],
+            "mode_class": ["post", "sea", "air", "land"],
+        }
+    )
+    carriers = pd.DataFrame(
+        {"l_shipmode": ["MAIL", "MAIL", "AIR"], "carrier": ["La Poste", "DHL", "UPS"]}
+    )
+    return {
+        "lineitem": lineitem,
+        "orders": orders,
+        "visits": visits,
+        "regions": regions,
+        "shipmodes": shipmodes,
+        "carriers": carriers,
+    }

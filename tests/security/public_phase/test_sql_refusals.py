@@ -1,8 +1,9 @@
 """Red team: a refused SQL statement discloses nothing about the rows.
 
-* **Nothing read.** Every refusal of the corpus happens before a table's rows are read: the
-  inputs are opened only empty (their schema) until the spend (``sources.relation`` is
-  watched), and nothing is spent.
+* **Nothing read.** Every refusal of the corpus happens before a private table's rows are
+  read: the private inputs are opened only empty (their schema) until the spend
+  (``sources.relation`` is watched; a public lookup table is read whole), and nothing is
+  spent.
 * **No oracle.** Whether a statement is refused, and the message, depend on the statement,
   its options and the tables' schemas only: on two tables of one schema whose values differ
   (one of them adversarial: NaN, ±inf, huge and negative numbers, text that no cast reads,
@@ -26,7 +27,7 @@ import dpkit
 
 pytest.importorskip("sqlglot")
 pytest.importorskip("duckdb")
-from support.sql_corpus import CORPUS, tables
+from support.sql_corpus import CORPUS, PUBLIC, tables
 
 SECRET = "SECRET-4242"
 SECRET_NUMBER = 987654.321
@@ -43,7 +44,7 @@ def _adversarial(data: dict[str, Any]) -> dict[str, Any]:
     lineitem["l_quantity"] = np.resize([0.0, np.nan, 1e300, -1e300, SECRET_NUMBER], len(lineitem))
     lineitem["l_discount"] = np.resize([0.0, np.inf, np.nan], len(lineitem))
     lineitem["l_shipmode"] = np.resize([SECRET, None, "MAIL"], len(lineitem))
-    return {"lineitem": lineitem, "visits": visits}
+    return {"lineitem": lineitem, "visits": visits, **{name: data[name] for name in PUBLIC}}
 
 
 def _outcome(statement: str, beside: dict[str, Any] | None, data: dict[str, Any]) -> str:
@@ -52,7 +53,10 @@ def _outcome(statement: str, beside: dict[str, Any] | None, data: dict[str, Any]
     private = {name: data[name] for name in ("lineitem", "visits")}
     with dpkit.Session(budget=(20.0, 0.1)) as session:
         try:
-            query = dpkit.sql(statement, tables=private, options=beside or None, bounds=bounds)
+            public = {name: data[name] for name in PUBLIC}
+            query = dpkit.sql(
+                statement, tables=private, public=public, options=beside or None, bounds=bounds
+            )
             query.check_input(None)
         except dpkit.DPKitError as error:
             assert not session.history()
@@ -70,7 +74,7 @@ def test_a_refusal_reads_no_row_and_depends_on_no_value(
     relation = module.relation
 
     def watched(con: Any, data: Any, *, name: str, empty: bool) -> Any:
-        opened.append(empty)
+        opened.append(empty or name in PUBLIC)
         return relation(con, data, name=name, empty=empty)
 
     monkeypatch.setattr(module, "relation", watched)
@@ -94,7 +98,11 @@ def test_an_answered_statement_is_total_on_hostile_values(
     beside = dict(beside or {})
     bounds = beside.pop("bounds", None)
     hostile = _adversarial(tables())
-    query = dpkit.sql(statement, tables=hostile, options=beside or None, bounds=bounds)
+    private = {name: hostile[name] for name in ("lineitem", "visits")}
+    public = {name: hostile[name] for name in PUBLIC}
+    query = dpkit.sql(
+        statement, tables=private, public=public, options=beside or None, bounds=bounds
+    )
     with dpkit.Session(budget=(20.0, 0.1)) as session:
         release = session.release(query, None, rng=np.random.default_rng(2))
     table = release.values.table()

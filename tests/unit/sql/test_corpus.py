@@ -12,14 +12,17 @@ import dpkit
 
 pytest.importorskip("sqlglot")
 pytest.importorskip("duckdb")
-from support.sql_corpus import CORPUS, tables
+from support.sql_corpus import CORPUS, PUBLIC, tables
 
 
 def _query(statement: str, beside: dict[str, Any] | None, data: dict[str, Any]) -> Any:
     beside = dict(beside or {})
     bounds = beside.pop("bounds", None)
     private = {name: data[name] for name in ("lineitem", "visits")}
-    return dpkit.sql(statement, tables=private, options=beside or None, bounds=bounds)
+    public = {name: data[name] for name in PUBLIC}
+    return dpkit.sql(
+        statement, tables=private, public=public, options=beside or None, bounds=bounds
+    )
 
 
 def test_the_corpus_is_large_enough() -> None:

@@ -1,0 +1,214 @@
+"""Joins of the private table with public lookup tables.
+
+``FROM private [INNER | LEFT] JOIN public ON private.k = public.k [AND ...]`` (or
+``USING (k, ...)``) is released when the public table's join key is **unique**: each private
+row then matches at most one public row, so the join is a per-record map of the private
+table (LEFT: the row with the public columns, NULL where none matches) followed, for INNER, by
+a per-record filter (drop the rows that match none). A per-record map and filter are
+1-stable transformations (McSherry 2009, *Privacy Integrated Queries*, §3 and §4.1: a
+transformation T is c-stable when ‖T(A) ⊖ T(B)‖ ≤ c·‖A ⊖ B‖; Where and Select are 1-stable,
+and a Join is stable when a record matches a bounded number of records of the other side):
+removing one person's rows removes exactly those rows' images and nothing else, so the
+privacy unit, its bounding and every sensitivity of :mod:`dpkit.sql_statements.plan` are
+unchanged. A public table is public, so reading its rows to check that uniqueness is no
+disclosure; it is checked in the public phase, before any private row is read, with the
+columns' existence and comparable types (an equality DuckDB would have to cast, text against
+a number, could fail on a value).
+
+In the private phase each public table is joined restricted to its rows whose key is unique
+in it, which is the whole table once the check passed: the join stays 1-stable even if a
+file changed between the phases.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+import attrs
+
+from dpkit.errors import SqlError
+
+__all__ = ["Join", "KeyColumn", "check_joins", "join_sql", "register_public", "view"]
+
+_NUMBERS = frozenset(
+    {
+        "TINYINT", "SMALLINT", "INTEGER", "BIGINT", "HUGEINT", "UTINYINT", "USMALLINT",
+        "UINTEGER", "UBIGINT", "UHUGEINT", "FLOAT", "DOUBLE",
+    }
+)  # fmt: skip
+_TIMES = frozenset({"DATE", "TIMESTAMP", "TIMESTAMP_S", "TIMESTAMP_MS", "TIMESTAMP_NS"})
+
+
+@attrs.frozen
+class KeyColumn:
+    """A column of an ON equality: the alias naming it ("" when unqualified), its name and
+    where it is in the statement."""
+
+    table: str
+    name: str
+    line: int
+    column: int
+
+
+@attrs.frozen
+class Join:
+    """One public table joined to the private one: its name, alias, INNER or LEFT, and the
+    equalities of its condition (a USING column is qualified by both sides)."""
+
+    table: str
+    alias: str
+    kind: str
+    keys: tuple[tuple[KeyColumn, KeyColumn], ...]
+    using: bool
+    line: int
+    column: int
+
+
+def view(index: int) -> str:
+    """The name the public table of the ``index``-th join is registered under."""
+    return f"__dpkit_public{index}"
+
+
+def _quote(name: str) -> str:
+    return '"' + name.replace('"', '""') + '"'
+
+
+def _family(kind: str) -> str:
+    """The comparison family of a DuckDB type: values of one family compare without a cast
+    that could fail."""
+    base = kind.upper()
+    if base in _NUMBERS or base.startswith("DECIMAL"):
+        return "number"
+    if base in _TIMES:
+        return "time"
+    return base
+
+
+def _side(
+    key: KeyColumn,
+    private_alias: str,
+    join: Join,
+    private: Mapping[str, str],
+    public: Mapping[str, str],
+) -> str:
+    """Which side ("private" or "public") a key column reads, from its alias or the schemas."""
+    if key.table == private_alias:
+        found = "private" if key.name in private else None
+    elif key.table == join.alias:
+        found = "public" if key.name in public else None
+    else:
+        here = [
+            side for side, names in (("private", private), ("public", public)) if key.name in names
+        ]
+        if len(here) > 1:
+            raise SqlError(
+                f"the join column {key.name!r} is in both {join.table!r} and the private table: "
+                "qualify it",
+                clause="JOIN",
+                line=key.line,
+                column=key.column,
+            )
+        found = here[0] if here else None
+    if found is None:
+        where = repr(join.table) if key.table == join.alias else "the joined tables"
+        raise SqlError(
+            f"the join column {key.name!r} is not in {where}",
+            clause="JOIN",
+            line=key.line,
+            column=key.column,
+        )
+    return found
+
+
+def check_joins(
+    joins: tuple[Join, ...],
+    private_alias: str,
+    private: Mapping[str, str],
+    public: Mapping[str, tuple[Mapping[str, str], Any]],
+    *,
+    unique: bool = True,
+) -> tuple[tuple[tuple[str, str], ...], ...]:
+    """Public phase: each join's equalities as (private column, public column) pairs, once
+    each column is found in its table with a comparable type and the public key is unique
+    (module docstring); a :class:`~dpkit.errors.SqlError` naming the JOIN otherwise.
+    ``private`` is the private table's schema, ``public`` each public table's schema and its
+    relation (by join alias), whose rows are read."""
+    resolved = []
+    for join in joins:
+        schema, found = public[join.alias]
+        pairs = []
+        for left, right in join.keys:
+            sides = (
+                _side(left, private_alias, join, private, schema),
+                _side(right, private_alias, join, private, schema),
+            )
+            if sorted(sides) != ["private", "public"]:
+                raise SqlError(
+                    f"a join condition equates a private column with a column of "
+                    f"{join.table!r}; {left.name} = {right.name} does not",
+                    clause="JOIN",
+                    line=left.line,
+                    column=left.column,
+                )
+            mine, theirs = (left, right) if sides[0] == "private" else (right, left)
+            if _family(private[mine.name]) != _family(schema[theirs.name]):
+                raise SqlError(
+                    f"the join columns {mine.name} ({private[mine.name]}) and "
+                    f"{join.table}.{theirs.name} ({schema[theirs.name]}) have types that do not "
+                    "compare",
+                    clause="JOIN",
+                    line=theirs.line,
+                    column=theirs.column,
+                )
+            pairs.append((mine.name, theirs.name))
+        resolved.append(tuple(pairs))
+        if not unique:
+            continue
+        columns = ", ".join(_quote(b) for _, b in pairs)
+        present = " AND ".join(f"{_quote(b)} IS NOT NULL" for _, b in pairs)
+        repeated = found.query(
+            "__dpkit_lookup",
+            f"SELECT COUNT(*) FROM (SELECT {columns} FROM __dpkit_lookup WHERE {present} "
+            f"GROUP BY ALL HAVING COUNT(*) > 1)",
+        ).fetchall()
+        if not repeated or repeated[0][0]:
+            raise SqlError(
+                f"the public table {join.table!r} repeats a value of its join key "
+                f"({', '.join(b for _, b in pairs)}): a private row would match several rows; "
+                "join on a key that is unique in the public table",
+                clause="JOIN",
+                line=join.line,
+                column=join.column,
+            )
+    return tuple(resolved)
+
+
+def register_public(con: Any, index: int, found: Any, pairs: tuple[tuple[str, str], ...]) -> None:
+    """Register a public table on ``con`` as the view of its rows whose key is unique in it
+    (module docstring)."""
+    raw = f"__dpkit_raw{index}"
+    con.register(raw, found.to_arrow_table())
+    columns = ", ".join(_quote(b) for _, b in pairs)
+    con.execute(
+        f"CREATE OR REPLACE TEMP VIEW {_quote(view(index))} AS "
+        f"SELECT * EXCLUDE (__dpkit_n) FROM (SELECT *, COUNT(*) OVER (PARTITION BY {columns}) "
+        f"AS __dpkit_n FROM {raw}) WHERE __dpkit_n = 1"
+    )
+
+
+def join_sql(
+    joins: tuple[Join, ...], private_alias: str, pairs: tuple[tuple[tuple[str, str], ...], ...]
+) -> str:
+    """The JOIN clauses of the row-level statement, over the registered public views."""
+    parts = []
+    for index, (join, keys) in enumerate(zip(joins, pairs, strict=True)):
+        if join.using:
+            condition = f"USING ({', '.join(_quote(a) for a, _ in keys)})"
+        else:
+            condition = "ON " + " AND ".join(
+                f"{_quote(private_alias)}.{_quote(a)} = {_quote(join.alias)}.{_quote(b)}"
+                for a, b in keys
+            )
+        parts.append(f" {join.kind} JOIN {_quote(view(index))} AS {_quote(join.alias)} {condition}")
+    return "".join(parts)

@@ -1,5 +1,5 @@
-"""A spec's ``sql`` query: its statement bound to the files its ``tables`` name, in the public
-phase.
+"""A spec's ``sql`` query: its statement bound to the files its ``tables`` name (and the public
+lookup tables its ``public`` names, for a JOIN), in the public phase.
 
 The statement, its options and bounds and the tables' footers or header lines are checked by
 :func:`dpkit.sql` exactly as for a statement given in Python (a row-level part run on empty
@@ -7,7 +7,8 @@ relations), so a spec refuses what the API refuses, before anything is spent. Ea
 a :class:`~dpkit.spec.issues.SpecIssue` at the field it is about: ``sql/statement`` for the
 statement (its message names the clause, line and column), ``budget/epsilon`` or
 ``budget/delta`` for the privacy cost, ``sql/options/NAME``, ``sql/bounds/NAME``,
-``sql/tables/NAME/path`` for a file. The files are read by the query itself, after the spend.
+``sql/tables/NAME/path`` or ``sql/public/NAME/path`` for a file. The private files are read
+by the query itself, after the spend; a public one is read whole before it.
 """
 
 from __future__ import annotations
@@ -71,8 +72,8 @@ def _issue(error: DPKitError, query: dict[str, Any], at: str) -> SpecIssue:
             return SpecIssue(where, error.code, str(error), detail={"allowed": error.allowed})
         if name == "keys" and "keys" in own:
             return SpecIssue(f"{at}/sql/keys", error.code, str(error))
-    if getattr(error, "field", None) == "tables":
-        return SpecIssue(f"{at}/sql/tables", error.code, str(error))
+    if getattr(error, "field", None) in ("tables", "public"):
+        return SpecIssue(f"{at}/sql/{error.field}", error.code, str(error))  # type: ignore[attr-defined]
     return SpecIssue(f"{at}/sql", error.code, str(error))
 
 
@@ -84,6 +85,8 @@ def bind_sql(
     it; reads no row."""
     own = query["sql"]
     paths, issues = _tables(own["tables"], f"{at}/sql/tables", base_dir, policy)
+    public, found = _tables(own.get("public", {}), f"{at}/sql/public", base_dir, policy)
+    issues += found
     if issues:
         return None, issues
     budget = query["budget"]
@@ -115,6 +118,7 @@ def bind_sql(
         target = sql(
             own["statement"],
             tables=paths,
+            public=public,
             options=options,
             bounds={name: (lo, hi) for name, (lo, hi) in own.get("bounds", {}).items()},
             keys=own.get("keys"),

@@ -172,7 +172,9 @@ def test_distribution_estimates_are_documents() -> None:
 
 
 def test_graph_estimates_are_the_graph_commands_documents() -> None:
-    estimate = GraphEstimate("degrees", "rr", [1.5, 2.0], [0.25, 0.5], 2, note="bounded degree")
+    estimate = GraphEstimate(
+        "degrees", "rr", [1.5, 2.0], [0.25, 0.5], 2, note="bounded degree", labels=(0, 1)
+    )
     low, high = estimate.confidence_interval(0.95)
     assert isinstance(estimate, Document)
     assert estimate.to_document() == {
@@ -181,5 +183,12 @@ def test_graph_estimates_are_the_graph_commands_documents() -> None:
         "variance_kind": "exact",
         "unbiased": True,
         "note": "bounded degree",
+        "categories": [0, 1],
+        "confidence_interval": {
+            "level": 0.95,
+            "lower": low.tolist(),
+            "upper": high.tolist(),
+            "method": "normal approximation; variance: exact",
+        },
         "interval_95": [low.tolist(), high.tolist()],
     }

@@ -188,3 +188,40 @@ def test_dpkit_run_runs_a_sql_spec(folder: Path) -> None:
     )
     assert out.returncode == 0, out.stderr
     assert json.loads(out.stdout)["results"][0]["statistic"] == "sql"
+
+
+JOINED = (
+    "SELECT region, COUNT(*) AS visits FROM visits "
+    "JOIN regions ON visits.city = regions.city GROUP BY region"
+)
+
+
+def test_a_sql_query_joins_its_public_tables(folder: Path) -> None:
+    """``public`` names the lookup tables a JOIN reads (read whole before the spend, each join
+    key unique there); the released groups come from the public table's column."""
+    pd.DataFrame({"city": ["a", "b"], "region": ["north", "south"]}).to_csv(
+        folder / "regions.csv", index=False
+    )
+    public = {"regions": {"source": "csv", "path": "regions.csv"}}
+    document = run_spec(
+        spec(statement=JOINED, public=public, bounds=None, keys=["north", "south"]),
+        base_dir=folder,
+        ledger=folder / "joined.sqlite",
+    )
+    (result,) = document["results"]
+    assert [row["region"] for row in result["estimate"]] == ["north", "south"]
+    # without the public table the JOIN is refused at the statement, nothing spent
+    assert refusal(spec(statement=JOINED, bounds=None, keys=["north"]), folder) == [
+        ("/sql/statement", "invalid_sql")
+    ]
+    # a repeated key would let one private row match twice: refused before the spend
+    pd.DataFrame({"city": ["a", "a"], "region": ["north", "south"]}).to_csv(
+        folder / "regions.csv", index=False
+    )
+    assert refusal(spec(statement=JOINED, public=public, bounds=None, keys=["north"]), folder) == [
+        ("/sql/statement", "invalid_sql")
+    ]
+    missing = {"regions": {"source": "csv", "path": "nowhere.csv"}}
+    assert refusal(spec(statement=JOINED, public=missing, bounds=None), folder)[0][0] == (
+        "/sql/public/regions/path"
+    )

@@ -123,7 +123,8 @@ def benchmark_table(name: str, results: Path = RESULTS) -> str:
     load = section["load"]
     lines += [
         "",
-        f"*Measured by `{section['command']}` on {section['date']}: {machine['cpus']} CPUs, "
+        f"*{section['title']}. Measured by `{section['command']}` on {section['date']}: "
+        f"{machine['cpus']} CPUs, "
         f"Python {machine['python']}, numpy {machine['numpy']}, dpkit {machine['dpkit']}; "
         f"load average {load['before'][0]} before, {load['after'][0]} after.*",
     ]

@@ -20,6 +20,7 @@ from numpy.typing import NDArray
 
 from dpkit.errors import InvalidData, InvalidParameter
 from dpkit.mechanism import Mechanism
+from dpkit.tensors.methods import wrap_array_methods
 
 if TYPE_CHECKING:
     from typing_extensions import Self
@@ -359,6 +360,14 @@ class Estimator:
     """
 
     methods: ClassVar[tuple[str, ...]] = ("unbiased",)
+
+    #: Whether ``accumulate`` counts an accelerator's arrays there itself (see
+    #: :attr:`dpkit.mechanism.Mechanism.device_arrays`).
+    device_arrays: ClassVar[bool] = False
+
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        super().__init_subclass__(**kwargs)
+        wrap_array_methods(cls)
 
     def __init__(self, mechanism: Mechanism):
         self.mechanism = mechanism

@@ -13,7 +13,10 @@ A mechanism is a frozen ``attrs`` class whose fields are its parameters, declare
 ``privacy``
     its cost as an accounting event (:mod:`dpkit.privacy`) with ``epsilon`` and ``delta``;
 ``randomize(values, /, *, rng)``
-    vectorised over numpy arrays of any length: no Python loop per record;
+    vectorised over numpy arrays of any length: no Python loop per record. The arrays of other
+    libraries (torch, JAX, array-api-strict) reach it as zero-copy numpy views and the result
+    goes back as the caller's type (:mod:`dpkit.tensors.methods`); arrays on an accelerator
+    only if the class sets ``device_arrays = True``;
 ``statistic``
     for a local mechanism, what its estimator estimates from one column of values, as a spec
     ``statistic``: ``"frequency"`` (the default: category counts), ``"mean"`` (a numeric mean);
@@ -57,6 +60,7 @@ from numpy.typing import NDArray
 from dpkit.domains import Domain
 from dpkit.params import ParameterSpec, parameter_specs
 from dpkit.privacy import PrivacyEvent
+from dpkit.tensors.methods import wrap_array_methods
 
 __all__ = ["Mechanism"]
 
@@ -71,6 +75,14 @@ class Mechanism:
     #: Groups of optional parameters of which at least one must be given (k-ary randomized
     #: response by ``k`` or by ``categories``): the spec schema requires one of each group.
     parameter_alternatives: ClassVar[tuple[tuple[str, ...], ...]] = ()
+    #: Whether ``randomize`` (and ``randomize_graph``, ``log_probability``) compute on an
+    #: accelerator's arrays themselves; otherwise such an array is refused with a typed error
+    #: (host arrays of every library are handled for every mechanism: dpkit.tensors.methods).
+    device_arrays: ClassVar[bool] = False
+
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        super().__init_subclass__(**kwargs)
+        wrap_array_methods(cls)
 
     @property
     def domain(self) -> Domain:

@@ -54,6 +54,18 @@ rejects anything else. Secure mode's exact samplers: :func:`discrete_laplace`,
 :class:`SecureWordSource`; integer thresholds rounded the safe way: :func:`lie_threshold` and
 :func:`probability_threshold`.
 
+**Tensors.** A mechanism given a torch, CuPy, JAX or other array-API array returns the same
+type on the same device: :func:`array_library` tells such an input from a numpy one
+(:class:`ArrayLibrary`: its namespace, device, and a zero-copy way to and from numpy for host
+arrays; :func:`host_rng` turns a ``torch.Generator`` into a numpy one). On an accelerator,
+:func:`device_words` gives a call's uniform 32-bit words there (ChaCha20 in secure mode,
+:class:`DeviceWords`), :func:`uniform_below` exactly uniform integers from them;
+:func:`flip_bits` / :func:`flip_graph` are randomized response on bits and on an adjacency
+(fused into one kernel on CUDA), :func:`kary_response` k-ary randomized response, and
+:func:`category_counts` / :func:`check_categories` count and check indices there. A mechanism
+or estimator that computes on such arrays says so with ``device_arrays = True``; host arrays
+of every library reach every mechanism as numpy views (:mod:`dpkit.tensors.methods`).
+
 **Arrays.** Input checks whose messages never carry a private value: :func:`as_array`,
 :func:`readable`, :func:`total_floats`, :func:`lookup_index`, :func:`plain` (a numpy scalar as
 a Python one) and :func:`describe_dtype` (a dtype in words).
@@ -150,6 +162,10 @@ from dpkit.tables import (
     positions,
     require_columns,
 )
+from dpkit.tensors.bits import flip_bits, flip_graph
+from dpkit.tensors.categories import category_counts, check_categories, kary_response
+from dpkit.tensors.device_random import DeviceWords, device_words, host_rng, uniform_below
+from dpkit.tensors.libraries import ArrayLibrary, array_library
 from dpkit.units import MAX_BOUND, IdUnit, RecordUnit, privacy_unit
 
 __all__ = [
@@ -161,6 +177,7 @@ __all__ = [
     "MAX_BOUND",
     "SENSITIVITY",
     "ApproximateDP",
+    "ArrayLibrary",
     "Boolean",
     "BoundedRangeDP",
     "Bounding",
@@ -172,6 +189,7 @@ __all__ = [
     "CompositeDP",
     "DPKitError",
     "DegreeHistogram",
+    "DeviceWords",
     "DistributionEstimate",
     "Document",
     "Domain",
@@ -207,26 +225,34 @@ __all__ = [
     "Statistics",
     "SubsampledDP",
     "VectorDomain",
+    "array_library",
     "as_array",
     "as_frame",
     "bernoulli_bracketed",
     "bernoulli_exp",
     "bernoulli_exp_bracketed",
     "bound_contributions",
+    "category_counts",
+    "check_categories",
     "check_rng",
     "column_kinds",
     "describe_dtype",
+    "device_words",
     "discrete_gaussian",
     "discrete_laplace",
     "exact",
+    "flip_bits",
+    "flip_graph",
     "gaussian_delta",
     "gaussian_meets",
     "geometric_digits",
     "hookimpl",
+    "host_rng",
     "implementation",
     "interval",
     "is_table",
     "json_value",
+    "kary_response",
     "lie_threshold",
     "lookup_index",
     "narwhals",
@@ -241,4 +267,5 @@ __all__ = [
     "require_columns",
     "resolve_rng",
     "total_floats",
+    "uniform_below",
 ]

@@ -22,6 +22,9 @@ from dpkit.plugin import (
     Mechanism,
     RandomizedResponseDP,
     SecureRandom,
+    array_library,
+    category_counts,
+    kary_response,
     lie_threshold,
     parameter,
     plain,
@@ -99,6 +102,7 @@ class KaryRandomizedResponse(CategoricalInput, Mechanism):
 
     name: ClassVar[str] = "krr"
     kind: ClassVar[Literal["local", "central"]] = "local"
+    device_arrays: ClassVar[bool] = True
     parameter_alternatives: ClassVar[tuple[tuple[str, ...], ...]] = (("k", "categories"),)
 
     epsilon: float = parameter(EPSILON, doc="privacy loss ε per report", typical=(0.05, 6.0))
@@ -198,16 +202,29 @@ class KaryRandomizedResponse(CategoricalInput, Mechanism):
 
     def randomize(
         self, values: Any, /, *, rng: np.random.Generator | SecureRandom | None = None
-    ) -> NDArray[Any]:
+    ) -> Any:
         """Perturb each value (index or label, any shape) independently.
 
         ``rng``: None (secure mode, the default), a :class:`dpkit.SecureRandom`, or a numpy
-        ``Generator`` (fast mode). Works in cache-sized chunks with the narrowest unsigned dtype
+        ``Generator`` (fast mode); for torch tensors also a ``torch.Generator``. An array on an
+        accelerator (indices only) is perturbed there, in its dtype
+        (:mod:`dpkit.tensors.categories`). Works in cache-sized chunks with the narrowest unsigned dtype
         that holds k: the same draws per value, far less memory traffic (and peak memory) than
         whole-array passes.
         """
-        generator, _ = resolve_rng(rng, owner=self.name)
         threshold = lie_threshold(self.epsilon, self.size)
+        library = array_library(values, owner=self.name)
+        if library is not None:  # an accelerator's array (host arrays arrive as numpy views)
+            if self.categories is not None:
+                raise InvalidData(
+                    f"{self.name}: labels are not mapped on the device; give category indices "
+                    "(mechanism.encode on the host) or a host array",
+                    field="values",
+                )
+            return kary_response(
+                library, values, k=self.size, lie_threshold64=threshold, rng=rng, owner=self.name
+            )
+        generator, _ = resolve_rng(rng, owner=self.name)
         indices = self.encode(values)
         flat = indices.reshape(-1)
         noisy = np.empty_like(flat)
@@ -264,9 +281,16 @@ class KaryRandomizedResponseEstimator(Estimator):
     """
 
     methods: ClassVar[tuple[str, ...]] = ("unbiased", *postprocess.METHODS)
+    device_arrays: ClassVar[bool] = True
     mechanism: KaryRandomizedResponse
 
     def accumulate(self, reports: Any, /) -> FrequencyCounts:
+        library = array_library(reports, owner=self.mechanism.name, field="reports")
+        if library is not None:  # counted on the accelerator
+            counts = category_counts(
+                library, reports, self.mechanism.size, owner=self.mechanism.name
+            )
+            return FrequencyCounts(self.mechanism.name, counts, int(counts.sum()))
         indices = self.mechanism.encode(reports, field="reports")
         counts = np.bincount(indices.ravel(), minlength=self.mechanism.size)
         return FrequencyCounts(self.mechanism.name, counts, indices.size)

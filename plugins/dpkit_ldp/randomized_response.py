@@ -11,6 +11,7 @@ from numpy.typing import NDArray
 
 from dpkit.plugin import (
     EPSILON,
+    ArrayLibrary,
     CategoricalDomain,
     Estimate,
     Estimator,
@@ -21,6 +22,10 @@ from dpkit.plugin import (
     RandomizedResponseDP,
     Real,
     SecureRandom,
+    array_library,
+    category_counts,
+    flip_bits,
+    flip_graph,
     lie_threshold,
     parameter,
     probability_threshold,
@@ -64,6 +69,7 @@ class RandomizedResponse(CategoricalInput, Mechanism):
 
     name: ClassVar[str] = "rr"
     kind: ClassVar[Literal["local", "central"]] = "local"
+    device_arrays: ClassVar[bool] = True
 
     epsilon: float | None = parameter(
         EPSILON,
@@ -115,22 +121,25 @@ class RandomizedResponse(CategoricalInput, Mechanism):
 
     def randomize(
         self, values: Any, /, *, rng: np.random.Generator | SecureRandom | None = None
-    ) -> NDArray[Any]:
+    ) -> Any:
         """Perturb every element of ``values`` (0/1 of any shape and dtype) independently.
 
         ``rng``: None (secure mode, the default), a :class:`dpkit.SecureRandom`, or a numpy
-        ``Generator`` (fast mode).
+        ``Generator`` (fast mode); for torch tensors also a ``torch.Generator`` (fast mode).
+        A numpy array, list or scalar gives a numpy array; a torch, CuPy, JAX or other
+        array-API array gives the same type, dtype and device (:mod:`dpkit.tensors`).
         """
+        library = array_library(values, owner=self.name)
+        if library is not None:  # an accelerator's array (host arrays arrive as numpy views)
+            return flip_bits(
+                library, values, threshold64=self._flip_threshold(), rng=rng, owner=self.name
+            )
         generator, _ = resolve_rng(rng, owner=self.name)
         bits = as_binary(values, owner=self.name)
         flat = bits.reshape(-1)
         noisy = np.empty_like(flat)
         flip_probability = self.flip_probability
-        threshold = (
-            lie_threshold(self.eps, 2)
-            if self.keep is None
-            else probability_threshold(1.0 - self.keep, rounding="up")  # 1 − keep is exact
-        )
+        threshold = self._flip_threshold()
         for start in range(0, flat.size, _CHUNK):  # cache-sized chunks: less memory traffic
             chunk = flat[start : start + _CHUNK]
             if isinstance(generator, SecureRandom):
@@ -143,6 +152,12 @@ class RandomizedResponse(CategoricalInput, Mechanism):
                 np.not_equal(chunk, flip, out=noisy[start : start + _CHUNK], casting="unsafe")
         return noisy.reshape(bits.shape)
 
+    def _flip_threshold(self) -> int:
+        """T with T/2⁶⁴ the flip probability rounded up (never below 1 − p)."""
+        if self.keep is None:
+            return lie_threshold(self.eps, 2)
+        return probability_threshold(1.0 - self.keep, rounding="up")  # 1 − keep is exact
+
     def randomize_graph(
         self,
         adjacency: Any,
@@ -150,14 +165,20 @@ class RandomizedResponse(CategoricalInput, Mechanism):
         *,
         rng: np.random.Generator | SecureRandom | None = None,
         undirected: bool = True,
-    ) -> NDArray[Any]:
+    ) -> Any:
         """Perturb an n×n 0/1 adjacency matrix, with ε-edge-LDP per pair (no self-loops).
 
         With ``undirected=True`` the matrix must be symmetric; each unordered pair {i, j} is
         perturbed once (upper triangle) and mirrored, so the output is symmetric and every edge
         is protected at level ε (perturbing both (i, j) and (j, i) independently would release
         the edge twice, at 2ε). The diagonal of the output is 0.
+
+        A tensor on an accelerator stays there: only the n(n − 1)/2 pairs i < j are drawn (one
+        ChaCha20 word each in secure mode) and mirrored (:mod:`dpkit.tensors.bits`).
         """
+        library = array_library(adjacency, owner=self.name, field="adjacency")
+        if library is not None:  # an accelerator's array
+            return self._randomize_device_graph(library, adjacency, rng=rng, undirected=undirected)
         matrix = as_binary(adjacency, owner=self.name, field="adjacency")
         if matrix.ndim != 2 or matrix.shape[0] != matrix.shape[1]:
             raise InvalidData(
@@ -176,6 +197,31 @@ class RandomizedResponse(CategoricalInput, Mechanism):
             noisy = upper + upper.T if noisy.dtype != np.bool_ else upper | upper.T
         np.fill_diagonal(noisy, 0)
         return noisy
+
+    def _randomize_device_graph(
+        self, library: ArrayLibrary, adjacency: Any, *, rng: Any, undirected: bool
+    ) -> Any:
+        xp = library.xp
+        shape = tuple(adjacency.shape)
+        if len(shape) != 2 or shape[0] != shape[1]:
+            raise InvalidData(
+                f"{self.name}: adjacency must be a square matrix, got shape {shape}",
+                field="adjacency",
+            )
+        if not undirected:
+            noisy = flip_bits(
+                library, adjacency, threshold64=self._flip_threshold(), rng=rng, owner=self.name
+            )
+            eye = xp.eye(shape[0], dtype=xp.bool, device=library.device)
+            return xp.where(eye, xp.zeros_like(noisy), noisy)
+        return flip_graph(
+            library,
+            adjacency,
+            threshold64=self._flip_threshold(),
+            rng=rng,
+            owner=self.name,
+            field="adjacency",
+        )
 
     def log_probability(self, outputs: Any, inputs: Any, /) -> NDArray[np.float64]:
         """log P[y | x]: log p where y = x, log(1 − p) elsewhere (broadcasting)."""
@@ -201,10 +247,16 @@ class RandomizedResponseEstimator(Estimator):
     ``estimates`` has two entries: the estimated counts of 0s and of 1s.
     """
 
+    device_arrays: ClassVar[bool] = True
+
     methods: ClassVar[tuple[str, ...]] = ("unbiased", "mle")
     mechanism: RandomizedResponse
 
     def accumulate(self, reports: Any, /) -> FrequencyCounts:
+        library = array_library(reports, owner=self.mechanism.name, field="reports")
+        if library is not None:  # counted on the accelerator
+            counts = category_counts(library, reports, 2, owner=self.mechanism.name)
+            return FrequencyCounts(self.mechanism.name, counts, int(counts.sum()))
         bits = as_binary(reports, owner=f"{self.mechanism.name} estimator", field="reports")
         ones = int(np.count_nonzero(bits))
         return FrequencyCounts(self.mechanism.name, [bits.size - ones, ones], bits.size)

@@ -136,6 +136,18 @@ PLUGIN_FACE = {
     "lookup_index",
     "plain",
     "describe_dtype",
+    # tensors: other libraries' arrays, the device paths
+    "ArrayLibrary",
+    "array_library",
+    "host_rng",
+    "DeviceWords",
+    "device_words",
+    "uniform_below",
+    "flip_bits",
+    "flip_graph",
+    "kary_response",
+    "category_counts",
+    "check_categories",
     # errors
     "DPKitError",
     "InvalidParameter",

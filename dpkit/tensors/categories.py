@@ -1,0 +1,81 @@
+"""k-ary randomized response and category counts on an accelerator's arrays.
+
+The law is the CPU path's (Wang et al. 2017, §4.1, "direct encoding"): the true index stays with
+probability p = e^ε/(e^ε + k − 1), and otherwise (probability λ = (k − 1)/(e^ε + k − 1)) the
+report is uniform over the k − 1 other indices. On the device the lie is decided by a 32-bit
+word below ⌈λ·2³²⌉ (λ rounded up, as :mod:`dpkit.tensors.bits` rounds a flip: the realised ε
+never exceeds the declared one), and the other index by
+:func:`~dpkit.tensors.device_random.uniform_below` (k − 1), shifted past the truth, exactly
+uniform. The lie words are the call's words 0 … n − 1, the other indices the following ones.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+from numpy.typing import NDArray
+
+from dpkit.errors import InvalidData
+from dpkit.tensors.device_random import device_words, threshold32, uniform_below
+from dpkit.tensors.libraries import ArrayLibrary
+
+__all__ = ["category_counts", "check_categories", "kary_response"]
+
+
+def check_categories(library: ArrayLibrary, values: Any, k: int, *, owner: str, field: str) -> None:
+    """Refuse anything but integer (or, for k = 2, boolean) indices in 0 … k − 1 (one pass on
+    the device; the message never quotes a value)."""
+    xp = library.xp
+    if values.dtype == xp.bool and k == 2:
+        return
+    if not xp.isdtype(values.dtype, "integral"):
+        raise InvalidData(
+            f"{owner}: {field} must be integer category indices 0..{k - 1} "
+            f"(on the device labels are not mapped: encode them first)",
+            field=field,
+        )
+    if bool(xp.any((values < 0) | (values >= k))):
+        raise InvalidData(f"{owner}: {field} contain indices outside 0..{k - 1}", field=field)
+
+
+def kary_response(
+    library: ArrayLibrary,
+    values: Any,
+    *,
+    k: int,
+    lie_threshold64: int,
+    rng: Any,
+    owner: str,
+    field: str = "values",
+) -> Any:
+    """k-RR of every element of ``values`` (indices 0 … k − 1, any shape), on their device,
+    in their dtype."""
+    check_categories(library, values, k, owner=owner, field=field)
+    xp = library.xp
+    words = device_words(library, rng, owner=owner)
+    flat = xp.reshape(xp.astype(values, xp.int64), (-1,))
+    count = int(flat.shape[0])
+    lie = words.take(count) < threshold32(lie_threshold64)
+    other = uniform_below(words, count, k - 1)
+    other = other + xp.astype(other >= flat, xp.int64)  # the k − 1 indices other than the truth
+    reports = xp.where(lie, other, flat)
+    return xp.reshape(xp.astype(reports, values.dtype), values.shape)
+
+
+def category_counts(
+    library: ArrayLibrary, values: Any, k: int, *, owner: str, field: str = "reports"
+) -> NDArray[np.int64]:
+    """How many of ``values`` are each index 0 … k − 1, counted on the device (a host array of
+    k counts comes back, nothing else)."""
+    check_categories(library, values, k, owner=owner, field=field)
+    xp = library.xp
+    flat = xp.reshape(xp.astype(values, xp.int64), (-1,))
+    if library.name == "torch":
+        import torch
+
+        return np.asarray(torch.bincount(flat, minlength=k).cpu().numpy(), dtype=np.int64)
+    found, counts = xp.unique_counts(flat)
+    out = np.zeros(k, dtype=np.int64)
+    out[np.from_dlpack(found)] = np.from_dlpack(counts)
+    return out

@@ -1,0 +1,150 @@
+"""Uniform 32-bit words on an accelerator, for one call of a mechanism, in either mode.
+
+* **secure** (``rng=None`` or a :class:`~dpkit.randomness.SecureRandom`): each call draws a
+  fresh 256-bit key from the secure generator's own ChaCha20 stream (keyed from
+  :func:`os.urandom`), and the words are ChaCha20's keystream under that key, blocks 0, 1, 2, …,
+  computed on the device (:mod:`dpkit.tensors.chacha`, or the fused kernels of
+  :mod:`dpkit.tensors._kernels` on CUDA). Never the framework's Philox or XORWOW. With
+  ``SecureRandom.from_key(key)`` the device stream is a function of ``key`` (mode ``"keyed"``).
+* **fast** (a ``numpy.random.Generator`` or a ``torch.Generator``): a 64-bit seed drawn from the
+  caller's generator; the words are torch's Philox stream on the device, or, where there is no
+  framework generator, ChaCha20 keyed from that seed — seedable, not attack-resistant.
+
+Word ``j`` of a call's stream is word ``j mod 16`` of block ``j div 16``; :class:`DeviceWords`
+hands out consecutive ranges of it, so two draws of one call never share a word.
+"""
+
+from __future__ import annotations
+
+import struct
+from typing import Any
+
+import numpy as np
+
+from dpkit.errors import InvalidParameter
+from dpkit.randomness.modes import RandomnessMode, resolve_rng
+from dpkit.randomness.secure_rng import SecureRandom
+from dpkit.tensors.chacha import chacha20_words
+from dpkit.tensors.libraries import ArrayLibrary
+
+__all__ = ["DeviceWords", "device_words", "host_rng", "threshold32", "uniform_below"]
+
+_TWO_32 = 1 << 32
+
+
+def threshold32(threshold64: int, /) -> int:
+    """A 64-bit integer threshold T (``word < T`` with probability T/2⁶⁴) on the 32-bit grid,
+    rounded up: ⌈T/2³²⌉, so the probability of ``word32 < T′`` is never below T/2⁶⁴ (a flip or
+    lie probability rounded up keeps randomized response's ε at or below the declared one)."""
+    return -(-int(threshold64) // _TWO_32)
+
+
+def _is_torch_generator(rng: Any) -> bool:
+    return type(rng).__module__.partition(".")[0] == "torch" and type(rng).__name__ == "Generator"
+
+
+class DeviceWords:
+    """The words of one call: ``take(n)`` returns the next ``n`` words as ``int64`` values in
+    [0, 2³²) on the library's device."""
+
+    def __init__(
+        self,
+        library: ArrayLibrary,
+        *,
+        mode: RandomnessMode,
+        key: tuple[int, ...] | None = None,
+        seed: int | None = None,
+    ) -> None:
+        self.library = library
+        self.mode = mode
+        self.key = key
+        self.seed = seed
+        self._next_block = 0
+        self._torch_generator: Any = None
+
+    @property
+    def secure(self) -> bool:
+        return self.key is not None
+
+    def reserve_blocks(self, blocks: int) -> int:
+        """The first of ``blocks`` consecutive unused block indices (for the fused kernels)."""
+        first = self._next_block
+        self._next_block += blocks
+        return first
+
+    def take(self, count: int) -> Any:
+        xp, device = self.library.xp, self.library.device
+        if count == 0:
+            return xp.zeros((0,), dtype=xp.int64, device=device)
+        if self.key is None and self.library.name == "torch":
+            return self._philox(count)
+        blocks = -(-count // 16)
+        first = self.reserve_blocks(blocks)
+        key = self.key if self.key is not None else _seed_key(self.seed or 0)
+        words = chacha20_words(xp, key, first, blocks, device=device)
+        return xp.reshape(xp.stack(words, axis=1), (-1,))[:count]
+
+    def _philox(self, count: int) -> Any:
+        import torch
+
+        if self._torch_generator is None:
+            self._torch_generator = torch.Generator(device=self.library.device)
+            self._torch_generator.manual_seed(self.seed or 0)
+        return torch.randint(
+            0,
+            _TWO_32,
+            (count,),
+            generator=self._torch_generator,
+            dtype=torch.int64,
+            device=self.library.device,
+        )
+
+
+def _seed_key(seed: int) -> tuple[int, ...]:
+    return struct.unpack("<8I", seed.to_bytes(8, "little") * 4)
+
+
+def device_words(library: ArrayLibrary, rng: Any, *, owner: str) -> DeviceWords:
+    """The :class:`DeviceWords` of one call for ``rng`` (None, a :class:`SecureRandom`, a numpy
+    ``Generator`` or, for torch arrays, a ``torch.Generator``)."""
+    if _is_torch_generator(rng):
+        if library.name != "torch":
+            raise InvalidParameter(
+                "rng", rng, f"a generator of the array's own library ({library.name})", owner=owner
+            )
+        import torch
+
+        seed = int(torch.randint(0, 2**62, (1,), generator=rng, device=rng.device).item())
+        return DeviceWords(library, mode="fast", seed=seed)
+    generator, mode = resolve_rng(rng, owner=owner)
+    if isinstance(generator, SecureRandom):
+        key = tuple(int(w) for w in generator.words(4).view(np.uint32))
+        return DeviceWords(library, mode=mode, key=key)
+    return DeviceWords(library, mode="fast", seed=int(generator.integers(0, 2**62)))
+
+
+def uniform_below(words: DeviceWords, count: int, bound: int) -> Any:
+    """``count`` integers exactly uniform on {0, …, bound − 1} (``int64``, on the device), by
+    rejection: a word w < ⌊2³²/bound⌋·bound gives w mod bound; the others are drawn again."""
+    xp = words.library.xp
+    if not 1 <= bound <= _TWO_32:
+        raise InvalidParameter("bound", bound, "an integer in [1, 2**32]")
+    limit = (_TWO_32 // bound) * bound
+    out = words.take(count)
+    rejected = out >= limit
+    while bool(xp.any(rejected)):  # rare: P(a word is rejected) = (2³² mod bound)/2³² < bound/2³²
+        out = xp.where(rejected, words.take(count), out)  # fresh words: no word is used twice
+        rejected = out >= limit
+    return out % bound
+
+
+def host_rng(rng: Any, *, owner: str) -> Any:
+    """``rng`` for dpkit's numpy path on a host array: a ``torch.Generator`` becomes a numpy
+    ``Generator`` seeded from it (fast mode, still reproducible from the torch seed); anything
+    else is passed on unchanged (and checked there)."""
+    if not _is_torch_generator(rng):
+        return rng
+    import torch
+
+    seed = int(torch.randint(0, 2**62, (1,), generator=rng, device=rng.device).item())
+    return np.random.default_rng(seed)

@@ -1,0 +1,111 @@
+"""Which array library a caller's values come from, and the way between it and numpy.
+
+dpkit's mechanisms accept the arrays of any library that implements the Python array API
+standard (torch, CuPy, JAX, ``array-api-strict``, numpy) and return the caller's type on the
+caller's device. :func:`array_library` tells the two cases apart before any value is read:
+
+* an array in host memory (a numpy array, a torch CPU tensor, a CPU JAX or array-api-strict
+  array) is computed by dpkit's numpy path on a zero-copy view (DLPack), so it keeps the laws,
+  the secure samplers and the speed of that path; the result is handed back as the caller's type;
+* an array on an accelerator (CUDA torch, CuPy) is computed there (:mod:`dpkit.tensors.bits`),
+  never copied to the host.
+
+Lists, tuples, scalars and numpy arrays are not "libraries" here: :func:`array_library` returns
+``None`` for them and the caller's numpy path runs unchanged. The array libraries are imported
+only when such an array is passed (``array-api-compat`` is the ``tensors`` extra).
+"""
+
+from __future__ import annotations
+
+import sys
+from typing import Any
+
+import attrs
+import numpy as np
+from numpy.typing import NDArray
+
+from dpkit.errors import InvalidData
+
+__all__ = ["ArrayLibrary", "array_library"]
+
+#: The top-level modules whose arrays dpkit accepts through the array API (array-api-compat).
+#: Dask collections are not among them: dpkit aggregates those partition by partition itself
+#: (docs/scaling.md).
+SUPPORTED = ("torch", "cupy", "jax", "jaxlib", "array_api_strict")
+_SUPPORTED_WORDS = "numpy arrays, torch tensors (CPU or CUDA), CuPy and JAX arrays, or Python lists"
+
+
+@attrs.frozen
+class ArrayLibrary:
+    """The array library of one input: its array-API namespace, its name and its device."""
+
+    xp: Any = attrs.field(repr=False)
+    name: str
+    device: Any
+    on_host: bool
+
+    def host_view(self, values: Any) -> NDArray[Any]:
+        """``values`` as a numpy array sharing their memory (DLPack; host arrays only)."""
+        return np.from_dlpack(values)
+
+    def from_host(self, array: NDArray[Any]) -> Any:
+        """A numpy result as this library's array (zero-copy where the library allows)."""
+        contiguous = np.ascontiguousarray(array)
+        try:
+            return self.xp.from_dlpack(contiguous)
+        except (AttributeError, BufferError, TypeError, RuntimeError):
+            return self.xp.asarray(contiguous)
+
+
+def _module_of(values: Any) -> str:
+    return type(values).__module__.partition(".")[0]
+
+
+def array_library(values: Any, *, owner: str, field: str = "values") -> ArrayLibrary | None:
+    """The :class:`ArrayLibrary` of an array of a non-numpy library, or ``None`` for numpy
+    arrays, Python sequences and scalars (the numpy path).
+
+    An object that looks like an array (``__array_namespace__``, or ``__dlpack__`` without
+    ``__array__``) from a library dpkit does not support, or a supported library's array without ``array-api-compat``
+    installed, is an :class:`~dpkit.errors.InvalidData` that names its type and what is
+    supported — decided from the type alone, never from a value.
+    """
+    if isinstance(values, (np.ndarray, np.generic, list, tuple, int, float, bool, complex)):
+        return None
+    module = _module_of(values)
+    # An array-API object, or a DLPack exporter numpy cannot read through ``__array__``
+    # (pandas, Polars and PyArrow columns have ``__array__`` and keep the numpy path).
+    looks_like_array = hasattr(values, "__array_namespace__") or (
+        hasattr(values, "__dlpack__") and not hasattr(values, "__array__")
+    )
+    if module not in SUPPORTED or module not in sys.modules:
+        if looks_like_array:
+            raise InvalidData(
+                f"{owner}: {field} is a {type(values).__module__}.{type(values).__qualname__}, "
+                f"an array type dpkit does not support; give {_SUPPORTED_WORDS}",
+                field=field,
+            )
+        return None
+    try:
+        import array_api_compat
+    except ImportError:
+        raise InvalidData(
+            f"{owner}: {field} is a {module} array, which needs the array-api-compat package: "
+            "pip install 'dpkit[tensors]'",
+            field=field,
+        ) from None
+    if not array_api_compat.is_array_api_obj(values):
+        return None
+    xp = array_api_compat.array_namespace(values)
+    device = array_api_compat.device(values)
+    return ArrayLibrary(xp=xp, name=module, device=device, on_host=_on_host(values, module))
+
+
+def _on_host(values: Any, module: str) -> bool:
+    if module == "torch":
+        return bool(values.device.type == "cpu")
+    if module == "cupy":
+        return False
+    if module in ("jax", "jaxlib"):
+        return all(d.platform == "cpu" for d in values.devices())
+    return True

@@ -1,0 +1,54 @@
+"""Independent references for the device paths: which keystream word decides which element.
+
+Built from :func:`dpkit.tensors.chacha.chacha20_words` (itself checked against OpenSSL's
+ChaCha20 and RFC 8439's test vector) with numpy, one element at a time where it matters, so
+that a fused kernel's output can be compared bit for bit with the word map its docs state.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import array_api_compat.numpy as xnp
+import numpy as np
+
+from dpkit import SecureRandom
+from dpkit.tensors.chacha import chacha20_words
+
+
+def call_key(key: bytes) -> tuple[int, ...]:
+    """The device key of the first call made with ``SecureRandom.from_key(key)``."""
+    return tuple(int(w) for w in SecureRandom.from_key(key).words(4).view(np.uint32))
+
+
+def stream(key: tuple[int, ...], blocks: int) -> np.ndarray[Any, Any]:
+    """The keystream words of blocks 0 .. blocks − 1 as an array (blocks, 16)."""
+    return np.stack(chacha20_words(xnp, key, 0, blocks), axis=1)
+
+
+def fused_bits_words(key: tuple[int, ...], n: int, lanes: int) -> np.ndarray[Any, Any]:
+    """Word of element i in the fused bits kernel: i = 16·L·p + L·k + l ↦ word k of block L·p + l."""
+    programs = -(-n // (16 * lanes))
+    words = stream(key, programs * lanes)
+    i = np.arange(n)
+    p, rest = np.divmod(i, 16 * lanes)
+    k, lane = np.divmod(rest, lanes)
+    return words[p * lanes + lane, k]
+
+
+def fused_graph_words(key: tuple[int, ...], n: int, tile: int) -> np.ndarray[Any, Any]:
+    """Word of pair (i, j), i < j, in the fused graph kernel (an n×n array; 0 elsewhere):
+    tile (I, J), lane (m, c) = block (I·tiles + J)·tile²/16 + m·tile + c, word k decides
+    (I·tile + k·tile/16 + m, J·tile + c)."""
+    tiles = -(-n // tile)
+    sub = tile // 16
+    words = stream(key, tiles * tiles * tile * tile // 16)
+    out = np.zeros((n, n), dtype=np.int64)
+    for i in range(n):
+        for j in range(i + 1, n):
+            big_i, row = divmod(i, tile)
+            big_j, c = divmod(j, tile)
+            k, m = divmod(row, sub)
+            block = (big_i * tiles + big_j) * (tile * tile // 16) + m * tile + c
+            out[i, j] = words[block, k]
+    return out

@@ -1,0 +1,138 @@
+"""The device paths on a real CUDA GPU: the caller's type, device and dtype back, the law of
+randomized response in both modes, and the fused kernels drawing exactly the ChaCha20 words
+their docs state. Skipped, with the reason, where there is no CUDA device."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+
+torch = pytest.importorskip("torch")
+pytestmark = [
+    pytest.mark.cuda,
+    pytest.mark.skipif(not torch.cuda.is_available(), reason="no CUDA device on this machine"),
+]
+
+from support import device_reference  # noqa: E402
+
+import dpkit  # noqa: E402
+from dpkit import SecureRandom  # noqa: E402
+from dpkit.errors import InvalidData  # noqa: E402
+from dpkit.tensors import bits  # noqa: E402
+
+KEY = bytes(range(32))
+RR = dpkit.mechanism("rr", epsilon=1.0)
+T32 = -(-RR._flip_threshold() // 2**32)
+
+
+def _binomial_z(flips: int, trials: int, p: float) -> float:
+    return (flips - trials * p) / math.sqrt(trials * p * (1 - p))
+
+
+@pytest.mark.parametrize("dtype", ["uint8", "bool", "float32", "int64"])
+def test_randomize_keeps_type_device_and_dtype(dtype: str) -> None:
+    x = torch.randint(0, 2, (257, 3), device="cuda").to(getattr(torch, dtype))
+    y = RR.randomize(x)
+    assert isinstance(y, torch.Tensor) and y.device == x.device and y.dtype == x.dtype
+    assert y.shape == x.shape and bool(((y == 0) | (y == 1)).all())
+
+
+@pytest.mark.parametrize("rng", [None, "fast"])
+def test_flip_rate_is_one_over_one_plus_e_to_epsilon(rng: str | None) -> None:
+    # |z| < 5.3 under the exact law: false-positive rate 1.2e-7 per mode.
+    generator = torch.Generator(device="cuda").manual_seed(7) if rng else None
+    x = torch.zeros(4_000_000, dtype=torch.uint8, device="cuda")
+    x[::3] = 1
+    y = RR.randomize(x, rng=generator)
+    flips = int((y != x).sum().item())
+    assert abs(_binomial_z(flips, x.numel(), T32 / 2**32)) < 5.3
+
+
+def test_secure_bits_are_the_documented_chacha20_words() -> None:
+    n = 70_001
+    x = torch.randint(0, 2, (n,), dtype=torch.uint8, device="cuda")
+    y = RR.randomize(x, rng=SecureRandom.from_key(KEY))
+    words = device_reference.fused_bits_words(device_reference.call_key(KEY), n, bits._LANES)
+    expected = x.cpu().numpy() ^ (words < T32).astype(np.uint8)
+    assert np.array_equal(y.cpu().numpy(), expected)
+
+
+def test_secure_graph_draws_each_pair_once_from_the_documented_words() -> None:
+    n = 150
+    upper = torch.triu(torch.rand(n, n, device="cuda") < 0.2, 1)
+    adjacency = (upper | upper.T).to(torch.uint8)
+    noisy = RR.randomize_graph(adjacency, rng=SecureRandom.from_key(KEY))
+    words = device_reference.fused_graph_words(device_reference.call_key(KEY), n, bits._TILE)
+    a = adjacency.cpu().numpy()
+    expected = np.triu(a ^ (words < T32).astype(np.uint8), 1)
+    expected = expected + expected.T
+    assert np.array_equal(noisy.cpu().numpy(), expected)
+
+
+@pytest.mark.parametrize("rng", [None, "fast"])
+def test_graph_flip_rate_symmetry_and_diagonal(rng: str | None) -> None:
+    # |z| < 5.3: false-positive rate 1.2e-7 per mode.
+    generator = torch.Generator(device="cuda").manual_seed(3) if rng else None
+    n = 3000
+    adjacency = torch.zeros(n, n, dtype=torch.bool, device="cuda")
+    noisy = RR.randomize_graph(adjacency, rng=generator)
+    assert noisy.dtype == torch.bool and torch.equal(noisy, noisy.T)
+    assert not bool(noisy.diagonal().any())
+    pairs = n * (n - 1) // 2
+    flips = int(torch.triu(noisy, 1).sum().item())
+    assert abs(_binomial_z(flips, pairs, T32 / 2**32)) < 5.3
+
+
+def test_non_binary_values_on_the_device_are_refused() -> None:
+    with pytest.raises(InvalidData, match="0 or 1"):
+        RR.randomize(torch.tensor([0, 1, 2], device="cuda"))
+    with pytest.raises(InvalidData, match="not symmetric"):
+        RR.randomize_graph(torch.tensor([[0, 1], [0, 0]], device="cuda"))
+
+
+def test_keystream_kernel_matches_the_portable_chacha20() -> None:
+    # The raw keystream kernel against the portable reference (which test_chacha checks
+    # against OpenSSL and RFC 8439), across the 32-bit counter word.
+    import array_api_compat.numpy as xnp
+
+    from dpkit.tensors import _kernels
+    from dpkit.tensors.chacha import chacha20_words, key_words
+
+    key = key_words(bytes(range(32)))
+    key_tensor = torch.tensor(
+        [w - 2**32 if w >= 2**31 else w for w in key], dtype=torch.int32, device="cuda"
+    )
+    out = torch.empty(16 * 300, dtype=torch.int64, device="cuda")
+    first = 2**32 - 5  # crosses the 32-bit counter word
+    _kernels.keystream_kernel[(3,)](key_tensor, out, first, 300, LANES=128)
+    expected = np.stack(chacha20_words(xnp, key, first, 300), axis=1).reshape(-1)
+    assert np.array_equal(out.cpu().numpy(), expected)
+
+
+@pytest.mark.parametrize("rng", [None, "fast"])
+def test_krr_on_cuda_keeps_type_and_has_the_exact_law(rng: str | None) -> None:
+    # Chi-square against the exact pmf (λ rounded up to the 32-bit grid): p > 1e-6, a
+    # false-positive rate of 1e-6 per mode.
+    from scipy import stats
+
+    from dpkit.plugin import lie_threshold
+    from dpkit.tensors.device_random import threshold32
+
+    krr = dpkit.mechanism("krr", epsilon=1.0, k=5)
+    generator = torch.Generator(device="cuda").manual_seed(2) if rng else None
+    x = torch.full((200_000,), 3, dtype=torch.int32, device="cuda")
+    y = krr.randomize(x, rng=generator)
+    assert isinstance(y, torch.Tensor) and y.device == x.device and y.dtype == x.dtype
+    lie = threshold32(lie_threshold(1.0, 5)) / 2**32
+    expected = np.full(5, lie / 4)
+    expected[3] = 1 - lie
+    counts = dpkit.load_registry().estimator(krr).accumulate(y).counts
+    assert stats.chisquare(counts, expected * x.numel()).pvalue > 1e-6
+
+
+def test_a_mechanism_without_a_device_path_refuses_a_cuda_tensor() -> None:
+    oue = dpkit.mechanism("oue", epsilon=1.0, k=4)
+    with pytest.raises(InvalidData, match="no device path yet"):
+        oue.randomize(torch.tensor([0, 1], device="cuda"))

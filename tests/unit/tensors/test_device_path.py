@@ -1,0 +1,140 @@
+"""The device path, run on the CPU (a torch tensor or an array-api-strict array treated as if it
+lived on an accelerator): the law of randomized response in both modes, one word per element or
+per pair, and exactly uniform integers."""
+
+from __future__ import annotations
+
+import math
+
+import attrs
+import numpy as np
+import pytest
+from scipy import stats
+
+torch = pytest.importorskip("torch")
+xs = pytest.importorskip("array_api_strict")
+
+from support import device_reference  # noqa: E402
+
+import dpkit  # noqa: E402
+from dpkit import SecureRandom  # noqa: E402
+from dpkit.errors import InvalidData  # noqa: E402
+from dpkit.plugin import lie_threshold  # noqa: E402
+from dpkit.tensors import array_library  # noqa: E402
+from dpkit.tensors.bits import flip_bits, flip_graph  # noqa: E402
+from dpkit.tensors.device_random import device_words, threshold32, uniform_below  # noqa: E402
+
+RR = dpkit.mechanism("rr", epsilon=1.0)
+KEY = bytes(range(32))
+T64 = RR._flip_threshold()
+
+
+def _as_device(values: object):
+    library = array_library(values, owner="test")
+    assert library is not None
+    return attrs.evolve(library, on_host=False)
+
+
+def test_the_32_bit_threshold_rounds_the_flip_probability_up() -> None:
+    t = threshold32(T64)
+    assert t / 2**32 >= T64 / 2**64 >= RR.flip_probability - 2**-60
+    assert t / 2**32 - T64 / 2**64 < 2**-32
+    assert threshold32(2**64) == 2**32 and threshold32(0) == 0
+
+
+def test_secure_flips_are_the_keystream_words_in_order() -> None:
+    x = torch.randint(0, 2, (1000,), dtype=torch.uint8, generator=torch.Generator().manual_seed(1))
+    y = flip_bits(_as_device(x), x, threshold64=T64, rng=SecureRandom.from_key(KEY), owner="rr")
+    words = device_reference.stream(device_reference.call_key(KEY), 63).reshape(-1)[:1000]
+    assert np.array_equal(y.numpy(), x.numpy() ^ (words < threshold32(T64)))
+
+
+@pytest.mark.parametrize("rng", ["secure", "fast"])
+def test_flip_rate_both_modes(rng: str) -> None:
+    # |z| < 5.3 under the exact law: false-positive rate 1.2e-7 per mode.
+    x = torch.zeros(200_000, dtype=torch.bool)
+    generator = None if rng == "secure" else torch.Generator().manual_seed(9)
+    y = flip_bits(_as_device(x), x, threshold64=T64, rng=generator, owner="rr")
+    p = threshold32(T64) / 2**32
+    z = (int(y.sum()) - x.numel() * p) / math.sqrt(x.numel() * p * (1 - p))
+    assert abs(z) < 5.3
+
+
+def test_graph_portable_path_one_word_per_pair_in_row_major_order() -> None:
+    n = 40
+    upper = np.triu(np.random.default_rng(3).random((n, n)) < 0.3, 1)
+    adjacency = (upper | upper.T).astype(np.int64)
+    strict = xs.asarray(adjacency)
+    out = flip_graph(
+        _as_device(strict),
+        strict,
+        threshold64=T64,
+        rng=SecureRandom.from_key(KEY),
+        owner="rr",
+        field="adjacency",
+    )
+    result = np.from_dlpack(out)
+    pairs = n * (n - 1) // 2
+    words = device_reference.stream(device_reference.call_key(KEY), -(-pairs // 16)).reshape(-1)
+    rows, cols = np.triu_indices(n, 1)  # row-major order of the pairs i < j
+    flips = np.zeros((n, n), dtype=np.int64)
+    flips[rows, cols] = words[:pairs] < threshold32(T64)
+    expected = np.triu(adjacency ^ flips, 1)
+    assert np.array_equal(result, expected + expected.T)
+
+
+def test_graph_portable_path_refuses_an_asymmetric_matrix() -> None:
+    x = torch.tensor([[0, 1], [0, 0]])
+    with pytest.raises(InvalidData, match="not symmetric"):
+        flip_graph(_as_device(x), x, threshold64=T64, rng=None, owner="rr", field="adjacency")
+
+
+@pytest.mark.parametrize("bound", [3, 7, 1000])
+def test_uniform_below_is_exactly_uniform(bound: int) -> None:
+    # Chi-square goodness of fit at p > 1e-6: false-positive rate 1e-6 per bound.
+    x = torch.zeros(1, dtype=torch.int64)
+    words = device_words(_as_device(x), SecureRandom.from_key(KEY), owner="test")
+    draws = uniform_below(words, 300_000, bound).numpy()
+    counts = np.bincount(draws, minlength=bound)
+    assert counts.size == bound
+    assert stats.chisquare(counts).pvalue > 1e-6
+
+
+KRR = dpkit.mechanism("krr", epsilon=1.0, k=5)
+
+
+@pytest.mark.parametrize("rng", ["secure", "fast"])
+def test_krr_on_the_device_path_has_the_exact_law(rng: str) -> None:
+    # Chi-square of the reports of 60 000 copies of index 2 against the exact pmf
+    # (p for 2, q for the others, λ rounded up to the 32-bit grid): p-value > 1e-6 gives a
+    # false-positive rate of 1e-6 per mode.
+    x = torch.full((60_000,), 2, dtype=torch.int16)
+    generator = None if rng == "secure" else torch.Generator().manual_seed(4)
+    library = _as_device(x)
+    from dpkit.tensors.categories import kary_response
+
+    threshold = lie_threshold(1.0, 5)
+    y = kary_response(library, x, k=5, lie_threshold64=threshold, rng=generator, owner="krr")
+    assert isinstance(y, torch.Tensor) and y.dtype == torch.int16
+    lie = threshold32(threshold) / 2**32
+    expected = np.full(5, lie / 4)
+    expected[2] = 1 - lie
+    counts = np.bincount(y.numpy(), minlength=5)
+    assert stats.chisquare(counts, expected * x.numel()).pvalue > 1e-6
+
+
+def test_krr_on_the_device_path_refuses_out_of_range_indices_and_floats() -> None:
+    from dpkit.tensors.categories import kary_response
+
+    for bad in (torch.tensor([0, 5]), torch.tensor([0, -1]), torch.tensor([0.0, 1.0])):
+        with pytest.raises(InvalidData, match=r"category indices|outside 0\.\.4"):
+            kary_response(_as_device(bad), bad, k=5, lie_threshold64=1, rng=None, owner="krr")
+
+
+def test_category_counts_on_the_device_path_match_numpy() -> None:
+    from dpkit.tensors.categories import category_counts
+
+    values = np.random.default_rng(1).integers(0, 7, size=999)
+    for spelled in (torch.from_numpy(values), xs.asarray(values)):
+        counts = category_counts(_as_device(spelled), spelled, 7, owner="krr")
+        assert np.array_equal(counts, np.bincount(values, minlength=7))

@@ -1,0 +1,59 @@
+"""The fused CUDA kernels in Triton's interpreter on the CPU (where Triton is installed; it is
+not a dependency): they draw exactly the documented words of the portable ChaCha20 and Philox,
+in both layouts. The same comparisons run on a real GPU in test_cuda.py."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+pytest.importorskip("torch")
+pytest.importorskip("triton")
+
+SCRIPT = """
+import numpy as np, torch
+from dpkit.tensors import bits
+from dpkit.tensors.device_random import DeviceWords
+from dpkit.tensors.libraries import array_library
+from support import device_reference as reference
+
+key, threshold = tuple(range(1, 9)), 1 << 31
+x = torch.randint(0, 2, (5000,), dtype=torch.uint8)
+library = array_library(x, owner="t")
+out = bits._flip_bits_fused(x, DeviceWords(library, mode="keyed", key=key), threshold,
+                            owner="t", field="v")
+words = reference.fused_bits_words(key, x.numel(), bits._LANES)
+assert np.array_equal(out.numpy(), x.numpy() ^ (words < threshold)), "bits"
+n = 90
+upper = torch.triu(torch.rand(n, n) < 0.3, 1).to(torch.uint8)
+adjacency = upper + upper.T
+out = bits._flip_graph_fused(adjacency, DeviceWords(library, mode="keyed", key=key), threshold,
+                             owner="t", field="a")
+words = reference.fused_graph_words(key, n, bits._TILE)
+expected = np.triu(adjacency.numpy() ^ (words < threshold), 1)
+assert np.array_equal(out.numpy(), expected + expected.T), "graph"
+fast = bits._flip_bits_fused(torch.zeros(4096, dtype=torch.uint8),
+                             DeviceWords(library, mode="fast", seed=3), threshold,
+                             owner="t", field="v")
+assert 1700 < int(fast.sum()) < 2400, "fast"  # Binomial(4096, 1/2): |z| > 10.9 has p < 1e-26
+print("ok")
+"""
+
+
+def test_fused_kernels_draw_the_documented_words_in_the_interpreter() -> None:
+    root = Path(__file__).resolve().parents[3]
+    env = {"TRITON_INTERPRET": "1", "PYTHONPATH": str(root / "tests")}
+    import os
+
+    result = subprocess.run(
+        [sys.executable, "-c", SCRIPT],
+        env={**os.environ, **env},
+        capture_output=True,
+        text=True,
+        timeout=600,
+        check=False,
+    )
+    assert result.returncode == 0 and result.stdout.strip() == "ok", result.stderr[-2000:]

@@ -1,0 +1,86 @@
+"""The array methods of every mechanism and estimator: other libraries' host arrays arrive as
+zero-copy numpy views and results go back as the caller's type; an accelerator's array reaches
+only a class that declares a device path; attrs's slotted subclasses keep ``super()``."""
+
+from __future__ import annotations
+
+from typing import Any, ClassVar, Literal
+
+import attrs
+import numpy as np
+import pytest
+
+torch = pytest.importorskip("torch")
+
+import dpkit  # noqa: E402
+from dpkit.errors import InvalidData  # noqa: E402
+from dpkit.tensors import methods  # noqa: E402
+
+SEEN: list[Any] = []
+
+
+@attrs.frozen
+class Recorder(dpkit.plugin.Mechanism):
+    name: ClassVar[str] = "recorder"
+    kind: ClassVar[Literal["local", "central"]] = "local"
+
+    @property
+    def domain(self) -> dpkit.plugin.CategoricalDomain:
+        return dpkit.plugin.CategoricalDomain(2)
+
+    @property
+    def privacy(self) -> dpkit.PureDP:
+        return dpkit.PureDP(epsilon=1.0)
+
+    def randomize(self, values: Any, /, *, rng: Any = None) -> Any:
+        SEEN.append(values)
+        return np.asarray(values) + 1, "note"
+
+
+@attrs.frozen
+class Child(Recorder):
+    name: ClassVar[str] = "child"
+
+    def randomize(self, values: Any, /, *, rng: Any = None) -> Any:
+        out, _ = super().randomize(values, rng=rng)
+        return out * 10
+
+
+def test_a_host_tensor_arrives_as_a_zero_copy_numpy_view_and_goes_back_as_a_tensor() -> None:
+    SEEN.clear()
+    x = torch.tensor([1, 2, 3])
+    out, note = Recorder().randomize(x)
+    assert isinstance(SEEN[0], np.ndarray) and np.shares_memory(SEEN[0], x.numpy())
+    assert isinstance(out, torch.Tensor) and out.tolist() == [2, 3, 4] and note == "note"
+
+
+def test_super_in_an_attrs_subclass_still_works_with_tensors_and_numpy() -> None:
+    assert Child().randomize(torch.tensor([1])).tolist() == [20]
+    assert Child().randomize(np.array([1])).tolist() == [20]
+
+
+def test_an_accelerator_array_reaches_only_a_declared_device_path(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    real = methods.array_library
+
+    def on_device(values: Any, **kwargs: Any) -> Any:
+        library = real(values, **kwargs)
+        return None if library is None else attrs.evolve(library, on_host=False)
+
+    monkeypatch.setattr(methods, "array_library", on_device)
+    with pytest.raises(InvalidData, match="recorder has no device path yet") as error:
+        Recorder().randomize(torch.tensor([0, 1]))
+    assert error.value.field == "values"
+    SEEN.clear()
+    monkeypatch.setattr(Recorder, "device_arrays", True)
+    Recorder().randomize(torch.tensor([0, 1]))
+    assert isinstance(SEEN[0], torch.Tensor)  # the method itself got the device array
+
+
+def test_a_torch_generator_becomes_a_seeded_numpy_generator_on_the_host_path() -> None:
+    krr = dpkit.mechanism("krr", epsilon=1.0, k=3)
+    x = torch.zeros(50, dtype=torch.int64)
+    a = krr.randomize(x, rng=torch.Generator().manual_seed(1))
+    b = krr.randomize(x, rng=torch.Generator().manual_seed(1))
+    assert isinstance(a, torch.Tensor) and torch.equal(a, b)

@@ -1,0 +1,89 @@
+"""The statistical auditor, unchanged, over the device paths (run on the CPU with torch tensors
+treated as an accelerator's): rr and krr keep their ε in both randomness modes, and a device
+path that rounds its flip probability the wrong way is caught.
+
+False-positive rate: the auditor's own, CHECK_ALPHA (1e-6) per audit: a passing mechanism is
+reported as violating with at most that probability (dpkit.testing); the seeds are fixed.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import Any, ClassVar
+
+import attrs
+import numpy as np
+import pytest
+
+torch = pytest.importorskip("torch")
+
+from dpkit_ldp import kary_rr, randomized_response  # noqa: E402
+
+import dpkit  # noqa: E402
+from dpkit.tensors import methods  # noqa: E402
+from dpkit.testing import check_mechanism  # noqa: E402
+from dpkit.testing.report import DPViolation  # noqa: E402
+
+
+@pytest.fixture
+def device_tensors(monkeypatch: pytest.MonkeyPatch) -> Iterator[list[str]]:
+    """torch CPU tensors take the device path (as a CUDA tensor would, without Triton); the
+    list holds the device functions called, which the tests check are the ones audited."""
+    real = methods.array_library
+    called: list[str] = []
+
+    def on_device(values: Any, **kwargs: Any) -> Any:
+        library = real(values, **kwargs)
+        return None if library is None else attrs.evolve(library, on_host=False)
+
+    for module in (methods, randomized_response, kary_rr):
+        monkeypatch.setattr(module, "array_library", on_device)
+    for module, name in ((randomized_response, "flip_bits"), (kary_rr, "kary_response")):
+        function = getattr(module, name)
+
+        def counted(*args: Any, _function: Any = function, _name: str = name, **kw: Any) -> Any:
+            called.append(_name)
+            return _function(*args, **kw)
+
+        monkeypatch.setattr(module, name, counted)
+    yield called
+
+
+def _through_tensors(cls: type) -> type:
+    """``cls`` whose randomize sends each batch through a torch tensor and back."""
+
+    @attrs.frozen
+    class Tensored(cls):  # type: ignore[misc, valid-type]
+        name: ClassVar[str] = f"{cls.name}_tensored"
+
+        def randomize(self, values: Any, /, *, rng: Any = None) -> Any:
+            out = super().randomize(torch.from_numpy(np.ascontiguousarray(values)), rng=rng)
+            assert isinstance(out, torch.Tensor)
+            return out.numpy()
+
+    return Tensored
+
+
+@pytest.mark.parametrize(
+    ("cls", "params", "device_function"),
+    [
+        (randomized_response.RandomizedResponse, {"epsilon": 1.0}, "flip_bits"),
+        (kary_rr.KaryRandomizedResponse, {"epsilon": 1.0, "k": 4}, "kary_response"),
+    ],
+)
+def test_device_paths_keep_their_epsilon_in_both_modes(
+    cls: type, params: dict, device_function: str, device_tensors: list[str]
+) -> None:
+    (report,) = check_mechanism(_through_tensors(cls)(**params), samples=20_000)
+    assert report.verdicts == {"fast": "pass", "secure": "pass"}
+    assert device_function in device_tensors
+
+
+@pytest.mark.usefixtures("device_tensors")
+def test_a_device_path_that_keeps_too_often_is_caught(monkeypatch: pytest.MonkeyPatch) -> None:
+    # The flip threshold of ε = 3 under a claim of ε = 1: the auditor must refuse it.
+    rr = _through_tensors(randomized_response.RandomizedResponse)(epsilon=1.0)
+    too_small = dpkit.plugin.lie_threshold(3.0, 2)
+    monkeypatch.setattr(type(rr), "_flip_threshold", lambda self: too_small)
+    with pytest.raises(DPViolation):
+        check_mechanism(rr, samples=20_000)

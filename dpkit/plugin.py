@@ -62,7 +62,8 @@ arrays; :func:`host_rng` turns a ``torch.Generator`` into a numpy one). On an ac
 :class:`DeviceWords`), :func:`uniform_below` exactly uniform integers from them;
 :func:`flip_bits` / :func:`flip_graph` are randomized response on bits and on an adjacency
 (fused into one kernel on CUDA), :func:`kary_response` k-ary randomized response, and
-:func:`category_counts` / :func:`check_categories` count and check indices there. A mechanism
+:func:`category_counts` / :func:`check_categories` count and check indices there,
+:func:`unary_reports` / :func:`unary_counts` are unary encoding's packed reports and counts. A mechanism
 or estimator that computes on such arrays says so with ``device_arrays = True``; host arrays
 of every library reach every mechanism as numpy views (:mod:`dpkit.tensors.methods`).
 
@@ -166,6 +167,7 @@ from dpkit.tensors.bits import flip_bits, flip_graph
 from dpkit.tensors.categories import category_counts, check_categories, kary_response
 from dpkit.tensors.device_random import DeviceWords, device_words, host_rng, uniform_below
 from dpkit.tensors.libraries import ArrayLibrary, array_library
+from dpkit.tensors.unary import unary_counts, unary_reports
 from dpkit.units import MAX_BOUND, IdUnit, RecordUnit, privacy_unit
 
 __all__ = [
@@ -267,5 +269,7 @@ __all__ = [
     "require_columns",
     "resolve_rng",
     "total_floats",
+    "unary_counts",
+    "unary_reports",
     "uniform_below",
 ]

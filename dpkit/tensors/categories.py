@@ -74,8 +74,8 @@ def category_counts(
     if library.name == "torch":
         import torch
 
-        return np.asarray(torch.bincount(flat, minlength=k).cpu().numpy(), dtype=np.int64)
+        return np.asarray(library.small_to_host(torch.bincount(flat, minlength=k)), dtype=np.int64)
     found, counts = xp.unique_counts(flat)
     out = np.zeros(k, dtype=np.int64)
-    out[np.from_dlpack(found)] = np.from_dlpack(counts)
+    out[library.small_to_host(found)] = library.small_to_host(counts)
     return out

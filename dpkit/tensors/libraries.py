@@ -48,6 +48,17 @@ class ArrayLibrary:
         """``values`` as a numpy array sharing their memory (DLPack; host arrays only)."""
         return np.from_dlpack(values)
 
+    def small_to_host(self, array: Any) -> NDArray[Any]:
+        """A small result computed on the device (counts, sums) copied to a numpy array: the
+        one transfer a device estimator makes."""
+        if self.name == "torch":
+            return np.asarray(array.cpu().numpy())
+        if self.name == "cupy":
+            return np.asarray(array.get())
+        if self.on_host:
+            return np.asarray(np.from_dlpack(array))
+        return np.asarray(array)  # JAX copies a device array to the host
+
     def from_host(self, array: NDArray[Any]) -> Any:
         """A numpy result as this library's array (zero-copy where the library allows)."""
         contiguous = np.ascontiguousarray(array)

@@ -48,10 +48,13 @@ from dpkit.plugin import (
     PureDP,
     Real,
     SecureRandom,
+    array_library,
     as_array,
     describe_dtype,
     parameter,
     resolve_rng,
+    unary_counts,
+    unary_reports,
 )
 from dpkit_ldp import _oracle
 from dpkit_ldp._arrays import CategoricalInput, as_category_indices
@@ -131,6 +134,7 @@ class UnaryEncoding(CategoricalInput, Mechanism):
     """
 
     kind: ClassVar[Literal["local", "central"]] = "local"
+    device_arrays: ClassVar[bool] = True
     epsilon: float
     k: int
 
@@ -188,12 +192,20 @@ class UnaryEncoding(CategoricalInput, Mechanism):
 
     def randomize(
         self, values: Any, /, *, rng: np.random.Generator | SecureRandom | None = None
-    ) -> NDArray[np.uint8]:
+    ) -> Any:
         """Perturb category indices of shape ``s``; returns packed reports of shape ``s + (⌈k/8⌉,)``.
 
         ``rng``: None (secure mode, the default), a :class:`dpkit.SecureRandom`, or a numpy
         ``Generator`` (fast mode). Both modes use the same exact construction on uniform words.
+        An accelerator's array of indices gives packed reports there, with the same law
+        (:mod:`dpkit.tensors.unary`).
         """
+        library = array_library(values, owner=self.name)
+        if library is not None:  # an accelerator's array (host arrays arrive as numpy views)
+            true_bit, other_bit = self._grid_probabilities()
+            return unary_reports(
+                library, values, k=self.k, keep=true_bit, other=other_bit, rng=rng, owner=self.name
+            )
         generator, _ = resolve_rng(rng, owner=self.name)
         indices = as_category_indices(values, self.k, owner=self.name)
         shape = indices.shape
@@ -381,10 +393,14 @@ class UnaryEncodingEstimator(_oracle.PureProtocolEstimator):
     no unpacking. Debiasing and variance: :class:`dpkit_ldp._oracle.PureProtocolEstimator`.
     """
 
+    device_arrays: ClassVar[bool] = True
     mechanism: UnaryEncoding
 
     def support_counts(self, reports: Any, /) -> tuple[NDArray[np.int64], int]:
         mech = self.mechanism
+        library = array_library(reports, owner=mech.name, field="reports")
+        if library is not None:  # counted on the accelerator
+            return unary_counts(library, reports, k=mech.k, owner=f"{mech.name} estimator")
         packed = mech._check_reports(reports, owner=f"{mech.name} estimator")
         width = mech.width
         rows = packed.reshape(-1, width)

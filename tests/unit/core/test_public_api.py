@@ -148,6 +148,8 @@ PLUGIN_FACE = {
     "kary_response",
     "category_counts",
     "check_categories",
+    "unary_reports",
+    "unary_counts",
     # errors
     "DPKitError",
     "InvalidParameter",

@@ -1,5 +1,5 @@
 """The statistical auditor, unchanged, over the device paths (run on the CPU with torch tensors
-treated as an accelerator's): rr and krr keep their ε in both randomness modes, and a device
+treated as an accelerator's): rr, krr and oue keep their ε in both randomness modes, and a device
 path that rounds its flip probability the wrong way is caught.
 
 False-positive rate: the auditor's own, CHECK_ALPHA (1e-6) per audit: a passing mechanism is
@@ -17,7 +17,7 @@ import pytest
 
 torch = pytest.importorskip("torch")
 
-from dpkit_ldp import kary_rr, randomized_response  # noqa: E402
+from dpkit_ldp import kary_rr, randomized_response, unary_encoding  # noqa: E402
 
 import dpkit  # noqa: E402
 from dpkit.tensors import methods  # noqa: E402
@@ -36,9 +36,13 @@ def device_tensors(monkeypatch: pytest.MonkeyPatch) -> Iterator[list[str]]:
         library = real(values, **kwargs)
         return None if library is None else attrs.evolve(library, on_host=False)
 
-    for module in (methods, randomized_response, kary_rr):
+    for module in (methods, randomized_response, kary_rr, unary_encoding):
         monkeypatch.setattr(module, "array_library", on_device)
-    for module, name in ((randomized_response, "flip_bits"), (kary_rr, "kary_response")):
+    for module, name in (
+        (randomized_response, "flip_bits"),
+        (kary_rr, "kary_response"),
+        (unary_encoding, "unary_reports"),
+    ):
         function = getattr(module, name)
 
         def counted(*args: Any, _function: Any = function, _name: str = name, **kw: Any) -> Any:
@@ -69,6 +73,7 @@ def _through_tensors(cls: type) -> type:
     [
         (randomized_response.RandomizedResponse, {"epsilon": 1.0}, "flip_bits"),
         (kary_rr.KaryRandomizedResponse, {"epsilon": 1.0, "k": 4}, "kary_response"),
+        (unary_encoding.OptimizedUnaryEncoding, {"epsilon": 1.0, "k": 4}, "unary_reports"),
     ],
 )
 def test_device_paths_keep_their_epsilon_in_both_modes(

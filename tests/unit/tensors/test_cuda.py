@@ -133,6 +133,6 @@ def test_krr_on_cuda_keeps_type_and_has_the_exact_law(rng: str | None) -> None:
 
 
 def test_a_mechanism_without_a_device_path_refuses_a_cuda_tensor() -> None:
-    oue = dpkit.mechanism("oue", epsilon=1.0, k=4)
+    olh = dpkit.mechanism("olh", epsilon=1.0, k=4)
     with pytest.raises(InvalidData, match="no device path yet"):
-        oue.randomize(torch.tensor([0, 1], device="cuda"))
+        olh.randomize(torch.tensor([0, 1], device="cuda"))

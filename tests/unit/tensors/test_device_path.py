@@ -138,3 +138,45 @@ def test_category_counts_on_the_device_path_match_numpy() -> None:
     for spelled in (torch.from_numpy(values), xs.asarray(values)):
         counts = category_counts(_as_device(spelled), spelled, 7, owner="krr")
         assert np.array_equal(counts, np.bincount(values, minlength=7))
+
+
+@pytest.mark.parametrize("name", ["sue", "oue"])
+def test_unary_encoding_on_the_device_path_is_the_cpu_law_bit_for_bit(name: str) -> None:
+    # Same key: the device reports are the CPU's construction on the device's words (bit j of
+    # report i = word i·k + j < P_j), checked against a numpy computation of that rule.
+    mechanism = dpkit.mechanism(name, epsilon=1.0, k=11)
+    keep, other = mechanism._grid_probabilities()
+    x = torch.tensor([[3, 0], [10, 7], [5, 5]])
+    from dpkit.tensors.unary import unary_counts, unary_reports
+
+    reports = unary_reports(
+        _as_device(x), x, k=11, keep=keep, other=other, rng=SecureRandom.from_key(KEY), owner=name
+    )
+    assert isinstance(reports, torch.Tensor) and reports.dtype == torch.uint8
+    assert tuple(reports.shape) == (3, 2, 2)
+    words = device_reference.stream(device_reference.call_key(KEY), 6).reshape(-1)[: 6 * 11]
+    thresholds = np.where(np.arange(11)[None, :] == x.numpy().reshape(-1, 1), keep, other)
+    expected = np.packbits(words.reshape(6, 11) < thresholds, axis=-1).reshape(3, 2, 2)
+    assert np.array_equal(reports.numpy(), expected)
+    counts, n = unary_counts(_as_device(reports), reports, k=11, owner=name)
+    bits = np.unpackbits(expected.reshape(6, 2), axis=-1)[:, :11]
+    assert n == 6 and np.array_equal(counts, bits.sum(axis=0))
+
+
+@pytest.mark.parametrize("rng", ["secure", "fast"])
+def test_oue_on_the_device_path_has_the_exact_bit_rates(rng: str) -> None:
+    # The true bit set with probability 1/2, the others with q (on the 2^-32 grid): |z| < 5.3
+    # for each, a false-positive rate below 3e-7 per mode.
+    from dpkit.tensors.unary import unary_counts, unary_reports
+
+    oue = dpkit.mechanism("oue", epsilon=1.0, k=6)
+    keep, other = oue._grid_probabilities()
+    x = torch.full((40_000,), 4, dtype=torch.int64)
+    generator = None if rng == "secure" else torch.Generator().manual_seed(8)
+    reports = unary_reports(
+        _as_device(x), x, k=6, keep=keep, other=other, rng=generator, owner="oue"
+    )
+    counts, n = unary_counts(_as_device(reports), reports, k=6, owner="oue")
+    for bit, count in enumerate(counts):
+        p = (keep if bit == 4 else other) / 2**32
+        assert abs(count - n * p) / math.sqrt(n * p * (1 - p)) < 5.3

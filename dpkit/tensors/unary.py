@@ -1,0 +1,88 @@
+"""Unary encoding (SUE, OUE) on an accelerator's arrays: packed one-hot reports and their counts.
+
+Wang et al. 2017 ("Locally Differentially Private Protocols for Frequency Estimation", §4.3):
+a category v becomes k bits, bit v set with probability p and every other bit with probability
+q, independently. The CPU path realises p and q as multiples of 2⁻³² (the mechanism's grid
+probabilities); here bit j of a report is ``word < P_j`` with a uniform 32-bit word and
+P_j = p·2³² for the true category, q·2³² otherwise — the same law, exactly. Report i, bit j
+takes word i·k + j of the call's stream. Reports are packed as numpy's ``packbits`` packs them
+(bit j in byte j div 8, at bit 7 − j mod 8), ⌈k/8⌉ bytes each, ``uint8``.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+from numpy.typing import NDArray
+
+from dpkit.errors import InvalidData
+from dpkit.tensors.categories import check_categories
+from dpkit.tensors.device_random import device_words
+from dpkit.tensors.libraries import ArrayLibrary
+
+__all__ = ["unary_counts", "unary_reports"]
+
+_ROWS_WORDS = 1 << 24  # words per pass: bounds the device temporaries (~128 MiB of int64)
+
+
+def _bit_weights(xp: Any, device: Any) -> Any:
+    return xp.asarray([128, 64, 32, 16, 8, 4, 2, 1], dtype=xp.int64, device=device)
+
+
+def unary_reports(
+    library: ArrayLibrary,
+    values: Any,
+    *,
+    k: int,
+    keep: int,
+    other: int,
+    rng: Any,
+    owner: str,
+    field: str = "values",
+) -> Any:
+    """Packed unary-encoding reports of category indices ``values`` (shape s → s + (⌈k/8⌉,)),
+    bit v set with probability ``keep``/2³² for the true v and ``other``/2³² elsewhere."""
+    check_categories(library, values, k, owner=owner, field=field)
+    xp, device = library.xp, library.device
+    words = device_words(library, rng, owner=owner)
+    flat = xp.reshape(xp.astype(values, xp.int64), (-1,))
+    n = int(flat.shape[0])
+    width = -(-k // 8)
+    positions = xp.reshape(xp.arange(k, dtype=xp.int64, device=device), (1, k))
+    weights = _bit_weights(xp, device)
+    pieces = []
+    rows_per_pass = max(1, _ROWS_WORDS // k)
+    for start in range(0, n, rows_per_pass):
+        rows = flat[start : start + rows_per_pass]
+        count = int(rows.shape[0])
+        drawn = xp.reshape(words.take(count * k), (count, k))
+        threshold = xp.where(positions == xp.reshape(rows, (count, 1)), keep, other)
+        bits = xp.astype(drawn < threshold, xp.int64)
+        padding = xp.zeros((count, width * 8 - k), dtype=xp.int64, device=device)
+        grouped = xp.reshape(xp.concat([bits, padding], axis=1), (count, width, 8))
+        pieces.append(xp.astype(xp.sum(grouped * weights, axis=2), xp.uint8))
+    packed = (
+        xp.concat(pieces, axis=0) if pieces else xp.zeros((0, width), dtype=xp.uint8, device=device)
+    )
+    return xp.reshape(packed, (*tuple(values.shape), width))
+
+
+def unary_counts(
+    library: ArrayLibrary, reports: Any, *, k: int, owner: str, field: str = "reports"
+) -> tuple[NDArray[np.int64], int]:
+    """(C_v for every v, number of reports): how many packed reports have bit v set, counted on
+    the device (only the k counts come back)."""
+    xp, device = library.xp, library.device
+    width = -(-k // 8)
+    shape = tuple(reports.shape)
+    if reports.dtype != xp.uint8 or not shape or shape[-1] != width:
+        raise InvalidData(
+            f"{owner}: {field} must be packed reports, uint8 arrays of {width} bytes per report",
+            field=field,
+        )
+    rows = xp.reshape(xp.astype(reports, xp.int64), (-1, width))
+    weights = _bit_weights(xp, device)
+    bits = xp.reshape((xp.reshape(rows, (-1, width, 1)) // weights) % 2, (-1, width * 8))
+    counts = library.small_to_host(xp.sum(bits, axis=0))
+    return np.asarray(counts[:k], dtype=np.int64), int(rows.shape[0])

@@ -43,6 +43,15 @@ def rng() -> np.random.Generator:
     return np.random.default_rng(20261122)
 
 
+# The parallel run (pytest-xdist) hands the tests to its workers in this order, and ends when
+# the last one finishes: a long test near the end keeps one worker busy while the other waits.
+# The larger-sample statistical tests (`slow`, tens of seconds each) are sent first; the rest
+# keep their order. The workers all sort the same way, as xdist requires.
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    if os.environ.get("PYTEST_XDIST_WORKER"):
+        items.sort(key=lambda item: item.get_closest_marker("slow") is None)
+
+
 # -- a real PostgreSQL server for the PostgreSQL ledger's tests ------------------------------
 # Started once per test session from the PostgreSQL binaries, in a temporary directory, on a
 # free localhost port (tests/support/postgres_server.py; as root, as the `postgres` user, since initdb

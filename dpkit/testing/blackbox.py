@@ -426,9 +426,10 @@ def _declared_ratio(mechanism: Mechanism, plan: InputPlan, pair: tuple[Any, Any]
     x, y = pair
 
     def score(outputs: NDArray[Any]) -> NDArray[np.float64]:
-        n = len(outputs)
-        lp_x = np.asarray(mechanism.log_probability(outputs, plan.batch(x, n)), dtype=float)
-        lp_y = np.asarray(mechanism.log_probability(outputs, plan.batch(y, n)), dtype=float)
+        distinct, inverse = _distinct_outputs(outputs)
+        n = len(distinct)
+        lp_x = np.asarray(mechanism.log_probability(distinct, plan.batch(x, n)), dtype=float)
+        lp_y = np.asarray(mechanism.log_probability(distinct, plan.batch(y, n)), dtype=float)
         if lp_x.shape != (n,) or lp_y.shape != (n,):
             raise ValueError("log_probability did not return one value per output")
         ratio = np.nan_to_num(exact._log_ratio(lp_x, lp_y), nan=-np.inf)
@@ -436,6 +437,23 @@ def _declared_ratio(mechanism: Mechanism, plan: InputPlan, pair: tuple[Any, Any]
         # rounding error of the float arithmetic that computed it: the low-order bits of
         # x + noise differ between x and x' (Mironov 2012), a real but separate finding that
         # needs bit-level features and is out of this tier's scope.
-        return np.asarray(np.round(ratio, 9), dtype=np.float64)
+        rounded = np.asarray(np.round(ratio, 9), dtype=np.float64)
+        return rounded if inverse is None else rounded[inverse]
 
     return score, lambda t: f"declared ln p(o|x) − ln p(o|x') ≥ {t:.6g}"
+
+
+def _distinct_outputs(outputs: NDArray[Any]) -> tuple[NDArray[Any], NDArray[np.intp] | None]:
+    """The distinct outputs of a mechanism with integer (or boolean) scalar outputs and where
+    each output is among them; any other outputs unchanged (None).
+
+    ``log_probability`` is a function of each (output, input) row alone, so it is evaluated
+    once per distinct output: a batch of 10⁵ draws of a selection mechanism holds as many
+    distinct outputs as it has candidates. (Vector outputs are left whole: finding their
+    distinct rows costs more than most mechanisms' ``log_probability``.)
+    """
+    array = np.asarray(outputs)
+    if array.ndim != 1 or array.dtype.kind not in "biu":
+        return outputs, None
+    distinct, inverse = np.unique(array, return_inverse=True)
+    return distinct, inverse

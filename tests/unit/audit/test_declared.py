@@ -16,7 +16,7 @@ import numpy as np
 import pytest
 
 import dpkit
-from dpkit.testing import audit, check_mechanism, exact_check
+from dpkit.testing import audit, blackbox, check_mechanism, exact_check
 from dpkit.testing.inputs import check_pairs, plan_inputs, with_pairs
 
 ALPHA = 5e-7
@@ -183,3 +183,34 @@ def test_row_keys_tell_apart_rows_that_differ_only_in_signs() -> None:
     assert row_keys(np.array([[0.0, 1.0]]))[0] == row_keys(np.array([[-0.0, 1.0]]))[0]
     integers = np.array(list(product([-3, 3], repeat=5)))
     assert len(np.unique(row_keys(integers))) == 32
+
+
+def test_the_declared_score_reads_each_output_and_asks_once_per_distinct_one() -> None:
+    """The declared log-likelihood ratio of a batch of integer outputs is, output by output,
+    ln p(o|x) − ln p(o|x') rounded to 1e-9, and ``log_probability`` is asked about each
+    distinct output once (a batch of draws of a selection mechanism repeats a few)."""
+    mechanism = dpkit.mechanism("permute_and_flip", epsilon=1.0, sensitivity=1.0)
+    plan = plan_inputs(mechanism, rng=np.random.default_rng(0))
+    x = np.array([0.0, 3.0, 1.0, 2.0])
+    y = np.array([1.0, 2.0, 1.0, 2.0])
+    outputs = np.random.default_rng(1).integers(0, 4, size=500)
+    asked: list[int] = []
+
+    class Counting(type(mechanism)):  # type: ignore[misc]
+        def log_probability(self, outputs: Any, inputs: Any, /) -> Any:
+            asked.append(len(outputs))
+            return super().log_probability(outputs, inputs)
+
+    counting = Counting(epsilon=1.0, sensitivity=1.0)
+    score, _ = blackbox.mechanism_subject(counting, plan).declared((x, y))  # type: ignore[misc]
+    found = score(outputs)
+    expected = [
+        round(
+            float(mechanism.log_probability(np.array([o]), x[None])[0])
+            - float(mechanism.log_probability(np.array([o]), y[None])[0]),
+            9,
+        )
+        for o in outputs
+    ]
+    np.testing.assert_allclose(found, expected, rtol=0, atol=2e-9)
+    assert asked == [4, 4]

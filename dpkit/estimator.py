@@ -361,9 +361,9 @@ class Estimator:
 
     methods: ClassVar[tuple[str, ...]] = ("unbiased",)
 
-    #: Whether ``accumulate`` counts an accelerator's arrays there itself (see
-    #: :attr:`dpkit.mechanism.Mechanism.device_arrays`).
-    device_arrays: ClassVar[bool] = False
+    #: ``{"accumulate"}`` where ``accumulate`` counts an accelerator's arrays there itself
+    #: (see :attr:`dpkit.mechanism.Mechanism.device_methods`).
+    device_methods: ClassVar[frozenset[str]] = frozenset()
 
     def __init_subclass__(cls, **kwargs: Any) -> None:
         super().__init_subclass__(**kwargs)

@@ -16,7 +16,7 @@ A mechanism is a frozen ``attrs`` class whose fields are its parameters, declare
     vectorised over numpy arrays of any length: no Python loop per record. The arrays of other
     libraries (torch, JAX, array-api-strict) reach it as zero-copy numpy views and the result
     goes back as the caller's type (:mod:`dpkit.tensors.methods`); arrays on an accelerator
-    only if the class sets ``device_arrays = True``;
+    only if the class names the method in ``device_methods``;
 ``statistic``
     for a local mechanism, what its estimator estimates from one column of values, as a spec
     ``statistic``: ``"frequency"`` (the default: category counts), ``"mean"`` (a numeric mean);
@@ -75,10 +75,10 @@ class Mechanism:
     #: Groups of optional parameters of which at least one must be given (k-ary randomized
     #: response by ``k`` or by ``categories``): the spec schema requires one of each group.
     parameter_alternatives: ClassVar[tuple[tuple[str, ...], ...]] = ()
-    #: Whether ``randomize`` (and ``randomize_graph``, ``log_probability``) compute on an
-    #: accelerator's arrays themselves; otherwise such an array is refused with a typed error
-    #: (host arrays of every library are handled for every mechanism: dpkit.tensors.methods).
-    device_arrays: ClassVar[bool] = False
+    #: The array methods (``randomize``, ``randomize_graph``, ``log_probability``) that compute
+    #: on an accelerator's arrays themselves; any other refuses such an array with a typed
+    #: error (host arrays of every library reach every method: dpkit.tensors.methods).
+    device_methods: ClassVar[frozenset[str]] = frozenset()
 
     def __init_subclass__(cls, **kwargs: Any) -> None:
         super().__init_subclass__(**kwargs)

@@ -64,7 +64,7 @@ arrays; :func:`host_rng` turns a ``torch.Generator`` into a numpy one). On an ac
 (fused into one kernel on CUDA), :func:`kary_response` k-ary randomized response, and
 :func:`category_counts` / :func:`check_categories` count and check indices there,
 :func:`unary_reports` / :func:`unary_counts` are unary encoding's packed reports and counts. A mechanism
-or estimator that computes on such arrays says so with ``device_arrays = True``; host arrays
+or estimator that computes on such arrays names those methods in ``device_methods``; host arrays
 of every library reach every mechanism as numpy views (:mod:`dpkit.tensors.methods`).
 
 **Arrays.** Input checks whose messages never carry a private value: :func:`as_array`,

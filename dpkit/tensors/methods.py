@@ -10,8 +10,8 @@ free:
 * a host array of another library (a torch CPU tensor, a CPU JAX array, an array-api-strict
   array) is passed as a zero-copy numpy view, and an array result comes back as the caller's
   type (the same law and speed as numpy: the method does not know the difference);
-* an array on an accelerator reaches the method itself only if its class declares
-  ``device_arrays = True`` (it computes there, e.g. :func:`dpkit.tensors.bits.flip_bits`);
+* an array on an accelerator reaches the method itself only if its class names the method in
+  ``device_methods`` (it computes there, e.g. with :func:`dpkit.tensors.bits.flip_bits`);
   otherwise it is an :class:`~dpkit.errors.InvalidData` that says so before anything is drawn —
   never a silent copy to the host and back.
 """
@@ -72,12 +72,13 @@ def array_method(method: Callable[..., Any], fields: tuple[str, ...]) -> Callabl
             return method(self, *args, **kwargs)
         library = found[0]
         if not all(item.on_host for item in found):
-            if getattr(self, "device_arrays", False):
+            if method.__name__ in getattr(self, "device_methods", ()):
                 return method(self, *args, **kwargs)
             field = fields[libraries.index(next(item for item in found if not item.on_host))]
             raise InvalidData(
                 f"{_owner(self)}: {field} is a {library.name} array on {library.device}, and "
-                f"{_owner(self)} has no device path yet; pass a host array (e.g. tensor.cpu())",
+                f"{_owner(self)}.{method.__name__} has no device path yet; pass a host array "
+                "(e.g. tensor.cpu())",
                 field=field,
             )
         views = [

@@ -102,7 +102,7 @@ class KaryRandomizedResponse(CategoricalInput, Mechanism):
 
     name: ClassVar[str] = "krr"
     kind: ClassVar[Literal["local", "central"]] = "local"
-    device_arrays: ClassVar[bool] = True
+    device_methods: ClassVar[frozenset[str]] = frozenset({"randomize"})
     parameter_alternatives: ClassVar[tuple[tuple[str, ...], ...]] = (("k", "categories"),)
 
     epsilon: float = parameter(EPSILON, doc="privacy loss ε per report", typical=(0.05, 6.0))
@@ -281,7 +281,7 @@ class KaryRandomizedResponseEstimator(Estimator):
     """
 
     methods: ClassVar[tuple[str, ...]] = ("unbiased", *postprocess.METHODS)
-    device_arrays: ClassVar[bool] = True
+    device_methods: ClassVar[frozenset[str]] = frozenset({"accumulate"})
     mechanism: KaryRandomizedResponse
 
     def accumulate(self, reports: Any, /) -> FrequencyCounts:

@@ -69,7 +69,7 @@ class RandomizedResponse(CategoricalInput, Mechanism):
 
     name: ClassVar[str] = "rr"
     kind: ClassVar[Literal["local", "central"]] = "local"
-    device_arrays: ClassVar[bool] = True
+    device_methods: ClassVar[frozenset[str]] = frozenset({"randomize", "randomize_graph"})
 
     epsilon: float | None = parameter(
         EPSILON,
@@ -247,7 +247,7 @@ class RandomizedResponseEstimator(Estimator):
     ``estimates`` has two entries: the estimated counts of 0s and of 1s.
     """
 
-    device_arrays: ClassVar[bool] = True
+    device_methods: ClassVar[frozenset[str]] = frozenset({"accumulate"})
 
     methods: ClassVar[tuple[str, ...]] = ("unbiased", "mle")
     mechanism: RandomizedResponse

@@ -134,7 +134,7 @@ class UnaryEncoding(CategoricalInput, Mechanism):
     """
 
     kind: ClassVar[Literal["local", "central"]] = "local"
-    device_arrays: ClassVar[bool] = True
+    device_methods: ClassVar[frozenset[str]] = frozenset({"randomize"})
     epsilon: float
     k: int
 
@@ -393,7 +393,7 @@ class UnaryEncodingEstimator(_oracle.PureProtocolEstimator):
     no unpacking. Debiasing and variance: :class:`dpkit_ldp._oracle.PureProtocolEstimator`.
     """
 
-    device_arrays: ClassVar[bool] = True
+    device_methods: ClassVar[frozenset[str]] = frozenset({"accumulate"})
     mechanism: UnaryEncoding
 
     def support_counts(self, reports: Any, /) -> tuple[NDArray[np.int64], int]:

@@ -136,3 +136,8 @@ def test_a_mechanism_without_a_device_path_refuses_a_cuda_tensor() -> None:
     olh = dpkit.mechanism("olh", epsilon=1.0, k=4)
     with pytest.raises(InvalidData, match="no device path yet"):
         olh.randomize(torch.tensor([0, 1], device="cuda"))
+
+
+def test_a_method_without_a_device_path_refuses_a_cuda_tensor_by_name() -> None:
+    with pytest.raises(InvalidData, match=r"rr\.log_probability has no device path yet"):
+        RR.log_probability(torch.tensor([0, 1], device="cuda"), torch.tensor([0, 1]))

@@ -21,7 +21,13 @@ import importlib.util
 from typing import Any
 
 from dpkit.errors import InvalidData
-from dpkit.tensors.device_random import DeviceWords, device_words, threshold32
+from dpkit.tensors.device_random import (
+    DeviceWords,
+    below,
+    device_words,
+    index_dtype,
+    threshold32,
+)
 from dpkit.tensors.libraries import ArrayLibrary
 
 __all__ = ["flip_bits", "flip_graph"]
@@ -91,7 +97,7 @@ def flip_bits(
     _check_binary(library, values, owner=owner, field=field)
     xp = library.xp
     flat = xp.reshape(values, (-1,))
-    flips = words.take(int(flat.shape[0])) < threshold
+    flips = below(xp, words.take(int(flat.shape[0])), threshold)
     return xp.reshape(_flip(library, flat, flips), values.shape)
 
 
@@ -135,9 +141,16 @@ def flip_graph(
     _check_binary(library, adjacency, owner=owner, field=field)
     device = library.device
     pairs = n * (n - 1) // 2
-    flips = words.take(pairs) < threshold
-    rows = xp.reshape(xp.arange(n, dtype=xp.int64, device=device), (n, 1))
-    cols = xp.reshape(xp.arange(n, dtype=xp.int64, device=device), (1, n))
+    flips = below(xp, words.take(pairs), threshold)
+    integers = index_dtype(xp)
+    if pairs >= 2**31 and integers != xp.int64:
+        raise InvalidData(
+            f"{owner}: {field} has {n} nodes, too many pairs for {library.name}'s 32-bit "
+            "indices (for JAX, enable jax_enable_x64)",
+            field=field,
+        )
+    rows = xp.reshape(xp.arange(n, dtype=integers, device=device), (n, 1))
+    cols = xp.reshape(xp.arange(n, dtype=integers, device=device), (1, n))
     low, high = xp.minimum(rows, cols), xp.maximum(rows, cols)
     # The pair {i, j}, i < j, is number i·n − i(i + 1)/2 + (j − i − 1) in row-major order.
     pair = low * n - (low * (low + 1)) // 2 + (high - low - 1)

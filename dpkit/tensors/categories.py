@@ -17,7 +17,13 @@ import numpy as np
 from numpy.typing import NDArray
 
 from dpkit.errors import InvalidData
-from dpkit.tensors.device_random import device_words, threshold32, uniform_below
+from dpkit.tensors.device_random import (
+    below,
+    device_words,
+    index_dtype,
+    threshold32,
+    uniform_below,
+)
 from dpkit.tensors.libraries import ArrayLibrary
 
 __all__ = ["category_counts", "check_categories", "kary_response"]
@@ -54,11 +60,12 @@ def kary_response(
     check_categories(library, values, k, owner=owner, field=field)
     xp = library.xp
     words = device_words(library, rng, owner=owner)
-    flat = xp.reshape(xp.astype(values, xp.int64), (-1,))
+    integers = values.dtype if xp.isdtype(values.dtype, "integral") else index_dtype(xp)
+    flat = xp.reshape(xp.astype(values, integers), (-1,))
     count = int(flat.shape[0])
-    lie = words.take(count) < threshold32(lie_threshold64)
-    other = uniform_below(words, count, k - 1)
-    other = other + xp.astype(other >= flat, xp.int64)  # the k − 1 indices other than the truth
+    lie = below(xp, words.take(count), threshold32(lie_threshold64))
+    other = xp.astype(uniform_below(words, count, k - 1), integers)  # < k − 1: fits
+    other = other + xp.astype(other >= flat, integers)  # the k − 1 indices other than the truth
     reports = xp.where(lie, other, flat)
     return xp.reshape(xp.astype(reports, values.dtype), values.shape)
 
@@ -70,7 +77,7 @@ def category_counts(
     k counts comes back, nothing else)."""
     check_categories(library, values, k, owner=owner, field=field)
     xp = library.xp
-    flat = xp.reshape(xp.astype(values, xp.int64), (-1,))
+    flat = xp.reshape(xp.astype(values, index_dtype(xp)), (-1,))
     if library.name == "torch":
         import torch
 

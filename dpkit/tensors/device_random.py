@@ -24,10 +24,18 @@ import numpy as np
 from dpkit.errors import InvalidParameter
 from dpkit.randomness.modes import RandomnessMode, resolve_rng
 from dpkit.randomness.secure_rng import SecureRandom
-from dpkit.tensors.chacha import chacha20_words
+from dpkit.tensors.chacha import chacha20_words, word_dtype
 from dpkit.tensors.libraries import ArrayLibrary
 
-__all__ = ["DeviceWords", "device_words", "host_rng", "threshold32", "uniform_below"]
+__all__ = [
+    "DeviceWords",
+    "below",
+    "device_words",
+    "host_rng",
+    "index_dtype",
+    "threshold32",
+    "uniform_below",
+]
 
 _TWO_32 = 1 << 32
 
@@ -37,6 +45,29 @@ def threshold32(threshold64: int, /) -> int:
     rounded up: ⌈T/2³²⌉, so the probability of ``word32 < T′`` is never below T/2⁶⁴ (a flip or
     lie probability rounded up keeps randomized response's ε at or below the declared one)."""
     return -(-int(threshold64) // _TWO_32)
+
+
+def below(xp: Any, words: Any, threshold: int) -> Any:
+    """``words < threshold`` for 32-bit words and an integer threshold in [0, 2³²] (2³²: all
+    true, a value no ``uint32`` array can be compared with)."""
+    import array_api_compat
+
+    device = array_api_compat.device(words)
+    if threshold >= _TWO_32:
+        return xp.ones(words.shape, dtype=xp.bool, device=device)
+    # An array, not a Python int: JAX reads a bare int as a 32-bit signed one.
+    return words < xp.asarray(max(int(threshold), 0), dtype=words.dtype, device=device)
+
+
+def index_dtype(xp: Any) -> Any:
+    """The library's default integer type for indices (int64, or int32 for JAX without x64)."""
+    info = getattr(xp, "__array_namespace_info__", None)
+    if info is not None:
+        try:
+            return info().default_dtypes()["indexing"]
+        except (AttributeError, KeyError, TypeError):
+            pass
+    return xp.int64
 
 
 def _is_torch_generator(rng: Any) -> bool:
@@ -75,7 +106,7 @@ class DeviceWords:
     def take(self, count: int) -> Any:
         xp, device = self.library.xp, self.library.device
         if count == 0:
-            return xp.zeros((0,), dtype=xp.int64, device=device)
+            return xp.zeros((0,), dtype=word_dtype(xp), device=device)
         if self.key is None and self.library.name == "torch":
             return self._philox(count)
         blocks = -(-count // 16)
@@ -124,17 +155,17 @@ def device_words(library: ArrayLibrary, rng: Any, *, owner: str) -> DeviceWords:
 
 
 def uniform_below(words: DeviceWords, count: int, bound: int) -> Any:
-    """``count`` integers exactly uniform on {0, …, bound − 1} (``int64``, on the device), by
-    rejection: a word w < ⌊2³²/bound⌋·bound gives w mod bound; the others are drawn again."""
+    """``count`` integers exactly uniform on {0, …, bound − 1} (the words' dtype, on the device),
+    by rejection: a word w < ⌊2³²/bound⌋·bound gives w mod bound; the others are drawn again."""
     xp = words.library.xp
-    if not 1 <= bound <= _TWO_32:
-        raise InvalidParameter("bound", bound, "an integer in [1, 2**32]")
+    if not 1 <= bound < _TWO_32:
+        raise InvalidParameter("bound", bound, "an integer in [1, 2**32)")
     limit = (_TWO_32 // bound) * bound
     out = words.take(count)
-    rejected = out >= limit
+    rejected = xp.logical_not(below(xp, out, limit))
     while bool(xp.any(rejected)):  # rare: P(a word is rejected) = (2³² mod bound)/2³² < bound/2³²
         out = xp.where(rejected, words.take(count), out)  # fresh words: no word is used twice
-        rejected = out >= limit
+        rejected = xp.logical_not(below(xp, out, limit))
     return out % bound
 
 

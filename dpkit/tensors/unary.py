@@ -18,7 +18,8 @@ from numpy.typing import NDArray
 
 from dpkit.errors import InvalidData
 from dpkit.tensors.categories import check_categories
-from dpkit.tensors.device_random import device_words
+from dpkit.tensors.chacha import word_dtype
+from dpkit.tensors.device_random import device_words, index_dtype
 from dpkit.tensors.libraries import ArrayLibrary
 
 __all__ = ["unary_counts", "unary_reports"]
@@ -27,7 +28,7 @@ _ROWS_WORDS = 1 << 24  # words per pass: bounds the device temporaries (~128 MiB
 
 
 def _bit_weights(xp: Any, device: Any) -> Any:
-    return xp.asarray([128, 64, 32, 16, 8, 4, 2, 1], dtype=xp.int64, device=device)
+    return xp.asarray([128, 64, 32, 16, 8, 4, 2, 1], dtype=xp.int32, device=device)
 
 
 def unary_reports(
@@ -46,10 +47,14 @@ def unary_reports(
     check_categories(library, values, k, owner=owner, field=field)
     xp, device = library.xp, library.device
     words = device_words(library, rng, owner=owner)
-    flat = xp.reshape(xp.astype(values, xp.int64), (-1,))
+    integers = index_dtype(xp)
+    flat = xp.reshape(xp.astype(values, integers), (-1,))
     n = int(flat.shape[0])
     width = -(-k // 8)
-    positions = xp.reshape(xp.arange(k, dtype=xp.int64, device=device), (1, k))
+    positions = xp.reshape(xp.arange(k, dtype=integers, device=device), (1, k))
+    dtype = word_dtype(xp)
+    keep_word = xp.asarray(keep, dtype=dtype, device=device)  # < 2³²: p < 1
+    other_word = xp.asarray(other, dtype=dtype, device=device)
     weights = _bit_weights(xp, device)
     pieces = []
     rows_per_pass = max(1, _ROWS_WORDS // k)
@@ -57,9 +62,9 @@ def unary_reports(
         rows = flat[start : start + rows_per_pass]
         count = int(rows.shape[0])
         drawn = xp.reshape(words.take(count * k), (count, k))
-        threshold = xp.where(positions == xp.reshape(rows, (count, 1)), keep, other)
-        bits = xp.astype(drawn < threshold, xp.int64)
-        padding = xp.zeros((count, width * 8 - k), dtype=xp.int64, device=device)
+        threshold = xp.where(positions == xp.reshape(rows, (count, 1)), keep_word, other_word)
+        bits = xp.astype(drawn < threshold, xp.int32)
+        padding = xp.zeros((count, width * 8 - k), dtype=xp.int32, device=device)
         grouped = xp.reshape(xp.concat([bits, padding], axis=1), (count, width, 8))
         pieces.append(xp.astype(xp.sum(grouped * weights, axis=2), xp.uint8))
     packed = (
@@ -81,8 +86,8 @@ def unary_counts(
             f"{owner}: {field} must be packed reports, uint8 arrays of {width} bytes per report",
             field=field,
         )
-    rows = xp.reshape(xp.astype(reports, xp.int64), (-1, width))
+    rows = xp.reshape(xp.astype(reports, xp.int32), (-1, width))
     weights = _bit_weights(xp, device)
     bits = xp.reshape((xp.reshape(rows, (-1, width, 1)) // weights) % 2, (-1, width * 8))
-    counts = library.small_to_host(xp.sum(bits, axis=0))
+    counts = library.small_to_host(xp.sum(bits, axis=0, dtype=index_dtype(xp)))
     return np.asarray(counts[:k], dtype=np.int64), int(rows.shape[0])

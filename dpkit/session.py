@@ -98,6 +98,7 @@ from dpkit.mechanism import Mechanism
 from dpkit.pricing import Overflow, PricedPlan, first_overflow, full_cost, price_plan
 from dpkit.privacy import PrivacyEvent
 from dpkit.randomness import resolve_rng
+from dpkit.tensors.libraries import array_library
 from dpkit.units import UnitIdentity, unit_of
 
 __all__ = ["Deferred", "Query", "Release", "Session"]
@@ -178,8 +179,20 @@ def _structure(data: Any, owner: str) -> Any:
 
     A ragged nested list cannot be an array of records; that is decided by the container's
     shape, never by a value, so it is a public-phase error. Objects that are not sequences
-    (a DataFrame, a query's own input type) are passed through unchanged.
+    (a DataFrame, a query's own input type) are passed through unchanged. An accelerator's
+    array (a CUDA tensor) is refused from its type and device alone, before the spend: the
+    private phase reads host memory.
     """
+    library = array_library(data, owner=owner, field="data")
+    if library is not None:  # another library's array: where it lives is public
+        if not library.on_host:
+            raise InvalidData(
+                f"{owner}: data is a {library.name} array on {library.device}; a session "
+                "reads arrays in host memory (e.g. tensor.cpu()); mechanisms called directly "
+                "take device arrays",
+                field="data",
+            )
+        return library.host_view(data)  # a torch CPU tensor: a zero-copy numpy view
     if isinstance(data, np.ndarray) or not isinstance(data, (list, tuple)):
         return data
     # An object array: its dtype must not depend on the values (numpy would infer text for a

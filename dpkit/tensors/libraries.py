@@ -86,8 +86,11 @@ def array_library(values: Any, *, owner: str, field: str = "values") -> ArrayLib
     module = _module_of(values)
     # An array-API object, or a DLPack exporter numpy cannot read through ``__array__``
     # (pandas, Polars and PyArrow columns have ``__array__`` and keep the numpy path).
-    looks_like_array = hasattr(values, "__array_namespace__") or (
-        hasattr(values, "__dlpack__") and not hasattr(values, "__array__")
+    # Asked of the type: an instance's ``__getattr__`` may run work (a Spark Connect frame
+    # analyses its plan on the server) or read a value.
+    kind = type(values)
+    looks_like_array = hasattr(kind, "__array_namespace__") or (
+        hasattr(kind, "__dlpack__") and not hasattr(kind, "__array__")
     )
     if module not in SUPPORTED or module not in sys.modules:
         if looks_like_array:

@@ -44,6 +44,16 @@ def test_an_unsupported_array_type_is_named_in_a_typed_error() -> None:
     assert e.value.field == "values"
 
 
+def test_the_decision_reads_the_type_never_an_instance_attribute() -> None:
+    # A Spark Connect frame answers every attribute through ``__getattr__`` by analysing its
+    # plan on the server; asking the instance would run work, or fail, inside the check.
+    class Lazy:
+        def __getattr__(self, name: str) -> object:
+            raise AssertionError(f"instance attribute {name} was read")
+
+    assert array_library(Lazy(), owner="t") is None
+
+
 @pytest.mark.parametrize("dtype", [torch.uint8, torch.bool, torch.int32, torch.float64])
 def test_rr_on_a_torch_cpu_tensor_returns_a_tensor_equal_to_the_numpy_path(dtype: object) -> None:
     x = torch.tensor([[0, 1, 1], [1, 0, 0]]).to(dtype)

@@ -52,17 +52,19 @@ privacy-loss distribution of the whole plan), never more than Σε_i; the filter
 with the other releases like any (ε, δ) mechanism. Under ``"zcdp"`` and ``"gdp"`` a plan costs
 the sum of its parts, which those currencies already compose exactly.
 
-``"best"`` is a rule chosen once per ledger: at its first spend, the currency in which that
-spend (a release or a plan) takes the smallest share of the budget — the rule that would admit
-the most spends like it; every later spend uses the same
-currency, and each ledger entry records it (``rule``). The choice depends only on the first
-spend's declared parameters and the budget — public values fixed before any private output
-exists — so for every analyst the session runs one of the valid filters above. Choosing per
-release, or admitting when *either* of two filters would, is not valid in general: the two
-currencies' guarantees do not combine pathwise, and a filter that switches after seeing
-outputs can exceed the budget (the "natural" profile filters fail for the same reason: Tran,
-Koskela, Räisä & Honkela 2026, "f-Differential Privacy Filters: Validity and Approximate
-Solutions").
+``"best"`` is decided once per ledger, at its first spend, from that spend's declared
+parameters and the budget — public values fixed before any private output exists. Where the
+budget has a δ and every event of a first (non-plan) spend has a μ, the ledger becomes a
+*union* of filters (:mod:`dpkit.union_filter`): a main filter in the currency in which the
+first spend takes the smallest share of the budget, at nine tenths of δ, and hybrids that
+charge pure releases their ε outright and the rest μ², sharing the last tenth; a release is
+admitted while any of them has admitted everything. Otherwise the ledger charges in that one
+currency with all of δ, and each entry records it (``rule``). Admitting when either of two
+filters would, *each at the full δ*, is not valid in general: their guarantees do not
+combine pathwise, and a filter that switches after seeing outputs can exceed the budget (the
+"natural" profile filters fail for the same reason: Tran, Koskela, Räisä & Honkela 2026,
+"f-Differential Privacy Filters: Validity and Approximate Solutions"); with δ shares that add
+up to δ it is (:mod:`dpkit.union_filter`).
 """
 
 from __future__ import annotations

@@ -90,10 +90,12 @@ import attrs
 import numpy as np
 
 from dpkit import budget as filters  # the privacy filters: admits, choose, project, total
+from dpkit import union_filter
 from dpkit.budget import Budget, Cost
 from dpkit.errors import InvalidData, InvalidParameter, ReleaseFailed
 from dpkit.ledger import Ledger, LedgerEntry, SpendRequest
 from dpkit.ledger._results import event_record, jsonable, stored_result
+from dpkit.ledger._totals import union_remaining
 from dpkit.mechanism import Mechanism
 from dpkit.pricing import Overflow, PricedPlan, first_overflow, full_cost, price_plan
 from dpkit.privacy import PrivacyEvent
@@ -283,7 +285,7 @@ class Session:
         Corollary 3.3) — charged in the ledger's currency once it is known."""
         full = full_cost(event, releases)
         rule = self.rule
-        if rule is None:
+        if rule is None or self.ledger.union is not None:  # a union charges full costs
             return full
         return filters.charge([full], rule, self.budget, first=_nothing_spent(self.spent))[0]
 
@@ -296,6 +298,11 @@ class Session:
         rule = self.rule
         costs = list(costs)
         plan = len(costs) > 1  # release_all charges several items as a plan
+        union = self.ledger.union
+        if rule is None and self.ledger.composition == "best":
+            union = union_filter.start(costs, self.budget, plan=plan)
+        if union is not None:
+            return self._union_admits(costs, plan, union)
         if rule is None:
             rule = filters.choose(costs, self.budget)
         budget, spent, zero = self.budget, self.spent, Fraction(0)
@@ -310,6 +317,19 @@ class Session:
             whole - (spent.mu2 or zero) if whole is not None else None,
         )
         return filters.admits(spent_cost, charged, budget, rule), charged, remaining
+
+    def _union_admits(
+        self, costs: list[Cost], plan: bool, union: union_filter.Union
+    ) -> tuple[bool, Cost, Budget]:
+        """:meth:`admits` for a union ledger (:mod:`dpkit.union_filter`): full costs, and
+        what is left of its main filter."""
+        union_filter.check_chargeable(costs, union, plan=plan)
+        streams = self.ledger.streams()
+        for cost in costs:
+            streams = streams.plus(cost, plan=plan)
+        fits = union_filter.admits(streams, self.budget, union)
+        spent = self.spent
+        return fits, filters.total(costs), union_remaining(self.budget, spent, union)
 
     def plan_costs(self, items: Sequence[tuple[PrivacyEvent, int]]) -> list[Cost]:
         """The costs of a declared plan (``(event, releases)`` per item), as
@@ -326,7 +346,8 @@ class Session:
         """The first item of ``priced`` whose prefix does not fit now (what that prefix would
         be charged, and what is left), or None if the whole plan fits — a public-phase preview
         (:func:`dpkit.pricing.first_overflow`)."""
-        return first_overflow(priced, self.admits, self.rule)
+        rule = None if self.ledger.union is not None else self.rule  # compose every prefix
+        return first_overflow(priced, self.admits, rule)
 
     def release(
         self,

@@ -181,6 +181,8 @@ def _show(args: argparse.Namespace) -> int:
 def _composition_text(ledger: Ledger) -> str:
     if ledger.composition != "best":
         return ledger.composition
+    if ledger.union is not None:
+        return f"best (a union of filters, the main one in {ledger.rule})"
     return (
         f"best (charging in {ledger.rule})" if ledger.rule else "best (rule set at the first spend)"
     )

@@ -40,10 +40,14 @@ from dpkit.ledger._totals import (
     checked_totals,
     remaining,
     rule_of,
+    stream_sums,
+    union_of,
+    union_remaining,
 )
 from dpkit.ledger._unit import UnitState, read_unit
 from dpkit.ledger._values import LedgerEntry, MoveState, SpendRequest
 from dpkit.ledger._verify import verify
+from dpkit.union_filter import Streams, Union
 from dpkit.units import UnitIdentity, as_identity
 
 __all__ = ["Composition", "Ledger"]
@@ -271,11 +275,26 @@ class Ledger:
 
     def remaining(self) -> Budget:
         """What is left of the budget (in the ledger's currency; every currency of a "best"
-        ledger before its first spend)."""
+        ledger before its first spend; a union ledger's main filter's, never below 0)."""
         with self._store.guarded("reading the totals"), self._store.read() as tx:
             rule = rule_of(tx, self.composition)
             spent = as_budget(cached_totals(tx, self.path), rule)
+            union = union_of(tx, self.composition)
+            if union is not None:
+                return union_remaining(self.budget, spent, union)
             return remaining(self.budget, spent, rule)
+
+    @property
+    def union(self) -> Union | None:
+        """The union of filters a ``"best"`` ledger's first spend started
+        (:mod:`dpkit.union_filter`), or None."""
+        with self._store.guarded("reading the rule"), self._store.read() as tx:
+            return union_of(tx, self.composition)
+
+    def streams(self) -> Streams:
+        """The sums a union ledger's filters charge, over its spent entries."""
+        with self._store.guarded("reading the totals"), self._store.read() as tx:
+            return stream_sums(tx, self.path)
 
     def entries(self) -> list[LedgerEntry]:
         """Every entry, in commit order."""

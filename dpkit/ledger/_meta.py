@@ -32,6 +32,7 @@ from dpkit.ledger._store import Store
 from dpkit.ledger._stored import damaged, meta_fraction, meta_value
 from dpkit.ledger._unit import UNIT_ALLOWED, UnitState, derived_unit, parse_unit, unit_text
 from dpkit.ledger._values import fraction_text, now
+from dpkit.union_filter import Union
 from dpkit.units import UnitIdentity
 
 __all__ = ["RULES_TEXT", "Composition", "Meta", "create", "migrate", "read_meta"]
@@ -120,8 +121,10 @@ def read_meta(store: Store) -> Meta:
     rho = _optional_fraction(path, meta, "budget_rho", composition == "zcdp")
     mu2 = _optional_fraction(path, meta, "budget_mu2", composition == "gdp")
     rule = meta.get("rule", "")
-    if rule and (composition != "best" or rule not in CURRENCIES):
-        raise damaged(path, "rule", rule, "a currency (basic, zcdp, gdp) of a 'best' ledger")
+    if rule and (composition != "best" or (rule not in CURRENCIES and Union.parse(rule) is None)):
+        raise damaged(
+            path, "rule", rule, "a currency (basic, zcdp, gdp) or a union of a 'best' ledger"
+        )
     move_state(path, meta)
     budget = Budget(epsilon, delta, rho, mu2)
     return Meta(dataset, composition, budget, unit)  # type: ignore[arg-type]  # checked above

@@ -13,18 +13,22 @@ from __future__ import annotations
 
 import json
 import uuid
+from fractions import Fraction
 from typing import Any
 
 import attrs
 
 from dpkit import budget as filters  # the privacy filters: admits, choose, project, total
+from dpkit import union_filter
 from dpkit.budget import Budget, Cost
 from dpkit.errors import BudgetExceeded, InvalidParameter
 from dpkit.ledger._errors import LedgerError
 from dpkit.ledger._move_state import require_live
-from dpkit.ledger._schema import TOTALS
+from dpkit.ledger._schema import TOTALS, Tx
 from dpkit.ledger._store import Store
 from dpkit.ledger._totals import (
+    UNION_PLAN_RULE,
+    UNION_RULE,
     amount,
     amounts_record,
     as_budget,
@@ -33,10 +37,14 @@ from dpkit.ledger._totals import (
     remaining,
     row_cost,
     rule_of,
+    stream_sums,
+    union_of,
+    union_remaining,
     write_totals,
 )
 from dpkit.ledger._unit import admit_unit, batch_unit, unit_text
 from dpkit.ledger._values import PENDING, LedgerEntry, SpendRequest, now
+from dpkit.union_filter import Union
 from dpkit.units import UnitIdentity
 
 __all__ = ["abort", "record_result", "spend_all"]
@@ -65,8 +73,21 @@ def spend_all(
         spent = checked_totals(tx, path)
         rule = rule_of(tx, composition)
         costs = [entry.cost for entry, _ in rows]
+        plan = any(request.plan for request in requests)
+        union = union_of(tx, composition)
         if rule is None:  # a "best" ledger's first spend (every other ledger has a rule)
-            rule = filters.choose(costs, budget)
+            union = union_filter.start(costs, budget, plan=plan)
+            rule = filters.choose(costs, budget) if union is None else union.text()
+        if union is not None:
+            _admit_union(tx, path, rows, requests, budget, union, spent)
+            if composition == "best":
+                tx.run("UPDATE {meta} SET value = ? WHERE key = 'rule'", (union.text(),))
+            _insert(tx, rows, requests, costs, entries, union=True, rule=union.currency)
+            after = {t.name: spent[t.name] + amount(filters.total(costs), t) for t in TOTALS}
+            if fixes_unit:
+                tx.run("UPDATE {meta} SET value = ? WHERE key = 'unit'", (unit_text(unit),))
+            write_totals(tx, after)
+            return entries
         # Only a first spend's own costs may be charged outright: a plan's are shares of its
         # joint ε, which bound no release's loss on every outcome.
         first = all(value == 0 for value in spent.values())
@@ -80,17 +101,57 @@ def spend_all(
         if fixes_unit:
             tx.run("UPDATE {meta} SET value = ? WHERE key = 'unit'", (unit_text(unit),))
         after = {t.name: spent[t.name] + amount(batch, t) for t in TOTALS}
-        for (entry, record), cost, request in zip(rows, charged, requests, strict=True):
-            entry = attrs.evolve(entry, cost=cost, rule=filters.entry_rule(rule, request.plan))
-            record.update(amounts_record(cost), rule=entry.rule)
-            columns = ", ".join(record)
-            marks = ", ".join("?" for _ in record)
-            seq = tx.insert(
-                f"INSERT INTO {{entries}} ({columns}) VALUES ({marks})", list(record.values())
-            )
-            entries.append(attrs.evolve(entry, seq=seq))
+        _insert(tx, rows, requests, charged, entries, union=False, rule=rule)
         write_totals(tx, after)
     return entries
+
+
+def _admit_union(
+    tx: Tx,
+    path: str,
+    rows: list[tuple[LedgerEntry, dict[str, Any]]],
+    requests: list[SpendRequest],
+    budget: Budget,
+    union: Union,
+    spent: dict[str, Fraction],
+) -> None:
+    """Refuse the batch unless some filter of ``union`` fits every spent entry and it
+    (:mod:`dpkit.union_filter`); each entry is charged its full cost."""
+    union_filter.check_chargeable([e.cost for e, _ in rows], union, plan=requests[0].plan)
+    streams = stream_sums(tx, path)
+    for (entry, _), request in zip(rows, requests, strict=True):
+        streams = streams.plus(entry.cost, plan=request.plan)
+    if not union_filter.admits(streams, budget, union):
+        batch = filters.total([entry.cost for entry, _ in rows])
+        raise BudgetExceeded(
+            batch, union_remaining(budget, as_budget(spent, union.currency), union)
+        )
+
+
+def _insert(
+    tx: Tx,
+    rows: list[tuple[LedgerEntry, dict[str, Any]]],
+    requests: list[SpendRequest],
+    charged: list[Cost],
+    entries: list[LedgerEntry],
+    *,
+    union: bool,
+    rule: str,
+) -> None:
+    """Write the entries of a batch, each with its charged cost and the rule it records."""
+    for (entry, record), cost, request in zip(rows, charged, requests, strict=True):
+        if union:
+            recorded = UNION_PLAN_RULE if request.plan else UNION_RULE
+        else:
+            recorded = filters.entry_rule(rule, request.plan)
+        entry = attrs.evolve(entry, cost=cost, rule=recorded)
+        record.update(amounts_record(cost), rule=entry.rule)
+        columns = ", ".join(record)
+        marks = ", ".join("?" for _ in record)
+        seq = tx.insert(
+            f"INSERT INTO {{entries}} ({columns}) VALUES ({marks})", list(record.values())
+        )
+        entries.append(attrs.evolve(entry, seq=seq))
 
 
 def _spend_row(request: SpendRequest, dataset: str) -> tuple[LedgerEntry, dict[str, Any]]:

@@ -18,9 +18,12 @@ from dpkit.ledger._errors import VERIFY_HINT, LedgerCorrupt
 from dpkit.ledger._schema import ENTRY_COLUMNS, TOTALS, Total, Tx
 from dpkit.ledger._stored import meta_fraction, parse_fraction
 from dpkit.ledger._values import fraction_text
+from dpkit.union_filter import Streams, Union, main_budget
 
 __all__ = [
     "AMOUNTS",
+    "UNION_PLAN_RULE",
+    "UNION_RULE",
     "Totals",
     "amount",
     "amounts_record",
@@ -31,8 +34,11 @@ __all__ = [
     "remaining",
     "row_cost",
     "rule_of",
+    "stream_sums",
     "summed_totals",
     "totals_text",
+    "union_of",
+    "union_remaining",
     "within_budget",
     "write_totals",
     "zero",
@@ -40,6 +46,10 @@ __all__ = [
 
 #: The spent totals by name (``"epsilon"``, ``"delta"``, ``"rho"``, ``"mu2"``): exact sums.
 Totals = dict[str, Fraction]
+
+#: What a union ledger's entry records as its rule (a declared plan's: ``"union-plan"``).
+UNION_RULE = "union"
+UNION_PLAN_RULE = "union-plan"
 
 #: The names of the amounts, in the order of :data:`TOTALS`.
 AMOUNTS = tuple(total.name for total in TOTALS)
@@ -140,11 +150,36 @@ def write_totals(tx: Tx, totals: Totals) -> None:
 
 def rule_of(tx: Tx, composition: str) -> str | None:
     """The currency a ledger of ``composition`` charges in; a ``"best"`` ledger's is stored
-    by its first spend (None before)."""
+    by its first spend (None before), a union ledger's is its main filter's."""
     if composition != "best":
         return composition
+    text = _stored_rule(tx)
+    union = Union.parse(text)
+    return union.currency if union is not None else (text or None)
+
+
+def union_of(tx: Tx, composition: str) -> Union | None:
+    """The union of filters a ``"best"`` ledger's first spend started (None otherwise:
+    :mod:`dpkit.union_filter`)."""
+    return Union.parse(_stored_rule(tx)) if composition == "best" else None
+
+
+def _stored_rule(tx: Tx) -> str:
     row = tx.one("SELECT value FROM {meta} WHERE key = 'rule'")
-    return str(row[0]) if row is not None and row[0] else None
+    return str(row[0]) if row is not None and row[0] else ""
+
+
+def stream_sums(tx: Tx, path: str) -> Streams:
+    """The sums a union ledger's filters charge, over its spent entries (grouped)."""
+    names = ", ".join(AMOUNTS)
+    streams = Streams()
+    for *amounts, rule, count in tx.rows(
+        f"SELECT {names}, rule, count(*) FROM {{entries}} WHERE status = 'spent' "
+        f"GROUP BY {names}, rule"
+    ):
+        cost = row_cost(path, dict(zip(AMOUNTS, amounts, strict=True)), where="a spent entry")
+        streams = streams.plus(cost, plan=rule != UNION_RULE, times=int(count))
+    return streams
 
 
 def as_budget(totals: Totals, rule: str | None) -> Budget:
@@ -164,6 +199,23 @@ def remaining(budget: Budget, spent: Budget, rule: str | None) -> Budget:
     whole = filters.gdp_whole(b, spent.epsilon) if rule == "gdp" else b.mu2
     mu2 = None if whole is None or rule not in ("gdp", None) else whole - (spent.mu2 or 0)
     return Budget(b.epsilon - spent.epsilon, b.delta - spent.delta, rho, mu2)
+
+
+def union_remaining(budget: Budget, spent: Budget, union: Union) -> Budget:
+    """What is left of a union ledger's main filter (:func:`dpkit.union_filter.main_budget`),
+    never below 0: a release beyond it may still fit a hybrid."""
+    currency, zero = union.currency, Fraction(0)
+    main = main_budget(budget)
+
+    def left(whole: Fraction | None, used: Fraction | None) -> Fraction | None:
+        return None if whole is None else max(whole - (used or zero), zero)
+
+    return Budget(
+        max(main.epsilon - spent.epsilon, zero),
+        max(main.delta - spent.delta, zero),
+        left(main.rho, spent.rho) if currency == "zcdp" else None,
+        left(main.mu2, spent.mu2) if currency == "gdp" else None,
+    )
 
 
 def within_budget(budget: Budget, totals: Totals, rule: str | None) -> bool:

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from dpkit import union_filter
 from dpkit.budget import Budget
 from dpkit.ledger._errors import LedgerCorrupt
 from dpkit.ledger._history import SELECT_ENTRIES
@@ -23,7 +24,9 @@ from dpkit.ledger._totals import (
     cached_totals,
     row_cost,
     rule_of,
+    stream_sums,
     totals_text,
+    union_of,
     within_budget,
     zero,
 )
@@ -55,6 +58,8 @@ def verify(
         cached = cached_totals(tx, path)
         costs = _readable_costs(store, tx, units)
         rule = rule_of(tx, composition)
+        union = union_of(tx, composition)
+        streams = stream_sums(tx, path) if union is not None else None
         unit, mixed = read_unit(tx, path)
     summed, count = zero(), 0
     for (status, amounts), (seq, times) in costs.items():
@@ -69,7 +74,12 @@ def verify(
             f"its cached totals {totals_text(cached)} disagree with the sum of its "
             f"{count} spent entries {totals_text(summed)}"
         )
-    if not within_budget(budget, summed, rule):
+    fits = (
+        within_budget(budget, summed, rule)
+        if union is None or streams is None
+        else union_filter.admits(streams, budget, union)
+    )
+    if not fits:
         problems.append(f"its spent entries {totals_text(summed)} exceed the budget {budget}")
     for found, seq in units.items():
         if found != unit:

@@ -144,7 +144,7 @@ def _check_total(session: Session, plan: Plan) -> PricedPlan:
                 f"{query.at}/budget/{field}",
                 "budget_exceeded",
                 f"the queries up to here cost {charged} in total (charged under "
-                f"{session.rule or 'the rule best would choose'}); the ledger has "
+                f"{_charged_under(session)}); the ledger has "
                 f"{remaining} left",
                 detail={"requested": requested, "remaining": left},
             )
@@ -286,8 +286,17 @@ def run_spec(
                 "remaining": _amount(session.remaining, up=False),
                 "charged": {
                     **_amount(priced.total or Cost(Fraction(0), Fraction(0))),
-                    "composed": composition_note(priced, session.rule),
+                    "composed": composition_note(
+                        priced, session.rule if session.ledger.union is None else "basic"
+                    ),
                 },
             },
             "results": [results[index] for index in range(len(plan.queries))],
         }
+
+
+def _charged_under(session: Session) -> str:
+    """What a refusal names as the rule that charged it."""
+    if session.ledger.union is not None:
+        return f"a union of filters, the main one in {session.rule}"
+    return session.rule or "the rule best would choose"

@@ -128,26 +128,27 @@ _PLD_SLACK = 1 - 2e-4
 
 @pytest.mark.parametrize("name", sorted(TABLE))
 def test_a_best_session_is_never_charged_below_the_exact_composition(name: str) -> None:
-    """What the session is charged, and how far above the exact composition: exact for the
-    Gaussians; the rows that mix pure and Gaussian releases one at a time keep the currency
-    their first release chose (see docs/accounting.md, "How close a session's charge is")."""
+    """What the session is charged, and how far above the exact composition. A "best"
+    session is a union of filters (dpkit.union_filter; docs/accounting.md, "How close a
+    session's charge is"); with one currency chosen at the first release these rows were
+    charged 1.000, 1.79, 2.60 and 2.02 times the exact composition."""
     events = TABLE[name]
     got = ratio(events)
     assert got >= _PLD_SLACK
     ceiling = {
-        "ten Gaussians": 1.001,
-        "Laplace, then Gaussians and exponential": 1.79,  # basic: 3.5 against 1.959
-        "a Gaussian, then Laplace and exponential": 2.61,  # Gaussian DP: 3.62 against 1.394
-        "laplace(2), then ten Gaussians": 2.03,  # basic: 7 against 3.46
+        "ten Gaussians": 1.007,  # the Gaussian-DP main filter at nine tenths of δ
+        "Laplace, then Gaussians and exponential": 1.28,  # a hybrid: 2.5 against 1.959
+        "a Gaussian, then Laplace and exponential": 1.15,  # a hybrid: 1.6 against 1.394
+        "laplace(2), then ten Gaussians": 1.13,  # a hybrid: 3.91 against 3.46
     }[name]
     assert got <= ceiling
 
 
 def test_laplace_is_charged_its_own_mu() -> None:
-    """A Gaussian first fixes Gaussian DP; the Laplace release after it is charged the
-    Laplace mechanism's own dominating μ, below the generic pure-ε μ (3.83 before)."""
+    """Under Gaussian DP the Laplace release after a Gaussian is charged the Laplace
+    mechanism's own dominating μ, below the generic pure-ε μ (3.83 with it)."""
     events = TABLE["a Gaussian, then Laplace and exponential"]
-    assert charged(events) < 3.63
+    assert charged(events, "gdp") < 3.63
 
 
 def test_a_gaussian_dp_session_charges_its_first_pure_release_outright() -> None:
@@ -204,7 +205,10 @@ def test_random_mixes_are_never_charged_below_the_exact_composition(composition:
         events = random_mix(generator)
         if composition == "gdp":
             events = [e for e in events if not isinstance(e, RandomizedResponseDP) or e.k == 2]
-        assert ratio(events, composition) >= _PLD_SLACK, events
+        got = ratio(events, composition)
+        assert got >= _PLD_SLACK, events
+        if composition == "best":  # the union of filters: at most 1.41 over 60 mixes
+            assert got <= 1.45, events
 
 
 def _admits_plan(events: list[PrivacyEvent], epsilon: float) -> bool:

@@ -176,3 +176,17 @@ def test_verify_finds_a_union_ledger_over_every_filter(tmp_path: Path) -> None:
         connection.execute("UPDATE dpkit_meta SET value = '3/2' WHERE key = 'spent_epsilon'")
     with pytest.raises(dpkit.ledger.LedgerCorrupt, match="exceed the budget"):
         Ledger(str(path)).verify()
+
+
+def test_a_moved_union_ledger_keeps_its_filters(tmp_path: Path) -> None:
+    from dpkit.ledger import move_ledger
+
+    source, destination = tmp_path / "a.sqlite", tmp_path / "b.sqlite"
+    session = dpkit.Session(budget=(3.0, DELTA), ledger=source, composition="best", dataset="d")
+    _release(session, LaplaceDP(1.0))
+    session.close()
+    move_ledger(str(source), str(destination))
+    moved = dpkit.Session(ledger=destination)
+    assert moved.ledger.union == union_filter.Union("basic", Fraction(1))
+    assert _admitted(moved, _gaussian(0.5)) >= 6  # the hybrids came along: basic alone admits 4
+    moved.ledger.verify()

@@ -17,7 +17,8 @@ items). At ε ∈ {1, 2, 4}:
   20's estimated counts, as a share of n.
 
 Speed (``_timing.measure``, 3 rounds, CPU clock): the client per report and the server per 10⁶
-reports, in fast and secure mode, at ε = 2.
+reports, in fast and secure mode, at ε = 2; and one count-level simulation of 10⁹ devices
+(``simulate``: cms, hcms, dbitflip, one_bit_mean).
 
 **pure-ldp** (1.2.0, its own environment: ``python benchmarks/peers/make_venvs.py telemetry``;
 ``peer_telemetry.py``) runs the same four protocols at equal ε and report size (the same m, k,
@@ -174,6 +175,36 @@ def speed(users: int, rng: np.random.Generator) -> list[dict[str, Any]]:
     return rows
 
 
+def simulation(rng: np.random.Generator) -> list[dict[str, Any]]:
+    """CPU seconds of one count-level simulation of 10⁹ devices (10⁹ − 1 for dbitflip, below
+    numpy's hypergeometric range), at ε = 2: the sketches over the 10⁴ heaviest items of a
+    Zipf(1.1) law, dbitflip over 1024 buckets, one_bit_mean over 1001 values."""
+    ranks = np.arange(1, 10_001)
+    law = ranks**-1.1 / np.sum(ranks**-1.1)
+    items = np.array([f"item{r}" for r in ranks])
+    devices = rng.multinomial(10**9, law)
+    buckets = rng.multinomial(10**9 - 1, np.full(1024, 1 / 1024))
+    values = np.linspace(0.0, 1.0, 1001)
+    held = rng.multinomial(10**9, np.full(values.size, 1 / values.size))
+    sketches = mechanisms(2.0, 32)
+    cms, hcms = sketches["cms"], sketches["hcms"]
+    flips = dpkit.mechanism("dbitflip", epsilon=2.0, k=1024, d=4)
+    mean = dpkit.mechanism("one_bit_mean", epsilon=2.0, lower=0.0, upper=1.0, intervals=4)
+    runs = {
+        f"cms (m = {WIDTH}, k = {HASHES})": lambda: cms.simulate(items, devices, rng=rng),
+        f"hcms (m = {WIDTH}, k = {HASHES})": lambda: hcms.simulate(items, devices, rng=rng),
+        "dbitflip (k = 1024, d = 4)": lambda: flips.simulate(buckets, rng=rng),
+        "one_bit_mean (s = 4)": lambda: mean.simulate(values, held, rng=rng),
+    }
+    timed = measure(runs, rounds=3)
+    rows = []
+    for label in runs:
+        row = {"task": f"simulate 10⁹ devices: {label}", "simulation s": timed[label].cpu}
+        print(row)
+        rows.append(row)
+    return rows
+
+
 def run_peers(
     values: np.ndarray, rng: np.random.Generator
 ) -> tuple[list[dict[str, Any]], list[dict[str, Any]], str]:
@@ -296,12 +327,12 @@ def main() -> None:
                 row = {"data": label, "protocol": name, "ε": epsilon, **scores}
                 print(row)
                 rows.append(row)
-    timing_rows = speed(args.users, rng)
+    timing_rows = speed(args.users, rng) + simulation(rng)
     peer_rows, peers, note = run_peers(zipf[: args.peer_users], rng)
     print(note)
     columns = ["data", "protocol", "ε", "precision", "recall", "rmse / n"]
     timing_columns = ["task", "client µs/report (fast)", "client µs/report (secure)",
-                      "server s per 10⁶ reports"]  # fmt: skip
+                      "server s per 10⁶ reports", "simulation s"]  # fmt: skip
     peer_columns = list(dict.fromkeys(key for row in peer_rows for key in row))
     if args.no_save:
         return

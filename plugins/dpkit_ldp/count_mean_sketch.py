@@ -109,6 +109,8 @@ _SCALE = 1 << _GRID
 #: Reports unpacked per block while counting cms reports (below 2¹⁶: their sums fit uint16).
 _COUNT_BLOCK = (1 << 14) - 1
 _MAX_OUTPUTS = 1 << 16
+#: Cells (rows × 2K) of hcms's simulation state drawn at a time.
+_SIMULATED_CELLS = 1 << 21
 
 
 @attrs.frozen(eq=False)
@@ -495,6 +497,67 @@ class HadamardCountMeanSketch(_Sketch):
         probe = cls(epsilon=epsilon, width=width, hashes=hashes, key="0" * 32)
         zero = np.zeros(1)
         return float(probe.count_variance(zero, n, zero)[0]) / n**2
+
+    def simulate(self, items: Any, counts: Any, /, *, rng: np.random.Generator) -> SketchCounts:
+        """The :class:`SketchCounts` of one report from each of ``counts[i]`` devices holding
+        ``items[i]``, drawn from exactly the law of real reports without materialising them, in
+        O(k·K·log K) draws whatever n (for experiments; never to protect data).
+
+        *Why the law is the same.* (1) Devices of item d spread over the rows as
+        Multinomial(n_d, 1/k), independently over items; G[j, u] of row j hash to bucket u.
+        (2) A device's flip is independent of its row and column, and a flipped device reports
+        −H[u, l] = (−1)^{f + popcount(u & l)}, f = 1: of the G[j, u] devices, Binomial(G[j, u],
+        φ) start with parity f = 1. (3) A device picks its column l uniformly, i.e. the log₂K
+        bits of l as fair coins, and reports y = +1 iff f + popcount(u & l) is even. Draw the
+        bits of l from the top: after the bits above i, what decides the rest of a device's
+        report is only u's bits below i and its parity so far, and the devices alike in that
+        are exchangeable; so for every prefix of l, every remaining part of u and every
+        parity, the devices whose next bit of l is 1 are Binomial(count, 1/2), independently
+        (the devices are), and the groups then merge on (remaining part of u, new parity) —
+        the fast Walsh–Hadamard transform's butterfly, 2K draws per bit of l per row. After
+        the last bit this leaves, for every column l, the devices reporting y = +1 and −1
+        there: their exact joint law over the rows and columns, and cells = plus − minus.
+        Every step draws the conditional law of the next part given the parts before.
+        """
+        if not isinstance(rng, np.random.Generator):
+            raise InvalidParameter("rng", rng, "a numpy Generator (simulation is fast mode only)")
+        buckets = self.buckets(items)
+        n_items = np.asarray(counts, dtype=np.int64).reshape(-1)
+        if n_items.shape[0] != buckets.shape[0] or np.any(n_items < 0):
+            raise InvalidData("counts must be one count >= 0 per item", field="counts")
+        k, size = self.hashes, self.columns
+        per_row = rng.multinomial(n_items, np.full(k, 1.0 / k))
+        hits = np.zeros((k, size), dtype=np.int64)
+        np.add.at(hits, (np.broadcast_to(np.arange(k), buckets.shape), buckets), per_row)
+        flipped = rng.binomial(hits, self.flip_probability)
+        cells = np.empty((k, size), dtype=np.int64)
+        chunk = max(1, _SIMULATED_CELLS // size)  # rows at a time: bounded memory
+        for lo in range(0, k, chunk):
+            rows = slice(lo, lo + chunk)
+            signs = _column_signs(hits[rows] - flipped[rows], flipped[rows], rng)
+            cells[rows] = signs[:, :, 0] - signs[:, :, 1]
+        return SketchCounts(self.name, cells, per_row.sum(axis=0), int(n_items.sum()))
+
+
+def _column_signs(
+    even: NDArray[np.int64], odd: NDArray[np.int64], rng: np.random.Generator
+) -> NDArray[np.int64]:
+    """Devices ``even[j, u]`` and ``odd[j, u]`` of row j in bucket u with parity 0 and 1, each
+    picking a uniform column l < K: per row and column, those whose parity plus
+    popcount(u & l) is even and odd, shape (rows, K, 2), drawn bit by bit of l from the top
+    (:meth:`HadamardCountMeanSketch.simulate`, step 3)."""
+    rows = even.shape[0]
+    # state[j, prefix of l, parity, remaining low bits of u]
+    state = np.stack([even, odd], axis=1)[:, None]
+    while state.shape[-1] > 1:
+        half = state.shape[-1] // 2
+        split = state.reshape(rows, -1, 2, 2, half)  # [..., parity, top bit of u, rest]
+        one = rng.binomial(split, 0.5)  # next bit of l is 1
+        zero = split - one
+        stay = zero[:, :, :, 0] + zero[:, :, :, 1]  # bit 0: parity unchanged
+        moved = one[:, :, :, 0] + one[:, :, ::-1, 1]  # bit 1: flips the parity where u's is 1
+        state = np.stack([stay, moved], axis=2).reshape(rows, -1, 2, half)
+    return state[..., 0]
 
 
 def _uint_reports(reports: Any, columns: int, owner: str, what: str) -> NDArray[np.uint64]:

@@ -65,6 +65,9 @@ from dpkit_ldp._numeric import NumericMechanism
 __all__ = ["OneBitMean", "OneBitMeanClient", "OneBitMeanEstimator"]
 
 _U64 = 1 << 64
+#: The offsets α are k·2⁻⁵³, k < 2⁵³.
+_GRID = 1 << 53
+_UNIT = 2.0**-53
 
 
 @attrs.frozen
@@ -104,9 +107,15 @@ class OneBitMean(NumericMechanism):
 
     def rounded(self, values: Any, offsets: Any) -> NDArray[np.int64]:
         """t = ⌊u + α⌋ ∈ {0..s} for values x and offsets α (u = (x − lower)/w)."""
-        z = self.standardize(np.asarray(values, dtype=np.float64))
-        u = z * self.intervals
-        t = np.floor(u + np.asarray(offsets, dtype=np.float64))
+        return self._round(self._scaled(values), offsets)
+
+    def _scaled(self, values: Any) -> NDArray[np.float64]:
+        """u = (x − lower)/w, as the device computes it."""
+        u: NDArray[np.float64] = self.standardize(np.asarray(values, dtype=np.float64))
+        return u * self.intervals
+
+    def _round(self, scaled: NDArray[np.float64], offsets: Any) -> NDArray[np.int64]:
+        t = np.floor(scaled + np.asarray(offsets, dtype=np.float64))
         return np.clip(t, 0, self.intervals).astype(np.int64)
 
     def _bits(self, points: NDArray[np.int64], generator: Any) -> NDArray[np.uint8]:
@@ -175,6 +184,86 @@ class OneBitMean(NumericMechanism):
     def worst_mean_variance(cls, *, epsilon: float, n: int = 1) -> float:
         """Worst-case variance of the mean of n reports on [0, 1]: ((e^ε + 1)/(e^ε − 1))²/(4n)."""
         return ((math.exp(epsilon) + 1.0) / math.expm1(epsilon)) ** 2 / (4.0 * n)
+
+    def rounding_law(self, values: Any, /) -> tuple[NDArray[np.int64], NDArray[np.int64]]:
+        """The exact law of the rounded point t of each value over the device's offset α.
+
+        α is k·2⁻⁵³ with k uniform on [0, 2⁵³) (numpy's ``Generator.random`` and
+        :meth:`dpkit.SecureRandom.random` alike), and t = :meth:`rounded` (x, α) is
+        non-decreasing in k (a floating-point sum, ⌊·⌋ and the clip are all monotone), with
+        t(0) = t₀ and t < t₀ + 3 (u + α < u + 1 rounds to at most ⌊u⌋ + 2). So the law is
+        fixed by the first k at which t reaches t₀ + 1 and t₀ + 2, found by bisection on the
+        very arithmetic the device runs (near the real-number answer, bracket checked): returns (t₀, K) with K[..., i] that first k for
+        t₀ + 1 + i (2⁵³ if never), i.e. P[t ≥ t₀ + 1 + i] = (2⁵³ − K[..., i])/2⁵³ exactly.
+        """
+        u = self._scaled(np.asarray(values, dtype=np.float64).reshape(-1))
+        start = self._round(u, np.zeros_like(u))
+        # both thresholds at once: rows t₀ + 1 and t₀ + 2
+        target = start + np.arange(1, 3)[:, None]
+        scaled = np.broadcast_to(u, target.shape)
+        # The answer is within a few units of u per grid step of the real-number one,
+        # (target − u)·2⁵³ (the sum's rounding error is at most (u + 1)·2⁻⁵³): search there,
+        # and over the whole grid wherever the window turns out not to bracket it.
+        guess = np.clip(np.ceil((target - scaled) * _GRID), 0, _GRID).astype(np.int64)
+        width = 2 * (self.intervals + 3)
+        lo = np.maximum(guess - width, 0)
+        hi = np.minimum(guess + width, _GRID)
+        below = (lo == 0) | (self._round(scaled, (lo - 1).astype(np.float64) * _UNIT) < target)
+        above = (hi == _GRID) | (self._round(scaled, hi.astype(np.float64) * _UNIT) >= target)
+        lo = np.where(below & above, lo, 0)
+        hi = np.where(below & above, hi, _GRID)
+        while np.any(lo < hi):
+            mid = (lo + hi) // 2
+            reached = self._round(scaled, mid.astype(np.float64) * _UNIT) >= target
+            hi = np.where(reached, mid, hi)
+            lo = np.where(reached, lo, np.minimum(mid + 1, hi))
+        first = np.ascontiguousarray(hi.T)
+        return start, first
+
+    def simulate(self, values: Any, counts: Any, /, *, rng: np.random.Generator) -> MeanSums:
+        """The :class:`MeanSums` of one report from each of ``counts[i]`` devices holding
+        ``values[i]``, drawn from exactly the law of real reports, in O(distinct values) draws
+        whatever n (for experiments; never to protect data).
+
+        *Why the law is the same.* A device's report is a function of its offset α and one
+        uniform word, drawn independently: t from :meth:`rounding_law` (exact on the 2⁻⁵³
+        grid of α), then b = 1 with probability π_t. The devices holding one value are
+        independent and alike, so how many round to each point is Multinomial(c, law of t),
+        and given those, the ones at point t are Binomial(·, π_t), independently; B, the ones
+        in all, is their sum. The statistic of real reports is a function of B alone (Σ x̂ and
+        Σ x̂² with x̂ ∈ {x̂(0), x̂(1)}), computed here from the same x̂(0), x̂(1). The draws use
+        π_t and the rounding probabilities as doubles (π_t rounded from T/2⁶⁴, as every
+        simulation here; the rounding probabilities k/2⁵³ are doubles exactly).
+        """
+        if not isinstance(rng, np.random.Generator):
+            raise InvalidParameter("rng", rng, "a numpy Generator (simulation is fast mode only)")
+        x = self.checked_values(values).reshape(-1)
+        held = np.asarray(counts)
+        if (
+            held.shape != (x.size,)
+            or not np.issubdtype(held.dtype, np.integer)
+            or (held.size and int(held.min()) < 0)
+        ):
+            raise InvalidData(
+                f"{self.name}: counts must be {x.size} integers >= 0 (devices per value), got "
+                f"{describe_dtype(held)} of shape {held.shape}",
+                field="counts",
+            )
+        held = held.astype(np.int64)
+        start, first = self.rounding_law(x)
+        edges = np.column_stack([np.zeros(x.size, dtype=np.int64), first, np.full(x.size, _GRID)])
+        law = np.diff(edges, axis=1).astype(np.float64) * _UNIT  # P[t = t₀ + i], i = 0, 1, 2
+        at_point = rng.multinomial(held, law) if x.size else np.zeros((0, 3), dtype=np.int64)
+        points = np.minimum(start[:, None] + np.arange(3), self.intervals)
+        ones = int(rng.binomial(at_point, self.bit_probability(points)).sum())
+        n = int(held.sum())
+        zero, one = self.from_bits(np.array([0, 1]))
+        return MeanSums(
+            self.name,
+            n,
+            [ones * one + (n - ones) * zero],
+            [ones * one**2 + (n - ones) * zero**2],
+        )
 
 
 class OneBitMeanEstimator(Estimator):

@@ -44,6 +44,10 @@ returning the support counts.
     the report bucket of a user holding v is categorical with the probabilities of
     :func:`dpkit_ldp.square_wave.bucket_probabilities`, so the histogram is a sum of
     Multinomial(n_v, ·): exact for the continuous (fast-mode) mechanism.
+``one_bit_mean``
+    :meth:`dpkit_ldp.one_bit_mean.OneBitMean.simulate`: how many devices of each value round
+    to each point (the exact law of α-point rounding on the offsets' 2⁻⁵³ grid), then the ones
+    among them Binomial(·, π_t); the sums follow from the number of ones: exact.
 ``pm``, ``hm``, ``duchi_multi``, ``pm_multi``, ``hm_multi``
     not simulated: the sufficient statistic (the sum and the sum of squares of continuous
     reports, or of 2^d-valued vertices) has no finite exact law to draw from; use
@@ -71,6 +75,7 @@ from dpkit_ldp.duchi import Duchi, plus_probability
 from dpkit_ldp.hadamard import HadamardResponse, support_counts_from_histogram
 from dpkit_ldp.kary_rr import KaryRandomizedResponse
 from dpkit_ldp.local_hashing import OptimalLocalHashing
+from dpkit_ldp.one_bit_mean import OneBitMean
 from dpkit_ldp.randomized_response import RandomizedResponse
 from dpkit_ldp.square_wave import SquareWave, bucket_probabilities
 from dpkit_ldp.unary_encoding import UnaryEncoding
@@ -210,10 +215,11 @@ def simulate_numeric(
     rng: np.random.Generator,
     counts: Any = None,
 ) -> MeanSums | ReportHistogram:
-    """The estimator's statistic for users holding ``values``, drawn directly (duchi, sw).
+    """The estimator's statistic for users holding ``values``, drawn directly (duchi, sw,
+    one_bit_mean).
 
     ``values`` are the users' values (or, with ``counts``, distinct values and how many users
-    hold each). Returns :class:`dpkit.plugin.MeanSums` (duchi) or :class:`dpkit.plugin.ReportHistogram` (sw),
+    hold each). Returns :class:`dpkit.plugin.MeanSums` (duchi, one_bit_mean) or :class:`dpkit.plugin.ReportHistogram` (sw),
     which ``dpkit.estimate`` consumes like real reports. See the module docstring for what is
     exact and why the other numeric protocols are not simulated.
     """
@@ -232,6 +238,9 @@ def simulate_numeric(
         plus = int(rng.binomial(held, plus_probability(t, mechanism.epsilon)).sum())
         n = int(held.sum())
         return MeanSums(mechanism.name, n, [bound * (2 * plus - n)], [n * bound**2])
+    if isinstance(mechanism, OneBitMean):
+        distinct, held = _distinct(mechanism, values, counts, owner)
+        return mechanism.simulate(distinct, held, rng=rng)
     if isinstance(mechanism, SquareWave):
         distinct, held = _distinct(mechanism, values, counts, owner)
         probabilities = bucket_probabilities(
@@ -242,7 +251,7 @@ def simulate_numeric(
     raise InvalidParameter(
         "mechanism",
         mechanism.name,
-        "duchi or sw (the other numeric protocols have no finite sufficient statistic to draw "
-        "from: use randomize in fast mode)",
+        "one_bit_mean, duchi or sw (the other numeric protocols have no finite sufficient statistic "
+        "to draw from: use randomize in fast mode)",
         owner="simulate_numeric",
     )

@@ -276,3 +276,14 @@ def test_advise_ranks_the_telemetry_protocols(capsys: pytest.CaptureFixture[str]
     ))  # fmt: skip
     assert main(["advise", "--telemetry", "--epsilon", "0", "--n", "10"]) == 2
     assert main(["advise", "--telemetry", "--epsilon", "1", "--n", "10", "--bits", "99"]) == 2
+
+
+@pytest.mark.parametrize(("top", "step"), [(20, 4), (5, 3), (4096, 8)])
+def test_pem_states_each_rounds_candidates(top: int, step: int) -> None:
+    """``candidates_per_round`` (the decoding cost per report) is what the decoder tests."""
+    mech = dpkit.mechanism("pem", epsilon=2.0, bits=24, top=top, step=step)
+    rng = np.random.default_rng(5)
+    reports = mech.randomize(rng.integers(0, 1 << 24, size=400, dtype=np.uint64), rng=rng)
+    found = dpkit.estimate(mech, reports)
+    assert tuple(r.candidates for r in found.rounds) == mech.candidates_per_round
+    assert max(mech.candidates_per_round) <= 1 << 20

@@ -24,11 +24,11 @@ exact inequalities up to the accountant's stated discretisation, not statistics)
 from __future__ import annotations
 
 from fractions import Fraction
-from typing import Any
 
 import numpy as np
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from support.charged import Charged
 
 import dpkit
 from dpkit import union_filter
@@ -50,16 +50,6 @@ from dpkit.privacy import (
 _SHARE, _HYBRIDS = 0.1, 9
 #: The PLD's pessimistic grid is within ~1e-4 relative of the truth (test_session_charge.py).
 _PLD_SLACK = 1 + 2e-4
-
-
-class _Release:
-    name = "charged"
-
-    def __init__(self, privacy: PrivacyEvent):
-        self.privacy = privacy
-
-    def run(self, data: Any, /, *, rng: np.random.Generator) -> float:
-        return 0.0
 
 
 _EPS = st.sampled_from([1e-3, 0.05, 0.3, 0.5, 1.0, 2.0, 6.0])
@@ -138,7 +128,7 @@ def test_a_union_session_never_admits_more_than_its_budget(
         except InvalidParameter:
             preview = None  # no filter can charge it: the release must be refused the same way
         try:
-            items = [(_Release(e), np.zeros(1), np.random.default_rng(0)) for e in request]
+            items = [(Charged(e), np.zeros(1), np.random.default_rng(0)) for e in request]
             if plan:
                 session.release_all(items)
             else:

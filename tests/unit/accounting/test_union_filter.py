@@ -11,6 +11,7 @@ from typing import Any
 
 import numpy as np
 import pytest
+from support.charged import Charged
 
 import dpkit
 from dpkit import union_filter
@@ -23,18 +24,8 @@ from dpkit.privacy import ApproximateDP, GaussianDP, LaplaceDP, PrivacyEvent, ga
 DELTA = 1e-5
 
 
-class _Release:
-    name = "charged"
-
-    def __init__(self, privacy: PrivacyEvent):
-        self.privacy = privacy
-
-    def run(self, data: Any, /, *, rng: np.random.Generator) -> float:
-        return 0.0
-
-
 def _release(session: dpkit.Session, event: PrivacyEvent) -> None:
-    session.release(_Release(event), np.zeros(1), rng=np.random.default_rng(0))
+    session.release(Charged(event), np.zeros(1), rng=np.random.default_rng(0))
 
 
 def _gaussian(epsilon: float) -> GaussianDP:

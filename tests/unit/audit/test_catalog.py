@@ -15,14 +15,26 @@ not sum to 1), far above what the budgets below can miss (see each case's ``trut
 
 from __future__ import annotations
 
+import functools
 import math
 
 import pytest
 from support import audit_catalog as catalog
 
+from dpkit.testing import AuditReport
+
 ALPHA = 1e-7
 SEED = 17
 REGISTRY = catalog.catalog_registry()
+
+
+@functools.cache
+def _report(label: str) -> AuditReport:
+    """The audit of one case at the module's seed and α, run once per process: the tests below
+    that look closer at a case's report read the same audit as its verdict test (an audit is
+    deterministic given its seed, so a second run would compute the identical report)."""
+    case = next(c for c in catalog.CASES if c.label == label)
+    return catalog.run_case(case, REGISTRY, seed=SEED, alpha=ALPHA)
 
 
 def test_the_catalog_is_large_and_mixed() -> None:
@@ -37,7 +49,7 @@ def test_the_catalog_is_large_and_mixed() -> None:
 
 @pytest.mark.parametrize("case", catalog.CASES, ids=lambda c: c.label)
 def test_verdict(case: catalog.Case) -> None:
-    report = catalog.run_case(case, REGISTRY, seed=SEED, alpha=ALPHA)
+    report = _report(case.label)
     assert report.verdict == case.expected, report.format_text()
     if case.expected == "violation" and case.caught_by == "statistical":
         assert report.statistical.violation, report.format_text()  # the sampler alone proves it
@@ -49,8 +61,7 @@ def test_verdict(case: catalog.Case) -> None:
 
 def test_the_replace_one_histogram_needs_a_joint_event() -> None:
     """The leak moves two counts: the event that proves it is a score of the whole vector."""
-    case = next(c for c in catalog.CASES if c.label == "replace_one_histogram_sensitivity_1")
-    report = catalog.run_case(case, REGISTRY, seed=SEED, alpha=ALPHA)
+    report = _report("replace_one_histogram_sensitivity_1")
     assert report.statistical.event.startswith("joint:"), report.format_text()
     assert report.epsilon_lower_bound > 1.3
 
@@ -77,8 +88,7 @@ def test_a_per_coordinate_auditor_misses_the_replace_one_histogram(
 def test_the_duchi_leak_is_found_at_the_ends_of_the_interval() -> None:
     """The issue's case: (0, 1) alone carries too little of ε to expose a 1.5× leak; the
     declared pairs of Interval(−1, 1) include its two ends, where the loss is the full 1.5ε."""
-    case = next(c for c in catalog.CASES if c.label == "duchi_leak_1.5x")
-    report = catalog.run_case(case, REGISTRY, seed=SEED, alpha=ALPHA)
+    report = _report("duchi_leak_1.5x")
     assert sorted(report.statistical.pair or ()) == ["-1", "1"]
     assert report.exact.epsilon == pytest.approx(1.5, rel=1e-12)
     # At (0, 1) the loss is ln(2e^{1.5}/(e^{1.5} + 1)) = 0.49 < ε = 1: no auditor could flag
@@ -88,8 +98,7 @@ def test_the_duchi_leak_is_found_at_the_ends_of_the_interval() -> None:
 
 
 def test_the_unnormalised_pmf_is_named_with_its_sum() -> None:
-    case = next(c for c in catalog.CASES if c.label == "krr_pmf_sums_1.0000028")
-    report = catalog.run_case(case, REGISTRY, seed=SEED, alpha=ALPHA)
+    report = _report("krr_pmf_sums_1.0000028")
     assert report.exact.total == pytest.approx(1.0000028, abs=1e-12)
     finding = report.findings()[0]
     assert "sums to 1.0000028, not 1" in finding and "1e-06" in finding

@@ -60,6 +60,9 @@ class MeanOperator:
     def squared_apply(self, values: NDArray[np.float64], steps: int) -> NDArray[np.float64]:
         """(W∘W) · values with W = P^steps: Σ_u W[v, u]² values[u] for every v."""
         flat = values.reshape(self.nodes, -1)
+        if steps <= 1:  # W is I or P itself: no rows to build
+            squared = attrs.evolve(self, weights=np.square(self.weights))
+            return squared.apply(values, steps)
         out = np.empty_like(flat)
         n = self.nodes
         lengths = np.diff(self.indptr)
@@ -74,12 +77,11 @@ class MeanOperator:
                 offset = np.arange(owner.size) - np.repeat(np.cumsum(counts) - counts, counts)
                 position = np.repeat(self.indptr[cols], counts) + offset
                 key = rows[owner] * n + self.indices[position]
-                unique, inverse = np.unique(key, return_inverse=True)
-                weights = np.asarray(
-                    np.bincount(inverse, weights=weights[owner] * self.weights[position]),
-                    dtype=np.float64,
-                )
-                rows, cols = unique // n, unique % n
+                order = np.argsort(key)
+                key = key[order]
+                starts = np.flatnonzero(np.r_[True, key[1:] != key[:-1]])  # one per entry of W
+                weights = np.add.reduceat((weights[owner] * self.weights[position])[order], starts)
+                rows, cols = key[starts] // n, key[starts] % n
             # every row of W is non-empty (so is every row of P): one segment per row
             starts = np.flatnonzero(np.r_[True, rows[1:] != rows[:-1]])
             out[start:stop] = np.add.reduceat(
@@ -171,7 +173,8 @@ def mean_operator(
             "without them and choose self_loops=True to count each node in its neighbourhood",
             field=field,
         )
-    keys = np.unique(np.concatenate([rows * nodes + cols, cols * nodes + rows]))
+    keys = np.sort(np.concatenate([rows * nodes + cols, cols * nodes + rows]))
+    keys = keys[np.r_[True, keys[1:] != keys[:-1]]]  # an edge given twice is one edge
     degree = np.bincount(keys // nodes, minlength=nodes)
     own = np.arange(nodes, dtype=np.int64)
     if not self_loops:

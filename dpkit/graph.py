@@ -23,6 +23,13 @@ statistics — :class:`EdgeCounts`, :class:`DegreeHistogram`, :class:`ReportSums
 chunk by chunk (:func:`dpkit.accumulate`, Dask, Parquet). Triangles from one round of noisy
 adjacency are a cubic function of the whole noisy graph: they need every user's reports at
 once.
+
+For graph learning, :func:`propagate` (KProp) and :func:`label_distribution` (with
+:func:`denoised_labels`, Drop's labels) denoise what each node reported about itself — its
+features, its label — by averaging over the graph, again as a :class:`GraphEstimate` with its
+variance. That is post-processing, at no extra privacy cost: the server knows the graph (the
+edges are public); only each node's features and label are private, each protected by that
+node's own LDP report (node-level LDP).
 """
 
 from __future__ import annotations
@@ -35,8 +42,10 @@ import attrs
 import numpy as np
 from numpy.typing import NDArray
 
+from dpkit._propagation import mean_operator
+from dpkit.arrays import as_array, describe_dtype
 from dpkit.errors import InvalidData, InvalidParameter
-from dpkit.estimator import Estimator, Statistics
+from dpkit.estimator import Estimator, FrequencyCounts, Statistics
 
 if TYPE_CHECKING:
     from typing_extensions import Self
@@ -56,8 +65,11 @@ __all__ = [
     "clustering",
     "degree_distribution",
     "degrees",
+    "denoised_labels",
     "edge_count",
     "kstars",
+    "label_distribution",
+    "propagate",
     "triangles",
 ]
 
@@ -90,8 +102,10 @@ class GraphEstimate:
 
     Attributes:
         statistic: ``"edges"``, ``"degrees"`` (one estimate per node), ``"degree_distribution"``
-            (the number of nodes of each degree 0 .. n − 1), ``"triangles"``, ``"kstars"`` or
-            ``"clustering"``.
+            (the number of nodes of each degree 0 .. n − 1), ``"triangles"``, ``"kstars"``,
+            ``"clustering"``, ``"propagated"`` (:func:`propagate`: one row per node) or
+            ``"label_distribution"`` (:func:`label_distribution`: one row per node, one column
+            per category).
         estimates: the estimate — a 0-d array for a single number (:attr:`value`), else one
             entry per node or per degree.
         variance: the variance of the estimate, same shape. ``variance_kind`` says what it is:
@@ -104,7 +118,8 @@ class GraphEstimate:
         unbiased: whether E[estimate] is the true statistic; ``note`` states any assumption
             it rests on (e.g. no node above the degree bound).
         nodes: the number of nodes n of the graph.
-        labels: what the entries of a vector estimate stand for (node or degree), or None.
+        labels: what the entries of a vector estimate stand for (node or degree; for a
+            label distribution, its columns' categories), or None.
     """
 
     statistic: str
@@ -456,3 +471,253 @@ class GraphRelease:
         if self.edge_list:
             return self.mechanism.randomize_graph(data, rng=rng, nodes=self.mechanism.nodes)
         return self.mechanism.randomize_graph(data, rng=rng)
+
+
+# Propagation over the public graph: KProp and label denoising.
+
+
+def _check_propagation(owner: str, steps: Any, self_loops: Any) -> int:
+    if isinstance(steps, bool) or not isinstance(steps, (int, np.integer)) or steps < 0:
+        raise InvalidParameter("steps", steps, "a whole number >= 0", owner=owner)
+    if not isinstance(self_loops, (bool, np.bool_)):
+        raise InvalidParameter("self_loops", self_loops, "True or False", owner=owner)
+    return int(steps)
+
+
+def _host(value: Any, *, owner: str, field: str) -> Any:
+    """A host tensor as a numpy view; a tensor on an accelerator is refused (decided from its
+    type and device, never from a value)."""
+    from dpkit.tensors.libraries import array_library
+
+    library = array_library(value, owner=owner, field=field)
+    if library is None:
+        return value
+    if not library.on_host:
+        raise InvalidData(
+            f"{owner}: {field} is a {library.name} array on {library.device}; propagation runs "
+            "on numpy arrays: move it to the host first (tensor.cpu().numpy())",
+            field=field,
+        )
+    return library.host_view(value)
+
+
+def _real_rows(value: Any, *, owner: str, field: str) -> NDArray[np.float64]:
+    array = as_array(_host(value, owner=owner, field=field), owner=owner, field=field)
+    if array.dtype.kind not in "biuf":
+        raise InvalidData(
+            f"{owner}: {field} must be real numbers, got {describe_dtype(array)}", field=field
+        )
+    floats = array.astype(np.float64)
+    if not np.all(np.isfinite(floats)):
+        raise InvalidData(f"{owner}: {field} must be finite (no NaN or infinity)", field=field)
+    return floats
+
+
+def propagate(
+    graph: Any,
+    values: Any,
+    /,
+    steps: int,
+    *,
+    variance: Any,
+    self_loops: bool = True,
+    variance_kind: str = "exact",
+) -> GraphEstimate:
+    """KProp: every node's value replaced by the mean over its neighbourhood, ``steps`` times,
+    with the exact variance of the result (a :class:`GraphEstimate` of ``"propagated"``).
+
+    Sajadmanesh & Gatica-Perez 2021, "Locally Private Graph Neural Networks" (CCS),
+    Section 4.2 (KProp, the denoising layer over the nodes' rectified features):
+
+        x_v^(k) = (1/|N(v)|) Σ_{u ∈ N(v)} x_u^(k−1),      x^(0) = the noisy values,
+
+    the mean aggregator over N(v): with ``self_loops=True`` (the default, as the authors'
+    implementation propagates features) the closed neighbourhood {v} ∪ neighbours of v, with
+    ``self_loops=False`` the open one, the neighbours alone; a node without neighbours then
+    keeps its value. K = ``steps`` steps are one linear map W = P^K with rows summing to 1
+    (P[v, u] = 1/|N(v)|).
+
+    **Unbiased, with exact variance.** If each x̃_u is unbiased for the true x_u (the multi-bit
+    rectifier's output is) and the noise is independent across nodes (each node randomizes on
+    its own), then E[x̃^(K)] = W·x — the propagation of the *true* values, which is what the
+    estimate is unbiased for — and, W being linear,
+
+        Var(x_v^(K)) = Σ_u W[v, u]² · Var(x̃_u),
+
+    computed exactly from the rows of W. ``variance`` is Var(x̃_u): a number, one per node
+    (shape (n,)) or one per value (the values' shape); ``variance_kind`` says what it is, and
+    the output's is the same: ``"exact"``, ``"unbiased"`` (an unbiased estimate stays one:
+    the weights W² are fixed) or ``"bound"`` (an upper bound stays one: they are ≥ 0), e.g.
+    the multi-bit mechanism's ``variance_at`` the midpoint of [α, β], its largest variance.
+
+    Post-processing, at no extra privacy cost: the server knows the graph (the edges are
+    public); only each node's features and label are private, each protected by that node's
+    own LDP report (node-level LDP). Propagating over *private* edges would not be
+    post-processing.
+
+    Args:
+        graph: the undirected graph on the nodes 0 .. n − 1 (n = the values' rows): a tuple
+            ``(sources, targets)`` of two index arrays (each pair an edge, in either or both
+            orientations), compressed sparse rows (an object with ``indptr`` and ``indices``,
+            such as ``dpkit_ldp.graphs.Graph`` or a SciPy CSR matrix) or a dense symmetric
+            0/1 or boolean adjacency matrix. It must hold no self loop.
+        values: the noisy values, shape (n,) or (n, d): a numpy array or a tensor on the host
+            (the result is numpy; a tensor on an accelerator is refused — the graph code runs
+            on numpy).
+        steps: K ≥ 0 (0 returns the values).
+
+    Cost: O(K·nnz) per feature column for the values; the exact variance takes time and
+    memory of the order of the number of pairs (v, u) joined by a walk of K steps, built
+    4,096 rows at a time.
+    """
+    owner = "propagate"
+    steps = _check_propagation(owner, steps, self_loops)
+    if variance_kind not in ("exact", "unbiased", "bound"):
+        raise InvalidParameter(
+            "variance_kind", variance_kind, "'exact', 'unbiased' or 'bound'", owner=owner
+        )
+    x = _real_rows(values, owner=owner, field="values")
+    if x.ndim not in (1, 2) or x.shape[0] == 0:
+        raise InvalidData(
+            f"{owner}: values must have one row per node, shape (n,) or (n, d) with n >= 1; "
+            f"got shape {x.shape}",
+            field="values",
+        )
+    sigma2 = _real_rows(variance, owner=owner, field="variance")
+    n = x.shape[0]
+    if sigma2.shape not in ((), (n,), x.shape):
+        raise InvalidData(
+            f"{owner}: variance must be a number, one per node (shape ({n},)) or one per "
+            f"value (shape {x.shape}); got shape {sigma2.shape}",
+            field="variance",
+        )
+    if np.any(sigma2 < 0):
+        raise InvalidData(f"{owner}: variance must be >= 0", field="variance")
+    operator = mean_operator(graph, n, self_loops=bool(self_loops))
+    if sigma2.shape != x.shape:  # one per node (or one for all): broadcast over features
+        sigma2 = np.broadcast_to(sigma2.reshape((-1,) + (1,) * (x.ndim - 1)), x.shape)
+    return GraphEstimate(
+        "propagated",
+        "kprop",
+        operator.apply(x, steps),
+        operator.squared_apply(np.ascontiguousarray(sigma2), steps),
+        n,
+        variance_kind=variance_kind,
+        note=(
+            f"unbiased for the {steps}-step mean propagation of the true values, given "
+            "unbiased values with independent noise across nodes"
+        ),
+    )
+
+
+def label_distribution(
+    mechanism: Any,
+    graph: Any,
+    reports: Any,
+    /,
+    steps: int,
+    *,
+    self_loops: bool = False,
+    registry: Registry | None = None,
+) -> GraphEstimate:
+    """For every node, the frequencies of the true labels in its K-step neighbourhood, from
+    k-ary randomized response (``krr``) labels: an unbiased estimate with its variance (a
+    :class:`GraphEstimate` of ``"label_distribution"``, shape (n, k), columns in the order
+    of the categories).
+
+    Sajadmanesh & Gatica-Perez 2021, Section 4.3 (Drop, label denoising with propagation):
+    the one-hot noisy labels h_u = e_{ỹ_u} are propagated by KProp (:func:`propagate`;
+    W = P^K, rows summing to 1), and the k-RR estimator's inverse — Wang et al. 2017
+    (USENIX Security), Section 4.1 / Theorem 2, ĉ = (C − n·q)/(p − q) — is applied with n = 1:
+
+        f̂_{v,c} = ((W h)_{v,c} − q)/(p − q),     E[f̂_{v,c}] = Σ_u W[v, u]·1[x_u = c] =: f_{v,c},
+
+    the W-weighted share of label c around v (for K = 1 without self loops, the default — the
+    authors' implementation propagates labels over the open neighbourhood, so that a node's
+    estimate does not rest on its own report —, the fraction of v's neighbours with label c). The inverse is the one of the mechanism's registered
+    estimator (its estimate of a single report), not re-derived here; it is affine and the
+    rows of W sum to 1, so debiasing each report and then propagating is the same.
+
+    **Variance** (exact, Wang et al. 2017, Theorem 2 for one report, summed over independent
+    reports with weights W²): with (a, b) the estimator's variance model for one report,
+    a = q(1 − q)/(p − q)² and b = (1 − p − q)/(p − q),
+
+        Var f̂_{v,c} = Σ_u W[v, u]² · (a + b·1[x_u = c]).
+
+    It depends on the unknown labels; the reported ``variance`` is its unbiased estimate, each
+    indicator replaced by its unbiased estimate (the single report debiased), floored at 0 —
+    as the krr estimator reports its own (``variance_kind="unbiased"``).
+
+    Post-processing, at no extra privacy cost: the server knows the graph (the edges are
+    public); only each node's features and label are private, each protected by that node's
+    own LDP report (node-level LDP). ``graph``, ``steps`` and ``self_loops`` are as in
+    :func:`propagate` (with the open neighbourhood by default); ``reports`` holds one krr report per node (category indices, or labels
+    when the mechanism has ``categories``). :func:`denoised_labels` takes the most frequent
+    label per node.
+    """
+    owner = "label_distribution"
+    if getattr(mechanism, "name", None) != "krr":
+        raise InvalidParameter(
+            "mechanism",
+            getattr(mechanism, "name", mechanism),
+            "a krr mechanism (k-ary randomized response: one category per node)",
+            owner=owner,
+        )
+    steps = _check_propagation(owner, steps, self_loops)
+    array = as_array(_host(reports, owner=owner, field="reports"), owner=owner, field="reports")
+    if array.ndim != 1 or array.shape[0] == 0:
+        raise InvalidData(
+            f"{owner}: reports must be one label per node, shape (n,) with n >= 1; got shape "
+            f"{array.shape}",
+            field="reports",
+        )
+    indices = mechanism.encode(array, field="reports")
+    n, k = indices.shape[0], int(mechanism.size)
+    operator = mean_operator(graph, n, self_loops=bool(self_loops))
+    # The estimator's inverse of one report of category 0: (1 − q)/(p − q) for it, −q/(p − q)
+    # for the others; and its variance model (a, b) for n = 1.
+    one = _estimator(mechanism, registry).estimate(
+        FrequencyCounts(mechanism.name, np.eye(1, k, dtype=np.int64)[0], 1)
+    )
+    on, off = float(one.estimates[0]), float(one.estimates[1])
+    assert one.variance_model is not None  # a pure frequency oracle's estimate has one
+    a, b = one.variance_model
+    onehot = np.zeros((n, k))
+    onehot[np.arange(n), indices] = 1.0
+    frequencies = off + (on - off) * operator.apply(onehot, steps)
+    # Σ_u W[v, u]² in the first column, Σ_u W[v, u]²·(debiased indicator of c) after it.
+    squares = operator.squared_apply(np.hstack([np.ones((n, 1)), off + (on - off) * onehot]), steps)
+    variance = np.maximum(a * squares[:, :1] + b * squares[:, 1:], 0.0)
+    categories = getattr(mechanism, "categories", None)
+    return GraphEstimate(
+        "label_distribution",
+        mechanism.name,
+        frequencies,
+        variance,
+        n,
+        variance_kind="unbiased",
+        note=(
+            f"unbiased for each node's label frequencies over its {steps}-step mean "
+            "propagation (krr reports, independent across nodes)"
+        ),
+        labels=tuple(categories) if categories is not None else tuple(range(k)),
+    )
+
+
+def denoised_labels(distribution: GraphEstimate, /) -> NDArray[np.int64]:
+    """Each node's most frequent label in its estimated neighbourhood distribution (the
+    category index; ``mechanism.decode`` gives the label): the label Drop trains with
+    (Sajadmanesh & Gatica-Perez 2021, Section 4.3). The inverse is increasing (slope
+    1/(p − q) > 0), so it is also the most frequent *noisy* label after propagation; a tie
+    goes to the lowest index."""
+    if not isinstance(distribution, GraphEstimate) or distribution.statistic != (
+        "label_distribution"
+    ):
+        raise InvalidParameter(
+            "distribution",
+            getattr(distribution, "statistic", distribution),
+            "a GraphEstimate of label_distribution",
+            owner="denoised_labels",
+        )
+    labels: NDArray[np.int64] = np.argmax(distribution.estimates, axis=1).astype(np.int64)
+    return labels

@@ -27,7 +27,9 @@ Sajadmanesh & Gatica-Perez's m* = max(1, min(d, ⌊ε/2.18⌋)), which minimises
 variance.
 
 Node *labels* are categories: perturb them with ``krr`` (k-ary randomized response), whose
-estimator gives the label distribution with its exact variance.
+estimator gives the label distribution with its exact variance. Both are denoised over the
+(public) graph by post-processing: :func:`dpkit.graph.propagate` (KProp, for the rectified
+features) and :func:`dpkit.graph.label_distribution` (for the krr labels).
 """
 
 from __future__ import annotations

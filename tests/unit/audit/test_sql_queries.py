@@ -299,3 +299,13 @@ def test_the_command_refuses_bad_flags_naming_them(
     assert main(["audit", *argv, "--json"]) == 2
     out, err = capsys.readouterr()
     assert flag in out + err and "Traceback" not in err
+
+
+def test_releases_that_never_hold_a_value_check_nothing() -> None:
+    """Every group left out in every replica: nothing to compare is no pass."""
+
+    def absent(with_x: bool, rng: Any) -> np.ndarray:
+        return np.full((100, 3), -np.inf)
+
+    report = audit_releases(absent, epsilon=EPSILON)
+    assert report.verdict == "unchecked" and "left out" in report.reason

@@ -1,5 +1,6 @@
-"""Auditing a SQL statement (or any grouped table query) on id neighbours: a table D, and D′ =
-D plus every row of one *heavy* person x, in both randomness modes.
+"""Auditing a SQL statement (:func:`audit_sql`; any grouped table query through
+:func:`audit_releases`) on id neighbours: a table D, and D′ = D plus every row of one *heavy*
+person x, in both randomness modes.
 
 A ``dpkit.sql(...)`` release costs a tenth of a second or more, so the thousands of releases
 of :func:`~dpkit.testing.audit_query` are out of reach. This audit draws them from a few
@@ -34,11 +35,14 @@ only says that no violation was found on this pair with this power. It is no pro
 and says nothing of other tables, other persons, or of the claim's δ beyond its effect on this
 pair's events.
 
-Only the release before post-processing is audited when the statement has a LIMIT (refused:
-over the replicas it would keep other rows than on one table; post-processing cannot add to ε,
-so audit the statement without it). The replicas need the group and id columns as text: a
-statement whose groups are not plain columns of its table, or which computes with a group or
-the id column elsewhere, is refused before anything runs, as is one without a GROUP BY.
+The audit spends no budget and is not a release: its report (thresholds, hit counts) comes
+from thousands of releases of D, so D is a small test table, never data to protect.
+
+A LIMIT or OFFSET is refused: over the replicas it would keep other rows than on one table
+(post-processing cannot add to ε, so audit the statement without it). The replicas need the
+group and id columns as text: a statement whose groups are not plain columns of its table, or
+which computes with a group or the id column elsewhere, is refused before anything runs, as is
+one without a GROUP BY.
 """
 
 from __future__ import annotations

@@ -1,10 +1,15 @@
 """``dpkit audit NAME [--param key=value ...] [--pair JSON ...] [--pairs FILE] [--query]
-[--mode fast|secure|both] [--samples N] [--seed S] [--alpha A] [--json] [--plot FILE]``.
+[--mode fast|secure|both] [--samples N] [--seed S] [--alpha A] [--json] [--plot FILE]``, and
+``dpkit audit --sql STATEMENT --table [NAME=]PATH [--person PATH] [--privacy-unit COLUMN]
+[--option NAME=VALUE ...] [--bounds COLUMN=L:U ...] [--keys K1,K2,...] [--bounding B] ...``.
 
 Runs the exact and the statistical tier of :mod:`dpkit.testing` on one registered mechanism —
 or, when NAME is a registered query (``count``, ``sum``, ...), audits the whole query on
 neighbouring datasets (:func:`dpkit.testing.audit_query`) — shows progress on stderr and prints
-a report. The statistical tier samples both randomness modes by default (``--mode`` picks one;
+a report. With ``--sql`` a SQL statement is audited on its table (D, a small Parquet or CSV
+file) and D plus one heavy person (:func:`dpkit.testing.audit_sql`; ``--samples`` is then the
+replicas of each table); its flags read as ``dpkit sql``'s, and they are all checked — with
+the statement and the tables' schemas — before any release runs. The statistical tier samples both randomness modes by default (``--mode`` picks one;
 :mod:`dpkit.testing.modes`), and a violation in either is a violation. ``--pair`` and ``--pairs`` add explicit neighbouring inputs (datasets, for a query),
 checked against the declared relation before anything runs. Exit code 0: no violation found;
 1: a violation was found; 2: bad usage (unknown name, bad parameter, bad pair) or nothing could
@@ -22,7 +27,7 @@ import math
 import os
 import stat
 import sys
-from typing import Any
+from typing import Any, Literal
 
 from dpkit import _json as strict_json
 from dpkit.commands._output import warn_plugin_failures
@@ -40,7 +45,11 @@ EXIT_USAGE = 2
 MECHANISM_SAMPLES = 200_000
 QUERY_SAMPLES = 20_000
 #: ``--mode`` choices and the modes each audits.
-MODE_CHOICES = {"both": ("fast", "secure"), "fast": ("fast",), "secure": ("secure",)}
+MODE_CHOICES: dict[str, tuple[Literal["fast", "secure"], ...]] = {
+    "both": ("fast", "secure"),
+    "fast": ("fast",),
+    "secure": ("secure",),
+}
 #: The largest --pairs file read (a pairs file is small; a huge one is a mistake).
 MAX_PAIRS_FILE = 10 * 2**20
 
@@ -58,7 +67,10 @@ def add_parser(subparsers: Any) -> None:
     parser.add_argument(
         "name",
         metavar="NAME",
-        help="a registered mechanism (see `dpkit mechanisms`) or query (count, sum, ...)",
+        nargs="?",
+        default=None,
+        help="a registered mechanism (see `dpkit mechanisms`) or query (count, sum, ...); "
+        "or none, with --sql",
     )
     parser.add_argument(
         "--param",
@@ -100,7 +112,8 @@ def add_parser(subparsers: Any) -> None:
         default=None,
         metavar="N",
         help=f"outputs per input in the test, in each mode (default {MECHANISM_SAMPLES} for a "
-        f"mechanism, {QUERY_SAMPLES} for a query)",
+        f"mechanism, {QUERY_SAMPLES} for a query; with --sql the replicas of each table, "
+        "default 2000)",
     )
     parser.add_argument("--seed", type=int, default=0, metavar="S", help="random seed (default 0)")
     parser.add_argument(
@@ -111,6 +124,54 @@ def add_parser(subparsers: Any) -> None:
         help="false-violation probability of the ε certificate, over all modes (default 0.001)",
     )
     parser.add_argument("--json", action="store_true", help="print the report as JSON")
+    sql = parser.add_argument_group(
+        "a SQL statement",
+        "audit a statement on its table D and on D plus one person x with many rows "
+        "(dpkit.testing.audit_sql); --samples is the replicas of each table",
+    )
+    sql.add_argument("--sql", metavar="STATEMENT", default=None, help="the SQL statement")
+    sql.add_argument(
+        "--table",
+        action="append",
+        default=[],
+        metavar="[NAME=]PATH",
+        help="D, the statement's table: a small Parquet or CSV file",
+    )
+    sql.add_argument(
+        "--person",
+        metavar="PATH",
+        default=None,
+        help="x's rows (a Parquet or CSV file with the table's columns); default: every row of "
+        "the table, twice",
+    )
+    sql.add_argument(
+        "--privacy-unit",
+        metavar="COLUMN",
+        default=None,
+        help="the column naming a person (default: the statement's privacy_unit_column)",
+    )
+    sql.add_argument(
+        "--option",
+        action="append",
+        default=[],
+        metavar="NAME=VALUE",
+        help="a privacy option beside the statement, as for `dpkit sql`",
+    )
+    sql.add_argument(
+        "--bounds",
+        action="append",
+        default=[],
+        metavar="COLUMN=LOWER:UPPER",
+        help="clamping bounds of a column's values, as for `dpkit sql`",
+    )
+    sql.add_argument("--keys", metavar="K1,K2,...", help="public group keys, as for `dpkit sql`")
+    sql.add_argument("--dialect", default="duckdb", choices=("duckdb", "bigquery"))
+    sql.add_argument(
+        "--bounding",
+        default="numpy",
+        choices=("numpy", "duckdb"),
+        help="bound each person's rows in this process (numpy, default) or inside DuckDB",
+    )
     parser.add_argument(
         "--plot",
         metavar="FILE",
@@ -222,11 +283,109 @@ def _is_query(registry: Registry, name: str, forced: bool) -> bool:
     return False
 
 
+#: The flags of a SQL audit, and those of a registered name's (each refused with the other).
+SQL_FLAGS = {
+    "--person": "person",
+    "--privacy-unit": "privacy_unit",
+    "--option": "option",
+    "--bounds": "bounds",
+    "--keys": "keys",
+}
+NAME_FLAGS = {"--param": "param", "--pair": "pair", "--pairs": "pairs", "--query": "query"}
+
+
+def _check_form(args: argparse.Namespace) -> None:
+    """NAME or --sql (one of them), each with its own flags only."""
+    if (args.name is None) == (args.sql is None):
+        raise InvalidParameter(
+            "NAME" if args.name is None else "--sql",
+            args.name if args.name is not None else args.sql,
+            "a registered name, or --sql STATEMENT with --table, not both",
+            owner="dpkit audit",
+        )
+    if args.sql is None:
+        for flag, field in {"--table": "table", **SQL_FLAGS}.items():
+            if getattr(args, field) not in (None, []):
+                raise InvalidParameter(
+                    flag, getattr(args, field), "with --sql only", owner="dpkit audit"
+                )
+        return
+    for flag, field in NAME_FLAGS.items():
+        if getattr(args, field) not in (None, [], False):
+            raise InvalidParameter(
+                flag, getattr(args, field), "with a registered NAME only", owner="dpkit audit"
+            )
+    if len(args.table) != 1:
+        raise InvalidParameter(
+            "--table",
+            args.table,
+            "one table: [NAME=]PATH of a Parquet or CSV file",
+            owner="dpkit audit",
+        )
+
+
+def _data_file(flag: str, text: str) -> str:
+    """A Parquet or CSV file given on the command line, checked before anything runs."""
+    if not (text.lower().endswith((".parquet", ".csv")) and os.path.isfile(text)):
+        raise InvalidParameter(flag, text, "an existing .parquet or .csv file", owner="dpkit audit")
+    return text
+
+
+def _sql_audit(args: argparse.Namespace, progress: Any) -> Any:
+    """The report of ``--sql``: its flags read as ``dpkit sql`` reads them, then the audit."""
+    from dpkit.commands.sql import _bounds, _pairs, _value
+    from dpkit.sql_statements import sql
+    from dpkit.testing import audit_sql
+
+    name, sep, path = args.table[0].partition("=")
+    if not sep or not name.isidentifier():
+        name, path = "", args.table[0]
+    options = {k: _value(v) for k, v in _pairs(args.option, "--option").items()}
+    keys = None if args.keys is None else [_value(k) for k in args.keys.split(",")]
+    table = _data_file("--table", path)
+    if name:  # the statement reads the table named (no row is read here)
+        sql(
+            args.sql,
+            tables={name: table},
+            options=options or None,
+            bounds=_bounds(args.bounds),
+            keys=keys,
+            dialect=args.dialect,
+        )
+    return audit_sql(
+        args.sql,
+        table=table,
+        person=None if args.person is None else _data_file("--person", args.person),
+        privacy_unit=args.privacy_unit,
+        options=options or None,
+        bounds=_bounds(args.bounds),
+        keys=keys,
+        dialect=args.dialect,
+        bounding=args.bounding,
+        **({"replicas": args.samples} if args.samples is not None else {}),
+        alpha=args.alpha,
+        seed=args.seed,
+        modes=MODE_CHOICES[args.mode],
+        progress=progress,
+    )
+
+
 def run(args: argparse.Namespace) -> int:
     require("dpkit audit", AUDIT)  # before any work: the statistical tier needs scipy
     if args.plot is not None:
         require("dpkit audit --plot", PLOT)
+    _check_form(args)
     _check_options(args)
+    if args.sql is not None:
+        require("dpkit audit --sql", ("sqlglot", "sql"), ("duckdb", "sql"), ("pyarrow", "sql"))
+        if args.plot is not None:
+            from dpkit.plot._mpl import check_output
+
+            check_output(args.plot, name="--plot")
+        progress = _ProgressBar("auditing the statement")
+        report = _sql_audit(args, progress)
+        progress.finish()
+        return _show(report, args, "the statement")
     pairs = [parse_pair(text) for text in args.pair]
     if args.pairs is not None:
         pairs += read_pairs(args.pairs)
@@ -263,6 +422,11 @@ def run(args: argparse.Namespace) -> int:
         progress("exact tier", 0.0)
         report = audit(target, samples=args.samples or MECHANISM_SAMPLES, **options)
     progress.finish()
+    return _show(report, args, args.name)
+
+
+def _show(report: Any, args: argparse.Namespace, what: str) -> int:
+    """Print (and draw) the report; its exit code."""
     if args.json:
         print(json.dumps(report.to_dict(), indent=2, default=_json_default))
     else:
@@ -272,7 +436,7 @@ def run(args: argparse.Namespace) -> int:
 
         save(audit_figure(report), args.plot)
     if report.verdict == "unchecked":
-        print(f"dpkit: error: {args.name} could not be audited: {report.reason}", file=sys.stderr)
+        print(f"dpkit: error: {what} could not be audited: {report.reason}", file=sys.stderr)
         return EXIT_USAGE
     return EXIT_VIOLATION if report.verdict == "violation" else EXIT_PASS
 

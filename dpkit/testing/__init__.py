@@ -30,7 +30,9 @@ after the audit.
 Neighbouring inputs come from the mechanism's domain (:mod:`dpkit.testing.inputs`: any
 :class:`dpkit.plugin.Domain` that declares its neighbours, plus explicit ``pairs``), and whole queries
 are audited on neighbouring datasets by :func:`audit_query` / :func:`check_query`
-(:mod:`dpkit.testing.datasets`).
+(:mod:`dpkit.testing.datasets`). A SQL statement is audited by :func:`audit_sql` on tables that
+differ in one person with many rows, from a few releases of many replicas of each table
+(:mod:`dpkit.testing.table_audit`).
 """
 
 from __future__ import annotations
@@ -49,6 +51,7 @@ if TYPE_CHECKING:
     from dpkit.testing.modes import MODES
     from dpkit.testing.query_audit import QUERY_SAMPLES, audit_query, check_query
     from dpkit.testing.report import AuditReport, DPViolation
+    from dpkit.testing.table_audit import audit_releases, audit_sql
 
 __all__ = [
     "CHECK_ALPHA",
@@ -65,6 +68,8 @@ __all__ = [
     "Unsupported",
     "audit",
     "audit_query",
+    "audit_releases",
+    "audit_sql",
     "check_coerce",
     "check_mechanism",
     "check_query",
@@ -100,6 +105,8 @@ _HOMES = {
     "plan_inputs": "inputs",
     "AuditReport": "report",
     "DPViolation": "report",
+    "audit_releases": "table_audit",
+    "audit_sql": "table_audit",
 }
 
 

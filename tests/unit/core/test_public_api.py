@@ -150,6 +150,8 @@ PLUGIN_FACE = {
     "check_categories",
     "unary_reports",
     "unary_counts",
+    "hashed_reports",
+    "hashed_support_counts",
     # errors
     "DPKitError",
     "InvalidParameter",

@@ -133,9 +133,9 @@ def test_krr_on_cuda_keeps_type_and_has_the_exact_law(rng: str | None) -> None:
 
 
 def test_a_mechanism_without_a_device_path_refuses_a_cuda_tensor() -> None:
-    olh = dpkit.mechanism("olh", epsilon=1.0, k=4)
+    pm = dpkit.mechanism("pm", epsilon=1.0)
     with pytest.raises(InvalidData, match="no device path yet"):
-        olh.randomize(torch.tensor([0, 1], device="cuda"))
+        pm.randomize(torch.tensor([0.0, 0.5], device="cuda"))
 
 
 def test_a_method_without_a_device_path_refuses_a_cuda_tensor_by_name() -> None:

@@ -152,6 +152,7 @@ PLUGIN_FACE = {
     "unary_counts",
     "hashed_reports",
     "hashed_support_counts",
+    "hadamard_reports",
     # errors
     "DPKitError",
     "InvalidParameter",

@@ -129,8 +129,8 @@ def hashed_reports(
 ) -> Any:
     """OLH reports (a, b, y) of category indices ``values`` (shape s → s + (3,), 64-bit
     unsigned), on their device: the CPU's hash, y kept with probability 1 − ⌈λ·2³²⌉/2³²."""
+    _require_64_bit(library, owner=owner, field=field)  # decided by the library, before values
     check_categories(library, values, k, owner=owner, field=field)
-    _require_64_bit(library, owner=owner, field=field)
     xp = library.xp
     dtype = word_dtype(xp)
     words = device_words(library, rng, owner=owner)

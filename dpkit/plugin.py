@@ -63,7 +63,9 @@ arrays; :func:`host_rng` turns a ``torch.Generator`` into a numpy one). On an ac
 :func:`flip_bits` / :func:`flip_graph` are randomized response on bits and on an adjacency
 (fused into one kernel on CUDA), :func:`kary_response` k-ary randomized response, and
 :func:`category_counts` / :func:`check_categories` count and check indices there,
-:func:`unary_reports` / :func:`unary_counts` are unary encoding's packed reports and counts. A mechanism
+:func:`unary_reports` / :func:`unary_counts` are unary encoding's packed reports and counts,
+:func:`hashed_reports` / :func:`hashed_support_counts` optimal local hashing's, and
+:func:`hadamard_reports` Hadamard response's (counted by :func:`category_counts`). A mechanism
 or estimator that computes on such arrays names those methods in ``device_methods``; host arrays
 of every library reach every mechanism as numpy views (:mod:`dpkit.tensors.methods`).
 
@@ -166,6 +168,8 @@ from dpkit.tables import (
 from dpkit.tensors.bits import flip_bits, flip_graph
 from dpkit.tensors.categories import category_counts, check_categories, kary_response
 from dpkit.tensors.device_random import DeviceWords, device_words, host_rng, uniform_below
+from dpkit.tensors.hadamard import hadamard_reports
+from dpkit.tensors.hashing import hashed_reports, hashed_support_counts
 from dpkit.tensors.libraries import ArrayLibrary, array_library
 from dpkit.tensors.unary import unary_counts, unary_reports
 from dpkit.units import MAX_BOUND, IdUnit, RecordUnit, privacy_unit
@@ -248,6 +252,9 @@ __all__ = [
     "gaussian_delta",
     "gaussian_meets",
     "geometric_digits",
+    "hadamard_reports",
+    "hashed_reports",
+    "hashed_support_counts",
     "hookimpl",
     "host_rng",
     "implementation",

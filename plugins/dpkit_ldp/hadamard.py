@@ -30,6 +30,11 @@ exceeds ε), then y uniform on that half: a uniform
 y ∈ [K] whose parity popcount((x+1) & y) mod 2 is wrong is moved across by flipping the lowest
 set bit of x + 1, a bijection between the halves. Aggregation: C_v = (n + (H·h)[v + 1])/2 where
 h is the histogram of the reports, by a fast Walsh–Hadamard transform in O(n + K log K).
+
+On an accelerator's array of indices, ``randomize`` runs on the device with the same law
+(:mod:`dpkit.tensors.hadamard`; the outside probability rounded up to the 2⁻³² grid there, to
+the 2⁻⁶⁴ grid here), and the estimator's ``accumulate`` takes the histogram there (only the K
+counts come back; the transform runs on the host).
 """
 
 from __future__ import annotations
@@ -49,6 +54,9 @@ from dpkit.plugin import (
     Mechanism,
     PureDP,
     SecureRandom,
+    array_library,
+    category_counts,
+    hadamard_reports,
     lie_threshold,
     parameter,
     resolve_rng,
@@ -117,6 +125,7 @@ class HadamardResponse(CategoricalInput, Mechanism):
 
     name: ClassVar[str] = "hr"
     kind: ClassVar[Literal["local", "central"]] = "local"
+    device_methods: ClassVar[frozenset[str]] = frozenset({"randomize"})
 
     epsilon: float = parameter(EPSILON, doc="privacy loss ε per report", typical=(0.05, 6.0))
     k: int = parameter(  # the estimator holds K = 2^⌈log₂(k+1)⌉ counts
@@ -169,12 +178,23 @@ class HadamardResponse(CategoricalInput, Mechanism):
 
     def randomize(
         self, values: Any, /, *, rng: np.random.Generator | SecureRandom | None = None
-    ) -> NDArray[np.int64]:
+    ) -> Any:
         """One index y ∈ [K] per value, same shape as ``values``.
 
         ``rng``: None (secure mode, the default), a :class:`dpkit.SecureRandom`, or a numpy
-        ``Generator`` (fast mode).
+        ``Generator`` (fast mode); for torch tensors also a ``torch.Generator``. An
+        accelerator's array of indices is perturbed there (:mod:`dpkit.tensors.hadamard`).
         """
+        library = array_library(values, owner=self.name)
+        if library is not None:  # an accelerator's array (host arrays arrive as numpy views)
+            return hadamard_reports(
+                library,
+                values,
+                k=self.k,
+                outside_threshold64=lie_threshold(self.epsilon, 2),
+                rng=rng,
+                owner=self.name,
+            )
         generator, _ = resolve_rng(rng, owner=self.name)
         x = as_category_indices(values, self.k, owner=self.name)
         rows = x.astype(np.uint64) + np.uint64(1)
@@ -204,13 +224,21 @@ class HadamardResponse(CategoricalInput, Mechanism):
 class HadamardResponseEstimator(_oracle.PureProtocolEstimator):
     """Support counts C_v = #{reports y ∈ C_v}, by a histogram and a Walsh–Hadamard transform.
 
-    Debiasing and variance: :class:`dpkit_ldp._oracle.PureProtocolEstimator`.
+    Debiasing and variance: :class:`dpkit_ldp._oracle.PureProtocolEstimator`. An accelerator's
+    reports are histogrammed there (:func:`dpkit.plugin.category_counts`).
     """
 
+    device_methods: ClassVar[frozenset[str]] = frozenset({"accumulate"})
     mechanism: HadamardResponse
 
     def support_counts(self, reports: Any, /) -> tuple[NDArray[np.int64], int]:
         size = self.mechanism.output_size
+        library = array_library(reports, owner=self.mechanism.name, field="reports")
+        if library is not None:  # the histogram on the accelerator, the transform here
+            owner = f"{self.mechanism.name} estimator"
+            histogram = category_counts(library, reports, size, owner=owner)
+            counts = support_counts_from_histogram(histogram, self.mechanism.k)
+            return counts, int(histogram.sum())
         y = as_category_indices(
             reports, size, owner=f"{self.mechanism.name} estimator", field="reports"
         )

@@ -36,6 +36,11 @@ Var[ĉ_v] = n q*(1 − q*)/(p* − q*)² + n_v (1 − p* − q*)/(p* − q*).
 
 Aggregation evaluates n·k hashes (every report against every category), vectorised over blocks
 of reports, in uint64 arithmetic.
+
+On an accelerator's array of indices, ``randomize`` and the estimator's ``accumulate`` run on the
+device with the same hash and report format (:mod:`dpkit.tensors.hashing`; the lie probability
+rounded up to the 2⁻³² grid there, to the 2⁻⁶⁴ grid here), so reports of either path are
+estimated by the other.
 """
 
 from __future__ import annotations
@@ -56,8 +61,11 @@ from dpkit.plugin import (
     Mechanism,
     PureDP,
     SecureRandom,
+    array_library,
     as_array,
     describe_dtype,
+    hashed_reports,
+    hashed_support_counts,
     lie_threshold,
     parameter,
     resolve_rng,
@@ -120,6 +128,7 @@ class OptimalLocalHashing(CategoricalInput, Mechanism):
 
     name: ClassVar[str] = "olh"
     kind: ClassVar[Literal["local", "central"]] = "local"
+    device_methods: ClassVar[frozenset[str]] = frozenset({"randomize"})
 
     epsilon: float = parameter(EPSILON, doc="privacy loss ε per report", typical=(0.05, 6.0))
     k: int = parameter(Integer(low=2, high=_MAX_K), doc="number of categories", typical=(2, 1024))
@@ -193,12 +202,25 @@ class OptimalLocalHashing(CategoricalInput, Mechanism):
 
     def randomize(
         self, values: Any, /, *, rng: np.random.Generator | SecureRandom | None = None
-    ) -> NDArray[np.uint64]:
+    ) -> Any:
         """Reports (a, b, y) as a ``uint64`` array of shape ``values.shape + (3,)``.
 
         ``rng``: None (secure mode, the default), a :class:`dpkit.SecureRandom`, or a numpy
-        ``Generator`` (fast mode).
+        ``Generator`` (fast mode); for torch tensors also a ``torch.Generator``. An
+        accelerator's array of indices is hashed and perturbed there
+        (:mod:`dpkit.tensors.hashing`).
         """
+        library = array_library(values, owner=self.name)
+        if library is not None:  # an accelerator's array (host arrays arrive as numpy views)
+            return hashed_reports(
+                library,
+                values,
+                k=self.k,
+                g=self.range,
+                lie_threshold64=lie_threshold(self.epsilon, self.range),
+                rng=rng,
+                owner=self.name,
+            )
         generator, _ = resolve_rng(rng, owner=self.name)
         indices = as_category_indices(values, self.k, owner=self.name)
         g = self.range
@@ -232,9 +254,11 @@ class OptimalLocalHashingEstimator(_oracle.PureProtocolEstimator):
     """Support counts C_v = #{reports (a, b, y) with H_{a,b}(v) = y}, evaluated in blocks.
 
     Debiasing and variance: :class:`dpkit_ldp._oracle.PureProtocolEstimator` with the family's
-    exact (p*, q*).
+    exact (p*, q*). An accelerator's reports are counted there
+    (:func:`dpkit.plugin.hashed_support_counts`).
     """
 
+    device_methods: ClassVar[frozenset[str]] = frozenset({"accumulate"})
     mechanism: OptimalLocalHashing
 
     def check_reports(self, reports: Any, /) -> NDArray[np.uint64]:
@@ -272,8 +296,12 @@ class OptimalLocalHashingEstimator(_oracle.PureProtocolEstimator):
         compare per cell, with z advanced from v to v + 1 by adding a (no multiplication), over
         blocks of reports that stay in cache.
         """
-        rows = self.check_reports(reports)
         k, g = self.mechanism.k, self.mechanism.range
+        library = array_library(reports, owner=self.mechanism.name, field="reports")
+        if library is not None:  # counted on the accelerator
+            owner = f"{self.mechanism.name} estimator"
+            return hashed_support_counts(library, reports, k=k, g=g, owner=owner)
+        rows = self.check_reports(reports)
         edges = [-(-(z << 32) // g) for z in range(g + 1)]  # c_y = ⌈y·2³²/g⌉, exact ints
         low = np.array([e << 32 for e in edges[:-1]], dtype=np.uint64)
         width = np.array([(e1 - e0) << 32 for e0, e1 in itertools.pairwise(edges)], dtype=np.uint64)

@@ -150,6 +150,9 @@ PLUGIN_FACE = {
     "check_categories",
     "unary_reports",
     "unary_counts",
+    "hashed_reports",
+    "hashed_support_counts",
+    "hadamard_reports",
     # errors
     "DPKitError",
     "InvalidParameter",

@@ -1,6 +1,6 @@
 """The statistical auditor, unchanged, over the device paths (run on the CPU with torch tensors
-treated as an accelerator's): rr, krr and oue keep their ε in both randomness modes, and a device
-path that rounds its flip probability the wrong way is caught.
+treated as an accelerator's): rr, krr, oue, olh and hr keep their ε in both randomness modes, and a
+device path that rounds its flip (or lie) probability the wrong way is caught.
 
 False-positive rate: the auditor's own, CHECK_ALPHA (1e-6) per audit: a passing mechanism is
 reported as violating with at most that probability (dpkit.testing); the seeds are fixed.
@@ -17,7 +17,13 @@ import pytest
 
 torch = pytest.importorskip("torch")
 
-from dpkit_ldp import kary_rr, randomized_response, unary_encoding  # noqa: E402
+from dpkit_ldp import (  # noqa: E402
+    hadamard,
+    kary_rr,
+    local_hashing,
+    randomized_response,
+    unary_encoding,
+)
 
 import dpkit  # noqa: E402
 from dpkit.tensors import methods  # noqa: E402
@@ -36,12 +42,14 @@ def device_tensors(monkeypatch: pytest.MonkeyPatch) -> Iterator[list[str]]:
         library = real(values, **kwargs)
         return None if library is None else attrs.evolve(library, on_host=False)
 
-    for module in (methods, randomized_response, kary_rr, unary_encoding):
+    for module in (methods, randomized_response, kary_rr, unary_encoding, local_hashing, hadamard):
         monkeypatch.setattr(module, "array_library", on_device)
     for module, name in (
         (randomized_response, "flip_bits"),
         (kary_rr, "kary_response"),
         (unary_encoding, "unary_reports"),
+        (local_hashing, "hashed_reports"),
+        (hadamard, "hadamard_reports"),
     ):
         function = getattr(module, name)
 
@@ -74,6 +82,8 @@ def _through_tensors(cls: type) -> type:
         (randomized_response.RandomizedResponse, {"epsilon": 1.0}, "flip_bits"),
         (kary_rr.KaryRandomizedResponse, {"epsilon": 1.0, "k": 4}, "kary_response"),
         (unary_encoding.OptimizedUnaryEncoding, {"epsilon": 1.0, "k": 4}, "unary_reports"),
+        (local_hashing.OptimalLocalHashing, {"epsilon": 1.0, "k": 4}, "hashed_reports"),
+        (hadamard.HadamardResponse, {"epsilon": 1.0, "k": 4}, "hadamard_reports"),
     ],
 )
 def test_device_paths_keep_their_epsilon_in_both_modes(
@@ -92,3 +102,19 @@ def test_a_device_path_that_keeps_too_often_is_caught(monkeypatch: pytest.Monkey
     monkeypatch.setattr(type(rr), "_flip_threshold", lambda self: too_small)
     with pytest.raises(DPViolation):
         check_mechanism(rr, samples=20_000)
+
+
+@pytest.mark.parametrize(
+    ("module", "cls"),
+    [(local_hashing, local_hashing.OptimalLocalHashing), (hadamard, hadamard.HadamardResponse)],
+)
+@pytest.mark.usefixtures("device_tensors")
+def test_a_device_path_that_lies_too_rarely_is_caught(
+    module: Any, cls: type, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # The lie (outside) threshold of ε = 3 under a claim of ε = 1: the auditor must refuse it.
+    mechanism = _through_tensors(cls)(epsilon=1.0, k=4)
+    real = dpkit.plugin.lie_threshold
+    monkeypatch.setattr(module, "lie_threshold", lambda epsilon, k: real(3.0, k))
+    with pytest.raises(DPViolation):
+        check_mechanism(mechanism, samples=20_000)

@@ -132,10 +132,27 @@ def test_krr_on_cuda_keeps_type_and_has_the_exact_law(rng: str | None) -> None:
     assert stats.chisquare(counts, expected * x.numel()).pvalue > 1e-6
 
 
+@pytest.mark.parametrize("rng", [None, "fast"])
+def test_olh_and_hr_on_cuda_stay_there_and_either_estimator_counts_them(rng: str | None) -> None:
+    # Deterministic given the reports: the device counts equal the CPU estimator's on a copy.
+    registry = dpkit.load_registry()
+    for name in ("olh", "hr"):
+        mechanism = dpkit.mechanism(name, epsilon=1.0, k=50)
+        x = torch.randint(0, 50, (3000,), device="cuda")
+        generator = torch.Generator(device="cuda").manual_seed(3) if rng else None
+        reports = mechanism.randomize(x, rng=generator)
+        assert isinstance(reports, torch.Tensor) and reports.device == x.device
+        estimator = registry.estimator(mechanism)
+        on_device = estimator.accumulate(reports)
+        on_host = estimator.accumulate(reports.cpu())
+        assert on_device.n == on_host.n == 3000
+        assert np.array_equal(on_device.counts, on_host.counts)
+
+
 def test_a_mechanism_without_a_device_path_refuses_a_cuda_tensor() -> None:
-    olh = dpkit.mechanism("olh", epsilon=1.0, k=4)
+    pm = dpkit.mechanism("pm", epsilon=1.0)
     with pytest.raises(InvalidData, match="no device path yet"):
-        olh.randomize(torch.tensor([0, 1], device="cuda"))
+        pm.randomize(torch.tensor([0.0, 0.5], device="cuda"))
 
 
 def test_a_method_without_a_device_path_refuses_a_cuda_tensor_by_name() -> None:

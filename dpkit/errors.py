@@ -139,10 +139,19 @@ class UnknownMechanism(DPKitError, KeyError):
 
     code = "unknown_mechanism"
 
-    def __init__(self, name: str, known: Iterable[str], *, kind: str = "mechanism"):
+    def __init__(
+        self,
+        name: str,
+        known: Iterable[str],
+        *,
+        kind: str = "mechanism",
+        failed: Iterable[str] = (),
+    ):
         self.name = name
         self.kind = kind
         self.known = sorted(known)
+        #: The plugins that failed to load, each with why: the name may be one of theirs.
+        self.failed = list(failed)
         self.suggestions = difflib.get_close_matches(name, self.known, n=3, cutoff=0.5)
         hint = (
             f"; did you mean {' or '.join(map(repr, self.suggestions))}?"
@@ -150,7 +159,12 @@ class UnknownMechanism(DPKitError, KeyError):
             else "."
         )
         listing = ", ".join(self.known) if self.known else "none (no plugin is loaded)"
-        super().__init__(f"unknown {kind} {name!r}{hint} Known {kind}s: {listing}")
+        broken = (
+            f". Plugins that failed to load (it may be one of theirs): {'; '.join(self.failed)}"
+            if self.failed
+            else ""
+        )
+        super().__init__(f"unknown {kind} {name!r}{hint} Known {kind}s: {listing}{broken}")
 
     def __str__(self) -> str:  # KeyError would otherwise quote the whole message
         return str(self.args[0])

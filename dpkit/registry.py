@@ -89,9 +89,14 @@ class Registry:
     def names(self) -> list[str]:
         return sorted(self.mechanisms)
 
+    def _failed(self) -> list[str]:
+        """The plugins that failed to load, for an unknown name's message: a mechanism whose
+        plugin is broken must not look as if it never existed."""
+        return [f"{failure.plugin} ({failure.error})" for failure in self.failures]
+
     def info(self, name: str) -> MechanismInfo:
         if not isinstance(name, str) or name not in self.mechanisms:
-            raise UnknownMechanism(str(name), self.mechanisms)
+            raise UnknownMechanism(str(name), self.mechanisms, failed=self._failed())
         return self.mechanisms[name]
 
     def mechanism(self, name: str, /, **params: Any) -> Mechanism:
@@ -117,7 +122,7 @@ class Registry:
 
     def query_info(self, name: str) -> QueryInfo:
         if not isinstance(name, str) or name not in self.queries:
-            raise UnknownMechanism(str(name), self.queries, kind="statistic")
+            raise UnknownMechanism(str(name), self.queries, kind="statistic", failed=self._failed())
         return self.queries[name]
 
     def query(self, name: str, /, **params: Any) -> Any:
@@ -126,7 +131,9 @@ class Registry:
 
     def estimator(self, mechanism: Mechanism) -> Estimator:
         if mechanism.name not in self.estimators:
-            raise UnknownMechanism(f"estimator for {mechanism.name}", self.estimators)
+            raise UnknownMechanism(
+                f"estimator for {mechanism.name}", self.estimators, failed=self._failed()
+            )
         factory, _ = self.estimators[mechanism.name]
         return factory(mechanism)
 

@@ -73,6 +73,21 @@ def test_a_plugin_that_fails_to_import_is_reported(monkeypatch: pytest.MonkeyPat
     assert "ModuleNotFoundError" in registry.failures[0].error
 
 
+def test_an_unknown_name_names_the_plugins_that_failed_to_load() -> None:
+    """A mechanism or statistic whose plugin is broken must not look as if it never existed:
+    the error names the plugin and why it failed."""
+    registry = dpkit.load_registry(plugins=[("raiser", RaisingPlugin())])
+    for lookup in (registry.info, registry.query_info):
+        with pytest.raises(dpkit.errors.UnknownMechanism) as info:
+            lookup("from_the_raiser")
+        assert info.value.failed == [f"raiser ({registry.failures[0].error})"]
+        assert "failed to load" in str(info.value) and "boom" in str(info.value)
+    healthy = dpkit.load_registry()
+    with pytest.raises(dpkit.errors.UnknownMechanism) as info:
+        healthy.info("from_the_raiser")
+    assert info.value.failed == [] and "failed to load" not in str(info.value)
+
+
 def test_a_misspelt_hook_is_reported() -> None:
     registry = dpkit.load_registry(plugins=[("typo", TypoPlugin())])
     assert [f.plugin for f in registry.failures] == ["typo"]

@@ -142,7 +142,7 @@ def check_chargeable(costs: Sequence[Cost], union: Union, *, plan: bool) -> None
     for cost in costs:
         main = union.currency == "basic" or (union.currency == "zcdp" and cost.rho is not None)
         hybrid = cost.mu2 is not None or (cost.delta == 0 and not plan)
-        if not (main or hybrid or cost.mu2 is not None):
+        if not (main or hybrid):
             raise InvalidParameter(
                 "cost",
                 cost,

@@ -64,10 +64,11 @@ arrays; :func:`host_rng` turns a ``torch.Generator`` into a numpy one). On an ac
 (fused into one kernel on CUDA), :func:`kary_response` k-ary randomized response, and
 :func:`category_counts` / :func:`check_categories` count and check indices there,
 :func:`unary_reports` / :func:`unary_counts` are unary encoding's packed reports and counts,
-:func:`hashed_reports` / :func:`hashed_support_counts` optimal local hashing's, and
-:func:`hadamard_reports` Hadamard response's (counted by :func:`category_counts`). A mechanism
-or estimator that computes on such arrays names those methods in ``device_methods``; host arrays
-of every library reach every mechanism as numpy views (:mod:`dpkit.tensors.methods`).
+:func:`hashed_reports` / :func:`hashed_support_counts` optimal local hashing's,
+:func:`hadamard_reports` Hadamard response's (counted by :func:`category_counts`), and
+:func:`duchi_reports` Duchi et al.'s ±B reports of numbers. A mechanism or estimator that
+computes on such arrays names those methods in ``device_methods``; host arrays of every library
+reach every mechanism as numpy views (:mod:`dpkit.tensors.methods`).
 
 **Arrays.** Input checks whose messages never carry a private value: :func:`as_array`,
 :func:`readable`, :func:`total_floats`, :func:`lookup_index`, :func:`plain` (a numpy scalar as
@@ -168,6 +169,7 @@ from dpkit.tables import (
 from dpkit.tensors.bits import flip_bits, flip_graph
 from dpkit.tensors.categories import category_counts, check_categories, kary_response
 from dpkit.tensors.device_random import DeviceWords, device_words, host_rng, uniform_below
+from dpkit.tensors.duchi import duchi_reports
 from dpkit.tensors.hadamard import hadamard_reports
 from dpkit.tensors.hashing import hashed_reports, hashed_support_counts
 from dpkit.tensors.libraries import ArrayLibrary, array_library
@@ -246,6 +248,7 @@ __all__ = [
     "device_words",
     "discrete_gaussian",
     "discrete_laplace",
+    "duchi_reports",
     "exact",
     "flip_bits",
     "flip_graph",

@@ -55,6 +55,10 @@ vector's heads as a 64-bit word against ⌊π_d·2⁶⁴⌋ (π_d in 60-digit ar
 *down*: then h/l ≤ e^ε still), and the signs from uniform words. Whatever the rounding of v's
 probabilities, the ratio stays ≤ h/l, because P[z | x] is a mixture over v. The reports are
 fixed values (±B or ±B_d on the data's scale), so no low bit depends on the input.
+
+On an accelerator's array, ``duchi``'s ``randomize`` runs on the device with the same law in
+either mode, the secure rounding and lie decided exactly as here (:mod:`dpkit.tensors.duchi`:
+the same words give the same reports), and float64 reports as here.
 """
 
 from __future__ import annotations
@@ -69,7 +73,7 @@ import attrs
 import numpy as np
 from numpy.typing import NDArray
 
-from dpkit.plugin import SecureRandom, lie_threshold
+from dpkit.plugin import SecureRandom, array_library, duchi_reports, lie_threshold
 from dpkit_ldp._bits import random_words
 from dpkit_ldp._lattice import band_threshold
 from dpkit_ldp._numeric import NumericMechanism, VectorMechanism, check_scalar, check_vector
@@ -198,11 +202,39 @@ class Duchi(NumericMechanism):
 
     name: ClassVar[str] = "duchi"
     statistic: ClassVar[str] = "mean"
+    device_methods: ClassVar[frozenset[str]] = frozenset({"randomize"})
 
     @property
     def bound(self) -> float:
         """B in standard units."""
         return duchi_bound(self.epsilon)
+
+    def randomize(
+        self, values: Any, /, *, rng: np.random.Generator | SecureRandom | None = None
+    ) -> Any:
+        """One report ±B (on the data's scale, float64) per value, same shape as ``values``.
+
+        ``rng``: None (secure mode, the default), a :class:`dpkit.SecureRandom`, or a numpy
+        ``Generator`` (fast mode); for torch tensors also a ``torch.Generator``. An
+        accelerator's array is randomized there (:mod:`dpkit.tensors.duchi`).
+        """
+        library = array_library(values, owner=self.name)
+        if library is not None:  # an accelerator's array (host arrays arrive as numpy views)
+            minus, plus = (float(report) for report in self.output_space())
+            return duchi_reports(
+                library,
+                values,
+                lower=self.lower,
+                upper=self.upper,
+                centre=self.centre,
+                scale=self.scale,
+                reports=(minus, plus),
+                epsilon=self.epsilon,
+                lie_threshold64=lie_threshold(self.epsilon, 2),
+                rng=rng,
+                owner=self.name,
+            )
+        return super().randomize(values, rng=rng)
 
     def _sample(self, t: NDArray[np.float64], generator: Any) -> NDArray[np.float64]:
         return duchi_sample(t, self.epsilon, generator)

@@ -153,6 +153,7 @@ PLUGIN_FACE = {
     "hashed_reports",
     "hashed_support_counts",
     "hadamard_reports",
+    "duchi_reports",
     # errors
     "DPKitError",
     "InvalidParameter",

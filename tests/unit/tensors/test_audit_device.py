@@ -1,6 +1,6 @@
 """The statistical auditor, unchanged, over the device paths (run on the CPU with torch tensors
-treated as an accelerator's): rr, krr, oue, olh and hr keep their ε in both randomness modes, and a
-device path that rounds its flip (or lie) probability the wrong way is caught.
+treated as an accelerator's): rr, krr, oue, olh, hr and duchi keep their ε in both randomness
+modes, and a device path that rounds its flip (or lie) probability the wrong way is caught.
 
 False-positive rate: the auditor's own, CHECK_ALPHA (1e-6) per audit: a passing mechanism is
 reported as violating with at most that probability (dpkit.testing); the seeds are fixed.
@@ -18,6 +18,7 @@ import pytest
 torch = pytest.importorskip("torch")
 
 from dpkit_ldp import (  # noqa: E402
+    duchi,
     hadamard,
     kary_rr,
     local_hashing,
@@ -42,7 +43,16 @@ def device_tensors(monkeypatch: pytest.MonkeyPatch) -> Iterator[list[str]]:
         library = real(values, **kwargs)
         return None if library is None else attrs.evolve(library, on_host=False)
 
-    for module in (methods, randomized_response, kary_rr, unary_encoding, local_hashing, hadamard):
+    patched = (
+        methods,
+        randomized_response,
+        kary_rr,
+        unary_encoding,
+        local_hashing,
+        hadamard,
+        duchi,
+    )
+    for module in patched:
         monkeypatch.setattr(module, "array_library", on_device)
     for module, name in (
         (randomized_response, "flip_bits"),
@@ -50,6 +60,7 @@ def device_tensors(monkeypatch: pytest.MonkeyPatch) -> Iterator[list[str]]:
         (unary_encoding, "unary_reports"),
         (local_hashing, "hashed_reports"),
         (hadamard, "hadamard_reports"),
+        (duchi, "duchi_reports"),
     ):
         function = getattr(module, name)
 
@@ -84,6 +95,7 @@ def _through_tensors(cls: type) -> type:
         (unary_encoding.OptimizedUnaryEncoding, {"epsilon": 1.0, "k": 4}, "unary_reports"),
         (local_hashing.OptimalLocalHashing, {"epsilon": 1.0, "k": 4}, "hashed_reports"),
         (hadamard.HadamardResponse, {"epsilon": 1.0, "k": 4}, "hadamard_reports"),
+        (duchi.Duchi, {"epsilon": 1.0, "lower": -2.0, "upper": 5.0}, "duchi_reports"),
     ],
 )
 def test_device_paths_keep_their_epsilon_in_both_modes(
@@ -105,16 +117,20 @@ def test_a_device_path_that_keeps_too_often_is_caught(monkeypatch: pytest.Monkey
 
 
 @pytest.mark.parametrize(
-    ("module", "cls"),
-    [(local_hashing, local_hashing.OptimalLocalHashing), (hadamard, hadamard.HadamardResponse)],
+    ("module", "cls", "params"),
+    [
+        (local_hashing, local_hashing.OptimalLocalHashing, {"k": 4}),
+        (hadamard, hadamard.HadamardResponse, {"k": 4}),
+        (duchi, duchi.Duchi, {}),
+    ],
 )
-@pytest.mark.usefixtures("device_tensors")
 def test_a_device_path_that_lies_too_rarely_is_caught(
-    module: Any, cls: type, monkeypatch: pytest.MonkeyPatch
+    module: Any, cls: type, params: dict, device_tensors: list[str], monkeypatch: pytest.MonkeyPatch
 ) -> None:
     # The lie (outside) threshold of ε = 3 under a claim of ε = 1: the auditor must refuse it.
-    mechanism = _through_tensors(cls)(epsilon=1.0, k=4)
+    mechanism = _through_tensors(cls)(epsilon=1.0, **params)
     real = dpkit.plugin.lie_threshold
     monkeypatch.setattr(module, "lie_threshold", lambda epsilon, k: real(3.0, k))
     with pytest.raises(DPViolation):
         check_mechanism(mechanism, samples=20_000)
+    assert device_tensors  # the device path was the one audited

@@ -436,10 +436,9 @@ def _with_person(table: Any, person: Any, unit: str) -> tuple[Any, Any]:
 
     rows = pa.concat_tables([table, table]) if person is None else person
     if set(rows.column_names) != set(table.column_names):
+        # Neither table's columns are shown: a file's header is never echoed.
         raise _refuse(
-            "person",
-            sorted(rows.column_names),
-            f"a table of x's rows with the table's columns {sorted(table.column_names)}",
+            "person", "a table with other columns", "a table of x's rows with the table's columns"
         )
     if rows.num_rows == 0:
         raise _refuse("person", 0, "a table of at least one row (the heavy person's)")
@@ -453,7 +452,7 @@ def _with_person(table: Any, person: Any, unit: str) -> tuple[Any, Any]:
         rows = rows.cast(table.schema)
     except (pa.ArrowInvalid, pa.ArrowNotImplementedError, ValueError):
         raise _refuse(
-            "person", str(rows.schema), f"x's rows with the table's column types {table.schema}"
+            "person", "rows whose columns do not cast", "x's rows with the table's column types"
         ) from None
     return pa.concat_tables([table, rows]), x
 
@@ -524,7 +523,7 @@ def audit_sql(
     small = _arrow(table, plan.table, "table")
     for name in {unit, *groups}:
         if name not in small.column_names:
-            raise _refuse("table", sorted(small.column_names), f"a table with a column {name!r}")
+            raise _refuse("table", f"no column {name!r}", f"a table with a column {name!r}")
         if small.column(name).null_count:
             raise _refuse("table", name, "no NULL in the id and group columns")
     extra = None if person is None else _arrow(person, "person", "person")

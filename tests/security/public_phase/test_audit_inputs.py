@@ -10,6 +10,7 @@ exactly as a user would see it.
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 from typing import Any
 
@@ -109,3 +110,53 @@ def test_bad_query_usage_is_a_typed_error(rt: Any, argv: list[str]) -> None:
     result = rt.fork_cli(*argv)
     assert result.returncode == 2 and "Traceback" not in result.stderr
     assert result.stderr.startswith("dpkit: error:")
+
+
+STATEMENT = (
+    "SELECT WITH DIFFERENTIAL_PRIVACY OPTIONS (epsilon = 1, delta = 1e-5, "
+    "privacy_unit_column = user, max_groups_contributed = 1) city, COUNT(*) FROM t GROUP BY city"
+)
+
+
+@pytest.fixture()
+def sql_files(tmp_path: Path) -> dict[str, str]:
+    """A small table, a CSV whose header is the secret, a text file and a FIFO."""
+    (tmp_path / "t.csv").write_text("user,city,minutes\nu1,a,3\nu2,b,4\n")
+    (tmp_path / "secret.csv").write_text(f"{SECRET},city\n1,a\n")
+    (tmp_path / "secret.txt").write_text(f"{SECRET}\n")
+    os.mkfifo(tmp_path / "fifo.csv")
+    return {
+        name: str(tmp_path / name) for name in ("t.csv", "secret.csv", "secret.txt", "fifo.csv")
+    }
+
+
+@pytest.mark.parametrize(
+    ("extra", "option"),
+    [
+        ([], "--table"),
+        (["--table", "t=secret.txt"], "--table"),
+        (["--table", "t=fifo.csv"], "--table"),
+        (["--table", "t=secret.csv"], "table"),  # no column user: the header is not shown
+        (["--table", "t=t.csv", "--person", "secret.csv"], "person"),
+        (["--table", "t=t.csv", "--person", "secret.txt"], "--person"),
+        (["--table", "t=t.csv", "--person", "fifo.csv"], "--person"),
+        (["--table", "t=t.csv", "--privacy-unit", "nosuch"], "privacy_unit"),
+        (["--table", "t=t.csv", "--samples", "5"], "--samples"),
+        (["--table", "t=t.csv", "-p", "epsilon=1"], "--param"),
+    ],
+)
+def test_a_bad_sql_audit_input_is_refused_before_anything_runs(
+    rt: Any, sql_files: dict[str, str], extra: list[str], option: str
+) -> None:
+    """``dpkit audit --sql``: its tables and options are refused by name, before a release
+    runs, and a file's contents — its header included — are never echoed."""
+    argv = [_with_paths(part, sql_files) for part in extra]
+    _refused(rt.fork_cli("audit", "--sql", STATEMENT, *argv), option)
+
+
+def _with_paths(part: str, files: dict[str, str]) -> str:
+    """``NAME=FILE`` or ``FILE`` with FILE one of ``files``: its path in the test's directory."""
+    prefix, _, name = part.rpartition("=")
+    if name not in files:
+        return part
+    return f"{prefix}={files[name]}" if prefix else files[name]

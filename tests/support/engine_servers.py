@@ -66,6 +66,13 @@ def _java() -> str | None:
     return shutil.which("java")
 
 
+#: The JVM of a test engine: the serial collector (no GC threads competing for the test run's
+#: cores) and the C1 compiler only (a short run's queries are compiled once; C2's
+#: optimisation of them never pays back). Measured on the Spark tests of
+#: tests/integration/test_cluster_queries.py: 129 → 85 CPU seconds, the same 42 passes.
+JVM_OPTIONS = "-XX:+UseSerialGC -XX:TieredStopAtLevel=1"
+
+
 def start_spark(cores: int = 2, partitions: int = 4, memory: str = "1g") -> Any:
     """A SparkSession on ``local[cores]`` with ``partitions`` shuffle partitions, its Python
     workers running this interpreter (so they import the same dpkit)."""
@@ -85,6 +92,7 @@ def start_spark(cores: int = 2, partitions: int = 4, memory: str = "1g") -> Any:
         .config("spark.sql.shuffle.partitions", str(partitions))
         .config("spark.sql.session.timeZone", "UTC")
         .config("spark.driver.memory", memory)
+        .config("spark.driver.extraJavaOptions", JVM_OPTIONS)
         .getOrCreate()
     )
     session.sparkContext.setLogLevel("ERROR")
@@ -220,6 +228,7 @@ def launch_spark_connect(cores: int = 2, partitions: int = 4, memory: str = "1g"
         "spark.sql.shuffle.partitions": str(partitions),
         "spark.sql.session.timeZone": "UTC",
         "spark.log.level": "WARN",
+        "spark.driver.extraJavaOptions": JVM_OPTIONS,
     }
     command = [
         os.path.join(home, "bin", "spark-submit"),

@@ -175,7 +175,7 @@ def test_the_device_map_is_the_hosts_sampler_on_the_same_words(spell: str, scale
 @pytest.mark.parametrize("spell", ["torch", "strict"])
 def test_ties_and_tails_are_resolved_as_on_the_host(spell: str) -> None:
     # Scale 3: one table of 2^8 cells with a tail. Element 0's digit word ties with its cell's
-    # threshold (decided by the next word); element 1's word falls in the tail cell, whose θ is
+    # threshold (decided by the next word against θ's next 64 digits); element 1's word falls in the tail cell, whose θ is
     # below 2⁻⁵⁶ (a tie at u = 0, kept by a next word 0, then continued by a fresh draw);
     # element 2's sign word ties with N's 63 bits and its next word ties again with the next 64.
     rate = Fraction(1, 3)
@@ -190,12 +190,19 @@ def test_ties_and_tails_are_resolved_as_on_the_host(spell: str) -> None:
     w = np.random.default_rng(9).integers(0, 2**64, size=40, dtype=np.uint64)
     w[0] = (thresholds[cell] << np.uint64(bits)) | np.uint64(cell)  # a tie in the cell
     w[1] = np.uint64(last)  # u = 0 in the tail cell: a tie
-    w[n] = np.uint64(table.theta_digits(cell, 64 - bits, 64) ^ (1 << 63))  # decides element 0
+    # Element 0's next word lies strictly between θ's digit groups at k and k + 64: it decides
+    # one way against the right group and the other way against the wrong one.
+    groups = [table.theta_digits(cell, 64 - bits + 64 * j, 64) for j in (0, 1)]
+    w[n] = np.uint64(sum(groups) // 2)
     w[n + 1] = 0  # below θ_last's next digits: the tail cell is kept
     w[n + 2] = np.uint64(1 << 40)  # the tail's continuation: cell 0, u small
     nonzero = laplace_nonzero(rate)
+    w[[n + 3, n + 4]] = 0  # elements 0 and 1 are not zero (their magnitudes show)
     w[n + 3 + 2] = np.uint64(nonzero.floor_scaled(63))  # element 2's sign word: a tie
     w[2 * n + 3] = np.uint64(nonzero.digits(63, 64))  # ties again
+    # ... and the next word lies strictly between the digit groups at 63 and at 127, so it
+    # decides one way against the right group and the other against a repeated one.
+    w[2 * n + 4] = np.uint64((nonzero.digits(63, 64) + nonzero.digits(127, 64)) // 2)
     device, host, device_used, host_used = _both(spell, rate, w, n)
     assert np.array_equal(device, host)
     assert device_used == host_used == 2 * n + 5  # every tie and the tail were resolved

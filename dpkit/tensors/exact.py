@@ -1,5 +1,8 @@
 """The host's exact discrete samplers on an accelerator's arrays: the same law, word for word.
 
+:func:`discrete_gaussian` is CKS20's rejection from :func:`discrete_laplace`, its acceptance
+test decided as the host decides it (:func:`_exceeds`; see there).
+
 :func:`discrete_laplace` (and :func:`geometric`) run the algorithm of
 :mod:`dpkit.randomness.geometric` with array operations on the device: the discrete Laplace
 Z = S·N·(1 + G) (Canonne, Kamath & Steinke 2020, Definition 4; S a uniform sign, N ~
@@ -25,8 +28,8 @@ The loops end when no element is undecided; the number of rounds depends on the 
 alone, never on the data, and no value is read back to the host (only the count of undecided
 elements, itself a function of the words).
 
-**Words.** Word i of a draw is the 64-bit value w[2i]·2³² + w[2i + 1] of the call's 32-bit
-words (:class:`WordPairs`). For n ≤ 2¹⁵ values (one chunk of the host's sampler), the device
+**Words.** The 64-bit words are w[2i]·2³² + w[2i + 1] for the call's 32-bit words w, read
+in stream order (:class:`WordPairs`). For n ≤ 2¹⁵ values (one chunk of the host's sampler), the device
 reads its words in the host's order: each digit table's n words (then its ties, then its
 tail's words), lowest digit first, then the n words of the signs and N (then their ties). So
 the host's :func:`~dpkit.randomness.geometric.discrete_laplace_digits` fed the same 64-bit
@@ -41,6 +44,7 @@ would depend on the noise.
 from __future__ import annotations
 
 import functools
+import math
 from fractions import Fraction
 from typing import Any
 
@@ -52,26 +56,45 @@ from dpkit.randomness._exact import ExactReal, exp_neg, laplace_nonzero
 from dpkit.randomness.geometric import geometric_plan
 from dpkit.tensors.device_random import DeviceWords
 
-__all__ = ["WordPairs", "compare_64", "discrete_laplace", "geometric"]
+__all__ = ["WordPairs", "compare_64", "discrete_gaussian", "discrete_laplace", "geometric"]
 
 _TWO_32 = 1 << 32
 _HALF_MASK = _TWO_32 - 1
 #: Values per pass: bounds the device temporaries (a few int64 arrays of this length).
 CHUNK = 1 << 24
+#: 32-bit words read ahead at least, per keystream computation (256 ChaCha20 blocks).
+REFILL = 1 << 12
 
 
 class WordPairs:
-    """A call's device words as 64-bit words: word i is (high, low) = (w[2i], w[2i + 1]),
-    two ``int64`` arrays of values in [0, 2³²)."""
+    """A call's device words as 64-bit words: word i is (high, low) = (w[2i], w[2i + 1]) of the
+    call's stream, two ``int64`` arrays of values in [0, 2³²).
+
+    The stream is read ahead in pieces of at least :data:`REFILL` words, so that the masked
+    rounds, which often need a handful of words, do not each start a keystream computation;
+    the words are handed out in stream order all the same (``used`` counts the 64-bit words
+    handed out).
+    """
 
     def __init__(self, words: DeviceWords) -> None:
         self.words = words
         self.xp = words.library.xp
         self.device = words.library.device
+        self.used = 0
+        self._buffer = self.xp.zeros((0,), dtype=self.xp.int64, device=self.device)
+        self._start = 0
 
     def take(self, count: int) -> tuple[Any, Any]:
         xp = self.xp
-        drawn = xp.reshape(xp.astype(self.words.take(2 * count), xp.int64), (count, 2))
+        need = 2 * count
+        have = int(self._buffer.shape[0]) - self._start
+        if have < need:
+            fresh = xp.astype(self.words.take(max(need - have, REFILL)), xp.int64)
+            self._buffer = xp.concat([self._buffer[self._start :], fresh])
+            self._start = 0
+        drawn = xp.reshape(self._buffer[self._start : self._start + need], (count, 2))
+        self._start += need
+        self.used += count
         return drawn[:, 0], drawn[:, 1]
 
 
@@ -261,3 +284,95 @@ def discrete_laplace(pairs: WordPairs, rate: Fraction, count: int) -> Any:
         _laplace_chunk(pairs, rate, min(CHUNK, count - start)) for start in range(0, count, CHUNK)
     ]
     return xp.concat(parts)
+
+
+def _square(xp: Any, c: Any, r: int) -> tuple[Any, Any]:
+    """(K, R) = (⌊c²/2^r⌋ saturated at 2⁶², c² mod 2^r) for int64 |c| < 2⁶², 1 ≤ r ≤ 62.
+
+    c² < 2¹²⁴ is formed in four 32-bit limbs from the 32-bit halves of |c| (the products by
+    :func:`~dpkit.tensors.hashing.multiply_wide`, every partial sum below 2³⁶), so no
+    intermediate leaves int64. A K of 2⁶² or more is reported as 2⁶²: a geometric J reaches
+    it with probability below e^(−2⁵⁶), where the host's sampler raises instead.
+    """
+    from dpkit.tensors.hashing import multiply_wide
+
+    magnitude = xp.abs(c)
+    c0, c1 = magnitude & _HALF_MASK, magnitude >> 32
+    h00, l00 = multiply_wide(c0, c0)
+    h01, l01 = multiply_wide(c0, c1)
+    h11, l11 = multiply_wide(c1, c1)
+    s1 = h00 + 2 * l01
+    s2 = 2 * h01 + l11 + (s1 >> 32)
+    limbs = [l00, s1 & _HALF_MASK, s2 & _HALF_MASK, h11 + (s2 >> 32)]
+    high = (limbs[3] << 32) | limbs[2]  # c² = high·2⁶⁴ + (limbs[1]·2³² + limbs[0]), high < 2⁶⁰
+    if r >= 32:
+        low_part = limbs[1] >> (r - 32)
+        remainder = ((limbs[1] & ((1 << (r - 32)) - 1)) << 32) | limbs[0]
+    else:
+        low_part = (limbs[1] << (32 - r)) | (limbs[0] >> r)
+        remainder = limbs[0] & ((1 << r) - 1)
+    saturated = high >= (1 << (r - 2))  # then K ≥ 2⁶²
+    shifted = xp.where(saturated, xp.zeros_like(high), high) << (64 - r)
+    k = xp.where(saturated, xp.full_like(high, 1 << 62), shifted + low_part)
+    return k, remainder
+
+
+def _exceeds(pairs: WordPairs, rate: Fraction, c: Any, r: int) -> Any:
+    """[X > c²/2^r] for X = J + F exponential of ``rate`` (P[X > x] = e^(−rate·x)), drawn as
+    the host's ``_accept_integer`` draws it: J from the rate's one digit table (with its tail),
+    and, where J = K = ⌊c²/2^r⌋, F's base-2¹² digits (independent, truncated laws; the host's
+    :mod:`~dpkit.randomness._exponential`) compared with those of R/2^r, R = c² mod 2^r, one
+    digit a round for the elements still tied. When R's digits are used up with all equal,
+    X ≥ c²/2^r, which the host counts as "exceeds" too (X = c²/2^r has probability 0)."""
+    from dpkit.randomness._exponential import FRACTION_BITS, _fraction_table
+
+    xp = pairs.xp
+    (table,) = geometric_plan(rate).tables
+    k, remainder = _square(xp, c, r)
+    j = digit(pairs, table, int(c.shape[0]))
+    result = j > k
+    tie = j == k
+    depth = 1
+    while tied := _count(xp, tie):
+        if FRACTION_BITS * (depth - 1) >= r:  # the target's digits are used up: X ≥ target
+            return result | tie
+        shift = r - FRACTION_BITS * depth
+        tied_remainder = remainder[tie]
+        wanted = ((tied_remainder >> shift) if shift >= 0 else (tied_remainder << -shift)) & (
+            (1 << FRACTION_BITS) - 1
+        )
+        drawn = select(pairs, _fraction_table(rate, depth), tied)
+        result = result | _spread(xp, tie, drawn > wanted, _false(xp, tie))
+        tie = _spread(xp, tie, drawn == wanted, _false(xp, tie))
+        depth += 1
+    return result
+
+
+def discrete_gaussian(pairs: WordPairs, sigma2: int, count: int) -> Any:
+    """``count`` iid draws of N_ℤ(0, σ²), P[Z = z] ∝ e^(−z²/(2σ²)), σ² = ``sigma2`` an integer
+    in [2⁸, 2⁶²) (int64, flat): Canonne, Kamath & Steinke 2020, Algorithm 3, as the host's
+    :func:`~dpkit.randomness.discrete.discrete_gaussian` runs it for such σ².
+
+    Propose Y discrete Laplace of scale t = σ²/m, m = ⌊σ⌋, and accept it with probability
+    e^(−(|Y| − m)²/(2σ²)): the product is ∝ e^(−y²/(2σ²)) for every t > 0 (CKS20, Section 5).
+    The test is X > c²/2^r for c = |Y| − m and X exponential of rate 2^r/(2σ²) ∈ (1/64, 1/32]
+    (r = bitlength(2σ²) − 6), decided exactly by :func:`_exceeds`. Every element keeps
+    proposing until one is accepted (a masked loop over the elements still empty: the
+    first accepted proposal of each is an exact draw of the target, and the number of rounds
+    depends on the words alone; each proposal is accepted with probability ≈ 0.76).
+    """
+    xp = pairs.xp
+    m = math.isqrt(sigma2)
+    laplace_rate = Fraction(m, sigma2)
+    r = (2 * sigma2).bit_length() - 6
+    rate = Fraction(1 << r, 2 * sigma2)
+    out = xp.zeros((count,), dtype=xp.int64, device=pairs.device)
+    empty = xp.ones((count,), dtype=xp.bool, device=pairs.device)
+    while waiting := _count(xp, empty):
+        y = discrete_laplace(pairs, laplace_rate, waiting)
+        accepted = _exceeds(pairs, rate, xp.abs(y) - m, r)
+        out = xp.where(
+            _spread(xp, empty, accepted, _false(xp, empty)), _spread(xp, empty, y, out), out
+        )
+        empty = _spread(xp, empty, ~accepted, _false(xp, empty))
+    return out

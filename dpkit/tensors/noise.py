@@ -12,8 +12,10 @@ exactly, on the call's ChaCha20 words (:mod:`dpkit.tensors.device_random`):
   of scale t lattice steps (:func:`dpkit.tensors.exact.discrete_laplace`, the host sampler's law
   and word map); k + Z is an exact int64 and its conversion to float64 is post-processing.
 * :func:`geometric_noise`: x + Z, Z discrete Laplace of the plugin's secure scale, in int64.
-* The Gaussian's exact discrete sampler (CKS20 rejection) has no device path yet: secure mode
-  refuses an accelerator's array before any word is drawn.
+* :func:`gaussian_noise`: the lattice release of the ``gaussian`` plugin, g·(k + Z) with Z
+  ~ N_ℤ(0, σ_L²) drawn by CKS20's rejection from the discrete Laplace
+  (:func:`dpkit.tensors.exact.discrete_gaussian`: the host's proposal and acceptance test, with
+  the elements still unaccepted redrawn in a masked loop).
 
 **Fast mode** (a numpy or ``torch.Generator``: torch's Philox on torch tensors, ChaCha20 keyed
 from a seed elsewhere; seedable, not attack-resistant). With U = (m + 1)·2⁻⁵³ and V = m′·2⁻⁵³
@@ -43,12 +45,12 @@ import math
 from fractions import Fraction
 from typing import Any
 
-from dpkit.errors import InvalidData
+from dpkit.errors import InvalidData, InvalidParameter
 from dpkit.randomness.discrete import laplace_scale
 from dpkit.randomness.secure_rng import SecureRandom
 from dpkit.tensors.device_random import device_words, index_dtype
 from dpkit.tensors.duchi import uniform_53
-from dpkit.tensors.exact import WordPairs, discrete_laplace
+from dpkit.tensors.exact import WordPairs, discrete_gaussian, discrete_laplace
 from dpkit.tensors.libraries import ArrayLibrary
 
 __all__ = ["gaussian_noise", "geometric_noise", "laplace_noise"]
@@ -56,6 +58,9 @@ __all__ = ["gaussian_noise", "geometric_noise", "laplace_noise"]
 _MAX_FINITE = 1.7976931348623157e308
 _UNIT = 2.0**-53
 _WHOLE_LIMIT = 2.0**62
+#: σ_L² of the device's discrete Gaussian: at least τ² = 2⁸ (every lattice plan's), below 2⁶²
+#: (its acceptance test in int64 limbs).
+_GAUSSIAN_STEPS = (1 << 8, 1 << 62)
 
 
 def _check(library: ArrayLibrary, values: Any, *, owner: str, field: str) -> None:
@@ -102,6 +107,14 @@ def _clipped(xp: Any, released: Any, shape: tuple[int, ...]) -> Any:
     return xp.reshape(xp.clip(released, min=-_MAX_FINITE, max=_MAX_FINITE), shape)
 
 
+def _lattice(xp: Any, x: Any, step: float, limit: int) -> Any:
+    """k = clamp(round(x/g), ±limit) in int64, rounding half to even (the host's
+    :func:`~dpkit_central._validation.lattice_steps`; x/g is exact, an overflow is clamped)."""
+    bound = float(1 << 61)  # a double: the int64 clamp below is then exact
+    k = xp.astype(xp.clip(xp.round(x / step), min=-bound, max=bound), xp.int64)
+    return xp.clip(k, min=-limit, max=limit)
+
+
 def laplace_noise(
     library: ArrayLibrary,
     values: Any,
@@ -124,9 +137,7 @@ def laplace_noise(
     if _secure(rng):
         exact = laplace_scale(steps, "discrete_laplace")  # public: refused before any draw
         pairs = WordPairs(device_words(library, rng, owner=owner))
-        bound = float(1 << 61)  # a double: the int64 clamp below is then exact
-        k = xp.astype(xp.clip(xp.round(x / step), min=-bound, max=bound), xp.int64)
-        k = xp.clip(k, min=-limit, max=limit)
+        k = _lattice(xp, x, step, limit)
         noise = discrete_laplace(pairs, 1 / exact, n)
         released = xp.astype(k + noise, xp.float64) * step
         return _clipped(xp, released, shape) if step >= 2.0**960 else xp.reshape(released, shape)
@@ -141,26 +152,34 @@ def gaussian_noise(
     values: Any,
     *,
     sigma: float,
+    step: float,
+    sigma2_steps: int,
+    limit: int,
     rng: Any,
     owner: str,
     field: str = "values",
 ) -> Any:
-    """``values`` plus N(0, ``sigma``²) noise (float64, same shape and device), fast mode only:
-    Box–Muller on the fast words. Secure mode is refused (no exact device sampler yet)."""
+    """``values`` plus Gaussian noise (float64, same shape and device): in secure mode the
+    lattice release g·(clamp(round(x/g), ±``limit``) + Z), g = ``step``, Z ~ N_ℤ(0, σ_L²) with
+    σ_L² = ``sigma2_steps`` (:func:`dpkit.tensors.exact.discrete_gaussian`); in fast mode
+    x + N(0, ``sigma``²) by Box–Muller (see the module docstring)."""
     xp = library.xp
-    if _secure(rng):
-        raise InvalidData(
-            f"{owner}: {field} is a {library.name} array on {library.device}, and secure "
-            "Gaussian noise has no device path yet; pass a fast generator "
-            "(e.g. torch.Generator) or a host array (e.g. tensor.cpu())",
-            field=field,
-        )
     x = _finite(library, values, owner=owner, field=field)
+    shape = tuple(values.shape)
     n = int(x.shape[0])
+    if _secure(rng):
+        if not _GAUSSIAN_STEPS[0] <= sigma2_steps < _GAUSSIAN_STEPS[1]:  # public: before any draw
+            raise InvalidParameter(
+                "sigma2", sigma2_steps, "in [2**8, 2**62) lattice steps on the device", owner=owner
+            )
+        pairs = WordPairs(device_words(library, rng, owner=owner))
+        k = _lattice(xp, x, step, limit)
+        released = xp.astype(k + discrete_gaussian(pairs, sigma2_steps, n), xp.float64) * step
+        return _clipped(xp, released, shape) if step >= 2.0**960 else xp.reshape(released, shape)
     pairs = WordPairs(device_words(library, rng, owner=owner))
     radius = xp.sqrt(-2.0 * xp.log(_uniforms(pairs, n) + _UNIT))
     angle = (2.0 * math.pi) * _uniforms(pairs, n)
-    return _clipped(xp, x + sigma * (radius * xp.cos(angle)), tuple(values.shape))
+    return _clipped(xp, x + sigma * (radius * xp.cos(angle)), shape)
 
 
 def geometric_noise(

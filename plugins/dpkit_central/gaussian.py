@@ -31,6 +31,7 @@ from dpkit.plugin import (
 )
 from dpkit_central._noise import AdditiveNoise
 from dpkit_central._validation import (
+    LATTICE_LIMIT,
     MAX_FINITE,
     as_finite,
     check_answers,
@@ -371,13 +372,25 @@ class Gaussian(Mechanism):
         ``changed`` as in :func:`lattice_gaussian_release`). In fast mode a sum beyond the
         largest double is clipped back to it (post-processing).
 
-        An accelerator's array (a CUDA tensor, a CuPy array) takes fast noise there (float64
-        on its device, ``rng`` a numpy or ``torch.Generator``: :mod:`dpkit.tensors.noise`);
-        secure mode has no device sampler yet and refuses it before drawing anything.
+        An accelerator's array (a CUDA tensor, a CuPy array) is released there, float64 on its
+        device, in secure mode on the same lattice with the same exact sampler
+        (:mod:`dpkit.tensors.noise`); ``rng`` may then also be a ``torch.Generator`` (fast
+        mode).
         """
         library = array_library(values, owner=self.name)
         if library is not None:  # an accelerator's array (host arrays arrive as numpy views)
-            return gaussian_noise(library, values, sigma=self.sigma, rng=rng, owner=self.name)
+            size = math.prod(int(d) for d in values.shape)
+            plan = self.lattice(changed or size)
+            return gaussian_noise(
+                library,
+                values,
+                sigma=self.sigma,
+                step=plan.step,
+                sigma2_steps=plan.sigma2_steps,
+                limit=LATTICE_LIMIT,
+                rng=rng,
+                owner=self.name,
+            )
         rng = resolve_rng(rng, owner=self.name)[0]
         answers = as_finite(values, owner=self.name)
         if isinstance(rng, SecureRandom):

@@ -1,6 +1,6 @@
 """The statistical auditor, unchanged, over the device paths (run on the CPU with torch tensors
-treated as an accelerator's): rr, krr, oue, olh, hr, duchi, laplace and geometric keep their ε
-in both randomness modes, and a device path that rounds its flip (or lie) probability the wrong
+treated as an accelerator's): rr, krr, oue, olh, hr, duchi, laplace, geometric and gaussian
+keep their privacy in both randomness modes, and a device path that rounds its flip (or lie) probability the wrong
 way, or draws too little noise, is caught.
 
 False-positive rate: the auditor's own, CHECK_ALPHA (1e-6) per audit: a passing mechanism is
@@ -18,7 +18,7 @@ import pytest
 
 torch = pytest.importorskip("torch")
 
-from dpkit_central import geometric, laplace  # noqa: E402
+from dpkit_central import gaussian, geometric, laplace  # noqa: E402
 from dpkit_ldp import (  # noqa: E402
     duchi,
     hadamard,
@@ -56,6 +56,7 @@ def device_tensors(monkeypatch: pytest.MonkeyPatch) -> Iterator[list[str]]:
         duchi,
         laplace,
         geometric,
+        gaussian,
     )
     for module in patched:
         monkeypatch.setattr(module, "array_library", on_device)
@@ -68,6 +69,7 @@ def device_tensors(monkeypatch: pytest.MonkeyPatch) -> Iterator[list[str]]:
         (duchi, "duchi_reports"),
         (laplace, "laplace_noise"),
         (geometric, "geometric_noise"),
+        (gaussian, "gaussian_noise"),
     ):
         function = getattr(module, name)
 
@@ -105,14 +107,15 @@ def _through_tensors(cls: type) -> type:
         (duchi.Duchi, {"epsilon": 1.0, "lower": -2.0, "upper": 5.0}, "duchi_reports"),
         (laplace.Laplace, {"epsilon": 1.0}, "laplace_noise"),
         (geometric.Geometric, {"epsilon": 1.0}, "geometric_noise"),
+        (gaussian.Gaussian, {"epsilon": 1.0, "delta": 1e-5}, "gaussian_noise"),
     ],
 )
 def test_device_paths_keep_their_epsilon_in_both_modes(
     cls: type, params: dict, device_function: str, device_tensors: list[str]
 ) -> None:
-    # Laplace's secure draws take about ten keystream words each (ChaCha20 in torch
+    # Laplace's and Gaussian's secure draws take about ten keystream words each (ChaCha20 in torch
     # operations on this CPU): fewer samples; the auditor's false-alarm rate is the same.
-    samples = 5_000 if cls is laplace.Laplace else 20_000
+    samples = 3_000 if cls in (laplace.Laplace, gaussian.Gaussian) else 20_000
     (report,) = check_mechanism(_through_tensors(cls)(**params), samples=samples)
     assert report.verdicts == {"fast": "pass", "secure": "pass"}
     assert device_function in device_tensors

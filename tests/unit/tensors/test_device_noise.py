@@ -25,6 +25,7 @@ from support import device_reference  # noqa: E402
 from dpkit import SecureRandom  # noqa: E402
 from dpkit.errors import InvalidData, InvalidParameter  # noqa: E402
 from dpkit.randomness._exact import laplace_nonzero  # noqa: E402
+from dpkit.randomness.discrete import _accept_integer  # noqa: E402
 from dpkit.randomness.geometric import discrete_laplace_digits, geometric_plan  # noqa: E402
 from dpkit.tensors import array_library, exact, methods, noise  # noqa: E402
 
@@ -81,18 +82,20 @@ class _Recording:
 
 
 class _Given:
-    """DeviceWords handing out given 32-bit words in order (as the library's word arrays)."""
+    """DeviceWords handing out given 32-bit words in order (as the library's word arrays),
+    then zeros (the read-ahead past what the device uses)."""
 
     def __init__(self, library: Any, words64: np.ndarray) -> None:
         self.library = library
         halves = np.stack([words64 >> np.uint64(32), words64 & np.uint64(2**32 - 1)], axis=1)
         self._words = halves.reshape(-1)
-        self.used = 0
+        self._next = 0
 
     def take(self, count: int) -> Any:
-        out = self._words[self.used : self.used + count]
-        self.used += count
-        assert out.size == count, "the device asked for more words than were given"
+        out = np.zeros(count, dtype=np.uint64)
+        given = self._words[self._next : self._next + count]
+        out[: given.size] = given
+        self._next += count
         if self.library.name == "torch":
             return torch.from_numpy(out.astype(np.int64))
         return xs.asarray(out.astype(np.uint32))
@@ -140,11 +143,12 @@ def _host(array: Any) -> np.ndarray:
 
 def _both(spell: str, rate: Fraction, words64: np.ndarray, n: int) -> tuple[Any, ...]:
     """(device values, host values, words each read) for the same 64-bit words."""
-    given = _Given(_library(spell), words64)
-    device = _host(exact.discrete_laplace(exact.WordPairs(given), rate, n))  # type: ignore[arg-type]
+    pairs = exact.WordPairs(_Given(_library(spell), words64))  # type: ignore[arg-type]
+    device = _host(exact.discrete_laplace(pairs, rate, n))
     reader = _Reader(words64)
     host = discrete_laplace_digits(rate, reader, n)
-    return device, host, given.used // 2, reader.used
+    assert pairs.used <= words64.size, "the device used more words than were given"
+    return device, host, pairs.used, reader.used
 
 
 @pytest.mark.parametrize("spell", ["torch", "strict"])
@@ -291,21 +295,65 @@ def test_fast_float_noise_has_its_law(name: str, device_arrays: list[Any]) -> No
     assert _chi_square(counts, np.full(40, 1 / 40)) > 1e-6
 
 
-def test_the_secure_laplace_release_is_on_its_lattice(device_arrays: list[Any]) -> None:
+@pytest.mark.parametrize("mechanism", [LAPLACE, GAUSSIAN], ids=["laplace", "gaussian"])
+def test_secure_releases_are_on_their_lattice(mechanism: Any, device_arrays: list[Any]) -> None:
     # Every output is a multiple of g whatever the input, an overflowing x/g included.
-    g = LAPLACE.lattice_step()
-    x = torch.tensor([0.5 * g, 1.5 * g, 2.5 * g, -0.5 * g, 1e300], dtype=torch.float64)
-    released = _host(LAPLACE.randomize(x))
-    assert released.dtype == np.float64
-    assert np.all(np.mod(released, g) == 0)
+    g = mechanism.lattice_step()
+    x = torch.tensor([[0.5 * g, 1.5 * g, 2.5 * g], [-0.5 * g, 1e300, -3.0]], dtype=torch.float64)
+    released = mechanism.randomize(x)
+    assert released.dtype == torch.float64 and tuple(released.shape) == (2, 3)
+    assert np.all(np.mod(_host(released), g) == 0) and device_arrays[0].secure
 
 
-@pytest.mark.usefixtures("device_arrays")
-def test_secure_gaussian_is_refused_before_any_word(device_arrays: list[Any]) -> None:
-    for rng in (None, SecureRandom.from_key(KEY)):
-        with pytest.raises(InvalidData, match="secure Gaussian noise has no device path"):
-            GAUSSIAN.randomize(torch.zeros(3), rng=rng)
-    assert device_arrays == []
+@pytest.mark.parametrize("spell", ["torch", "strict"])
+@pytest.mark.parametrize("sigma2", [400, GAUSSIAN.lattice(40).sigma2_steps])
+def test_the_gaussian_acceptance_is_the_hosts_on_the_same_words(spell: str, sigma2: int) -> None:
+    # CKS20's test X > c²/2^r (c = |Y| − ⌊σ⌋) for c over ±4σ, at σ² = 400 and at the lattice
+    # Gaussian's σ_L² ≈ 2⁵⁷: the host's decision on the same words, words read alike (the
+    # fraction digits of J = ⌊c²/2^r⌋ ties included).
+    r = (2 * sigma2).bit_length() - 6
+    rate = Fraction(1 << r, 2 * sigma2)
+    rng = np.random.default_rng(6)
+    sigma = math.isqrt(sigma2)
+    c = rng.integers(-4 * sigma, 4 * sigma, size=3000)
+    words64 = rng.integers(0, 2**64, size=20_000, dtype=np.uint64)
+    pairs = exact.WordPairs(_Given(_library(spell), words64))  # type: ignore[arg-type]
+    c_device = torch.from_numpy(c) if spell == "torch" else xs.asarray(c)
+    device = _host(exact._exceeds(pairs, rate, c_device, r))
+    reader = _Reader(words64)
+    host = _accept_integer(rate, c, r, reader)
+    assert np.array_equal(device, host) and pairs.used == reader.used
+    assert reader.used > c.size and 0 < np.count_nonzero(host) < c.size  # ties, both outcomes
+
+
+def test_the_square_is_exact_in_int64_limbs() -> None:
+    # ⌊c²/2^r⌋ (saturated at 2⁶²) and c² mod 2^r against Python integers, |c| up to 2⁶².
+    c = np.random.default_rng(2).integers(-(2**62), 2**62, size=300)
+    c[:4] = [0, 1, -(2**31), 2**32 + 5]
+    for r in (4, 31, 32, 33, 57):
+        k, remainder = exact._square(torch, torch.from_numpy(c), r)
+        squares = [int(v) ** 2 for v in c]
+        assert k.tolist() == [min(q >> r, 1 << 62) for q in squares]
+        assert remainder.tolist() == [q % (1 << r) for q in squares]
+
+
+@pytest.mark.parametrize("mode", ["secure", "fast"])
+def test_the_discrete_gaussian_has_the_exact_pmf(mode: str) -> None:
+    # σ² = 300: P[Z = z] ∝ e^(−z²/600) on |z| ≤ 40 (tails pooled; beyond 4.4σ the mass is
+    # 1e-5). χ² p-value > 1e-6: a false alarm with probability 1e-6 per mode.
+    n = 15_000 if mode == "secure" else 40_000
+    library = _library("torch")
+    rng = SecureRandom.from_key(KEY) if mode == "secure" else np.random.default_rng(12)
+    words = noise.device_words(library, rng, owner="test")
+    draws = _host(exact.discrete_gaussian(exact.WordPairs(words), 300, n))
+    z = np.arange(-40, 41)
+    pmf = np.exp(-(z**2) / 600.0)
+    full = np.exp(-(np.arange(-400, 401) ** 2) / 600.0).sum()
+    tail = (full - pmf.sum()) / 2
+    pmf[0] += tail
+    pmf[-1] += tail
+    counts = np.bincount(np.clip(draws, -40, 40) + 40, minlength=z.size)
+    assert _chi_square(counts, pmf) > 1e-6
 
 
 def test_refusals_come_before_any_word_is_drawn(
@@ -330,6 +378,8 @@ def test_refusals_come_before_any_word_is_drawn(
         LAPLACE.randomize(torch.zeros(2), rng=42)
     with pytest.raises(InvalidParameter, match="scale"):  # t beyond 2⁵⁵ lattice steps
         LAPLACE.randomize(torch.zeros(2), changed=2**60)
+    with pytest.raises(InvalidParameter, match="sigma2"):  # σ_L² beyond 2⁶² lattice steps
+        GAUSSIAN.randomize(torch.zeros(2), changed=2**62)
     monkeypatch.setattr(noise, "index_dtype", lambda xp: xp.int32)  # JAX without x64
     with pytest.raises(InvalidData, match="float64 and 64-bit integers"):
         GEOMETRIC.randomize(torch.tensor([1]))

@@ -323,7 +323,13 @@ def _exceeds(pairs: WordPairs, rate: Fraction, c: Any, r: int) -> Any:
     and, where J = K = ⌊c²/2^r⌋, F's base-2¹² digits (independent, truncated laws; the host's
     :mod:`~dpkit.randomness._exponential`) compared with those of R/2^r, R = c² mod 2^r, one
     digit a round for the elements still tied. When R's digits are used up with all equal,
-    X ≥ c²/2^r, which the host counts as "exceeds" too (X = c²/2^r has probability 0)."""
+    X ≥ c²/2^r, which the host counts as "exceeds" too (X = c²/2^r has probability 0).
+
+    The decisions are the host's function of the same digits. The words read are the host's
+    too, except where the host's float brackets (a margin of 2⁻⁵⁰ around the target) ask for a
+    digit that the exact comparison here no longer needs: a tie whose digits equal all of the
+    target's, or come within 2⁻⁵⁰·c²/2^r of it (rare: below 2⁻¹² of the ties).
+    """
     from dpkit.randomness._exponential import FRACTION_BITS, _fraction_table
 
     xp = pairs.xp

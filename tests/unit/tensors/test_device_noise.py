@@ -309,8 +309,9 @@ def test_secure_releases_are_on_their_lattice(mechanism: Any, device_arrays: lis
 @pytest.mark.parametrize("sigma2", [400, GAUSSIAN.lattice(40).sigma2_steps])
 def test_the_gaussian_acceptance_is_the_hosts_on_the_same_words(spell: str, sigma2: int) -> None:
     # CKS20's test X > c²/2^r (c = |Y| − ⌊σ⌋) for c over ±4σ, at σ² = 400 and at the lattice
-    # Gaussian's σ_L² ≈ 2⁵⁷: the host's decision on the same words, words read alike (the
-    # fraction digits of J = ⌊c²/2^r⌋ ties included).
+    # Gaussian's σ_L² ≈ 2⁵⁴: the host's decision on the same words, words read alike (the
+    # fraction digits of J = ⌊c²/2^r⌋ ties included; the rare ties where the host reads an
+    # extra digit are the next test's).
     r = (2 * sigma2).bit_length() - 6
     rate = Fraction(1 << r, 2 * sigma2)
     rng = np.random.default_rng(6)
@@ -384,3 +385,35 @@ def test_refusals_come_before_any_word_is_drawn(
     with pytest.raises(InvalidData, match="float64 and 64-bit integers"):
         GEOMETRIC.randomize(torch.tensor([1]))
     assert device_arrays == []
+
+
+def _kept(table: Any, cell: int) -> int:
+    """A 64-bit word that draws ``cell`` of an alias table: its index, and u = 0 below T_cell."""
+    assert int(table.packed[cell] >> np.uint64(table.bits)) > 0
+    return cell
+
+
+@pytest.mark.parametrize(
+    ("sigma2", "c", "fraction_cells", "exceeds"),
+    [
+        # r = 4: c² = 25 = 1·16 + 9; J = 1 and F's first digit 9·2⁸ equal X's target digits,
+        # which are then used up: X ≥ c²/2^r, so X exceeds it (almost surely), as on the host.
+        (400, 5, [9 << 8], True),
+        # r = 16: c² = 1002001 = 15·2¹⁶ + 0x4A11; F's first digit equals 0x4A1 and its second
+        # (0) is below 0x100: X is below the target.
+        (1 << 20, 1001, [0x4A1, 0], False),
+    ],
+)
+def test_fraction_digits_equal_to_the_targets_continue(
+    sigma2: int, c: int, fraction_cells: list[int], exceeds: bool
+) -> None:
+    from dpkit.randomness._exponential import _fraction_table
+
+    r = (2 * sigma2).bit_length() - 6
+    rate = Fraction(1 << r, 2 * sigma2)
+    (table,) = geometric_plan(rate).tables
+    words = [_kept(table, c * c >> r)]  # J = K: the fraction decides
+    words += [_kept(_fraction_table(rate, d + 1), cell) for d, cell in enumerate(fraction_cells)]
+    pairs = exact.WordPairs(_Given(_library("torch"), np.array(words, np.uint64)))  # type: ignore[arg-type]
+    decided = _host(exact._exceeds(pairs, rate, torch.tensor([c]), r))
+    assert decided.tolist() == [exceeds] and pairs.used == len(words)

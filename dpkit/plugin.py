@@ -66,7 +66,9 @@ arrays; :func:`host_rng` turns a ``torch.Generator`` into a numpy one). On an ac
 :func:`unary_reports` / :func:`unary_counts` are unary encoding's packed reports and counts,
 :func:`hashed_reports` / :func:`hashed_support_counts` optimal local hashing's,
 :func:`hadamard_reports` Hadamard response's (counted by :func:`category_counts`), and
-:func:`duchi_reports` Duchi et al.'s ±B reports of numbers. A mechanism or estimator that
+:func:`duchi_reports` Duchi et al.'s ±B reports of numbers, :func:`laplace_noise`,
+:func:`geometric_noise` and :func:`gaussian_noise` the central mechanisms' noise (the host's exact
+secure samplers on the device). A mechanism or estimator that
 computes on such arrays names those methods in ``device_methods``; host arrays of every library
 reach every mechanism as numpy views (:mod:`dpkit.tensors.methods`).
 
@@ -173,6 +175,7 @@ from dpkit.tensors.duchi import duchi_reports
 from dpkit.tensors.hadamard import hadamard_reports
 from dpkit.tensors.hashing import hashed_reports, hashed_support_counts
 from dpkit.tensors.libraries import ArrayLibrary, array_library
+from dpkit.tensors.noise import gaussian_noise, geometric_noise, laplace_noise
 from dpkit.tensors.unary import unary_counts, unary_reports
 from dpkit.units import MAX_BOUND, IdUnit, RecordUnit, privacy_unit
 
@@ -254,7 +257,9 @@ __all__ = [
     "flip_graph",
     "gaussian_delta",
     "gaussian_meets",
+    "gaussian_noise",
     "geometric_digits",
+    "geometric_noise",
     "hadamard_reports",
     "hashed_reports",
     "hashed_support_counts",
@@ -265,6 +270,7 @@ __all__ = [
     "is_table",
     "json_value",
     "kary_response",
+    "laplace_noise",
     "lie_threshold",
     "lookup_index",
     "narwhals",

@@ -48,6 +48,7 @@ __all__ = [
     "bernoulli_exp_bracketed",
     "discrete_gaussian",
     "discrete_laplace",
+    "laplace_scale",
     "rejection_fill",
 ]
 
@@ -302,14 +303,16 @@ def discrete_laplace(scale: Any, /, size: Size = None, *, rng: Any = None) -> An
     dtype('int64')
     """
     owner = "discrete_laplace"
-    exact = _laplace_scale(scale, owner)
+    exact = laplace_scale(scale, owner)
     generator, _ = resolve_rng(rng, owner=owner)
     shape = _shape(size)
     values = discrete_laplace_digits(1 / exact, word_reader(generator), math.prod(shape))
     return _finish(values.reshape(shape), shape)
 
 
-def _laplace_scale(scale: Any, owner: str) -> Fraction:
+def laplace_scale(scale: Any, owner: str) -> Fraction:
+    """The exact scale :func:`discrete_laplace` takes (the checks of its docstring), or an
+    :class:`~dpkit.errors.InvalidParameter` naming ``scale``."""
     exact = _rational(scale, "scale", owner)
     if exact.numerator > _MAX_PARAMETER or exact.denominator > _MAX_PARAMETER:
         raise InvalidParameter(

@@ -21,14 +21,17 @@ from dpkit.plugin import (
     Real,
     SecureRandom,
     VectorDomain,
+    array_library,
     discrete_gaussian,
     gaussian_delta,
     gaussian_meets,
+    gaussian_noise,
     parameter,
     resolve_rng,
 )
 from dpkit_central._noise import AdditiveNoise
 from dpkit_central._validation import (
+    LATTICE_LIMIT,
     MAX_FINITE,
     as_finite,
     check_answers,
@@ -299,6 +302,7 @@ class Gaussian(Mechanism):
     name: ClassVar[str] = "gaussian"
     kind: ClassVar[Literal["local", "central"]] = "central"
     output_type: ClassVar[Literal["discrete", "continuous"]] = "continuous"
+    device_methods: ClassVar[frozenset[str]] = frozenset({"randomize"})
 
     epsilon: float = parameter(CENTRAL_EPSILON, doc="privacy loss ε", typical=(0.05, 6.0))
     delta: float = parameter(DELTA, doc="failure probability δ in (0, 1)", typical=(1e-8, 1e-4))
@@ -361,15 +365,32 @@ class Gaussian(Mechanism):
         """
         return gaussian_noise_for(self.sigma, self.sensitivity, rng, coordinates)
 
-    def randomize(
-        self, values: Any, /, *, rng: Any = None, changed: int | None = None
-    ) -> NDArray[np.float64]:
+    def randomize(self, values: Any, /, *, rng: Any = None, changed: int | None = None) -> Any:
         """``values`` (finite reals, any shape) plus iid N(0, σ²) noise, as float64.
 
         In secure mode the noise is g·N_ℤ(0, σ_L²) on the lattice (see :class:`LatticeGaussian`;
         ``changed`` as in :func:`lattice_gaussian_release`). In fast mode a sum beyond the
         largest double is clipped back to it (post-processing).
+
+        An accelerator's array (a CUDA tensor, a CuPy array) is released there, float64 on its
+        device, in secure mode on the same lattice with the same exact sampler
+        (:mod:`dpkit.tensors.noise`); ``rng`` may then also be a ``torch.Generator`` (fast
+        mode).
         """
+        library = array_library(values, owner=self.name)
+        if library is not None:  # an accelerator's array (host arrays arrive as numpy views)
+            size = math.prod(int(d) for d in values.shape)
+            plan = self.lattice(changed or size)
+            return gaussian_noise(
+                library,
+                values,
+                sigma=self.sigma,
+                step=plan.step,
+                sigma2_steps=plan.sigma2_steps,
+                limit=LATTICE_LIMIT,
+                rng=rng,
+                owner=self.name,
+            )
         rng = resolve_rng(rng, owner=self.name)[0]
         answers = as_finite(values, owner=self.name)
         if isinstance(rng, SecureRandom):

@@ -18,6 +18,8 @@ from dpkit.plugin import (
     PureDP,
     Real,
     VectorDomain,
+    array_library,
+    geometric_noise,
     parameter,
     resolve_rng,
 )
@@ -69,6 +71,7 @@ class Geometric(Mechanism):
     name: ClassVar[str] = "geometric"
     kind: ClassVar[Literal["local", "central"]] = "central"
     output_type: ClassVar[Literal["discrete", "continuous"]] = "discrete"
+    device_methods: ClassVar[frozenset[str]] = frozenset({"randomize"})
 
     epsilon: float = parameter(CENTRAL_EPSILON, doc="privacy loss ε", typical=(0.05, 6.0))
     sensitivity: float = parameter(
@@ -128,8 +131,19 @@ class Geometric(Mechanism):
         (NaN → 0); never raises."""
         return integer_answers(values)
 
-    def randomize(self, values: Any, /, *, rng: Any = None) -> NDArray[np.int64]:
-        """``values`` (integers, any shape) plus iid two-sided geometric noise, as int64."""
+    def randomize(self, values: Any, /, *, rng: Any = None) -> Any:
+        """``values`` (integers, any shape) plus iid two-sided geometric noise, as int64.
+
+        An accelerator's array (a CUDA tensor, a CuPy array) is released there, int64 on its
+        device: the exact sampler of secure mode in both modes (:mod:`dpkit.tensors.noise`; in
+        secure mode the host's law word for word); ``rng`` may then also be a
+        ``torch.Generator`` (fast mode).
+        """
+        library = array_library(values, owner=self.name)
+        if library is not None:  # an accelerator's array (host arrays arrive as numpy views)
+            return geometric_noise(
+                library, values, scale=self.secure_scale, rng=rng, owner=self.name
+            )
         rng = resolve_rng(rng, owner=self.name)[0]
         answers = as_integers(values, owner=self.name)
         if not isinstance(rng, np.random.Generator):  # secure mode: the exact sampler

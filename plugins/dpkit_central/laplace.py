@@ -18,12 +18,15 @@ from dpkit.plugin import (
     Real,
     SecureRandom,
     VectorDomain,
+    array_library,
     discrete_laplace,
+    laplace_noise,
     parameter,
     resolve_rng,
 )
 from dpkit_central._noise import AdditiveNoise
 from dpkit_central._validation import (
+    LATTICE_LIMIT,
     MAX_FINITE,
     as_finite,
     check_answers,
@@ -80,6 +83,7 @@ class Laplace(Mechanism):
     name: ClassVar[str] = "laplace"
     kind: ClassVar[Literal["local", "central"]] = "central"
     output_type: ClassVar[Literal["discrete", "continuous"]] = "continuous"
+    device_methods: ClassVar[frozenset[str]] = frozenset({"randomize"})
 
     epsilon: float = parameter(CENTRAL_EPSILON, doc="privacy loss ε", typical=(0.05, 6.0))
     sensitivity: float = parameter(
@@ -113,9 +117,7 @@ class Laplace(Mechanism):
         """Private phase: NaN → 0, ±inf → ± the largest double, per answer; never raises."""
         return finite_answers(values)
 
-    def randomize(
-        self, values: Any, /, *, rng: Any = None, changed: int | None = None
-    ) -> NDArray[np.float64]:
+    def randomize(self, values: Any, /, *, rng: Any = None, changed: int | None = None) -> Any:
         """``values`` (finite reals, any shape) plus iid Lap(Δ₁/ε) noise, as float64.
 
         In fast mode a sum beyond the largest double (answers near ±1.8e308) is clipped back to
@@ -124,7 +126,24 @@ class Laplace(Mechanism):
         one id changes at most G groups); secure mode then covers the lattice rounding of those
         coordinates only (default: all of them), since an unchanged coordinate rounds the same
         way on both sides, so ‖k − k′‖₁ ≤ Δ₁/g + ``changed``.
+
+        An accelerator's array (a CUDA tensor, a CuPy array) is released there, float64 on its
+        device, with the same law in secure mode, word for word (:mod:`dpkit.tensors.noise`);
+        ``rng`` may then also be a ``torch.Generator`` (fast mode).
         """
+        library = array_library(values, owner=self.name)
+        if library is not None:  # an accelerator's array (host arrays arrive as numpy views)
+            size = math.prod(int(d) for d in values.shape)
+            return laplace_noise(
+                library,
+                values,
+                scale=self.scale,
+                step=self.lattice_step(),
+                steps=self.lattice_scale(changed or size),
+                limit=LATTICE_LIMIT,
+                rng=rng,
+                owner=self.name,
+            )
         rng = resolve_rng(rng, owner=self.name)[0]
         answers = as_finite(values, owner=self.name)
         if isinstance(rng, SecureRandom):

@@ -154,6 +154,9 @@ PLUGIN_FACE = {
     "hashed_support_counts",
     "hadamard_reports",
     "duchi_reports",
+    "laplace_noise",
+    "geometric_noise",
+    "gaussian_noise",
     # errors
     "DPKitError",
     "InvalidParameter",

@@ -1,6 +1,7 @@
 """The statistical auditor, unchanged, over the device paths (run on the CPU with torch tensors
-treated as an accelerator's): rr, krr, oue, olh, hr and duchi keep their ε in both randomness
-modes, and a device path that rounds its flip (or lie) probability the wrong way is caught.
+treated as an accelerator's): rr, krr, oue, olh, hr, duchi, laplace, geometric and gaussian
+keep their privacy in both randomness modes, and a device path that rounds its flip (or lie) probability the wrong
+way, or draws too little noise, is caught.
 
 False-positive rate: the auditor's own, CHECK_ALPHA (1e-6) per audit: a passing mechanism is
 reported as violating with at most that probability (dpkit.testing); the seeds are fixed.
@@ -17,6 +18,7 @@ import pytest
 
 torch = pytest.importorskip("torch")
 
+from dpkit_central import gaussian, geometric, laplace  # noqa: E402
 from dpkit_ldp import (  # noqa: E402
     duchi,
     hadamard,
@@ -27,7 +29,8 @@ from dpkit_ldp import (  # noqa: E402
 )
 
 import dpkit  # noqa: E402
-from dpkit.tensors import methods  # noqa: E402
+from dpkit.tensors import exact, methods  # noqa: E402
+from dpkit.tensors import noise as exact_noise  # noqa: E402
 from dpkit.testing import check_mechanism  # noqa: E402
 from dpkit.testing.report import DPViolation  # noqa: E402
 
@@ -51,6 +54,9 @@ def device_tensors(monkeypatch: pytest.MonkeyPatch) -> Iterator[list[str]]:
         local_hashing,
         hadamard,
         duchi,
+        laplace,
+        geometric,
+        gaussian,
     )
     for module in patched:
         monkeypatch.setattr(module, "array_library", on_device)
@@ -61,6 +67,9 @@ def device_tensors(monkeypatch: pytest.MonkeyPatch) -> Iterator[list[str]]:
         (local_hashing, "hashed_reports"),
         (hadamard, "hadamard_reports"),
         (duchi, "duchi_reports"),
+        (laplace, "laplace_noise"),
+        (geometric, "geometric_noise"),
+        (gaussian, "gaussian_noise"),
     ):
         function = getattr(module, name)
 
@@ -96,12 +105,18 @@ def _through_tensors(cls: type) -> type:
         (local_hashing.OptimalLocalHashing, {"epsilon": 1.0, "k": 4}, "hashed_reports"),
         (hadamard.HadamardResponse, {"epsilon": 1.0, "k": 4}, "hadamard_reports"),
         (duchi.Duchi, {"epsilon": 1.0, "lower": -2.0, "upper": 5.0}, "duchi_reports"),
+        (laplace.Laplace, {"epsilon": 1.0}, "laplace_noise"),
+        (geometric.Geometric, {"epsilon": 1.0}, "geometric_noise"),
+        (gaussian.Gaussian, {"epsilon": 1.0, "delta": 1e-5}, "gaussian_noise"),
     ],
 )
 def test_device_paths_keep_their_epsilon_in_both_modes(
     cls: type, params: dict, device_function: str, device_tensors: list[str]
 ) -> None:
-    (report,) = check_mechanism(_through_tensors(cls)(**params), samples=20_000)
+    # Laplace's and Gaussian's secure draws take about ten keystream words each (ChaCha20 in torch
+    # operations on this CPU): fewer samples; the auditor's false-alarm rate is the same.
+    samples = 3_000 if cls in (laplace.Laplace, gaussian.Gaussian) else 20_000
+    (report,) = check_mechanism(_through_tensors(cls)(**params), samples=samples)
     assert report.verdicts == {"fast": "pass", "secure": "pass"}
     assert device_function in device_tensors
 
@@ -131,6 +146,21 @@ def test_a_device_path_that_lies_too_rarely_is_caught(
     mechanism = _through_tensors(cls)(epsilon=1.0, **params)
     real = dpkit.plugin.lie_threshold
     monkeypatch.setattr(module, "lie_threshold", lambda epsilon, k: real(3.0, k))
+    with pytest.raises(DPViolation):
+        check_mechanism(mechanism, samples=20_000)
+    assert device_tensors  # the device path was the one audited
+
+
+def test_a_device_path_with_too_little_noise_is_caught(
+    device_tensors: list[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # The device's discrete Laplace (laplace's and geometric's noise) at a third of its scale
+    # under a claim of ε = 1: refused.
+    mechanism = _through_tensors(geometric.Geometric)(epsilon=1.0)
+    real = exact.discrete_laplace
+    monkeypatch.setattr(
+        exact_noise, "discrete_laplace", lambda pairs, rate, n: real(pairs, 3 * rate, n)
+    )
     with pytest.raises(DPViolation):
         check_mechanism(mechanism, samples=20_000)
     assert device_tensors  # the device path was the one audited

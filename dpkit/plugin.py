@@ -66,7 +66,9 @@ arrays; :func:`host_rng` turns a ``torch.Generator`` into a numpy one). On an ac
 :func:`unary_reports` / :func:`unary_counts` are unary encoding's packed reports and counts,
 :func:`hashed_reports` / :func:`hashed_support_counts` optimal local hashing's,
 :func:`hadamard_reports` Hadamard response's (counted by :func:`category_counts`), and
-:func:`duchi_reports` Duchi et al.'s ±B reports of numbers. A mechanism or estimator that
+:func:`duchi_reports` Duchi et al.'s ±B reports of numbers, :func:`dbitflip_reports` /
+:func:`dbitflip_counts` dBitFlip's reports and counts, :func:`one_bit_reports` /
+:func:`one_bit_counts` 1BitMean's bits and their count. A mechanism or estimator that
 computes on such arrays names those methods in ``device_methods``; host arrays of every library
 reach every mechanism as numpy views (:mod:`dpkit.tensors.methods`).
 
@@ -168,11 +170,13 @@ from dpkit.tables import (
 )
 from dpkit.tensors.bits import flip_bits, flip_graph
 from dpkit.tensors.categories import category_counts, check_categories, kary_response
+from dpkit.tensors.dbitflip import dbitflip_counts, dbitflip_reports
 from dpkit.tensors.device_random import DeviceWords, device_words, host_rng, uniform_below
 from dpkit.tensors.duchi import duchi_reports
 from dpkit.tensors.hadamard import hadamard_reports
 from dpkit.tensors.hashing import hashed_reports, hashed_support_counts
 from dpkit.tensors.libraries import ArrayLibrary, array_library
+from dpkit.tensors.one_bit_mean import one_bit_counts, one_bit_reports
 from dpkit.tensors.unary import unary_counts, unary_reports
 from dpkit.units import MAX_BOUND, IdUnit, RecordUnit, privacy_unit
 
@@ -244,6 +248,8 @@ __all__ = [
     "check_categories",
     "check_rng",
     "column_kinds",
+    "dbitflip_counts",
+    "dbitflip_reports",
     "describe_dtype",
     "device_words",
     "discrete_gaussian",
@@ -268,6 +274,8 @@ __all__ = [
     "lie_threshold",
     "lookup_index",
     "narwhals",
+    "one_bit_counts",
+    "one_bit_reports",
     "parameter",
     "per_partition",
     "per_record",

@@ -1,6 +1,6 @@
 """The statistical auditor, unchanged, over the device paths (run on the CPU with torch tensors
-treated as an accelerator's): rr, krr, oue, olh, hr and duchi keep their ε in both randomness
-modes, and a device path that rounds its flip (or lie) probability the wrong way is caught.
+treated as an accelerator's): rr, krr, oue, olh, hr, duchi, dbitflip and one_bit_mean keep
+their ε in both randomness modes, and a device path that rounds its flip (or lie) probability the wrong way is caught.
 
 False-positive rate: the auditor's own, CHECK_ALPHA (1e-6) per audit: a passing mechanism is
 reported as violating with at most that probability (dpkit.testing); the seeds are fixed.
@@ -18,10 +18,12 @@ import pytest
 torch = pytest.importorskip("torch")
 
 from dpkit_ldp import (  # noqa: E402
+    dbitflip,
     duchi,
     hadamard,
     kary_rr,
     local_hashing,
+    one_bit_mean,
     randomized_response,
     unary_encoding,
 )
@@ -51,6 +53,8 @@ def device_tensors(monkeypatch: pytest.MonkeyPatch) -> Iterator[list[str]]:
         local_hashing,
         hadamard,
         duchi,
+        dbitflip,
+        one_bit_mean,
     )
     for module in patched:
         monkeypatch.setattr(module, "array_library", on_device)
@@ -61,6 +65,8 @@ def device_tensors(monkeypatch: pytest.MonkeyPatch) -> Iterator[list[str]]:
         (local_hashing, "hashed_reports"),
         (hadamard, "hadamard_reports"),
         (duchi, "duchi_reports"),
+        (dbitflip, "dbitflip_reports"),
+        (one_bit_mean, "one_bit_reports"),
     ):
         function = getattr(module, name)
 
@@ -82,7 +88,7 @@ def _through_tensors(cls: type) -> type:
         def randomize(self, values: Any, /, *, rng: Any = None) -> Any:
             out = super().randomize(torch.from_numpy(np.ascontiguousarray(values)), rng=rng)
             assert isinstance(out, torch.Tensor)
-            return out.numpy()
+            return out.view(torch.int64).numpy() if out.dtype == torch.uint64 else out.numpy()
 
     return Tensored
 
@@ -96,6 +102,12 @@ def _through_tensors(cls: type) -> type:
         (local_hashing.OptimalLocalHashing, {"epsilon": 1.0, "k": 4}, "hashed_reports"),
         (hadamard.HadamardResponse, {"epsilon": 1.0, "k": 4}, "hadamard_reports"),
         (duchi.Duchi, {"epsilon": 1.0, "lower": -2.0, "upper": 5.0}, "duchi_reports"),
+        (dbitflip.DBitFlip, {"epsilon": 1.0, "k": 3, "d": 2}, "dbitflip_reports"),
+        (
+            one_bit_mean.OneBitMean,
+            {"epsilon": 1.0, "lower": 0.0, "upper": 2.0, "intervals": 2},
+            "one_bit_reports",
+        ),
     ],
 )
 def test_device_paths_keep_their_epsilon_in_both_modes(
@@ -122,6 +134,8 @@ def test_a_device_path_that_keeps_too_often_is_caught(monkeypatch: pytest.Monkey
         (local_hashing, local_hashing.OptimalLocalHashing, {"k": 4}),
         (hadamard, hadamard.HadamardResponse, {"k": 4}),
         (duchi, duchi.Duchi, {}),
+        (dbitflip, dbitflip.DBitFlip, {"k": 3, "d": 2}),
+        (one_bit_mean, one_bit_mean.OneBitMean, {"intervals": 2}),
     ],
 )
 def test_a_device_path_that_lies_too_rarely_is_caught(

@@ -68,7 +68,11 @@ arrays; :func:`host_rng` turns a ``torch.Generator`` into a numpy one). On an ac
 :func:`hadamard_reports` Hadamard response's (counted by :func:`category_counts`), and
 :func:`duchi_reports` Duchi et al.'s ±B reports of numbers, :func:`dbitflip_reports` /
 :func:`dbitflip_counts` dBitFlip's reports and counts, :func:`one_bit_reports` /
-:func:`one_bit_counts` 1BitMean's bits and their count. A mechanism or estimator that
+:func:`one_bit_counts` 1BitMean's bits and their count, :func:`sketch_reports` /
+:func:`sketch_counts` the count mean sketch's and :func:`hadamard_sketch_reports` /
+:func:`hadamard_sketch_counts` the Hadamard count mean sketch's (integer items, hashed as on
+the host). A
+mechanism or estimator that
 computes on such arrays names those methods in ``device_methods``; host arrays of every library
 reach every mechanism as numpy views (:mod:`dpkit.tensors.methods`).
 
@@ -177,6 +181,12 @@ from dpkit.tensors.hadamard import hadamard_reports
 from dpkit.tensors.hashing import hashed_reports, hashed_support_counts
 from dpkit.tensors.libraries import ArrayLibrary, array_library
 from dpkit.tensors.one_bit_mean import one_bit_counts, one_bit_reports
+from dpkit.tensors.sketch import (
+    hadamard_sketch_counts,
+    hadamard_sketch_reports,
+    sketch_counts,
+    sketch_reports,
+)
 from dpkit.tensors.unary import unary_counts, unary_reports
 from dpkit.units import MAX_BOUND, IdUnit, RecordUnit, privacy_unit
 
@@ -262,6 +272,8 @@ __all__ = [
     "gaussian_meets",
     "geometric_digits",
     "hadamard_reports",
+    "hadamard_sketch_counts",
+    "hadamard_sketch_reports",
     "hashed_reports",
     "hashed_support_counts",
     "hookimpl",
@@ -286,6 +298,8 @@ __all__ = [
     "readable",
     "require_columns",
     "resolve_rng",
+    "sketch_counts",
+    "sketch_reports",
     "total_floats",
     "unary_counts",
     "unary_reports",

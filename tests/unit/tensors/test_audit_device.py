@@ -1,6 +1,6 @@
 """The statistical auditor, unchanged, over the device paths (run on the CPU with torch tensors
-treated as an accelerator's): rr, krr, oue, olh, hr, duchi, dbitflip and one_bit_mean keep
-their ε in both randomness modes, and a device path that rounds its flip (or lie) probability the wrong way is caught.
+treated as an accelerator's): rr, krr, oue, olh, hr, duchi, dbitflip, one_bit_mean, cms and
+hcms (on integer items) keep their ε in both randomness modes, and a device path that rounds its flip (or lie) probability the wrong way is caught.
 
 False-positive rate: the auditor's own, CHECK_ALPHA (1e-6) per audit: a passing mechanism is
 reported as violating with at most that probability (dpkit.testing); the seeds are fixed.
@@ -18,6 +18,7 @@ import pytest
 torch = pytest.importorskip("torch")
 
 from dpkit_ldp import (  # noqa: E402
+    count_mean_sketch,
     dbitflip,
     duchi,
     hadamard,
@@ -27,6 +28,7 @@ from dpkit_ldp import (  # noqa: E402
     randomized_response,
     unary_encoding,
 )
+from dpkit_ldp.items import ItemDomain  # noqa: E402
 
 import dpkit  # noqa: E402
 from dpkit.tensors import methods  # noqa: E402
@@ -55,6 +57,7 @@ def device_tensors(monkeypatch: pytest.MonkeyPatch) -> Iterator[list[str]]:
         duchi,
         dbitflip,
         one_bit_mean,
+        count_mean_sketch,
     )
     for module in patched:
         monkeypatch.setattr(module, "array_library", on_device)
@@ -67,6 +70,8 @@ def device_tensors(monkeypatch: pytest.MonkeyPatch) -> Iterator[list[str]]:
         (duchi, "duchi_reports"),
         (dbitflip, "dbitflip_reports"),
         (one_bit_mean, "one_bit_reports"),
+        (count_mean_sketch, "sketch_reports"),
+        (count_mean_sketch, "hadamard_sketch_reports"),
     ):
         function = getattr(module, name)
 
@@ -76,6 +81,38 @@ def device_tensors(monkeypatch: pytest.MonkeyPatch) -> Iterator[list[str]]:
 
         monkeypatch.setattr(module, name, counted)
     yield called
+
+
+@attrs.frozen
+class _IntegerItems(ItemDomain):
+    """Items on a device are integers (the items of their decimal text): the auditor's pairs
+    and neighbours drawn among them."""
+
+    def pairs(self) -> list[tuple[Any, Any]]:
+        found = [(0, 1), (7, -123456789), (10**18, -1)]
+        return [pair for a, b in found for pair in ((a, b), (b, a))]
+
+    def neighbours(self, rng: np.random.Generator, n: int) -> list[tuple[Any, Any]]:
+        drawn = rng.integers(-(10**6), 10**6, size=(max(n, 0), 2))
+        return [(int(a), int(b) if b != a else int(b) + 1) for a, b in drawn]
+
+
+@attrs.frozen
+class _IntegerSketch(count_mean_sketch.CountMeanSketch):
+    name: ClassVar[str] = "cms_integer_items"
+
+    @property
+    def domain(self) -> ItemDomain:
+        return _IntegerItems()
+
+
+@attrs.frozen
+class _IntegerHadamardSketch(count_mean_sketch.HadamardCountMeanSketch):
+    name: ClassVar[str] = "hcms_integer_items"
+
+    @property
+    def domain(self) -> ItemDomain:
+        return _IntegerItems()
 
 
 def _through_tensors(cls: type) -> type:
@@ -107,6 +144,16 @@ def _through_tensors(cls: type) -> type:
             one_bit_mean.OneBitMean,
             {"epsilon": 1.0, "lower": 0.0, "upper": 2.0, "intervals": 2},
             "one_bit_reports",
+        ),
+        (
+            _IntegerSketch,
+            {"epsilon": 1.5, "width": 2, "hashes": 2, "key": "c3" * 16},
+            "sketch_reports",
+        ),
+        (
+            _IntegerHadamardSketch,
+            {"epsilon": 1.5, "width": 2, "hashes": 2, "key": "c3" * 16},
+            "hadamard_sketch_reports",
         ),
     ],
 )

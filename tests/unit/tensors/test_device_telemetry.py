@@ -1,5 +1,6 @@
 """The telemetry mechanisms on the device path, run on the CPU (torch tensors and
-array-api-strict arrays treated as an accelerator's): dbitflip and one_bit_mean. For each: the
+array-api-strict arrays treated as an accelerator's): dbitflip, one_bit_mean, cms and hcms
+(with the keyed hash of integer items, the host's to the bit). For each: the
 keystream word map and the CPU's reports from the same words, the exact law in both randomness
 modes, either path's estimator reading the other's reports, and the refusals (typed, naming the
 field, before any word is drawn)."""
@@ -18,7 +19,9 @@ from scipy import stats
 torch = pytest.importorskip("torch")
 xs = pytest.importorskip("array_api_strict")
 
-from dpkit_ldp import _memo, dbitflip, one_bit_mean  # noqa: E402
+from dpkit_ldp import _memo, count_mean_sketch, dbitflip, one_bit_mean  # noqa: E402
+from dpkit_ldp.items import as_items  # noqa: E402
+from dpkit_ldp.keyed_hash import ItemWords, KeyedHashFamily  # noqa: E402
 from support import device_reference  # noqa: E402
 
 from dpkit import SecureRandom  # noqa: E402
@@ -26,6 +29,8 @@ from dpkit.errors import InvalidData, InvalidParameter  # noqa: E402
 from dpkit.tensors import array_library, methods  # noqa: E402
 from dpkit.tensors import dbitflip as device_dbitflip  # noqa: E402
 from dpkit.tensors import one_bit_mean as device_one_bit  # noqa: E402
+from dpkit.tensors import sketch as device_sketch  # noqa: E402
+from dpkit.tensors.siphash import keyed_buckets, siphash_integers  # noqa: E402
 
 KEY = bytes(range(32))
 DBF = dbitflip.DBitFlip(epsilon=1.0, k=5, d=2)
@@ -45,13 +50,17 @@ def device_arrays(monkeypatch: pytest.MonkeyPatch) -> Iterator[list[str]]:
         library = real(values, **kwargs)
         return None if library is None else attrs.evolve(library, on_host=False)
 
-    for module in (methods, dbitflip, one_bit_mean, _memo):
+    for module in (methods, dbitflip, one_bit_mean, _memo, count_mean_sketch):
         monkeypatch.setattr(module, "array_library", on_device)
     for module, name in (
         (dbitflip, "dbitflip_reports"),
         (dbitflip, "dbitflip_counts"),
         (one_bit_mean, "one_bit_reports"),
         (one_bit_mean, "one_bit_counts"),
+        (count_mean_sketch, "sketch_reports"),
+        (count_mean_sketch, "sketch_counts"),
+        (count_mean_sketch, "hadamard_sketch_reports"),
+        (count_mean_sketch, "hadamard_sketch_counts"),
     ):
         function = getattr(module, name)
 
@@ -376,3 +385,240 @@ def test_one_bit_device_refusals_name_the_field(monkeypatch: pytest.MonkeyPatch)
     monkeypatch.setattr(device_dbitflip, "index_dtype", lambda xp: xp.int32)
     with pytest.raises(InvalidData, match="64-bit integers"):
         OBM.randomize(torch.tensor([math.nan]))
+
+
+# -- the keyed hash of integer items and cms -----------------------------------------------
+
+CMS = count_mean_sketch.CountMeanSketch(epsilon=2.0, width=70, hashes=3, key="5a" * 16)
+#: Integer items of every text length 1..20, both signs, and the int64 extremes.
+ITEMS = np.array(
+    [0, 7, -7, 10, -99, 12345678, -1234567, 123456789012345, 1234567890123456, -123456789012345]
+    + [10**e + 3 for e in range(15, 19)]
+    + [-(10**18), 2**63 - 1, -(2**63), -1],
+    dtype=np.int64,
+)
+
+
+@pytest.mark.parametrize("spell", ["torch", "strict"])
+def test_integer_items_hash_on_the_device_as_on_the_host(spell: str) -> None:
+    family = KeyedHashFamily("5a" * 16)
+    index = np.arange(ITEMS.size, dtype=np.int64) * 977 % 65536
+    host = family.digest(ItemWords.from_items(as_items(ITEMS, owner="test")), index)
+    text = family.digest(ItemWords.from_items(as_items(ITEMS.astype(str), owner="test")), index)
+    assert np.array_equal(host, text)  # an integer is the item of its decimal text
+    spelled = torch.from_numpy if spell == "torch" else xs.asarray
+    library = array_library(spelled(ITEMS), owner="test")
+    assert library is not None
+    high, low = siphash_integers(library, family.key_bytes, spelled(index), spelled(ITEMS))
+    device = (_host(high).astype(np.uint64) << np.uint64(32)) | _host(low).astype(np.uint64)
+    assert np.array_equal(device, host)
+    buckets = keyed_buckets(library, family.key_bytes, spelled(index), spelled(ITEMS), 70)
+    assert np.array_equal(
+        _host(buckets),
+        family.bucket(
+            ItemWords.from_items(as_items(ITEMS, owner="test")), index.astype(np.uint64), 70
+        ),
+    )
+
+
+@pytest.mark.parametrize("spell", ["torch", "strict"])
+def test_cms_secure_reports_follow_the_stated_word_map(
+    spell: str, device_arrays: list[str]
+) -> None:
+    # 16 items: row j of report i is w[i] mod 3 (block 0), bit u is 1{u = h_j(x)} flipped when
+    # w[16 + 70i + u] (blocks 1..70) is below a·2³²⁻ᵇ; packed little-endian in one uint64
+    # word (bits 64..69 in a second).
+    x = np.resize(ITEMS, 16)
+    values: Any = torch.from_numpy(x) if spell == "torch" else xs.asarray(x)
+    reports = CMS.randomize(values, rng=SecureRandom.from_key(KEY))
+    assert device_arrays == ["sketch_reports"]
+    assert tuple(reports.shape) == (16, 3)
+    assert reports.dtype == (torch.uint64 if spell == "torch" else xs.uint64)
+    w = device_reference.stream(device_reference.call_key(KEY), 71).reshape(-1).astype(np.int64)
+    assert np.all(w[:16] < (2**32 // 3) * 3)  # no rejected word
+    j = w[:16] % 3
+    h = CMS.buckets(x)[np.arange(16), j]
+    numerator, bits = CMS._flip_grid
+    flips = w[16 : 16 + 16 * 70].reshape(16, 70) < numerator << (32 - bits)
+    set_bits = (np.arange(70)[None, :] == h[:, None]) != flips
+    padded = np.concatenate([set_bits, np.zeros((16, 58), dtype=bool)], axis=1)
+    packed = np.packbits(padded, axis=1, bitorder="little").view("<u8")
+    got = _host(reports).astype(np.uint64)
+    assert np.array_equal(got[:, 0], j) and np.array_equal(got[:, 1:], packed)
+    assert 0 < np.count_nonzero(flips) < flips.size
+
+
+@pytest.mark.parametrize("rng", ["secure", "fast"])
+def test_cms_reports_follow_the_exact_law_in_both_modes(rng: str, device_arrays: list[str]) -> None:
+    # k = 2, m = 3: 16 reports; 20 000 at each of two items against exp(log_probability) (the
+    # realised φ), a χ² test at false-positive rate ALPHA per item.
+    mech = count_mean_sketch.CountMeanSketch(epsilon=2.0, width=3, hashes=2, key="5a" * 16)
+    space = mech.output_space()
+    generator = None if rng == "secure" else torch.Generator().manual_seed(5)
+    for item in (12, -40):
+        x = torch.full((20_000,), item, dtype=torch.int64)
+        reports = _host(mech.randomize(x, rng=generator)).astype(np.uint64)
+        matches = np.all(reports[:, None] == space[None], axis=-1)
+        assert np.all(matches.sum(axis=1) == 1)
+        observed = np.bincount(np.argmax(matches, axis=1), minlength=len(space))
+        expected = x.shape[0] * np.exp(mech.log_probability(space, np.full(len(space), item)))
+        assert math.isclose(expected.sum(), x.shape[0])
+        statistic = float(((observed - expected) ** 2 / expected).sum())
+        assert statistic < stats.chi2.isf(ALPHA, len(space) - 1)
+    assert set(device_arrays) == {"sketch_reports"}
+
+
+def test_cms_either_estimator_reads_either_path(device_arrays: list[str]) -> None:
+    estimator = count_mean_sketch.SketchEstimator(CMS)
+    x = np.resize(ITEMS, 300)
+    device = CMS.randomize(torch.from_numpy(x))
+    host = CMS.randomize(x.astype(str), rng=np.random.default_rng(4))  # the same items as text
+    for reports in (_host(device).astype(np.uint64), host):
+        on_host = estimator.accumulate(reports)
+        for spelled in (torch.from_numpy(reports.astype(np.int64)), xs.asarray(reports)):
+            counts = estimator.accumulate(spelled)
+            assert np.array_equal(counts.cells, on_host.cells)
+            assert np.array_equal(counts.rows, on_host.rows) and counts.n == on_host.n == 300
+    assert estimator.accumulate(device).n == 300  # torch.uint64, as randomize gives it
+    assert device_arrays.count("sketch_counts") == 5
+
+
+@pytest.mark.usefixtures("device_arrays")
+def test_cms_device_refusals_name_the_field(monkeypatch: pytest.MonkeyPatch) -> None:
+    for bad in (torch.tensor([1.0]), torch.tensor([True]), torch.tensor([1], dtype=torch.uint64)):
+        with pytest.raises(InvalidData, match="integer items") as found:
+            CMS.randomize(bad)
+        assert found.value.field == "values"
+    with pytest.raises(InvalidParameter, match="rng"):
+        CMS.randomize(torch.tensor([0]), rng=42)  # type: ignore[arg-type]
+    estimator = count_mean_sketch.SketchEstimator(CMS)
+    for reports, message in (
+        (torch.zeros((2, 2), dtype=torch.int64), r"shape \(\.\.\., 3\)"),
+        (torch.zeros((2, 3), dtype=torch.float64), "64-bit integers"),
+        (torch.tensor([[3, 0, 0]]), "hash function outside 0..2"),
+        (torch.tensor([[0, 0, 1 << 6]]), "beyond bit 69"),
+    ):
+        with pytest.raises(InvalidData, match=message) as found:
+            estimator.accumulate(reports)
+        assert found.value.field == "reports"
+    hcms = count_mean_sketch.HadamardCountMeanSketch(epsilon=2.0, width=4, hashes=2)
+    with pytest.raises(InvalidData, match="integer items") as found:
+        hcms.randomize(torch.tensor([1.0]))
+    assert found.value.field == "values"
+    for reports, message in (
+        (torch.zeros((2, 2), dtype=torch.int64), r"shape \(\.\.\., 3\)"),
+        (torch.tensor([[2, 0, 0]]), "j outside 0..1"),
+        (torch.tensor([[0, 4, 0]]), "l outside 0..3"),
+        (torch.tensor([[0, 0, 2]]), "y outside 0..1"),
+    ):
+        with pytest.raises(InvalidData, match=message) as found:
+            count_mean_sketch.SketchEstimator(hcms).accumulate(reports)
+        assert found.value.field == "reports"
+    monkeypatch.setattr(device_dbitflip, "index_dtype", lambda xp: xp.int32)
+    with pytest.raises(InvalidData, match="64-bit integers") as found:
+        CMS.randomize(torch.tensor([1.5]))
+    assert found.value.field == "values"
+
+
+def test_cms_flips_exactly_below_the_grid_threshold(
+    device_arrays: list[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # φ = a/2ᵇ exactly: the words a·2³²⁻ᵇ − 1 flip and a·2³²⁻ᵇ does not (rows 0 and 1).
+    mech = count_mean_sketch.CountMeanSketch(epsilon=2.0, width=3, hashes=2, key="5a" * 16)
+    numerator, bits = mech._flip_grid
+    threshold = numerator << (32 - bits)
+    flip_words = np.array([threshold - 1, threshold, threshold, threshold, threshold - 1, 0])
+    source = _Sequence(np.array([0, 1]), flip_words)
+    monkeypatch.setattr(device_sketch, "device_words", lambda *args, **kwargs: source)
+    x = np.array([7, 7])
+    reports = _host(mech.randomize(torch.from_numpy(x))).astype(np.uint64)
+    h = mech.buckets(x)[np.arange(2), [0, 1]]
+    flips = flip_words.reshape(2, 3) < threshold
+    expected = (np.arange(3)[None, :] == h[:, None]) != flips
+    weights = np.array([1, 2, 4], dtype=np.uint64)
+    assert np.array_equal(reports[:, 0], [0, 1])
+    assert np.array_equal(reports[:, 1], (expected * weights).sum(axis=1))
+    assert device_arrays == ["sketch_reports"]
+
+
+# -- hcms ----------------------------------------------------------------------------------
+
+HCMS = count_mean_sketch.HadamardCountMeanSketch(epsilon=2.0, width=70, hashes=3, key="5a" * 16)
+
+
+@pytest.mark.parametrize("spell", ["torch", "strict"])
+def test_hcms_secure_reports_follow_the_stated_word_map(
+    spell: str, device_arrays: list[str]
+) -> None:
+    # 16 items: j = w[i] mod 3 (block 0), l = w[16 + i] mod 128 (block 1), the flip word
+    # (w[32 + 2i], w[32 + 2i + 1]) < T (blocks 2-3); y = 1 when popcount(h_j(x) & l) is even,
+    # flipped.
+    x = np.resize(ITEMS, 16)
+    values: Any = torch.from_numpy(x) if spell == "torch" else xs.asarray(x)
+    reports = HCMS.randomize(values, rng=SecureRandom.from_key(KEY))
+    assert device_arrays == ["hadamard_sketch_reports"]
+    assert tuple(reports.shape) == (16, 3)
+    assert reports.dtype == (torch.uint64 if spell == "torch" else xs.uint64)
+    w = device_reference.stream(device_reference.call_key(KEY), 4).reshape(-1).astype(np.int64)
+    assert np.all(w[:16] < (2**32 // 3) * 3)
+    j, column = w[:16] % 3, w[16:32] % HCMS.columns
+    flips = _join(w[32:64]) < np.uint64(HCMS._threshold)
+    h = HCMS.buckets(x)[np.arange(16), j]
+    plus = np.array([bin(int(v)).count("1") % 2 == 0 for v in h & column])
+    got = _host(reports)
+    assert np.array_equal(got[:, 0], j) and np.array_equal(got[:, 1], column)
+    assert np.array_equal(got[:, 2], plus != flips)
+    assert 0 < np.count_nonzero(flips) < 16 and 0 < np.count_nonzero(plus) < 16
+
+
+def test_hcms_flip_words_tied_on_the_high_half_are_decided_by_the_low(
+    device_arrays: list[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    threshold = HCMS._threshold
+    flip_words = np.array([threshold - 1, threshold], dtype=np.uint64)
+    halves = np.stack([flip_words >> np.uint64(32), flip_words & np.uint64(2**32 - 1)], axis=1)
+    source = _Sequence(np.array([0, 0]), np.array([5, 5]), halves.reshape(-1))
+    monkeypatch.setattr(device_sketch, "device_words", lambda *args, **kwargs: source)
+    x = np.array([7, 7])
+    reports = _host(HCMS.randomize(torch.from_numpy(x)))
+    h = int(HCMS.buckets(x[:1])[0, 0])
+    plus = bin(h & 5).count("1") % 2 == 0
+    assert np.array_equal(reports[:, 2], [int(not plus), int(plus)])  # flipped, then kept
+    assert device_arrays == ["hadamard_sketch_reports"]
+
+
+@pytest.mark.parametrize("rng", ["secure", "fast"])
+def test_hcms_reports_follow_the_exact_law_in_both_modes(
+    rng: str, device_arrays: list[str]
+) -> None:
+    # k = 2, m = 3 (K = 4): 16 reports; 20 000 at each of two items against
+    # exp(log_probability), a χ² test at false-positive rate ALPHA per item.
+    mech = count_mean_sketch.HadamardCountMeanSketch(epsilon=2.0, width=3, hashes=2, key="5a" * 16)
+    space = mech.output_space()
+    generator = None if rng == "secure" else torch.Generator().manual_seed(5)
+    for item in (12, -40):
+        x = torch.full((20_000,), item, dtype=torch.int64)
+        reports = _host(mech.randomize(x, rng=generator)).astype(np.uint64)
+        matches = np.all(reports[:, None] == space[None], axis=-1)
+        assert np.all(matches.sum(axis=1) == 1)
+        observed = np.bincount(np.argmax(matches, axis=1), minlength=len(space))
+        expected = x.shape[0] * np.exp(mech.log_probability(space, np.full(len(space), item)))
+        assert math.isclose(expected.sum(), x.shape[0])
+        statistic = float(((observed - expected) ** 2 / expected).sum())
+        assert statistic < stats.chi2.isf(ALPHA, len(space) - 1)
+    assert set(device_arrays) == {"hadamard_sketch_reports"}
+
+
+def test_hcms_either_estimator_reads_either_path(device_arrays: list[str]) -> None:
+    estimator = count_mean_sketch.SketchEstimator(HCMS)
+    x = np.resize(ITEMS, 300)
+    device = HCMS.randomize(torch.from_numpy(x))
+    host = HCMS.randomize(x.astype(str), rng=np.random.default_rng(4))
+    for reports in (_host(device).astype(np.uint64), host):
+        on_host = estimator.accumulate(reports)
+        for spelled in (torch.from_numpy(reports.astype(np.int64)), xs.asarray(reports)):
+            counts = estimator.accumulate(spelled)
+            assert np.array_equal(counts.cells, on_host.cells)
+            assert np.array_equal(counts.rows, on_host.rows) and counts.n == on_host.n == 300
+    assert estimator.accumulate(device).n == 300
+    assert device_arrays.count("hadamard_sketch_counts") == 5

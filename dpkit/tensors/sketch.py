@@ -46,8 +46,10 @@ from dpkit.tensors.libraries import ArrayLibrary
 from dpkit.tensors.siphash import keyed_buckets
 
 __all__ = [
+    "check_integer_items",
     "hadamard_sketch_counts",
     "hadamard_sketch_reports",
+    "pack_bits",
     "sketch_counts",
     "sketch_reports",
 ]
@@ -71,6 +73,20 @@ def check_integer_items(library: ArrayLibrary, values: Any, *, owner: str, field
             f"of {values.dtype}; hash text or bytes on the host",
             field=field,
         )
+
+
+def pack_bits(library: ArrayLibrary, bits: Any) -> Any:
+    """Rows of k booleans packed little-endian into ⌈k/64⌉ 64-bit words (bit u in word u div
+    64 at bit u mod 64): ``uint64``, or torch's ``int64`` holding the same bits."""
+    xp, device = library.xp, library.device
+    n, k = (int(size) for size in bits.shape)
+    count = -(-k // 64)
+    padding = xp.zeros((n, 64 * count - k), dtype=xp.int64, device=device)
+    padded = xp.concat([xp.astype(bits, xp.int64), padding], axis=1)
+    positions = xp.arange(64 * count, dtype=xp.int64, device=device) % 32
+    weights = xp.reshape(xp.asarray(1, dtype=xp.int64, device=device) << positions, (1, -1))
+    halves = xp.sum(xp.reshape(padded * weights, (n, 2 * count, 32)), axis=2)
+    return _join(library, halves[:, 1::2], halves[:, 0::2])
 
 
 def sketch_reports(
@@ -98,20 +114,15 @@ def sketch_reports(
     numerator, bits = flip
     threshold = numerator << (32 - bits)
     count = -(-width // 64)
-    positions = xp.reshape(xp.arange(64 * count, dtype=xp.int64, device=device), (1, -1))
-    weights = xp.reshape(xp.asarray(1, dtype=xp.int64, device=device) << positions % 32, (1, -1))
+    positions = xp.reshape(xp.arange(width, dtype=xp.int64, device=device), (1, width))
     pieces = []
     per_pass = max(1, _CELLS // width)
     for start in range(0, n, per_pass):
         stop = min(n, start + per_pass)
         drawn = xp.reshape(words.take((stop - start) * width), (stop - start, width))
         flips = below(xp, drawn, threshold)
-        padding = xp.zeros((stop - start, 64 * count - width), dtype=xp.bool, device=device)
-        flips = xp.concat([flips, padding], axis=1)
         truth = positions == xp.reshape(hashed[start:stop], (-1, 1))
-        set_bits = xp.astype(xp.not_equal(truth, flips), xp.int64) * weights
-        halves = xp.sum(xp.reshape(set_bits, (stop - start, 2 * count, 32)), axis=2)
-        pieces.append(_join(library, halves[:, 1::2], halves[:, 0::2]))
+        pieces.append(pack_bits(library, xp.not_equal(truth, flips)))
     zero = xp.zeros_like(row)
     head = xp.reshape(_join(library, zero, row), (-1, 1))
     if pieces:
@@ -132,16 +143,18 @@ def sketch_counts(
     width: int,
     owner: str,
     field: str = "reports",
+    row_name: str = "hash function",
+    layout: str = "j and the ⌈m/64⌉ words of ṽ",
 ) -> tuple[NDArray[np.int64], NDArray[np.int64], int]:
-    """(cells[j, u] = reports of row j with bit u set, reports per row, n) of cms reports of
-    shape (..., 1 + ⌈m/64⌉), counted on the device."""
+    """(cells[j, u] = reports of row j with bit u set, reports per row, n) of reports of shape
+    (..., 1 + ⌈m/64⌉): a row index, then m packed bits (cms; rappor's cohort and bits, with
+    ``row_name`` and ``layout`` naming them in refusals), counted on the device."""
     xp, device = library.xp, library.device
     count = -(-width // 64)
     shape = tuple(reports.shape)
     if not shape or shape[-1] != 1 + count:
         raise InvalidData(
-            f"{owner}: {field} must have shape (..., {1 + count}): j and the ⌈m/64⌉ words of "
-            f"ṽ; got shape {shape}",
+            f"{owner}: {field} must have shape (..., {1 + count}): {layout}; got shape {shape}",
             field=field,
         )
     if not xp.isdtype(reports.dtype, "integral"):
@@ -158,8 +171,8 @@ def sketch_counts(
     row_high, row = xp.astype(row_high, xp.int64), xp.astype(row, xp.int64)
     if bool(xp.any((row_high != 0) | (row >= hashes))):
         raise InvalidData(
-            f"{owner}: {field} name a hash function outside 0..{hashes - 1} (k={hashes}); were "
-            "they produced with another k?",
+            f"{owner}: {field} name a {row_name} outside 0..{hashes - 1}; were they produced "
+            "with other parameters?",
             field=field,
         )
     n = int(rows.shape[0])

@@ -162,6 +162,7 @@ PLUGIN_FACE = {
     "sketch_counts",
     "hadamard_sketch_reports",
     "hadamard_sketch_counts",
+    "rappor_reports",
     # errors
     "DPKitError",
     "InvalidParameter",

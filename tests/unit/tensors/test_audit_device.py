@@ -1,6 +1,7 @@
 """The statistical auditor, unchanged, over the device paths (run on the CPU with torch tensors
-treated as an accelerator's): rr, krr, oue, olh, hr, duchi, dbitflip, one_bit_mean, cms and
-hcms (on integer items) keep their ε in both randomness modes, and a device path that rounds its flip (or lie) probability the wrong way is caught.
+treated as an accelerator's): rr, krr, oue, olh, hr, duchi, dbitflip, one_bit_mean, cms, hcms
+and rappor (on integer items) keep their ε in both randomness modes, and a device path that
+rounds its flip (or lie) probability the wrong way is caught.
 
 False-positive rate: the auditor's own, CHECK_ALPHA (1e-6) per audit: a passing mechanism is
 reported as violating with at most that probability (dpkit.testing); the seeds are fixed.
@@ -26,6 +27,7 @@ from dpkit_ldp import (  # noqa: E402
     local_hashing,
     one_bit_mean,
     randomized_response,
+    rappor,
     unary_encoding,
 )
 from dpkit_ldp.items import ItemDomain  # noqa: E402
@@ -58,6 +60,7 @@ def device_tensors(monkeypatch: pytest.MonkeyPatch) -> Iterator[list[str]]:
         dbitflip,
         one_bit_mean,
         count_mean_sketch,
+        rappor,
     )
     for module in patched:
         monkeypatch.setattr(module, "array_library", on_device)
@@ -72,6 +75,7 @@ def device_tensors(monkeypatch: pytest.MonkeyPatch) -> Iterator[list[str]]:
         (one_bit_mean, "one_bit_reports"),
         (count_mean_sketch, "sketch_reports"),
         (count_mean_sketch, "hadamard_sketch_reports"),
+        (rappor, "rappor_reports"),
     ):
         function = getattr(module, name)
 
@@ -109,6 +113,15 @@ class _IntegerSketch(count_mean_sketch.CountMeanSketch):
 @attrs.frozen
 class _IntegerHadamardSketch(count_mean_sketch.HadamardCountMeanSketch):
     name: ClassVar[str] = "hcms_integer_items"
+
+    @property
+    def domain(self) -> ItemDomain:
+        return _IntegerItems()
+
+
+@attrs.frozen
+class _IntegerRappor(rappor.Rappor):
+    name: ClassVar[str] = "rappor_integer_items"
 
     @property
     def domain(self) -> ItemDomain:
@@ -154,6 +167,11 @@ def _through_tensors(cls: type) -> type:
             _IntegerHadamardSketch,
             {"epsilon": 1.5, "width": 2, "hashes": 2, "key": "c3" * 16},
             "hadamard_sketch_reports",
+        ),
+        (
+            _IntegerRappor,
+            {"bits": 2, "hashes": 1, "cohorts": 1, "key": "c3" * 16},
+            "rappor_reports",
         ),
     ],
 )

@@ -1,6 +1,6 @@
 """The telemetry mechanisms on the device path, run on the CPU (torch tensors and
-array-api-strict arrays treated as an accelerator's): dbitflip, one_bit_mean, cms and hcms
-(with the keyed hash of integer items, the host's to the bit). For each: the
+array-api-strict arrays treated as an accelerator's): dbitflip, one_bit_mean, cms, hcms and
+rappor (with the keyed hash of integer items, the host's to the bit). For each: the
 keystream word map and the CPU's reports from the same words, the exact law in both randomness
 modes, either path's estimator reading the other's reports, and the refusals (typed, naming the
 field, before any word is drawn)."""
@@ -19,7 +19,7 @@ from scipy import stats
 torch = pytest.importorskip("torch")
 xs = pytest.importorskip("array_api_strict")
 
-from dpkit_ldp import _memo, count_mean_sketch, dbitflip, one_bit_mean  # noqa: E402
+from dpkit_ldp import _memo, count_mean_sketch, dbitflip, one_bit_mean, rappor  # noqa: E402
 from dpkit_ldp.items import as_items  # noqa: E402
 from dpkit_ldp.keyed_hash import ItemWords, KeyedHashFamily  # noqa: E402
 from support import device_reference  # noqa: E402
@@ -50,7 +50,7 @@ def device_arrays(monkeypatch: pytest.MonkeyPatch) -> Iterator[list[str]]:
         library = real(values, **kwargs)
         return None if library is None else attrs.evolve(library, on_host=False)
 
-    for module in (methods, dbitflip, one_bit_mean, _memo, count_mean_sketch):
+    for module in (methods, dbitflip, one_bit_mean, _memo, count_mean_sketch, rappor):
         monkeypatch.setattr(module, "array_library", on_device)
     for module, name in (
         (dbitflip, "dbitflip_reports"),
@@ -61,6 +61,8 @@ def device_arrays(monkeypatch: pytest.MonkeyPatch) -> Iterator[list[str]]:
         (count_mean_sketch, "sketch_counts"),
         (count_mean_sketch, "hadamard_sketch_reports"),
         (count_mean_sketch, "hadamard_sketch_counts"),
+        (rappor, "rappor_reports"),
+        (rappor, "sketch_counts"),
     ):
         function = getattr(module, name)
 
@@ -622,3 +624,99 @@ def test_hcms_either_estimator_reads_either_path(device_arrays: list[str]) -> No
             assert np.array_equal(counts.rows, on_host.rows) and counts.n == on_host.n == 300
     assert estimator.accumulate(device).n == 300
     assert device_arrays.count("hadamard_sketch_counts") == 5
+
+
+# -- rappor --------------------------------------------------------------------------------
+
+RAPPOR = rappor.Rappor(bits=70, hashes=2, cohorts=3, key="5a" * 16)
+
+
+@pytest.mark.parametrize("spell", ["torch", "strict"])
+def test_rappor_secure_reports_follow_the_stated_word_map(
+    spell: str, device_arrays: list[str]
+) -> None:
+    # 16 items: cohort w[i] mod 3 (block 0); bit u of item i: replaced when w[16 + 70i + u] < F
+    # (blocks 1..70), the coin w[16 + 1120 + 70i + u] < 2³¹ (blocks 71..140), reported as
+    # w[16 + 2240 + 70i + u] < Q (or P) (blocks 141..210).
+    x = np.resize(ITEMS, 16)
+    values: Any = torch.from_numpy(x) if spell == "torch" else xs.asarray(x)
+    reports = RAPPOR.randomize(values, rng=SecureRandom.from_key(KEY))
+    assert device_arrays == ["rappor_reports"]
+    assert tuple(reports.shape) == (16, 3)
+    assert reports.dtype == (torch.uint64 if spell == "torch" else xs.uint64)
+    w = device_reference.stream(device_reference.call_key(KEY), 211).reshape(-1)
+    w = w.astype(np.int64)
+    assert np.all(w[:16] < (2**32 // 3) * 3)
+    cohort = w[:16] % 3
+    bloom = rappor._unpack(RAPPOR.bloom(x, cohort), 70).astype(bool)
+    f, p, q = RAPPOR._grid
+    replace = w[16 : 16 + 1120].reshape(16, 70) < f
+    coin = w[16 + 1120 : 16 + 2240].reshape(16, 70) < 2**31
+    permanent = np.where(replace, coin, bloom)
+    drawn = w[16 + 2240 : 16 + 3360].reshape(16, 70)
+    sent = np.where(permanent, drawn < q, drawn < p)
+    padded = np.concatenate([sent, np.zeros((16, 58), dtype=bool)], axis=1)
+    packed = np.packbits(padded, axis=1, bitorder="little").view("<u8")
+    got = _host(reports).astype(np.uint64)
+    assert np.array_equal(got[:, 0], cohort) and np.array_equal(got[:, 1:], packed)
+    assert 0 < np.count_nonzero(replace) < replace.size and np.any(sent != permanent)
+
+
+@pytest.mark.parametrize("rng", ["secure", "fast"])
+def test_rappor_reports_follow_the_exact_law_in_both_modes(
+    rng: str, device_arrays: list[str]
+) -> None:
+    # k = 2 bits, h = 1, m = 2 cohorts, T = 2 reports of one PRR: 32 outcomes; 20 000 at each
+    # of two items against exp(log_probability), a χ² test at false-positive rate ALPHA.
+    mech = rappor.Rappor(bits=2, hashes=1, cohorts=2, reports=2, key="5a" * 16)
+    space = mech.output_space()
+    generator = None if rng == "secure" else torch.Generator().manual_seed(5)
+    for item in (12, -40):
+        x = torch.full((20_000,), item, dtype=torch.int64)
+        reports = _host(mech.randomize(x, rng=generator)).astype(np.uint64)
+        matches = np.all(reports[:, None] == space[None], axis=(-2, -1))
+        assert np.all(matches.sum(axis=1) == 1)
+        observed = np.bincount(np.argmax(matches, axis=1), minlength=len(space))
+        expected = x.shape[0] * np.exp(mech.log_probability(space, np.full(len(space), item)))
+        assert math.isclose(expected.sum(), x.shape[0])
+        keep = expected > 0
+        statistic = float(((observed[keep] - expected[keep]) ** 2 / expected[keep]).sum())
+        assert np.all(observed[~keep] == 0)
+        assert statistic < stats.chi2.isf(ALPHA, int(keep.sum()) - 1)
+    assert set(device_arrays) == {"rappor_reports"}
+
+
+def test_rappor_either_estimator_reads_either_path(device_arrays: list[str]) -> None:
+    estimator = rappor.RapporEstimator(RAPPOR)
+    x = np.resize(ITEMS, 300)
+    device = RAPPOR.randomize(torch.from_numpy(x))
+    host = RAPPOR.randomize(x.astype(str), rng=np.random.default_rng(4))
+    for reports in (_host(device).astype(np.uint64), host):
+        on_host = estimator.accumulate(reports)
+        for spelled in (torch.from_numpy(reports.astype(np.int64)), xs.asarray(reports)):
+            counts = estimator.accumulate(spelled)
+            assert np.array_equal(counts.ones, on_host.ones)
+            assert np.array_equal(counts.cohorts, on_host.cohorts)
+            assert counts.n == on_host.n == 300
+    assert estimator.accumulate(device).n == 300
+    assert device_arrays.count("sketch_counts") == 5
+
+
+@pytest.mark.usefixtures("device_arrays")
+def test_rappor_device_refusals_name_the_field() -> None:
+    with pytest.raises(InvalidData, match="integer items") as found:
+        RAPPOR.randomize(torch.tensor([1.0]))
+    assert found.value.field == "values"
+    estimator = rappor.RapporEstimator(RAPPOR)
+    for reports, message in (
+        (torch.zeros((2, 2, 3), dtype=torch.int64), r"shape \(n, 3\)"),
+        (torch.tensor([[3, 0, 0]]), "cohort outside 0..2"),
+        (torch.tensor([[0, 0, 1 << 6]]), "beyond bit 69"),
+    ):
+        with pytest.raises(InvalidData, match=message) as found:
+            estimator.accumulate(reports)
+        assert found.value.field == "reports"
+    client = RAPPOR.client()
+    with pytest.raises(InvalidData, match="memo lives on the host") as found:
+        client.report(torch.tensor(3))
+    assert found.value.field == "value" and not client.memo

@@ -71,7 +71,8 @@ arrays; :func:`host_rng` turns a ``torch.Generator`` into a numpy one). On an ac
 :func:`one_bit_counts` 1BitMean's bits and their count, :func:`sketch_reports` /
 :func:`sketch_counts` the count mean sketch's and :func:`hadamard_sketch_reports` /
 :func:`hadamard_sketch_counts` the Hadamard count mean sketch's, :func:`rappor_reports`
-RAPPOR's (integer items, hashed as on the host; counted by :func:`sketch_counts`). A
+RAPPOR's (integer items, hashed as on the host; counted by :func:`sketch_counts`),
+:func:`prefix_reports` the prefix extending method's. A
 mechanism or estimator that
 computes on such arrays names those methods in ``device_methods``; host arrays of every library
 reach every mechanism as numpy views (:mod:`dpkit.tensors.methods`).
@@ -181,6 +182,7 @@ from dpkit.tensors.hadamard import hadamard_reports
 from dpkit.tensors.hashing import hashed_reports, hashed_support_counts
 from dpkit.tensors.libraries import ArrayLibrary, array_library
 from dpkit.tensors.one_bit_mean import one_bit_counts, one_bit_reports
+from dpkit.tensors.prefixes import prefix_reports
 from dpkit.tensors.rappor import rappor_reports
 from dpkit.tensors.sketch import (
     hadamard_sketch_counts,
@@ -294,6 +296,7 @@ __all__ = [
     "per_record",
     "plain",
     "positions",
+    "prefix_reports",
     "privacy_unit",
     "probability_threshold",
     "rappor_reports",

@@ -163,6 +163,7 @@ PLUGIN_FACE = {
     "hadamard_sketch_reports",
     "hadamard_sketch_counts",
     "rappor_reports",
+    "prefix_reports",
     # errors
     "DPKitError",
     "InvalidParameter",

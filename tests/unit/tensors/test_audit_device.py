@@ -1,6 +1,6 @@
 """The statistical auditor, unchanged, over the device paths (run on the CPU with torch tensors
-treated as an accelerator's): rr, krr, oue, olh, hr, duchi, dbitflip, one_bit_mean, cms, hcms
-and rappor (on integer items) keep their ε in both randomness modes, and a device path that
+treated as an accelerator's): rr, krr, oue, olh, hr, duchi, dbitflip, one_bit_mean, cms, hcms,
+rappor (on integer items) and pem keep their ε in both randomness modes, and a device path that
 rounds its flip (or lie) probability the wrong way is caught.
 
 False-positive rate: the auditor's own, CHECK_ALPHA (1e-6) per audit: a passing mechanism is
@@ -26,6 +26,7 @@ from dpkit_ldp import (  # noqa: E402
     kary_rr,
     local_hashing,
     one_bit_mean,
+    pem,
     randomized_response,
     rappor,
     unary_encoding,
@@ -61,6 +62,7 @@ def device_tensors(monkeypatch: pytest.MonkeyPatch) -> Iterator[list[str]]:
         one_bit_mean,
         count_mean_sketch,
         rappor,
+        pem,
     )
     for module in patched:
         monkeypatch.setattr(module, "array_library", on_device)
@@ -76,6 +78,7 @@ def device_tensors(monkeypatch: pytest.MonkeyPatch) -> Iterator[list[str]]:
         (count_mean_sketch, "sketch_reports"),
         (count_mean_sketch, "hadamard_sketch_reports"),
         (rappor, "rappor_reports"),
+        (pem, "prefix_reports"),
     ):
         function = getattr(module, name)
 
@@ -173,6 +176,11 @@ def _through_tensors(cls: type) -> type:
             {"bits": 2, "hashes": 1, "cohorts": 1, "key": "c3" * 16},
             "rappor_reports",
         ),
+        (
+            pem.PrefixExtendingMethod,
+            {"epsilon": 1.5, "bits": 4, "top": 1, "step": 2},
+            "prefix_reports",
+        ),
     ],
 )
 def test_device_paths_keep_their_epsilon_in_both_modes(
@@ -201,6 +209,7 @@ def test_a_device_path_that_keeps_too_often_is_caught(monkeypatch: pytest.Monkey
         (duchi, duchi.Duchi, {}),
         (dbitflip, dbitflip.DBitFlip, {"k": 3, "d": 2}),
         (one_bit_mean, one_bit_mean.OneBitMean, {"intervals": 2}),
+        (pem, pem.PrefixExtendingMethod, {"bits": 4, "top": 1, "step": 2}),
     ],
 )
 def test_a_device_path_that_lies_too_rarely_is_caught(

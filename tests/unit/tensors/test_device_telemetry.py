@@ -1,6 +1,6 @@
 """The telemetry mechanisms on the device path, run on the CPU (torch tensors and
-array-api-strict arrays treated as an accelerator's): dbitflip, one_bit_mean, cms, hcms and
-rappor (with the keyed hash of integer items, the host's to the bit). For each: the
+array-api-strict arrays treated as an accelerator's): dbitflip, one_bit_mean, cms, hcms,
+rappor (with the keyed hash of integer items, the host's to the bit) and pem. For each: the
 keystream word map and the CPU's reports from the same words, the exact law in both randomness
 modes, either path's estimator reading the other's reports, and the refusals (typed, naming the
 field, before any word is drawn)."""
@@ -19,7 +19,7 @@ from scipy import stats
 torch = pytest.importorskip("torch")
 xs = pytest.importorskip("array_api_strict")
 
-from dpkit_ldp import _memo, count_mean_sketch, dbitflip, one_bit_mean, rappor  # noqa: E402
+from dpkit_ldp import _memo, count_mean_sketch, dbitflip, one_bit_mean, pem, rappor  # noqa: E402
 from dpkit_ldp.items import as_items  # noqa: E402
 from dpkit_ldp.keyed_hash import ItemWords, KeyedHashFamily  # noqa: E402
 from support import device_reference  # noqa: E402
@@ -29,6 +29,7 @@ from dpkit.errors import InvalidData, InvalidParameter  # noqa: E402
 from dpkit.tensors import array_library, methods  # noqa: E402
 from dpkit.tensors import dbitflip as device_dbitflip  # noqa: E402
 from dpkit.tensors import one_bit_mean as device_one_bit  # noqa: E402
+from dpkit.tensors import prefixes as device_prefixes  # noqa: E402
 from dpkit.tensors import sketch as device_sketch  # noqa: E402
 from dpkit.tensors.siphash import keyed_buckets, siphash_integers  # noqa: E402
 
@@ -50,7 +51,7 @@ def device_arrays(monkeypatch: pytest.MonkeyPatch) -> Iterator[list[str]]:
         library = real(values, **kwargs)
         return None if library is None else attrs.evolve(library, on_host=False)
 
-    for module in (methods, dbitflip, one_bit_mean, _memo, count_mean_sketch, rappor):
+    for module in (methods, dbitflip, one_bit_mean, _memo, count_mean_sketch, rappor, pem):
         monkeypatch.setattr(module, "array_library", on_device)
     for module, name in (
         (dbitflip, "dbitflip_reports"),
@@ -63,6 +64,7 @@ def device_arrays(monkeypatch: pytest.MonkeyPatch) -> Iterator[list[str]]:
         (count_mean_sketch, "hadamard_sketch_counts"),
         (rappor, "rappor_reports"),
         (rappor, "sketch_counts"),
+        (pem, "prefix_reports"),
     ):
         function = getattr(module, name)
 
@@ -720,3 +722,103 @@ def test_rappor_device_refusals_name_the_field() -> None:
     with pytest.raises(InvalidData, match="memo lives on the host") as found:
         client.report(torch.tensor(3))
     assert found.value.field == "value" and not client.memo
+
+
+# -- pem -----------------------------------------------------------------------------------
+
+PEM = pem.PrefixExtendingMethod(epsilon=2.0, bits=40, top=2, step=3)
+
+
+@pytest.mark.parametrize("spell", ["torch", "strict"])
+def test_pem_secure_reports_follow_the_stated_word_map(
+    spell: str, device_arrays: list[str]
+) -> None:
+    # 16 items: round w[i] mod g (block 0), seeds w[16 + 6i .. 16 + 6i + 5] (blocks 1-6), lie
+    # word (w[112 + 2i], w[112 + 2i + 1]) (blocks 7-8), other value w[144 + i] mod (g′ − 1)
+    # (block 9); H is the CPU's vector multiply-shift of the round's prefix.
+    x = np.random.default_rng(3).integers(0, 2**40, size=16, dtype=np.int64)
+    values: Any = torch.from_numpy(x) if spell == "torch" else xs.asarray(x)
+    reports = PEM.randomize(values, rng=SecureRandom.from_key(KEY))
+    assert device_arrays == ["prefix_reports"]
+    assert tuple(reports.shape) == (16, 5)
+    assert reports.dtype == (torch.uint64 if spell == "torch" else xs.uint64)
+    w = device_reference.stream(device_reference.call_key(KEY), 10).reshape(-1).astype(np.uint64)
+    g = PEM.range
+    assert np.all(w[:16] < np.uint64((2**32 // PEM.groups) * PEM.groups))
+    assert np.all(w[144:160] < np.uint64((2**32 // (g - 1)) * (g - 1)))
+    group = (w[:16] % np.uint64(PEM.groups)).astype(np.int64)
+    seeds = _join(w[16:112]).reshape(16, 3)
+    lie = _join(w[112:144]) < np.uint64(PEM._threshold)
+    hashed = pem.vector_multiply_shift(
+        seeds[:, 0], seeds[:, 1], seeds[:, 2], PEM._prefixes(x.astype(np.uint64), group), g
+    )
+    other = w[144:160] % np.uint64(g - 1)
+    other += other >= hashed
+    expected = np.column_stack([group.astype(np.uint64), seeds, np.where(lie, other, hashed)])
+    assert np.array_equal(_host(reports).astype(np.uint64), expected)
+    assert 0 < np.count_nonzero(lie) < 16 and len(set(group.tolist())) > 1
+
+
+def test_pem_hash_on_halves_is_the_cpus_before_the_reduction() -> None:
+    # g = 2³² − 1 keeps (almost) all 32 bits of the sum's top half, so a lost carry or a wrong
+    # product shows; random 64-bit seeds and values, and the largest ones.
+    words = np.random.default_rng(8).integers(0, 2**63, size=(6, 200), dtype=np.int64)
+    a1, a2, b, x = (w.astype(np.uint64) * np.uint64(2) + np.uint64(1) for w in words[:4])
+    a1[0] = a2[0] = b[0] = x[0] = np.uint64(2**64 - 1)
+    g = 2**32 - 1
+    expected = pem.vector_multiply_shift(a1, a2, b, x, g)
+
+    def halves(v: np.ndarray) -> tuple[Any, Any]:
+        return (
+            torch.from_numpy((v >> np.uint64(32)).astype(np.int64)),
+            torch.from_numpy((v & np.uint64(2**32 - 1)).astype(np.int64)),
+        )
+
+    got = device_prefixes.vector_multiply_shift_words(
+        *halves(a1), *halves(a2), *halves(b), *halves(x), g
+    )
+    assert np.array_equal(got.numpy().astype(np.uint64), expected)
+
+
+@pytest.mark.parametrize("rng", ["secure", "fast"])
+def test_pem_keeps_the_hash_at_the_stated_rate_in_both_modes(
+    rng: str, device_arrays: list[str]
+) -> None:
+    # 40 000 reports of one item: y = H(prefix) with probability 1 − T/2⁶⁴ (the other values
+    # equally likely), the round uniform; z and χ² tests at false-positive rate ALPHA each.
+    generator = None if rng == "secure" else torch.Generator().manual_seed(9)
+    n = 40_000
+    x = np.full(n, 123456789, dtype=np.int64)
+    reports = _host(PEM.randomize(torch.from_numpy(x), rng=generator)).astype(np.uint64)
+    group = reports[:, 0].astype(np.int64)
+    hashed = pem.vector_multiply_shift(
+        reports[:, 1],
+        reports[:, 2],
+        reports[:, 3],
+        PEM._prefixes(x.astype(np.uint64), group),
+        PEM.range,
+    )
+    kept = hashed == reports[:, 4]
+    p = 1.0 - PEM._threshold / 2**64
+    assert abs(kept.sum() - n * p) / math.sqrt(n * p * (1 - p)) < stats.norm.isf(ALPHA / 2)
+    offset = (reports[~kept, 4] + np.uint64(PEM.range) - hashed[~kept]) % np.uint64(PEM.range)
+    observed = np.bincount(offset.astype(np.int64), minlength=PEM.range)[1:]
+    assert stats.chisquare(observed).pvalue > ALPHA
+    per_group = np.bincount(group, minlength=PEM.groups)
+    assert stats.chisquare(per_group).pvalue > ALPHA
+    assert set(device_arrays) == {"prefix_reports"}
+
+
+@pytest.mark.usefixtures("device_arrays")
+def test_pem_device_refusals_name_the_field(monkeypatch: pytest.MonkeyPatch) -> None:
+    for bad, message in (
+        (torch.tensor([1.0]), "integer 40-bit items"),
+        (torch.tensor([2**40]), "outside the 40-bit items"),
+        (torch.tensor([-1]), "outside the 40-bit items"),
+    ):
+        with pytest.raises(InvalidData, match=message) as found:
+            PEM.randomize(bad)
+        assert found.value.field == "values"
+    monkeypatch.setattr(device_prefixes, "device_words", lambda *a, **k: _Drawless())
+    with pytest.raises(InvalidData, match="outside the 40-bit items"):
+        PEM.randomize(torch.tensor([2**41]))

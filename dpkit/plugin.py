@@ -68,7 +68,14 @@ arrays; :func:`host_rng` turns a ``torch.Generator`` into a numpy one). On an ac
 :func:`hadamard_reports` Hadamard response's (counted by :func:`category_counts`), and
 :func:`duchi_reports` Duchi et al.'s ±B reports of numbers, :func:`laplace_noise`,
 :func:`geometric_noise` and :func:`gaussian_noise` the central mechanisms' noise (the host's exact
-secure samplers on the device). A mechanism or estimator that
+secure samplers on the device), :func:`dbitflip_reports` /
+:func:`dbitflip_counts` dBitFlip's reports and counts, :func:`one_bit_reports` /
+:func:`one_bit_counts` 1BitMean's bits and their count, :func:`sketch_reports` /
+:func:`sketch_counts` the count mean sketch's and :func:`hadamard_sketch_reports` /
+:func:`hadamard_sketch_counts` the Hadamard count mean sketch's, :func:`rappor_reports`
+RAPPOR's (integer items, hashed as on the host; counted by :func:`sketch_counts`),
+:func:`prefix_reports` the prefix extending method's. A
+mechanism or estimator that
 computes on such arrays names those methods in ``device_methods``; host arrays of every library
 reach every mechanism as numpy views (:mod:`dpkit.tensors.methods`).
 
@@ -170,12 +177,22 @@ from dpkit.tables import (
 )
 from dpkit.tensors.bits import flip_bits, flip_graph
 from dpkit.tensors.categories import category_counts, check_categories, kary_response
+from dpkit.tensors.dbitflip import dbitflip_counts, dbitflip_reports
 from dpkit.tensors.device_random import DeviceWords, device_words, host_rng, uniform_below
 from dpkit.tensors.duchi import duchi_reports
 from dpkit.tensors.hadamard import hadamard_reports
 from dpkit.tensors.hashing import hashed_reports, hashed_support_counts
 from dpkit.tensors.libraries import ArrayLibrary, array_library
 from dpkit.tensors.noise import gaussian_noise, geometric_noise, laplace_noise
+from dpkit.tensors.one_bit_mean import one_bit_counts, one_bit_reports
+from dpkit.tensors.prefixes import prefix_reports
+from dpkit.tensors.rappor import rappor_reports
+from dpkit.tensors.sketch import (
+    hadamard_sketch_counts,
+    hadamard_sketch_reports,
+    sketch_counts,
+    sketch_reports,
+)
 from dpkit.tensors.unary import unary_counts, unary_reports
 from dpkit.units import MAX_BOUND, IdUnit, RecordUnit, privacy_unit
 
@@ -247,6 +264,8 @@ __all__ = [
     "check_categories",
     "check_rng",
     "column_kinds",
+    "dbitflip_counts",
+    "dbitflip_reports",
     "describe_dtype",
     "device_words",
     "discrete_gaussian",
@@ -261,6 +280,8 @@ __all__ = [
     "geometric_digits",
     "geometric_noise",
     "hadamard_reports",
+    "hadamard_sketch_counts",
+    "hadamard_sketch_reports",
     "hashed_reports",
     "hashed_support_counts",
     "hookimpl",
@@ -274,16 +295,22 @@ __all__ = [
     "lie_threshold",
     "lookup_index",
     "narwhals",
+    "one_bit_counts",
+    "one_bit_reports",
     "parameter",
     "per_partition",
     "per_record",
     "plain",
     "positions",
+    "prefix_reports",
     "privacy_unit",
     "probability_threshold",
+    "rappor_reports",
     "readable",
     "require_columns",
     "resolve_rng",
+    "sketch_counts",
+    "sketch_reports",
     "total_floats",
     "unary_counts",
     "unary_reports",

@@ -60,6 +60,13 @@ collision mass of the other items, is estimated from the candidates queried toge
 unbiased when the candidates hold every item (floored at 0). Items outside the candidate list
 are missed; their share of S is small when the candidates hold the heavy items. The interval
 is the normal one (a sum of n independent bounded terms).
+
+**On an accelerator.** cms's and hcms's ``randomize`` take an accelerator's array of integer
+items (an integer is the item of its decimal text, as on the host) and run there with the
+CPU's law and report format, the keyed hash computed on the device bit for bit as the host
+computes it (:mod:`dpkit.tensors.siphash`, :mod:`dpkit.tensors.sketch`), so reports of either
+path are estimated by the other; the estimator's ``accumulate`` counts them there. Text and
+bytes cannot live on a device: hash them on the host.
 """
 
 from __future__ import annotations
@@ -82,10 +89,15 @@ from dpkit.plugin import (
     Mechanism,
     PureDP,
     Statistics,
+    array_library,
     as_array,
+    hadamard_sketch_counts,
+    hadamard_sketch_reports,
     lie_threshold,
     parameter,
     resolve_rng,
+    sketch_counts,
+    sketch_reports,
 )
 from dpkit_ldp._biased_bits import biased_words, uniform_words
 from dpkit_ldp._reports import read_only_ints, report_words
@@ -212,6 +224,7 @@ class CountMeanSketch(_Sketch):
     coordinate flipped with probability 1/(e^{ε/2} + 1). See the module docstring."""
 
     name: ClassVar[str] = "cms"
+    device_methods: ClassVar[frozenset[str]] = frozenset({"randomize"})
 
     epsilon: float = parameter(EPSILON, doc="privacy loss ε per report", typical=(0.5, 6.0))
     width: int = parameter(
@@ -263,12 +276,25 @@ class CountMeanSketch(_Sketch):
 
     def randomize(
         self, values: Any, /, *, rng: np.random.Generator | dpkit.SecureRandom | None = None
-    ) -> NDArray[np.uint64]:
+    ) -> Any:
         """Reports of shape ``values.shape + (1 + ⌈m/64⌉,)``: j, then the packed bits of ṽ.
 
         ``rng``: None (secure mode, the default), a :class:`dpkit.SecureRandom`, or a numpy
-        ``Generator`` (fast mode).
+        ``Generator`` (fast mode); for torch tensors also a ``torch.Generator``. An
+        accelerator's array of integer items is randomized there (module docstring).
         """
+        library = array_library(values, owner=self.name)
+        if library is not None:  # an accelerator's array (host arrays arrive as numpy views)
+            return sketch_reports(
+                library,
+                values,
+                key=self.family.key_bytes,
+                hashes=self.hashes,
+                width=self.width,
+                flip=self._flip_grid,
+                rng=rng,
+                owner=self.name,
+            )
         generator, _ = resolve_rng(rng, owner=self.name)
         items = as_items(values, owner=self.name)
         n = items.size
@@ -388,6 +414,7 @@ class HadamardCountMeanSketch(_Sketch):
     1/(e^ε + 1): one bit per report. See the module docstring."""
 
     name: ClassVar[str] = "hcms"
+    device_methods: ClassVar[frozenset[str]] = frozenset({"randomize"})
 
     epsilon: float = parameter(EPSILON, doc="privacy loss ε per report", typical=(0.5, 6.0))
     width: int = parameter(
@@ -423,12 +450,26 @@ class HadamardCountMeanSketch(_Sketch):
 
     def randomize(
         self, values: Any, /, *, rng: np.random.Generator | dpkit.SecureRandom | None = None
-    ) -> NDArray[np.uint64]:
+    ) -> Any:
         """Reports of shape ``values.shape + (3,)``: j, l and the bit y (1 for +1).
 
         ``rng``: None (secure mode, the default), a :class:`dpkit.SecureRandom`, or a numpy
-        ``Generator`` (fast mode).
+        ``Generator`` (fast mode); for torch tensors also a ``torch.Generator``. An
+        accelerator's array of integer items is randomized there (module docstring).
         """
+        library = array_library(values, owner=self.name)
+        if library is not None:  # an accelerator's array (host arrays arrive as numpy views)
+            return hadamard_sketch_reports(
+                library,
+                values,
+                key=self.family.key_bytes,
+                hashes=self.hashes,
+                width=self.width,
+                columns=self.columns,
+                flip_threshold64=self._threshold,
+                rng=rng,
+                owner=self.name,
+            )
         generator, _ = resolve_rng(rng, owner=self.name)
         items = as_items(values, owner=self.name)
         n = items.size
@@ -646,11 +687,24 @@ class SketchEstimator(Estimator):
     """Reports → :class:`SketchCounts` → :class:`FrequencySketch` (cms and hcms)."""
 
     methods: ClassVar[tuple[str, ...]] = ("unbiased",)
+    device_methods: ClassVar[frozenset[str]] = frozenset({"accumulate"})
     mechanism: Any
 
     def accumulate(self, reports: Any, /) -> SketchCounts:
+        """The sketch's counts; an accelerator's reports are counted there."""
         mech = self.mechanism
         owner = f"{mech.name} estimator"
+        library = array_library(reports, owner=owner, field="reports")
+        if library is not None and isinstance(mech, HadamardCountMeanSketch):
+            cells, per_row, n = hadamard_sketch_counts(
+                library, reports, hashes=mech.hashes, columns=mech.columns, owner=owner
+            )
+            return SketchCounts(mech.name, cells, per_row, n)
+        if library is not None:
+            cells, per_row, n = sketch_counts(
+                library, reports, hashes=mech.hashes, width=mech.width, owner=owner
+            )
+            return SketchCounts(mech.name, cells, per_row, n)
         rows = mech._check_reports(reports, owner)
         k, m = mech.hashes, mech.width
         j = rows[:, 0].astype(np.intp)

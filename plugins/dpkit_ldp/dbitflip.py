@@ -38,6 +38,12 @@ memoization protects the values, not the times at which they change.
 **Sampling.** The flip is ``word < T`` with T = :func:`lie_threshold` (ε', 2), so the
 realised φ ≥ 1/(e^{ε'} + 1) and the realised ε never exceeds ε; the buckets are exactly
 uniform (each draw r_p uniform on [k − p], then moved past the buckets already drawn).
+
+On an accelerator's array of bucket indices, ``randomize`` and the estimator's ``accumulate``
+run on the device with this law exactly, the flip decided on the same 64-bit threshold
+(:mod:`dpkit.tensors.dbitflip`), so either path's reports are estimated by the other. The
+client (memoization) is a host object: :meth:`DBitFlipClient.report` refuses an accelerator's
+array.
 """
 
 from __future__ import annotations
@@ -61,7 +67,10 @@ from dpkit.plugin import (
     Mechanism,
     PureDP,
     Statistics,
+    array_library,
     as_array,
+    dbitflip_counts,
+    dbitflip_reports,
     describe_dtype,
     lie_threshold,
     parameter,
@@ -103,6 +112,7 @@ class DBitFlip(CategoricalInput, Mechanism):
     name: ClassVar[str] = "dbitflip"
     kind: ClassVar[Literal["local", "central"]] = "local"
     statistic: ClassVar[str] = "telemetry_frequency"
+    device_methods: ClassVar[frozenset[str]] = frozenset({"randomize"})
 
     epsilon: float = parameter(EPSILON, doc="privacy loss ε per report", typical=(0.5, 6.0))
     k: int = parameter(Integer(low=2, high=1 << 24), doc="number of buckets", typical=(2, 6))
@@ -158,9 +168,26 @@ class DBitFlip(CategoricalInput, Mechanism):
 
     def randomize(
         self, values: Any, /, *, rng: np.random.Generator | dpkit.SecureRandom | None = None
-    ) -> NDArray[np.uint64]:
+    ) -> Any:
         """Reports of shape ``values.shape + (d, 2)`` (rows (j_p, b_p)); with ``reports`` =
-        T > 1, T identical memoized reports per value, shape ``values.shape + (T, d, 2)``."""
+        T > 1, T identical memoized reports per value, shape ``values.shape + (T, d, 2)``.
+
+        ``rng``: None (secure mode, the default), a :class:`dpkit.SecureRandom`, or a numpy
+        ``Generator`` (fast mode); for torch tensors also a ``torch.Generator``. An
+        accelerator's array of bucket indices is randomized there with the same law
+        (:mod:`dpkit.tensors.dbitflip`)."""
+        library = array_library(values, owner=self.name)
+        if library is not None:  # an accelerator's array (host arrays arrive as numpy views)
+            return dbitflip_reports(
+                library,
+                values,
+                k=self.k,
+                d=self.d,
+                flip_threshold64=self._threshold,
+                repeats=self.reports,
+                rng=rng,
+                owner=self.name,
+            )
         generator, _ = resolve_rng(rng, owner=self.name)
         x = as_category_indices(values, self.k, owner=self.name)
         flat = x.reshape(-1).astype(np.int64)
@@ -353,10 +380,19 @@ class DBitFlipEstimator(Estimator):
     """ĉ(v) = (k/d)(B_v − φN_v)/(1 − 2φ), exact variance n(k/d)A + n_v(k/d − 1)."""
 
     methods: ClassVar[tuple[str, ...]] = ("unbiased",)
+    device_methods: ClassVar[frozenset[str]] = frozenset({"accumulate"})
     mechanism: DBitFlip
 
     def accumulate(self, reports: Any, /) -> DBitFlipCounts:
+        """(N_v, B_v) of reports of shape (n, d, 2); an accelerator's are counted there
+        (:func:`dpkit.plugin.dbitflip_counts`)."""
         mech = self.mechanism
+        library = array_library(reports, owner=f"{mech.name} estimator", field="reports")
+        if library is not None:
+            sampled, ones, n = dbitflip_counts(
+                library, reports, k=mech.k, d=mech.d, owner=f"{mech.name} estimator"
+            )
+            return DBitFlipCounts(mech.name, sampled, ones, n)
         rows = mech._check_reports(reports, f"{mech.name} estimator")
         buckets = rows[..., 0].reshape(-1).astype(np.intp)
         bits = rows[..., 1].reshape(-1).astype(np.int64)
@@ -413,8 +449,9 @@ class DBitFlipClient(MemoizingDevice):
         self, value: Any, /, *, rng: np.random.Generator | dpkit.SecureRandom | None = None
     ) -> NDArray[np.uint64]:
         """One report (shape (d, 2)): the memoized bits of ``value``'s key (drawn on its first
-        use)."""
+        use). An accelerator's array is refused: the memo lives on the host."""
         mech = self.mechanism
+        self.check_host_value(value)
         generator, _ = resolve_rng(rng, owner=f"{mech.name} client")
         key = self.key(value)
         if key not in self.memo:

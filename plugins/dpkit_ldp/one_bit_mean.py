@@ -32,6 +32,12 @@ changed (Section 3.2 discusses this; its output perturbation is not implemented 
 up) and π_t as (T_0 + t·D)/2⁶⁴ with D = ⌊(2⁶⁴ − 2T_0)/s⌋, so π_s ≤ 1 − π_0: every ratio stays
 within e^ε, and E[b | t] is exactly linear in t (the estimator uses these realised values). α
 is a double on the 2⁻⁵³ grid, which moves a rounding probability by at most 2⁻⁵³.
+
+On an accelerator's array, ``randomize`` and the estimator's ``accumulate`` run on the device
+with this law exactly, α on the same grid and the bit on the same 64-bit thresholds
+(:mod:`dpkit.tensors.one_bit_mean`: the same words give the same bits). The client
+(memoization) is a host object: :meth:`OneBitMeanClient.report` refuses an accelerator's
+array.
 """
 
 from __future__ import annotations
@@ -52,9 +58,12 @@ from dpkit.plugin import (
     MeanEstimate,
     MeanSums,
     PureDP,
+    array_library,
     as_array,
     describe_dtype,
     lie_threshold,
+    one_bit_counts,
+    one_bit_reports,
     parameter,
     resolve_rng,
 )
@@ -76,6 +85,7 @@ class OneBitMean(NumericMechanism):
 
     name: ClassVar[str] = "one_bit_mean"
     statistic: ClassVar[str] = "telemetry_mean"
+    device_methods: ClassVar[frozenset[str]] = frozenset({"randomize"})
     standard: ClassVar[tuple[float, float]] = (0.0, 1.0)
 
     intervals: int = parameter(
@@ -126,11 +136,31 @@ class OneBitMean(NumericMechanism):
         )
         return bits
 
-    def randomize(  # type: ignore[override]
+    def randomize(
         self, values: Any, /, *, rng: np.random.Generator | dpkit.SecureRandom | None = None
-    ) -> NDArray[np.uint8]:
+    ) -> Any:
         """One bit per value (``uint8``), each with its own α; with ``reports`` = T > 1, T
-        identical memoized bits per value (shape ``values.shape + (T,)``)."""
+        identical memoized bits per value (shape ``values.shape + (T,)``).
+
+        ``rng``: None (secure mode, the default), a :class:`dpkit.SecureRandom`, or a numpy
+        ``Generator`` (fast mode); for torch tensors also a ``torch.Generator``. An
+        accelerator's array is randomized there with the same law
+        (:mod:`dpkit.tensors.one_bit_mean`)."""
+        library = array_library(values, owner=self.name)
+        if library is not None:  # an accelerator's array (host arrays arrive as numpy views)
+            return one_bit_reports(
+                library,
+                values,
+                lower=self.lower,
+                upper=self.upper,
+                centre=self.centre,
+                scale=self.scale,
+                intervals=self.intervals,
+                thresholds=self._thresholds,
+                repeats=self.reports,
+                rng=rng,
+                owner=self.name,
+            )
         generator, _ = resolve_rng(rng, owner=self.name)
         x = self.checked_values(values)
         offsets = generator.random(x.size).reshape(x.shape)
@@ -270,11 +300,24 @@ class OneBitMeanEstimator(Estimator):
     """The mean of x̂ = lower + (upper − lower)(b − π_0)/(π_s − π_0) (:class:`MeanEstimate`)."""
 
     methods: ClassVar[tuple[str, ...]] = ("unbiased",)
+    device_methods: ClassVar[frozenset[str]] = frozenset({"accumulate"})
     mechanism: OneBitMean
 
     def accumulate(self, reports: Any, /) -> MeanSums:
+        """Σ x̂ and Σ x̂² over a 1-D array of bits; an accelerator's bits are counted there
+        (only the number of ones comes back)."""
         mech = self.mechanism
         owner = f"{mech.name} estimator"
+        library = array_library(reports, owner=owner, field="reports")
+        if library is not None:
+            ones, n = one_bit_counts(library, reports, owner=owner)
+            zero, one = mech.from_bits(np.array([0, 1]))
+            return MeanSums(
+                mech.name,
+                n,
+                [ones * one + (n - ones) * zero],
+                [ones * one**2 + (n - ones) * zero**2],
+            )
         array = as_array(reports, owner=owner, field="reports")
         if array.size and (
             array.dtype.kind not in "biuf" or not np.all((array == 0) | (array == 1))
@@ -320,8 +363,10 @@ class OneBitMeanClient(MemoizingDevice):
     def report(
         self, value: Any, /, *, rng: np.random.Generator | dpkit.SecureRandom | None = None
     ) -> int:
-        """One report (0 or 1): the memoized bit of ``value``'s rounded point."""
+        """One report (0 or 1): the memoized bit of ``value``'s rounded point. An
+        accelerator's array is refused: the memo lives on the host."""
         mech = self.mechanism
+        self.check_host_value(value)
         generator, _ = resolve_rng(rng, owner=f"{mech.name} client")
         x = mech.checked_values(np.array([value], dtype=np.float64))
         point = int(mech.rounded(x, self.offset)[0])

@@ -64,9 +64,11 @@ from dpkit.plugin import (
     InvalidParameter,
     Mechanism,
     PureDP,
+    array_library,
     as_array,
     lie_threshold,
     parameter,
+    prefix_reports,
     resolve_rng,
 )
 from dpkit_ldp._biased_bits import uniform_words
@@ -119,6 +121,7 @@ class PrefixExtendingMethod(BitItemInput, Mechanism):
     name: ClassVar[str] = "pem"
     kind: ClassVar[Literal["local", "central"]] = "local"
     statistic: ClassVar[str] = "heavy_hitters"
+    device_methods: ClassVar[frozenset[str]] = frozenset({"randomize"})
 
     epsilon: float = parameter(EPSILON, doc="privacy loss ε per device", typical=(0.5, 6.0))
     bits: int = parameter(
@@ -248,8 +251,22 @@ class PrefixExtendingMethod(BitItemInput, Mechanism):
 
     def randomize(
         self, values: Any, /, *, rng: np.random.Generator | dpkit.SecureRandom | None = None
-    ) -> NDArray[np.uint64]:
-        """Reports (t, a₁, a₂, b, y) as ``uint64``, shape ``values.shape + (5,)``."""
+    ) -> Any:
+        """Reports (t, a₁, a₂, b, y) as ``uint64``, shape ``values.shape + (5,)``. An
+        accelerator's array of integer items is randomized there with the same hash and law
+        (:mod:`dpkit.tensors.prefixes`)."""
+        library = array_library(values, owner=self.name)
+        if library is not None:  # an accelerator's array (host arrays arrive as numpy views)
+            return prefix_reports(
+                library,
+                values,
+                bits=self.bits,
+                prefix_bits=self.prefix_bits,
+                g=self.range,
+                lie_threshold64=self._threshold,
+                rng=rng,
+                owner=self.name,
+            )
         generator, _ = resolve_rng(rng, owner=self.name)
         items = as_bit_items(values, self.bits, owner=self.name)
         flat = items.reshape(-1)

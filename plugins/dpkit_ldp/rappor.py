@@ -58,6 +58,14 @@ Lasso screening of a large candidate list is not implemented) is then unbiased. 
 users of item s fall in the cohorts as Multinomial(n_s, 1/m), giving
 Var n̂_s ⊇ Σ_{s′} n_{s′}·(1/m)Σ_j (X⁺_{s,j·}·b_{s′,j})² − n_s (n plugged in by n̂). The interval
 is the normal one.
+
+**On an accelerator.** ``randomize`` takes an accelerator's array of integer items (an integer
+is the item of its decimal text, as on the host) and draws one collection there — cohort, PRR
+and T IRRs — with the CPU's law and report format, the keyed hash computed on the device bit for
+bit as the host computes it (:mod:`dpkit.tensors.rappor`); the estimator's ``accumulate``
+counts such reports there, and either path's reports are decoded alike. The PRR is not kept on
+the device: :class:`RapporClient` is the device's host-side memo, and its ``report`` refuses an
+accelerator's array.
 """
 
 from __future__ import annotations
@@ -81,9 +89,12 @@ from dpkit.plugin import (
     PureDP,
     Real,
     Statistics,
+    array_library,
     as_array,
     parameter,
+    rappor_reports,
     resolve_rng,
+    sketch_counts,
 )
 from dpkit_ldp._biased_bits import biased_words, uniform_words
 from dpkit_ldp._memo import MemoizingDevice
@@ -142,6 +153,7 @@ class Rappor(ItemInput, Mechanism):
     name: ClassVar[str] = "rappor"
     kind: ClassVar[Literal["local", "central"]] = "local"
     statistic: ClassVar[str] = "sketch"
+    device_methods: ClassVar[frozenset[str]] = frozenset({"randomize"})
 
     bits: int = parameter(
         Integer(low=1, high=1 << 16),
@@ -293,14 +305,29 @@ class Rappor(ItemInput, Mechanism):
 
     def randomize(
         self, values: Any, /, *, rng: np.random.Generator | dpkit.SecureRandom | None = None
-    ) -> NDArray[np.uint64]:
+    ) -> Any:
         """Reports of one collection from devices reporting for the first time.
 
         Each value gets a fresh cohort and PRR; with ``reports`` = T > 1 the T reports built
         from that PRR, shape ``values.shape + (T, 1 + ⌈k/64⌉)``, else ``values.shape +
         (1 + ⌈k/64⌉,)``. Devices that report repeatedly keep their memo in a
-        :class:`RapporClient` (:meth:`client`).
+        :class:`RapporClient` (:meth:`client`). An accelerator's array of integer items is
+        randomized there (module docstring).
         """
+        library = array_library(values, owner=self.name)
+        if library is not None:  # an accelerator's array (host arrays arrive as numpy views)
+            return rappor_reports(
+                library,
+                values,
+                key=self.family.key_bytes,
+                cohorts=self.cohorts,
+                hashes=self.hashes,
+                bits=self.bits,
+                grid=self._grid,
+                repeats=self.reports,
+                rng=rng,
+                owner=self.name,
+            )
         generator, _ = resolve_rng(rng, owner=self.name)
         items = as_items(values, owner=self.name)
         n = items.size
@@ -534,10 +561,33 @@ class RapporEstimator(Estimator):
     """Reports of one collection → :class:`RapporCounts` → :class:`RapporDecoder`."""
 
     methods: ClassVar[tuple[str, ...]] = ("unbiased",)
+    device_methods: ClassVar[frozenset[str]] = frozenset({"accumulate"})
     mechanism: Rappor
 
     def accumulate(self, reports: Any, /) -> RapporCounts:
+        """Set bits per cohort and bit; an accelerator's reports are counted there."""
         mech = self.mechanism
+        owner = f"{mech.name} estimator"
+        library = array_library(reports, owner=owner, field="reports")
+        if library is not None:
+            width = 1 + mech.words
+            if len(reports.shape) != 2 or int(reports.shape[-1]) != width:
+                raise InvalidData(
+                    f"{owner}: reports must have shape (n, {width}): the cohort and the "
+                    f"⌈k/64⌉ words of the bits, one report per device (reports[:, t] of one "
+                    f"collection); got shape {tuple(reports.shape)}",
+                    field="reports",
+                )
+            ones, per_cohort, n = sketch_counts(
+                library,
+                reports,
+                hashes=mech.cohorts,
+                width=mech.bits,
+                owner=owner,
+                row_name="cohort",
+                layout="the cohort and the ⌈k/64⌉ words of the bits",
+            )
+            return RapporCounts(mech.name, ones, per_cohort, n)
         rows = mech._check_reports(reports, f"{mech.name} estimator")
         cohort = rows[:, 0].astype(np.intp)
         ones = np.zeros((mech.cohorts, mech.bits), dtype=np.int64)
@@ -594,6 +644,7 @@ class RapporClient(MemoizingDevice):
         """One report of ``value`` (an item): the memoized PRR of this item (drawn on its
         first use), a fresh IRR. Shape (1 + ⌈k/64⌉,), like one row of ``randomize``."""
         mech = self.mechanism
+        self.check_host_value(value)
         generator, _ = resolve_rng(rng, owner=f"{mech.name} client")
         item = bytes(as_items(np.array([value], dtype=object), owner=mech.name)[0])
         if item not in self.memo:

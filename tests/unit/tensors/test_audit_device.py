@@ -1,7 +1,8 @@
 """The statistical auditor, unchanged, over the device paths (run on the CPU with torch tensors
-treated as an accelerator's): rr, krr, oue, olh, hr, duchi, laplace, geometric and gaussian
-keep their privacy in both randomness modes, and a device path that rounds its flip (or lie) probability the wrong
-way, or draws too little noise, is caught.
+treated as an accelerator's): rr, krr, oue, olh, hr, duchi, laplace, geometric, gaussian,
+dbitflip, one_bit_mean, cms, hcms, rappor (on integer items) and pem keep their privacy in both
+randomness modes, and a device path that rounds its flip (or lie) probability the wrong way, or
+draws too little noise, is caught.
 
 False-positive rate: the auditor's own, CHECK_ALPHA (1e-6) per audit: a passing mechanism is
 reported as violating with at most that probability (dpkit.testing); the seeds are fixed.
@@ -20,13 +21,19 @@ torch = pytest.importorskip("torch")
 
 from dpkit_central import gaussian, geometric, laplace  # noqa: E402
 from dpkit_ldp import (  # noqa: E402
+    count_mean_sketch,
+    dbitflip,
     duchi,
     hadamard,
     kary_rr,
     local_hashing,
+    one_bit_mean,
+    pem,
     randomized_response,
+    rappor,
     unary_encoding,
 )
+from dpkit_ldp.items import ItemDomain  # noqa: E402
 
 import dpkit  # noqa: E402
 from dpkit.tensors import exact, methods  # noqa: E402
@@ -57,6 +64,11 @@ def device_tensors(monkeypatch: pytest.MonkeyPatch) -> Iterator[list[str]]:
         laplace,
         geometric,
         gaussian,
+        dbitflip,
+        one_bit_mean,
+        count_mean_sketch,
+        rappor,
+        pem,
     )
     for module in patched:
         monkeypatch.setattr(module, "array_library", on_device)
@@ -70,6 +82,12 @@ def device_tensors(monkeypatch: pytest.MonkeyPatch) -> Iterator[list[str]]:
         (laplace, "laplace_noise"),
         (geometric, "geometric_noise"),
         (gaussian, "gaussian_noise"),
+        (dbitflip, "dbitflip_reports"),
+        (one_bit_mean, "one_bit_reports"),
+        (count_mean_sketch, "sketch_reports"),
+        (count_mean_sketch, "hadamard_sketch_reports"),
+        (rappor, "rappor_reports"),
+        (pem, "prefix_reports"),
     ):
         function = getattr(module, name)
 
@@ -79,6 +97,47 @@ def device_tensors(monkeypatch: pytest.MonkeyPatch) -> Iterator[list[str]]:
 
         monkeypatch.setattr(module, name, counted)
     yield called
+
+
+@attrs.frozen
+class _IntegerItems(ItemDomain):
+    """Items on a device are integers (the items of their decimal text): the auditor's pairs
+    and neighbours drawn among them."""
+
+    def pairs(self) -> list[tuple[Any, Any]]:
+        found = [(0, 1), (7, -123456789), (10**18, -1)]
+        return [pair for a, b in found for pair in ((a, b), (b, a))]
+
+    def neighbours(self, rng: np.random.Generator, n: int) -> list[tuple[Any, Any]]:
+        drawn = rng.integers(-(10**6), 10**6, size=(max(n, 0), 2))
+        return [(int(a), int(b) if b != a else int(b) + 1) for a, b in drawn]
+
+
+@attrs.frozen
+class _IntegerSketch(count_mean_sketch.CountMeanSketch):
+    name: ClassVar[str] = "cms_integer_items"
+
+    @property
+    def domain(self) -> ItemDomain:
+        return _IntegerItems()
+
+
+@attrs.frozen
+class _IntegerHadamardSketch(count_mean_sketch.HadamardCountMeanSketch):
+    name: ClassVar[str] = "hcms_integer_items"
+
+    @property
+    def domain(self) -> ItemDomain:
+        return _IntegerItems()
+
+
+@attrs.frozen
+class _IntegerRappor(rappor.Rappor):
+    name: ClassVar[str] = "rappor_integer_items"
+
+    @property
+    def domain(self) -> ItemDomain:
+        return _IntegerItems()
 
 
 def _through_tensors(cls: type) -> type:
@@ -91,7 +150,7 @@ def _through_tensors(cls: type) -> type:
         def randomize(self, values: Any, /, *, rng: Any = None) -> Any:
             out = super().randomize(torch.from_numpy(np.ascontiguousarray(values)), rng=rng)
             assert isinstance(out, torch.Tensor)
-            return out.numpy()
+            return out.view(torch.int64).numpy() if out.dtype == torch.uint64 else out.numpy()
 
     return Tensored
 
@@ -108,6 +167,32 @@ def _through_tensors(cls: type) -> type:
         (laplace.Laplace, {"epsilon": 1.0}, "laplace_noise"),
         (geometric.Geometric, {"epsilon": 1.0}, "geometric_noise"),
         (gaussian.Gaussian, {"epsilon": 1.0, "delta": 1e-5}, "gaussian_noise"),
+        (dbitflip.DBitFlip, {"epsilon": 1.0, "k": 3, "d": 2}, "dbitflip_reports"),
+        (
+            one_bit_mean.OneBitMean,
+            {"epsilon": 1.0, "lower": 0.0, "upper": 2.0, "intervals": 2},
+            "one_bit_reports",
+        ),
+        (
+            _IntegerSketch,
+            {"epsilon": 1.5, "width": 2, "hashes": 2, "key": "c3" * 16},
+            "sketch_reports",
+        ),
+        (
+            _IntegerHadamardSketch,
+            {"epsilon": 1.5, "width": 2, "hashes": 2, "key": "c3" * 16},
+            "hadamard_sketch_reports",
+        ),
+        (
+            _IntegerRappor,
+            {"bits": 2, "hashes": 1, "cohorts": 1, "key": "c3" * 16},
+            "rappor_reports",
+        ),
+        (
+            pem.PrefixExtendingMethod,
+            {"epsilon": 1.5, "bits": 4, "top": 1, "step": 2},
+            "prefix_reports",
+        ),
     ],
 )
 def test_device_paths_keep_their_epsilon_in_both_modes(
@@ -137,6 +222,9 @@ def test_a_device_path_that_keeps_too_often_is_caught(monkeypatch: pytest.Monkey
         (local_hashing, local_hashing.OptimalLocalHashing, {"k": 4}),
         (hadamard, hadamard.HadamardResponse, {"k": 4}),
         (duchi, duchi.Duchi, {}),
+        (dbitflip, dbitflip.DBitFlip, {"k": 3, "d": 2}),
+        (one_bit_mean, one_bit_mean.OneBitMean, {"intervals": 2}),
+        (pem, pem.PrefixExtendingMethod, {"bits": 4, "top": 1, "step": 2}),
     ],
 )
 def test_a_device_path_that_lies_too_rarely_is_caught(

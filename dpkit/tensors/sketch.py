@@ -1,0 +1,289 @@
+"""Apple's count mean sketches (cms, hcms) on an accelerator's arrays: the CPU's laws and report
+formats.
+
+The law is the CPU path's (Apple Differential Privacy Team 2017, "Learning with Privacy at
+Scale", Algorithm 1; the plugin ``cms``): a device holding item x draws j uniform on [k]
+(:func:`~dpkit.tensors.device_random.uniform_below`, exactly uniform), hashes x with the
+host's keyed family (:func:`~dpkit.tensors.siphash.keyed_buckets`: an integer item hashes as
+its decimal text, as on the host), and reports j and m bits, bit u = 1{u = h_j(x)} flipped
+with probability φ = a/2ᵇ, the mechanism's realised φ (b ≤ 32), decided by a 32-bit word
+below a·2³²⁻ᵇ: exactly φ, as on the CPU (whose bits come from another construction of the
+same Bernoulli law), so the mechanism's ``log_probability`` and estimator hold unchanged.
+
+**Words.** For n items: words 0 … n − 1 of the call's stream (with fresh ones for the rare
+rejected word) draw the rows j; bit u of report i takes word i·m + u of the next n·m, from a
+fresh block.
+
+**hcms** (Algorithm 3; the plugin ``hcms``): j as above, l uniform on [K] from the low bits of
+a word (K a power of two divides 2³²: exactly uniform), y = 1 when the Hadamard entry
+(−1)^{popcount(h_j(x) & l)} is +1, flipped when a 64-bit word is below the mechanism's
+threshold T (:func:`~dpkit.tensors.duchi.below_64`, on 32-bit halves): φ = T/2⁶⁴, the CPU's.
+Words: n for j (from block 0), n for l, then 2n for the flips (each draw from a fresh block);
+reports (j, l, y), ``uint64``.
+
+**Reports** are the CPU's rows of ``uint64`` (torch: a ``torch.uint64`` tensor): j, then the
+m bits packed little-endian into ⌈m/64⌉ words (bit u in word u div 64 at bit u mod 64), so
+either path's estimator reads the other's. The counts (per row j, the reports with bit u set;
+the reports of each row) are made on the device in passes; only those k·(m + 1) numbers come
+back.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+from numpy.typing import NDArray
+
+from dpkit.errors import InvalidData
+from dpkit.tensors.categories import category_counts
+from dpkit.tensors.dbitflip import require_64_bit
+from dpkit.tensors.device_random import below, device_words, uniform_below
+from dpkit.tensors.duchi import below_64
+from dpkit.tensors.hadamard import odd_parity
+from dpkit.tensors.hashing import _join, _split
+from dpkit.tensors.libraries import ArrayLibrary
+from dpkit.tensors.siphash import keyed_buckets
+
+__all__ = [
+    "check_integer_items",
+    "hadamard_sketch_counts",
+    "hadamard_sketch_reports",
+    "pack_bits",
+    "sketch_counts",
+    "sketch_reports",
+]
+
+_CELLS = 1 << 22  # (report, bit) cells per pass: bounds the device temporaries
+
+
+def check_integer_items(library: ArrayLibrary, values: Any, *, owner: str, field: str) -> None:
+    """Refuse anything but signed integers or unsigned ones below 2³² (decided by the dtype:
+    text and bytes cannot live on a device, and a uint64 above 2⁶³ has no int64 spelling)."""
+    xp = library.xp
+    allowed = xp.isdtype(values.dtype, "signed integer") or values.dtype in (
+        xp.uint8,
+        xp.uint16,
+        xp.uint32,
+    )
+    if not allowed:
+        raise InvalidData(
+            f"{owner}: {field} on a device must be integer items (int8 to int64, or uint8 to "
+            f"uint32; an integer is the item of its decimal text), got a {library.name} array "
+            f"of {values.dtype}; hash text or bytes on the host",
+            field=field,
+        )
+
+
+def pack_bits(library: ArrayLibrary, bits: Any) -> Any:
+    """Rows of k booleans packed little-endian into ⌈k/64⌉ 64-bit words (bit u in word u div
+    64 at bit u mod 64): ``uint64``, or torch's ``int64`` holding the same bits."""
+    xp, device = library.xp, library.device
+    n, k = (int(size) for size in bits.shape)
+    count = -(-k // 64)
+    padding = xp.zeros((n, 64 * count - k), dtype=xp.int64, device=device)
+    padded = xp.concat([xp.astype(bits, xp.int64), padding], axis=1)
+    positions = xp.arange(64 * count, dtype=xp.int64, device=device) % 32
+    weights = xp.reshape(xp.asarray(1, dtype=xp.int64, device=device) << positions, (1, -1))
+    halves = xp.sum(xp.reshape(padded * weights, (n, 2 * count, 32)), axis=2)
+    return _join(library, halves[:, 1::2], halves[:, 0::2])
+
+
+def sketch_reports(
+    library: ArrayLibrary,
+    values: Any,
+    *,
+    key: bytes,
+    hashes: int,
+    width: int,
+    flip: tuple[int, int],
+    rng: Any,
+    owner: str,
+    field: str = "values",
+) -> Any:
+    """cms reports of integer items ``values`` (shape s → s + (1 + ⌈m/64⌉,)), ``uint64``, on
+    their device; ``flip`` = (a, b), φ = a/2ᵇ with b ≤ 32."""
+    require_64_bit(library, owner=owner, field=field)  # decided by the library, before values
+    check_integer_items(library, values, owner=owner, field=field)
+    words = device_words(library, rng, owner=owner)
+    xp, device = library.xp, library.device
+    x = xp.reshape(xp.astype(values, xp.int64), (-1,))
+    n = int(x.shape[0])
+    row = xp.astype(uniform_below(words, n, hashes), xp.int64)
+    hashed = keyed_buckets(library, key, row, x, width)
+    numerator, bits = flip
+    threshold = numerator << (32 - bits)
+    count = -(-width // 64)
+    positions = xp.reshape(xp.arange(width, dtype=xp.int64, device=device), (1, width))
+    pieces = []
+    per_pass = max(1, _CELLS // width)
+    for start in range(0, n, per_pass):
+        stop = min(n, start + per_pass)
+        drawn = xp.reshape(words.take((stop - start) * width), (stop - start, width))
+        flips = below(xp, drawn, threshold)
+        truth = positions == xp.reshape(hashed[start:stop], (-1, 1))
+        pieces.append(pack_bits(library, xp.not_equal(truth, flips)))
+    zero = xp.zeros_like(row)
+    head = xp.reshape(_join(library, zero, row), (-1, 1))
+    if pieces:
+        body = xp.concat(pieces, axis=0)
+    else:
+        body = xp.zeros((0, count), dtype=head.dtype, device=device)
+    reports = xp.concat([head, body], axis=1)
+    if library.name == "torch":
+        reports = reports.view(xp.uint64)
+    return xp.reshape(reports, (*tuple(values.shape), 1 + count))
+
+
+def sketch_counts(
+    library: ArrayLibrary,
+    reports: Any,
+    *,
+    hashes: int,
+    width: int,
+    owner: str,
+    field: str = "reports",
+    row_name: str = "hash function",
+    layout: str = "j and the ⌈m/64⌉ words of ṽ",
+) -> tuple[NDArray[np.int64], NDArray[np.int64], int]:
+    """(cells[j, u] = reports of row j with bit u set, reports per row, n) of reports of shape
+    (..., 1 + ⌈m/64⌉): a row index, then m packed bits (cms; rappor's cohort and bits, with
+    ``row_name`` and ``layout`` naming them in refusals), counted on the device."""
+    xp, device = library.xp, library.device
+    count = -(-width // 64)
+    shape = tuple(reports.shape)
+    if not shape or shape[-1] != 1 + count:
+        raise InvalidData(
+            f"{owner}: {field} must have shape (..., {1 + count}): {layout}; got shape {shape}",
+            field=field,
+        )
+    if not xp.isdtype(reports.dtype, "integral"):
+        raise InvalidData(
+            f"{owner}: {field} must be 64-bit integers, got a {library.name} array of "
+            f"{reports.dtype}",
+            field=field,
+        )
+    require_64_bit(library, owner=owner, field=field)
+    rows = xp.reshape(
+        xp.astype(reports, xp.int64) if reports.dtype != xp.uint64 else reports, (-1, 1 + count)
+    )
+    row_high, row = _split(library, rows[:, 0])
+    row_high, row = xp.astype(row_high, xp.int64), xp.astype(row, xp.int64)
+    if bool(xp.any((row_high != 0) | (row >= hashes))):
+        raise InvalidData(
+            f"{owner}: {field} name a {row_name} outside 0..{hashes - 1}; were they produced "
+            "with other parameters?",
+            field=field,
+        )
+    n = int(rows.shape[0])
+    halves = []
+    for w in range(count):
+        high, low = _split(library, rows[:, 1 + w])
+        halves += [xp.astype(low, xp.int64), xp.astype(high, xp.int64)]
+    packed = xp.stack(halves, axis=1)  # (n, 2·count): 32 bits each, bit u in half u div 32
+    shifts = xp.reshape(xp.arange(32, dtype=xp.int64, device=device), (1, 1, 32))
+    cells = np.zeros(hashes * width, dtype=np.int64)
+    per_pass = max(1, _CELLS // (64 * count))
+    outside = hashes * width  # where the unset bits are counted, and dropped
+    for start in range(0, n, per_pass):
+        stop = min(n, start + per_pass)
+        bits = xp.reshape(
+            (xp.reshape(packed[start:stop, ...], (-1, 2 * count, 1)) >> shifts) & 1,
+            (stop - start, 64 * count),
+        )
+        if width % 64 and bool(xp.any(bits[:, width:] != 0)):
+            raise InvalidData(
+                f"{owner}: {field} set bits beyond bit {width - 1}; they were not produced "
+                f"for m={width}",
+                field=field,
+            )
+        u = xp.reshape(xp.arange(width, dtype=xp.int64, device=device), (1, width))
+        cell = xp.reshape(row[start:stop], (-1, 1)) * width + u
+        cell = xp.where(bits[:, :width] == 1, cell, xp.full_like(cell, outside))
+        cells += category_counts(library, xp.reshape(cell, (-1,)), outside + 1, owner=owner)[:-1]
+    per_row = category_counts(library, row, hashes, owner=owner)
+    return cells.reshape(hashes, width), per_row, n
+
+
+def hadamard_sketch_reports(
+    library: ArrayLibrary,
+    values: Any,
+    *,
+    key: bytes,
+    hashes: int,
+    width: int,
+    columns: int,
+    flip_threshold64: int,
+    rng: Any,
+    owner: str,
+    field: str = "values",
+) -> Any:
+    """hcms reports (j, l, y) of integer items ``values`` (shape s → s + (3,)), ``uint64``, on
+    their device: y = 1 when H[h_j(x), l] = +1, flipped when a 64-bit word is below
+    ``flip_threshold64``."""
+    require_64_bit(library, owner=owner, field=field)  # decided by the library, before values
+    check_integer_items(library, values, owner=owner, field=field)
+    words = device_words(library, rng, owner=owner)
+    xp = library.xp
+    x = xp.reshape(xp.astype(values, xp.int64), (-1,))
+    n = int(x.shape[0])
+    row = xp.astype(uniform_below(words, n, hashes), xp.int64)
+    column = xp.astype(words.take(n), xp.int64) & (columns - 1)  # K divides 2³²: uniform
+    halves = xp.reshape(xp.astype(words.take(2 * n), xp.int64), (n, 2))
+    flips = below_64(xp, halves[:, 0], halves[:, 1], flip_threshold64)
+    hashed = keyed_buckets(library, key, row, x, width)
+    plus = xp.logical_not(odd_parity(hashed & column))  # H[h, l] = +1
+    y = xp.astype(xp.not_equal(plus, flips), xp.int64)
+    zero = xp.zeros_like(row)
+    reports = xp.stack([_join(library, zero, part) for part in (row, column, y)], axis=1)
+    if library.name == "torch":
+        reports = reports.view(xp.uint64)
+    return xp.reshape(reports, (*tuple(values.shape), 3))
+
+
+def hadamard_sketch_counts(
+    library: ArrayLibrary,
+    reports: Any,
+    *,
+    hashes: int,
+    columns: int,
+    owner: str,
+    field: str = "reports",
+) -> tuple[NDArray[np.int64], NDArray[np.int64], int]:
+    """(cells[j, l] = Σ ±1 of the reports of row j at column l, reports per row, n) of hcms
+    reports of shape (..., 3), counted on the device as the 2kK cells 2(jK + l) + y."""
+    xp = library.xp
+    shape = tuple(reports.shape)
+    if not shape or shape[-1] != 3:
+        raise InvalidData(
+            f"{owner}: {field} must have shape (..., 3): j, l and the bit y; got shape {shape}",
+            field=field,
+        )
+    if not xp.isdtype(reports.dtype, "integral"):
+        raise InvalidData(
+            f"{owner}: {field} must be 64-bit integers, got a {library.name} array of "
+            f"{reports.dtype}",
+            field=field,
+        )
+    require_64_bit(library, owner=owner, field=field)
+    rows = xp.reshape(
+        xp.astype(reports, xp.int64) if reports.dtype != xp.uint64 else reports, (-1, 3)
+    )
+    parts = []
+    for index, (limit, name) in enumerate(((hashes, "j"), (columns, "l"), (2, "y"))):
+        high, low = _split(library, rows[:, index])
+        high, low = xp.astype(high, xp.int64), xp.astype(low, xp.int64)
+        if bool(xp.any((high != 0) | (low >= limit))):
+            raise InvalidData(
+                f"{owner}: {field} hold a {name} outside 0..{limit - 1}; were they produced "
+                "with another k or m?",
+                field=field,
+            )
+        parts.append(low)
+    row, column, y = parts
+    cells = category_counts(
+        library, 2 * (row * columns + column) + y, 2 * hashes * columns, owner=owner
+    )
+    plus, total = cells[1::2], cells[0::2] + cells[1::2]
+    per_row = category_counts(library, row, hashes, owner=owner)
+    return (2 * plus - total).reshape(hashes, columns), per_row, int(rows.shape[0])

@@ -47,7 +47,7 @@ from typing import Any
 
 from dpkit.errors import InvalidData
 from dpkit.tensors.device_random import below, device_words, index_dtype
-from dpkit.tensors.libraries import ArrayLibrary
+from dpkit.tensors.libraries import ArrayLibrary, reals_within
 
 __all__ = ["below_64", "duchi_reports", "uniform_53"]
 
@@ -106,18 +106,7 @@ def duchi_reports(
     xp, device = library.xp, library.device
     _require_64_bit(library, owner=owner, field=field)  # decided by the library, before values
     words = device_words(library, rng, owner=owner)
-    if not xp.isdtype(values.dtype, ("bool", "integral", "real floating")):
-        raise InvalidData(
-            f"{owner}: {field} must be real numbers, got a {library.name} array of {values.dtype}",
-            field=field,
-        )
-    x = xp.reshape(xp.astype(values, xp.float64), (-1,))
-    if not bool(xp.all((x >= lower) & (x <= upper))):  # NaN fails both comparisons
-        raise InvalidData(
-            f"{owner}: {field} contain NaN or values outside [{lower:g}, {upper:g}]; clip "
-            "them first",
-            field=field,
-        )
+    x = reals_within(library, values, lower, upper, owner=owner, field=field)
     t = xp.clip((x - centre) / scale, -1.0, 1.0)  # the CPU's standard units, op for op
     n = int(x.shape[0])
     if words.secure:

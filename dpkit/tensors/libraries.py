@@ -26,7 +26,7 @@ from numpy.typing import NDArray
 
 from dpkit.errors import InvalidData
 
-__all__ = ["ArrayLibrary", "array_library"]
+__all__ = ["ArrayLibrary", "array_library", "reals_within"]
 
 #: The top-level modules whose arrays dpkit accepts through the array API (array-api-compat).
 #: Dask collections are not among them: dpkit aggregates those partition by partition itself
@@ -123,3 +123,25 @@ def _on_host(values: Any, module: str) -> bool:
     if module in ("jax", "jaxlib"):
         return all(d.platform == "cpu" for d in values.devices())
     return True
+
+
+def reals_within(
+    library: ArrayLibrary, values: Any, lower: float, upper: float, *, owner: str, field: str
+) -> Any:
+    """``values`` flattened to float64 on their device, refused (typed, naming ``field``) unless
+    their dtype is real and every value lies in [lower, upper]: the numeric mechanisms' input
+    check on the device path, made before any word is drawn."""
+    xp = library.xp
+    if not xp.isdtype(values.dtype, ("bool", "integral", "real floating")):
+        raise InvalidData(
+            f"{owner}: {field} must be real numbers, got a {library.name} array of {values.dtype}",
+            field=field,
+        )
+    x = xp.reshape(xp.astype(values, xp.float64), (-1,))
+    if not bool(xp.all((x >= lower) & (x <= upper))):  # NaN fails both comparisons
+        raise InvalidData(
+            f"{owner}: {field} contain NaN or values outside [{lower:g}, {upper:g}]; clip "
+            "them first",
+            field=field,
+        )
+    return x

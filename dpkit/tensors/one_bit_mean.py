@@ -31,7 +31,7 @@ from dpkit.errors import InvalidData
 from dpkit.tensors.dbitflip import require_64_bit
 from dpkit.tensors.device_random import device_words
 from dpkit.tensors.duchi import uniform_53
-from dpkit.tensors.libraries import ArrayLibrary
+from dpkit.tensors.libraries import ArrayLibrary, reals_within
 
 __all__ = ["one_bit_counts", "one_bit_reports"]
 
@@ -59,18 +59,7 @@ def one_bit_reports(
     xp = library.xp
     require_64_bit(library, owner=owner, field=field)  # decided by the library, before values
     words = device_words(library, rng, owner=owner)  # the rng checked; no word drawn yet
-    if not xp.isdtype(values.dtype, ("bool", "integral", "real floating")):
-        raise InvalidData(
-            f"{owner}: {field} must be real numbers, got a {library.name} array of {values.dtype}",
-            field=field,
-        )
-    x = xp.reshape(xp.astype(values, xp.float64), (-1,))
-    if not bool(xp.all((x >= lower) & (x <= upper))):  # NaN fails both comparisons
-        raise InvalidData(
-            f"{owner}: {field} contain NaN or values outside [{lower:g}, {upper:g}]; clip "
-            "them first",
-            field=field,
-        )
+    x = reals_within(library, values, lower, upper, owner=owner, field=field)
     n = int(x.shape[0])
     u = xp.clip((x - centre) / scale, 0.0, 1.0) * intervals  # the CPU's, op for op
     drawn = xp.astype(words.take(4 * n), xp.int64)

@@ -151,22 +151,7 @@ def sketch_counts(
     ``row_name`` and ``layout`` naming them in refusals), counted on the device."""
     xp, device = library.xp, library.device
     count = -(-width // 64)
-    shape = tuple(reports.shape)
-    if not shape or shape[-1] != 1 + count:
-        raise InvalidData(
-            f"{owner}: {field} must have shape (..., {1 + count}): {layout}; got shape {shape}",
-            field=field,
-        )
-    if not xp.isdtype(reports.dtype, "integral"):
-        raise InvalidData(
-            f"{owner}: {field} must be 64-bit integers, got a {library.name} array of "
-            f"{reports.dtype}",
-            field=field,
-        )
-    require_64_bit(library, owner=owner, field=field)
-    rows = xp.reshape(
-        xp.astype(reports, xp.int64) if reports.dtype != xp.uint64 else reports, (-1, 1 + count)
-    )
+    rows = _report_rows(library, reports, 1 + count, layout, owner=owner, field=field)
     row_high, row = _split(library, rows[:, 0])
     row_high, row = xp.astype(row_high, xp.int64), xp.astype(row, xp.int64)
     if bool(xp.any((row_high != 0) | (row >= hashes))):
@@ -253,22 +238,7 @@ def hadamard_sketch_counts(
     """(cells[j, l] = Σ ±1 of the reports of row j at column l, reports per row, n) of hcms
     reports of shape (..., 3), counted on the device as the 2kK cells 2(jK + l) + y."""
     xp = library.xp
-    shape = tuple(reports.shape)
-    if not shape or shape[-1] != 3:
-        raise InvalidData(
-            f"{owner}: {field} must have shape (..., 3): j, l and the bit y; got shape {shape}",
-            field=field,
-        )
-    if not xp.isdtype(reports.dtype, "integral"):
-        raise InvalidData(
-            f"{owner}: {field} must be 64-bit integers, got a {library.name} array of "
-            f"{reports.dtype}",
-            field=field,
-        )
-    require_64_bit(library, owner=owner, field=field)
-    rows = xp.reshape(
-        xp.astype(reports, xp.int64) if reports.dtype != xp.uint64 else reports, (-1, 3)
-    )
+    rows = _report_rows(library, reports, 3, "j, l and the bit y", owner=owner, field=field)
     parts = []
     for index, (limit, name) in enumerate(((hashes, "j"), (columns, "l"), (2, "y"))):
         high, low = _split(library, rows[:, index])
@@ -287,3 +257,27 @@ def hadamard_sketch_counts(
     plus, total = cells[1::2], cells[0::2] + cells[1::2]
     per_row = category_counts(library, row, hashes, owner=owner)
     return (2 * plus - total).reshape(hashes, columns), per_row, int(rows.shape[0])
+
+
+def _report_rows(
+    library: ArrayLibrary, reports: Any, columns: int, layout: str, *, owner: str, field: str
+) -> Any:
+    """``reports`` as rows of ``columns`` 64-bit integers (uint64 kept, other integers as int64),
+    refused (typed, naming ``field``) for another shape or dtype, before any value is read."""
+    xp = library.xp
+    shape = tuple(reports.shape)
+    if not shape or shape[-1] != columns:
+        raise InvalidData(
+            f"{owner}: {field} must have shape (..., {columns}): {layout}; got shape {shape}",
+            field=field,
+        )
+    if not xp.isdtype(reports.dtype, "integral"):
+        raise InvalidData(
+            f"{owner}: {field} must be 64-bit integers, got a {library.name} array of "
+            f"{reports.dtype}",
+            field=field,
+        )
+    require_64_bit(library, owner=owner, field=field)
+    return xp.reshape(
+        xp.astype(reports, xp.int64) if reports.dtype != xp.uint64 else reports, (-1, columns)
+    )

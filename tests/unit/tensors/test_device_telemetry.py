@@ -394,6 +394,7 @@ def test_one_bit_device_refusals_name_the_field(monkeypatch: pytest.MonkeyPatch)
 # -- the keyed hash of integer items and cms -----------------------------------------------
 
 CMS = count_mean_sketch.CountMeanSketch(epsilon=2.0, width=70, hashes=3, key="5a" * 16)
+HCMS = count_mean_sketch.HadamardCountMeanSketch(epsilon=2.0, width=70, hashes=3, key="5a" * 16)
 #: Integer items of every text length 1..20, both signs, and the int64 extremes.
 ITEMS = np.array(
     [0, 7, -7, 10, -99, 12345678, -1234567, 123456789012345, 1234567890123456, -123456789012345]
@@ -452,11 +453,20 @@ def test_cms_secure_reports_follow_the_stated_word_map(
     assert 0 < np.count_nonzero(flips) < flips.size
 
 
+SKETCHES = [
+    pytest.param(count_mean_sketch.CountMeanSketch, "sketch_reports", id="cms"),
+    pytest.param(count_mean_sketch.HadamardCountMeanSketch, "hadamard_sketch_reports", id="hcms"),
+]
+
+
 @pytest.mark.parametrize("rng", ["secure", "fast"])
-def test_cms_reports_follow_the_exact_law_in_both_modes(rng: str, device_arrays: list[str]) -> None:
-    # k = 2, m = 3: 16 reports; 20 000 at each of two items against exp(log_probability) (the
-    # realised φ), a χ² test at false-positive rate ALPHA per item.
-    mech = count_mean_sketch.CountMeanSketch(epsilon=2.0, width=3, hashes=2, key="5a" * 16)
+@pytest.mark.parametrize(("sketch", "primitive"), SKETCHES)
+def test_sketch_reports_follow_the_exact_law_in_both_modes(
+    sketch: Any, primitive: str, rng: str, device_arrays: list[str]
+) -> None:
+    # k = 2, m = 3 (hcms: K = 4): 16 reports; 20 000 at each of two items against
+    # exp(log_probability) (the realised φ), a χ² test at false-positive rate ALPHA per item.
+    mech = sketch(epsilon=2.0, width=3, hashes=2, key="5a" * 16)
     space = mech.output_space()
     generator = None if rng == "secure" else torch.Generator().manual_seed(5)
     for item in (12, -40):
@@ -469,14 +479,21 @@ def test_cms_reports_follow_the_exact_law_in_both_modes(rng: str, device_arrays:
         assert math.isclose(expected.sum(), x.shape[0])
         statistic = float(((observed - expected) ** 2 / expected).sum())
         assert statistic < stats.chi2.isf(ALPHA, len(space) - 1)
-    assert set(device_arrays) == {"sketch_reports"}
+    assert set(device_arrays) == {primitive}
 
 
-def test_cms_either_estimator_reads_either_path(device_arrays: list[str]) -> None:
-    estimator = count_mean_sketch.SketchEstimator(CMS)
+@pytest.mark.parametrize(
+    ("mech", "counter"),
+    [(CMS, "sketch_counts"), (HCMS, "hadamard_sketch_counts")],
+    ids=["cms", "hcms"],
+)
+def test_sketch_either_estimator_reads_either_path(
+    mech: Any, counter: str, device_arrays: list[str]
+) -> None:
+    estimator = count_mean_sketch.SketchEstimator(mech)
     x = np.resize(ITEMS, 300)
-    device = CMS.randomize(torch.from_numpy(x))
-    host = CMS.randomize(x.astype(str), rng=np.random.default_rng(4))  # the same items as text
+    device = mech.randomize(torch.from_numpy(x))
+    host = mech.randomize(x.astype(str), rng=np.random.default_rng(4))  # the same items as text
     for reports in (_host(device).astype(np.uint64), host):
         on_host = estimator.accumulate(reports)
         for spelled in (torch.from_numpy(reports.astype(np.int64)), xs.asarray(reports)):
@@ -484,7 +501,7 @@ def test_cms_either_estimator_reads_either_path(device_arrays: list[str]) -> Non
             assert np.array_equal(counts.cells, on_host.cells)
             assert np.array_equal(counts.rows, on_host.rows) and counts.n == on_host.n == 300
     assert estimator.accumulate(device).n == 300  # torch.uint64, as randomize gives it
-    assert device_arrays.count("sketch_counts") == 5
+    assert device_arrays.count(counter) == 5
 
 
 @pytest.mark.usefixtures("device_arrays")
@@ -547,8 +564,6 @@ def test_cms_flips_exactly_below_the_grid_threshold(
 
 # -- hcms ----------------------------------------------------------------------------------
 
-HCMS = count_mean_sketch.HadamardCountMeanSketch(epsilon=2.0, width=70, hashes=3, key="5a" * 16)
-
 
 @pytest.mark.parametrize("spell", ["torch", "strict"])
 def test_hcms_secure_reports_follow_the_stated_word_map(
@@ -589,43 +604,6 @@ def test_hcms_flip_words_tied_on_the_high_half_are_decided_by_the_low(
     plus = bin(h & 5).count("1") % 2 == 0
     assert np.array_equal(reports[:, 2], [int(not plus), int(plus)])  # flipped, then kept
     assert device_arrays == ["hadamard_sketch_reports"]
-
-
-@pytest.mark.parametrize("rng", ["secure", "fast"])
-def test_hcms_reports_follow_the_exact_law_in_both_modes(
-    rng: str, device_arrays: list[str]
-) -> None:
-    # k = 2, m = 3 (K = 4): 16 reports; 20 000 at each of two items against
-    # exp(log_probability), a χ² test at false-positive rate ALPHA per item.
-    mech = count_mean_sketch.HadamardCountMeanSketch(epsilon=2.0, width=3, hashes=2, key="5a" * 16)
-    space = mech.output_space()
-    generator = None if rng == "secure" else torch.Generator().manual_seed(5)
-    for item in (12, -40):
-        x = torch.full((20_000,), item, dtype=torch.int64)
-        reports = _host(mech.randomize(x, rng=generator)).astype(np.uint64)
-        matches = np.all(reports[:, None] == space[None], axis=-1)
-        assert np.all(matches.sum(axis=1) == 1)
-        observed = np.bincount(np.argmax(matches, axis=1), minlength=len(space))
-        expected = x.shape[0] * np.exp(mech.log_probability(space, np.full(len(space), item)))
-        assert math.isclose(expected.sum(), x.shape[0])
-        statistic = float(((observed - expected) ** 2 / expected).sum())
-        assert statistic < stats.chi2.isf(ALPHA, len(space) - 1)
-    assert set(device_arrays) == {"hadamard_sketch_reports"}
-
-
-def test_hcms_either_estimator_reads_either_path(device_arrays: list[str]) -> None:
-    estimator = count_mean_sketch.SketchEstimator(HCMS)
-    x = np.resize(ITEMS, 300)
-    device = HCMS.randomize(torch.from_numpy(x))
-    host = HCMS.randomize(x.astype(str), rng=np.random.default_rng(4))
-    for reports in (_host(device).astype(np.uint64), host):
-        on_host = estimator.accumulate(reports)
-        for spelled in (torch.from_numpy(reports.astype(np.int64)), xs.asarray(reports)):
-            counts = estimator.accumulate(spelled)
-            assert np.array_equal(counts.cells, on_host.cells)
-            assert np.array_equal(counts.rows, on_host.rows) and counts.n == on_host.n == 300
-    assert estimator.accumulate(device).n == 300
-    assert device_arrays.count("hadamard_sketch_counts") == 5
 
 
 # -- rappor --------------------------------------------------------------------------------

@@ -52,3 +52,27 @@ def fused_graph_words(key: tuple[int, ...], n: int, tile: int) -> np.ndarray[Any
             block = (big_i * tiles + big_j) * (tile * tile // 16) + m * tile + c
             out[i, j] = words[block, k]
     return out
+
+
+class _Replay:
+    """A word source handing out given 64-bit words in order: the CPU path fed chosen words."""
+
+    keyed = True
+
+    def __init__(self, words: np.ndarray[Any, Any]) -> None:
+        self._words = words
+        self._next = 0
+
+    def words(self, size: int | None = None) -> np.ndarray[Any, Any]:
+        count = 1 if size is None else int(size)
+        out = self._words[self._next : self._next + count]
+        self._next += count
+        assert out.size == count, "the CPU path asked for more words than the device used"
+        return out
+
+
+def replaying(words: np.ndarray[Any, Any]) -> SecureRandom:
+    """A SecureRandom whose words are the given ones, in order (and no more)."""
+    rng = SecureRandom.__new__(SecureRandom)
+    object.__setattr__(rng, "_source", _Replay(words))
+    return rng

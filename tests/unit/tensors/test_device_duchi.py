@@ -52,29 +52,6 @@ def device_arrays(monkeypatch: pytest.MonkeyPatch) -> Iterator[list[str]]:
     yield called
 
 
-class _Replay:
-    """A word source handing out given 64-bit words in order: the CPU path fed chosen words."""
-
-    keyed = True
-
-    def __init__(self, words: np.ndarray) -> None:
-        self._words = words
-        self._next = 0
-
-    def words(self, size: int | None = None) -> np.ndarray:
-        count = 1 if size is None else int(size)
-        out = self._words[self._next : self._next + count]
-        self._next += count
-        assert out.size == count, "the CPU path asked for more words than the device used"
-        return out
-
-
-def _replaying(words: np.ndarray) -> SecureRandom:
-    rng = SecureRandom.__new__(SecureRandom)
-    object.__setattr__(rng, "_source", _Replay(words))
-    return rng
-
-
 def _host(reports: Any) -> np.ndarray:
     return reports.numpy() if isinstance(reports, torch.Tensor) else np.from_dlpack(reports)
 
@@ -141,7 +118,7 @@ def test_ties_are_decided_as_on_the_cpu(
     )
     reports = _host(DUCHI.randomize(torch.from_numpy(x)))
     assert device_arrays == ["duchi_reports"]
-    expected = DUCHI.randomize(x, rng=_replaying(words64))
+    expected = DUCHI.randomize(x, rng=device_reference.replaying(words64))
     assert np.array_equal(reports, expected)
     assert np.count_nonzero(expected == DUCHI.output_space()[1]) not in (0, expected.size)
 
@@ -176,7 +153,7 @@ def test_secure_reports_are_the_cpu_law_on_the_keystream_words_in_order(
     expected = np.where(up != lie, high, low).reshape(4, 50)
     assert np.array_equal(_host(reports), expected)
     assert 0 < np.count_nonzero(up) < n and 0 < np.count_nonzero(lie) < n
-    cpu = DUCHI.randomize(x, rng=_replaying(words))
+    cpu = DUCHI.randomize(x, rng=device_reference.replaying(words))
     assert cpu.dtype == np.float64 and np.array_equal(cpu, expected)
 
 

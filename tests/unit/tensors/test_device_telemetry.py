@@ -76,29 +76,6 @@ def device_arrays(monkeypatch: pytest.MonkeyPatch) -> Iterator[list[str]]:
     yield called
 
 
-class _Replay:
-    """A word source handing out given 64-bit words in order: the CPU path fed chosen words."""
-
-    keyed = True
-
-    def __init__(self, words: np.ndarray) -> None:
-        self._words = words
-        self._next = 0
-
-    def words(self, size: int | None = None) -> np.ndarray:
-        count = 1 if size is None else int(size)
-        out = self._words[self._next : self._next + count]
-        self._next += count
-        assert out.size == count, "the CPU path asked for more words than the device used"
-        return out
-
-
-def _replaying(words: np.ndarray) -> SecureRandom:
-    rng = SecureRandom.__new__(SecureRandom)
-    object.__setattr__(rng, "_source", _Replay(words))
-    return rng
-
-
 class _Drawless:
     """Device words that fail if a single word is drawn (the refusals come first)."""
 
@@ -150,7 +127,7 @@ def test_dbitflip_secure_reports_follow_the_stated_word_map(
     got = _host(reports)
     assert np.array_equal(got[..., 0], buckets) and np.array_equal(got[..., 1], bits)
     assert 0 < np.count_nonzero(bits != truth) < bits.size
-    cpu = DBF._bits(_replaying(flip_words.reshape(-1)), truth)
+    cpu = DBF._bits(device_reference.replaying(flip_words.reshape(-1)), truth)
     assert np.array_equal(cpu, bits.astype(np.uint64))
 
 
@@ -263,7 +240,7 @@ def test_dbitflip_flip_words_tied_on_the_high_half_are_decided_by_the_low(
     reports = _host(mech.randomize(torch.tensor([0, 0])))
     assert np.array_equal(reports[:, 0, 0], [0, 1])
     assert np.array_equal(reports[:, 0, 1], [0, 0])  # truth 1 flipped; truth 0 kept
-    cpu = mech._bits(_replaying(flip_words), np.array([[True], [False]]))
+    cpu = mech._bits(device_reference.replaying(flip_words), np.array([[True], [False]]))
     assert np.array_equal(cpu.reshape(-1), reports[:, 0, 1])
     assert device_arrays == ["dbitflip_reports"]
 
@@ -291,7 +268,7 @@ def test_one_bit_secure_bits_are_the_cpu_law_on_the_keystream_words_in_order(
     expected = (words[256:] < np.uint64(low) + t * np.uint64(step)).astype(np.uint8)
     assert np.array_equal(_host(bits), expected)
     assert 0 < np.count_nonzero(expected) < expected.size and len(set(t.tolist())) == 4
-    assert np.array_equal(OBM.randomize(x, rng=_replaying(words)), expected)
+    assert np.array_equal(OBM.randomize(x, rng=device_reference.replaying(words)), expected)
 
 
 class _Words:
@@ -323,7 +300,7 @@ def test_one_bit_thresholds_are_compared_exactly(
     )
     bits = _host(OBM.randomize(torch.from_numpy(x)))
     assert np.array_equal(bits, np.tile(np.array([1, 0], dtype=np.uint8), 4))
-    assert np.array_equal(OBM.randomize(x, rng=_replaying(words64)), bits)
+    assert np.array_equal(OBM.randomize(x, rng=device_reference.replaying(words64)), bits)
     assert device_arrays == ["one_bit_reports"]
 
 

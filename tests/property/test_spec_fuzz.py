@@ -225,7 +225,10 @@ def _plan(spec: dict[str, Any], base_dir: Path = ROOT) -> None:
 def _keep_relations(params: dict[str, Any]) -> None:
     if "lower" in params and "upper" in params:
         low, high = sorted((params["lower"], params["upper"]))
-        assume(math.isfinite(high - low) and high - low >= 2e-100)
+        # in the constructors' arithmetic: bounds are read as doubles, so integers past 2⁵³
+        # may meet (a refusal of its own, tested below)
+        width = float(high) - float(low)
+        assume(math.isfinite(width) and width >= 2e-100)
         params["lower"], params["upper"] = low, high
     if "k" in params and "categories" in params and isinstance(params["categories"], list):
         params["k"] = len(params["categories"])
@@ -292,6 +295,22 @@ def test_every_document_the_schema_accepts_is_accepted_by_the_constructors(
         _plan(spec)
     except SpecInvalid as error:
         pytest.fail(f"the schema accepts what a constructor refuses: {error.as_dict()}\n{spec}")
+
+
+def test_bounds_that_meet_as_doubles_are_refused_naming_the_upper_bound() -> None:
+    spec = {
+        "dpkit": "1",
+        "statistic": "mean",
+        "mechanism": {"name": "duchi", "params": {"lower": 2**53, "upper": 2**53 + 1}},
+        "budget": {"epsilon": 1.0},
+        "input": {"source": "inline", "values": [1.0]},
+    }
+    with pytest.raises(SpecInvalid) as refused:
+        _plan(spec)
+    (error,) = refused.value.as_dict()["errors"]
+    assert error["pointer"] == "/mechanism/params/upper"
+    assert "greater than lower=9007199254740992.0" in error["allowed"]
+    assert refused.value.as_dict()["spent"] is False
 
 
 #: A grouped, per-id table query (its selection cost and contribution bounds are options).

@@ -30,21 +30,11 @@ from numpy.typing import NDArray
 
 from dpkit.errors import InvalidData
 from dpkit.tensors.categories import category_counts, check_categories
-from dpkit.tensors.device_random import device_words, index_dtype, uniform_below
+from dpkit.tensors.device_random import device_words, require_64_bit, uniform_below
 from dpkit.tensors.duchi import below_64
 from dpkit.tensors.libraries import ArrayLibrary
 
 __all__ = ["dbitflip_counts", "dbitflip_reports"]
-
-
-def require_64_bit(library: ArrayLibrary, *, owner: str, field: str) -> None:
-    """Refuse a library without 64-bit integers (JAX without x64), from the library alone."""
-    if index_dtype(library.xp) != library.xp.int64:
-        raise InvalidData(
-            f"{owner}: {field}: the exact law needs 64-bit integers, which {library.name} has "
-            "not enabled (for JAX, enable jax_enable_x64)",
-            field=field,
-        )
 
 
 def _as_uint64(library: ArrayLibrary, array: Any) -> Any:

@@ -21,7 +21,7 @@ from typing import Any
 
 import numpy as np
 
-from dpkit.errors import InvalidParameter
+from dpkit.errors import InvalidData, InvalidParameter
 from dpkit.randomness.modes import RandomnessMode, resolve_rng
 from dpkit.randomness.secure_rng import SecureRandom
 from dpkit.tensors.chacha import chacha20_words, word_dtype
@@ -33,6 +33,7 @@ __all__ = [
     "device_words",
     "host_rng",
     "index_dtype",
+    "require_64_bit",
     "threshold32",
     "uniform_below",
 ]
@@ -68,6 +69,23 @@ def index_dtype(xp: Any) -> Any:
         except (AttributeError, KeyError, TypeError):
             pass
     return xp.int64
+
+
+def require_64_bit(
+    library: ArrayLibrary,
+    *,
+    owner: str,
+    field: str,
+    needs: str = "the exact law needs 64-bit integers",
+) -> None:
+    """Refuse a library without 64-bit integers (JAX without x64): decided by the library alone,
+    before any value is read. ``needs`` says what wants them, in the message."""
+    if index_dtype(library.xp) != library.xp.int64:
+        raise InvalidData(
+            f"{owner}: {field}: {needs}, which {library.name} has not enabled "
+            "(for JAX, enable jax_enable_x64)",
+            field=field,
+        )
 
 
 def _is_torch_generator(rng: Any) -> bool:

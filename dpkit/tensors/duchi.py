@@ -45,8 +45,7 @@ from __future__ import annotations
 import math
 from typing import Any
 
-from dpkit.errors import InvalidData
-from dpkit.tensors.device_random import below, device_words, index_dtype
+from dpkit.tensors.device_random import below, device_words, require_64_bit
 from dpkit.tensors.libraries import ArrayLibrary, reals_within
 
 __all__ = ["below_64", "duchi_reports", "uniform_53"]
@@ -76,15 +75,6 @@ def below_64(xp: Any, high: Any, low: Any, threshold: int) -> Any:
     return smaller | (tied & below(xp, low, threshold_low))
 
 
-def _require_64_bit(library: ArrayLibrary, *, owner: str, field: str) -> None:
-    if index_dtype(library.xp) != library.xp.int64:
-        raise InvalidData(
-            f"{owner}: {field}: the exact law needs float64 and 64-bit integers, which "
-            f"{library.name} has not enabled (for JAX, enable jax_enable_x64)",
-            field=field,
-        )
-
-
 def duchi_reports(
     library: ArrayLibrary,
     values: Any,
@@ -104,7 +94,9 @@ def duchi_reports(
     (centre + scale·B) with probability 1/2 + t/(2B), else ``reports[0]``; float64, same
     shape. Secure mode: the CPU's rounding and its lie threshold ``lie_threshold64``, exactly."""
     xp, device = library.xp, library.device
-    _require_64_bit(library, owner=owner, field=field)  # decided by the library, before values
+    require_64_bit(
+        library, owner=owner, field=field, needs="the exact law needs float64 and 64-bit integers"
+    )  # decided by the library, before values
     words = device_words(library, rng, owner=owner)
     x = reals_within(library, values, lower, upper, owner=owner, field=field)
     t = xp.clip((x - centre) / scale, -1.0, 1.0)  # the CPU's standard units, op for op

@@ -36,7 +36,14 @@ from numpy.typing import NDArray
 from dpkit.errors import InvalidData
 from dpkit.tensors.categories import check_categories
 from dpkit.tensors.chacha import word_dtype
-from dpkit.tensors.device_random import below, device_words, index_dtype, threshold32, uniform_below
+from dpkit.tensors.device_random import (
+    below,
+    device_words,
+    index_dtype,
+    require_64_bit,
+    threshold32,
+    uniform_below,
+)
 from dpkit.tensors.libraries import ArrayLibrary
 
 __all__ = ["hashed_reports", "hashed_support_counts", "multiply_add_shift_words", "multiply_wide"]
@@ -87,15 +94,6 @@ def _wide(xp: Any) -> bool:
     return bool(word_dtype(xp) == xp.int64)
 
 
-def _require_64_bit(library: ArrayLibrary, *, owner: str, field: str) -> None:
-    if index_dtype(library.xp) != library.xp.int64:
-        raise InvalidData(
-            f"{owner}: {field}: local hashing reports hold 64-bit hash seeds, which "
-            f"{library.name} has not enabled (for JAX, enable jax_enable_x64)",
-            field=field,
-        )
-
-
 def _join(library: ArrayLibrary, high: Any, low: Any) -> Any:
     """high·2³² + low as 64-bit words: ``uint64``, or torch's ``int64`` holding the same bits."""
     xp = library.xp
@@ -129,7 +127,9 @@ def hashed_reports(
 ) -> Any:
     """OLH reports (a, b, y) of category indices ``values`` (shape s → s + (3,), 64-bit
     unsigned), on their device: the CPU's hash, y kept with probability 1 − ⌈λ·2³²⌉/2³²."""
-    _require_64_bit(library, owner=owner, field=field)  # decided by the library, before values
+    require_64_bit(
+        library, owner=owner, field=field, needs="local hashing reports hold 64-bit hash seeds"
+    )  # decided by the library, before values
     check_categories(library, values, k, owner=owner, field=field)
     xp = library.xp
     dtype = word_dtype(xp)

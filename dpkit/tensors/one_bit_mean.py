@@ -28,8 +28,7 @@ from __future__ import annotations
 from typing import Any
 
 from dpkit.errors import InvalidData
-from dpkit.tensors.dbitflip import require_64_bit
-from dpkit.tensors.device_random import device_words
+from dpkit.tensors.device_random import device_words, require_64_bit
 from dpkit.tensors.duchi import uniform_53
 from dpkit.tensors.libraries import ArrayLibrary, reals_within
 

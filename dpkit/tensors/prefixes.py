@@ -29,8 +29,7 @@ from __future__ import annotations
 from typing import Any
 
 from dpkit.errors import InvalidData
-from dpkit.tensors.dbitflip import require_64_bit
-from dpkit.tensors.device_random import device_words, uniform_below
+from dpkit.tensors.device_random import device_words, require_64_bit, uniform_below
 from dpkit.tensors.duchi import below_64
 from dpkit.tensors.hashing import _join, _split, multiply_wide
 from dpkit.tensors.libraries import ArrayLibrary

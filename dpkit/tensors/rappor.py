@@ -27,8 +27,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from dpkit.tensors.dbitflip import require_64_bit
-from dpkit.tensors.device_random import below, device_words, uniform_below
+from dpkit.tensors.device_random import below, device_words, require_64_bit, uniform_below
 from dpkit.tensors.hashing import _join
 from dpkit.tensors.libraries import ArrayLibrary
 from dpkit.tensors.siphash import keyed_buckets

@@ -37,8 +37,7 @@ from numpy.typing import NDArray
 
 from dpkit.errors import InvalidData
 from dpkit.tensors.categories import category_counts
-from dpkit.tensors.dbitflip import require_64_bit
-from dpkit.tensors.device_random import below, device_words, uniform_below
+from dpkit.tensors.device_random import below, device_words, require_64_bit, uniform_below
 from dpkit.tensors.duchi import below_64
 from dpkit.tensors.hadamard import odd_parity
 from dpkit.tensors.hashing import _join, _split

@@ -22,7 +22,7 @@ from support import device_reference  # noqa: E402
 from dpkit import SecureRandom  # noqa: E402
 from dpkit.errors import InvalidData, InvalidParameter  # noqa: E402
 from dpkit.plugin import lie_threshold  # noqa: E402
-from dpkit.tensors import array_library, methods  # noqa: E402
+from dpkit.tensors import array_library, device_random, methods  # noqa: E402
 from dpkit.tensors import duchi as device_duchi  # noqa: E402
 from dpkit.tensors.duchi import below_64, uniform_53  # noqa: E402
 
@@ -200,6 +200,6 @@ def test_the_device_path_refuses_what_the_cpu_refuses(monkeypatch: pytest.Monkey
         with pytest.raises(InvalidParameter, match="rng"):
             DUCHI.randomize(values, rng=42)  # type: ignore[arg-type]
     # Without 64-bit types (JAX without x64) the refusal comes from the library alone.
-    monkeypatch.setattr(device_duchi, "index_dtype", lambda xp: xp.int32)
+    monkeypatch.setattr(device_random, "index_dtype", lambda xp: xp.int32)
     with pytest.raises(InvalidData, match="float64 and 64-bit integers"):
         DUCHI.randomize(torch.tensor([math.nan]))

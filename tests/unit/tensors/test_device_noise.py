@@ -27,7 +27,7 @@ from dpkit.errors import InvalidData, InvalidParameter  # noqa: E402
 from dpkit.randomness._exact import laplace_nonzero  # noqa: E402
 from dpkit.randomness.discrete import _accept_integer  # noqa: E402
 from dpkit.randomness.geometric import discrete_laplace_digits, geometric_plan  # noqa: E402
-from dpkit.tensors import array_library, exact, methods, noise  # noqa: E402
+from dpkit.tensors import array_library, device_random, exact, methods, noise  # noqa: E402
 
 KEY = bytes(range(32))
 LAPLACE = laplace.Laplace(epsilon=1.0)
@@ -381,7 +381,7 @@ def test_refusals_come_before_any_word_is_drawn(
         LAPLACE.randomize(torch.zeros(2), changed=2**60)
     with pytest.raises(InvalidParameter, match="sigma2"):  # σ_L² beyond 2⁶² lattice steps
         GAUSSIAN.randomize(torch.zeros(2), changed=2**62)
-    monkeypatch.setattr(noise, "index_dtype", lambda xp: xp.int32)  # JAX without x64
+    monkeypatch.setattr(device_random, "index_dtype", lambda xp: xp.int32)  # JAX without x64
     with pytest.raises(InvalidData, match="float64 and 64-bit integers"):
         GEOMETRIC.randomize(torch.tensor([1]))
     assert device_arrays == []

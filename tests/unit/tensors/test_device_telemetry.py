@@ -26,7 +26,7 @@ from support import device_reference  # noqa: E402
 
 from dpkit import SecureRandom  # noqa: E402
 from dpkit.errors import InvalidData, InvalidParameter  # noqa: E402
-from dpkit.tensors import array_library, methods  # noqa: E402
+from dpkit.tensors import array_library, device_random, methods  # noqa: E402
 from dpkit.tensors import dbitflip as device_dbitflip  # noqa: E402
 from dpkit.tensors import one_bit_mean as device_one_bit  # noqa: E402
 from dpkit.tensors import prefixes as device_prefixes  # noqa: E402
@@ -204,7 +204,7 @@ def test_dbitflip_device_refusals_name_the_field(monkeypatch: pytest.MonkeyPatch
     monkeypatch.setattr(device_dbitflip, "device_words", lambda *a, **k: _Drawless())
     with pytest.raises(InvalidData, match=r"outside 0\.\.4"):
         DBF.randomize(torch.tensor([7]))
-    monkeypatch.setattr(device_dbitflip, "index_dtype", lambda xp: xp.int32)
+    monkeypatch.setattr(device_random, "index_dtype", lambda xp: xp.int32)
     with pytest.raises(InvalidData, match="64-bit integers") as found:
         DBF.randomize(torch.tensor([7]))
     assert found.value.field == "values"
@@ -363,7 +363,7 @@ def test_one_bit_device_refusals_name_the_field(monkeypatch: pytest.MonkeyPatch)
     monkeypatch.setattr(device_one_bit, "device_words", lambda *a, **k: _Drawless())
     with pytest.raises(InvalidData, match="NaN or values outside"):
         OBM.randomize(torch.tensor([math.nan]))
-    monkeypatch.setattr(device_dbitflip, "index_dtype", lambda xp: xp.int32)
+    monkeypatch.setattr(device_random, "index_dtype", lambda xp: xp.int32)
     with pytest.raises(InvalidData, match="64-bit integers"):
         OBM.randomize(torch.tensor([math.nan]))
 
@@ -512,7 +512,7 @@ def test_cms_device_refusals_name_the_field(monkeypatch: pytest.MonkeyPatch) -> 
         with pytest.raises(InvalidData, match=message) as found:
             count_mean_sketch.SketchEstimator(hcms).accumulate(reports)
         assert found.value.field == "reports"
-    monkeypatch.setattr(device_dbitflip, "index_dtype", lambda xp: xp.int32)
+    monkeypatch.setattr(device_random, "index_dtype", lambda xp: xp.int32)
     with pytest.raises(InvalidData, match="64-bit integers") as found:
         CMS.randomize(torch.tensor([1.5]))
     assert found.value.field == "values"

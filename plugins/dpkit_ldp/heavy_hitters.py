@@ -35,6 +35,7 @@ from dpkit.plugin import (
     InvalidData,
     InvalidParameter,
     Statistics,
+    array_library,
     as_array,
     describe_dtype,
     plain,
@@ -403,10 +404,18 @@ class GroupedReportsEstimator(Estimator):
     (:class:`GroupedReports`); the protocol's :meth:`estimate` decodes them."""
 
     methods: ClassVar[tuple[str, ...]] = ("unbiased",)
+    device_methods: ClassVar[frozenset[str]] = frozenset({"accumulate"})
 
     def accumulate(self, reports: Any, /) -> GroupedReports:
+        """The checked reports. An accelerator's reports are copied to the host once: the
+        search chooses each round's candidates from the previous round's estimates, so the
+        statistic is the reports themselves (n·40 bytes), not a sum the device could keep."""
         mech: Any = self.mechanism
-        return GroupedReports(mech.name, mech.check_reports(reports, f"{mech.name} estimator"))
+        owner = f"{mech.name} estimator"
+        library = array_library(reports, owner=owner, field="reports")
+        if library is not None:  # an accelerator's array (host arrays arrive as numpy views)
+            reports = library.small_to_host(reports)
+        return GroupedReports(mech.name, mech.check_reports(reports, owner))
 
     def grouped(self, statistics: Any, method: str) -> GroupedReports:
         """``statistics`` if they are this protocol's reports (after checking ``method``)."""

@@ -48,10 +48,12 @@ from dpkit.plugin import (
     Mechanism,
     PureDP,
     Real,
+    array_library,
     as_array,
     lie_threshold,
     parameter,
     resolve_rng,
+    tree_reports,
 )
 from dpkit_ldp._biased_bits import uniform_words
 from dpkit_ldp._reports import report_words
@@ -84,6 +86,7 @@ class TreeHist(BitItemInput, Mechanism):
     name: ClassVar[str] = "treehist"
     kind: ClassVar[Literal["local", "central"]] = "local"
     statistic: ClassVar[str] = "heavy_hitters"
+    device_methods: ClassVar[frozenset[str]] = frozenset({"randomize"})
 
     epsilon: float = parameter(EPSILON, doc="privacy loss ε per device", typical=(0.5, 6.0))
     bits: int = parameter(
@@ -164,8 +167,22 @@ class TreeHist(BitItemInput, Mechanism):
 
     def randomize(
         self, values: Any, /, *, rng: np.random.Generator | dpkit.SecureRandom | None = None
-    ) -> NDArray[np.uint64]:
-        """Reports (t, r, y, r′, y′) as ``uint64``, shape ``values.shape + (5,)``."""
+    ) -> Any:
+        """Reports (t, r, y, r′, y′) as ``uint64``, shape ``values.shape + (5,)``. An
+        accelerator's array of integer items is randomized there with the same law
+        (:mod:`dpkit.tensors.prefix_tree`)."""
+        library = array_library(values, owner=self.name)
+        if library is not None:  # an accelerator's array (host arrays arrive as numpy views)
+            return tree_reports(
+                library,
+                values,
+                bits=self.bits,
+                prefix_bits=self.prefix_bits,
+                tree_threshold64=self._threshold(self.epsilon_tree),
+                final_threshold64=self._threshold(self.epsilon_final),
+                rng=rng,
+                owner=self.name,
+            )
         generator, _ = resolve_rng(rng, owner=self.name)
         items = as_bit_items(values, self.bits, owner=self.name)
         flat = items.reshape(-1)

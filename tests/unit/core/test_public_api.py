@@ -167,6 +167,7 @@ PLUGIN_FACE = {
     "hadamard_sketch_counts",
     "rappor_reports",
     "prefix_reports",
+    "tree_reports",
     # errors
     "DPKitError",
     "InvalidParameter",

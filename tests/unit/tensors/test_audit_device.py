@@ -1,6 +1,6 @@
 """The statistical auditor, unchanged, over the device paths (run on the CPU with torch tensors
 treated as an accelerator's): rr, krr, oue, olh, hr, duchi, laplace, geometric, gaussian,
-dbitflip, one_bit_mean, cms, hcms, rappor (on integer items) and pem keep their privacy in both
+dbitflip, one_bit_mean, cms, hcms, rappor (on integer items), pem and treehist keep their privacy in both
 randomness modes, and a device path that rounds its flip (or lie) probability the wrong way, or
 draws too little noise, is caught.
 
@@ -31,6 +31,7 @@ from dpkit_ldp import (  # noqa: E402
     pem,
     randomized_response,
     rappor,
+    treehist,
     unary_encoding,
 )
 from dpkit_ldp.items import ItemDomain  # noqa: E402
@@ -69,6 +70,7 @@ def device_tensors(monkeypatch: pytest.MonkeyPatch) -> Iterator[list[str]]:
         count_mean_sketch,
         rappor,
         pem,
+        treehist,
     )
     for module in patched:
         monkeypatch.setattr(module, "array_library", on_device)
@@ -88,6 +90,7 @@ def device_tensors(monkeypatch: pytest.MonkeyPatch) -> Iterator[list[str]]:
         (count_mean_sketch, "hadamard_sketch_reports"),
         (rappor, "rappor_reports"),
         (pem, "prefix_reports"),
+        (treehist, "tree_reports"),
     ):
         function = getattr(module, name)
 
@@ -193,6 +196,11 @@ def _through_tensors(cls: type) -> type:
             {"epsilon": 1.5, "bits": 4, "top": 1, "step": 2},
             "prefix_reports",
         ),
+        (
+            treehist.TreeHist,
+            {"epsilon": 1.5, "bits": 2, "top": 1, "step": 1},
+            "tree_reports",
+        ),
     ],
 )
 def test_device_paths_keep_their_epsilon_in_both_modes(
@@ -225,6 +233,7 @@ def test_a_device_path_that_keeps_too_often_is_caught(monkeypatch: pytest.Monkey
         (dbitflip, dbitflip.DBitFlip, {"k": 3, "d": 2}),
         (one_bit_mean, one_bit_mean.OneBitMean, {"intervals": 2}),
         (pem, pem.PrefixExtendingMethod, {"bits": 4, "top": 1, "step": 2}),
+        (treehist, treehist.TreeHist, {"bits": 2, "top": 1, "step": 1}),
     ],
 )
 def test_a_device_path_that_lies_too_rarely_is_caught(

@@ -1,9 +1,9 @@
 """The telemetry mechanisms on the device path, run on the CPU (torch tensors and
 array-api-strict arrays treated as an accelerator's): dbitflip, one_bit_mean, cms, hcms,
-rappor (with the keyed hash of integer items, the host's to the bit) and pem. For each: the
-keystream word map and the CPU's reports from the same words, the exact law in both randomness
-modes, either path's estimator reading the other's reports, and the refusals (typed, naming the
-field, before any word is drawn)."""
+rappor (with the keyed hash of integer items, the host's to the bit), pem and treehist. For
+each: the keystream word map and the CPU's reports from the same words, the exact law in both
+randomness modes, either path's estimator reading the other's reports, and the refusals (typed,
+naming the field, before any word is drawn)."""
 
 from __future__ import annotations
 
@@ -19,7 +19,16 @@ from scipy import stats
 torch = pytest.importorskip("torch")
 xs = pytest.importorskip("array_api_strict")
 
-from dpkit_ldp import _memo, count_mean_sketch, dbitflip, one_bit_mean, pem, rappor  # noqa: E402
+from dpkit_ldp import (  # noqa: E402
+    _memo,
+    count_mean_sketch,
+    dbitflip,
+    heavy_hitters,
+    one_bit_mean,
+    pem,
+    rappor,
+    treehist,
+)
 from dpkit_ldp.items import as_items  # noqa: E402
 from dpkit_ldp.keyed_hash import ItemWords, KeyedHashFamily  # noqa: E402
 from support import device_reference  # noqa: E402
@@ -29,6 +38,7 @@ from dpkit.errors import InvalidData, InvalidParameter  # noqa: E402
 from dpkit.tensors import array_library, device_random, methods  # noqa: E402
 from dpkit.tensors import dbitflip as device_dbitflip  # noqa: E402
 from dpkit.tensors import one_bit_mean as device_one_bit  # noqa: E402
+from dpkit.tensors import prefix_tree as device_prefix_tree  # noqa: E402
 from dpkit.tensors import prefixes as device_prefixes  # noqa: E402
 from dpkit.tensors import sketch as device_sketch  # noqa: E402
 from dpkit.tensors.siphash import keyed_buckets, siphash_integers  # noqa: E402
@@ -51,7 +61,18 @@ def device_arrays(monkeypatch: pytest.MonkeyPatch) -> Iterator[list[str]]:
         library = real(values, **kwargs)
         return None if library is None else attrs.evolve(library, on_host=False)
 
-    for module in (methods, dbitflip, one_bit_mean, _memo, count_mean_sketch, rappor, pem):
+    patched = (
+        methods,
+        dbitflip,
+        one_bit_mean,
+        _memo,
+        count_mean_sketch,
+        rappor,
+        pem,
+        treehist,
+        heavy_hitters,
+    )
+    for module in patched:
         monkeypatch.setattr(module, "array_library", on_device)
     for module, name in (
         (dbitflip, "dbitflip_reports"),
@@ -65,6 +86,7 @@ def device_arrays(monkeypatch: pytest.MonkeyPatch) -> Iterator[list[str]]:
         (rappor, "rappor_reports"),
         (rappor, "sketch_counts"),
         (pem, "prefix_reports"),
+        (treehist, "tree_reports"),
     ):
         function = getattr(module, name)
 
@@ -777,3 +799,128 @@ def test_pem_device_refusals_name_the_field(monkeypatch: pytest.MonkeyPatch) -> 
     monkeypatch.setattr(device_prefixes, "device_words", lambda *a, **k: _Drawless())
     with pytest.raises(InvalidData, match="outside the 40-bit items"):
         PEM.randomize(torch.tensor([2**41]))
+
+
+# -- treehist ------------------------------------------------------------------------------
+
+
+def _tree_reports_of_words(mech: Any, x: np.ndarray, w: np.ndarray) -> np.ndarray:
+    """TreeHist's reports of items ``x`` (n ≤ 16) from the stated word map: the level from
+    w[0 .. n) (block 0), then blocks of 2n words from 16 on: r, the tree flip word, r′, the
+    final flip word, report i taking words 2i (high) and 2i + 1 (low) of each."""
+    n = x.size
+    runs = [_join(w[16 + 32 * k : 16 + 32 * k + 2 * n]) for k in range(4)]
+    level = (w[:n] % np.uint64(mech.levels)).astype(np.int64)
+    lengths = np.asarray(mech.prefix_bits, dtype=np.uint64)[level]
+    columns = [level.astype(np.uint64)]
+    for (r_words, flip_words), value, width, epsilon in (
+        (runs[0:2], x >> (np.uint64(mech.bits) - lengths), lengths, mech.epsilon_tree),
+        (runs[2:4], x, np.full(n, mech.bits, dtype=np.uint64), mech.epsilon_final),
+    ):
+        r = r_words & treehist._low_bits(width)
+        flip = flip_words < np.uint64(mech._threshold(epsilon))
+        columns += [r, ((~treehist._odd(r & value)) != flip).astype(np.uint64)]
+    return np.column_stack(columns)
+
+
+@pytest.mark.parametrize("spell", ["torch", "strict"])
+@pytest.mark.parametrize(("bits", "step"), [(40, 7), (64, 16)])
+def test_treehist_secure_reports_follow_the_stated_word_map(
+    spell: str, bits: int, step: int, device_arrays: list[str]
+) -> None:
+    # Prefixes on both sides of 32 bits (7 … 40, and 16 … 64 with the top bit set), so the
+    # masks, the shift and the parity of both halves all show.
+    mech = treehist.TreeHist(epsilon=1.0, bits=bits, top=3, step=step)
+    x = np.random.default_rng(4).integers(0, 2**63, size=16, dtype=np.int64).astype(np.uint64)
+    x = x * np.uint64(2) + np.uint64(1) if bits == 64 else x >> np.uint64(64 - bits)
+    host = x if bits == 64 else x.astype(np.int64)
+    values: Any = torch.from_numpy(host) if spell == "torch" else xs.asarray(host)
+    reports = mech.randomize(values, rng=SecureRandom.from_key(KEY))
+    assert device_arrays == ["tree_reports"]
+    assert tuple(reports.shape) == (16, 5)
+    assert reports.dtype == (torch.uint64 if spell == "torch" else xs.uint64)
+    w = device_reference.stream(device_reference.call_key(KEY), 9).reshape(-1).astype(np.uint64)
+    assert np.all(w[:16] < np.uint64((2**32 // mech.levels) * mech.levels))  # none rejected
+    expected = _tree_reports_of_words(mech, x, w)
+    assert np.array_equal(_host(reports).astype(np.uint64), expected)
+    assert len(set(expected[:, 0].tolist())) > 2 and 0 < expected[:, 2].sum() < 16
+    assert np.all(mech.log_probability(expected, x) > -np.inf)
+
+
+TREE = treehist.TreeHist(epsilon=2.0, bits=36, top=2, step=12)
+
+
+@pytest.mark.parametrize("rng", ["secure", "fast"])
+def test_treehist_reports_follow_the_exact_law_in_both_modes(
+    rng: str, device_arrays: list[str]
+) -> None:
+    # 40 000 reports of one item: the level uniform on its 3 values, r uniform on its level's
+    # 2^{s_t} (its top bit set half the time), and each part's y = 1{H[r, v] = +1} kept with
+    # probability 1 − T/2⁶⁴; z and χ² tests at false-positive rate ALPHA each.
+    generator = None if rng == "secure" else torch.Generator().manual_seed(5)
+    n, item = 40_000, 0xA_BCDE_F012
+    x = np.full(n, item, dtype=np.int64)
+    reports = _host(TREE.randomize(torch.from_numpy(x), rng=generator)).astype(np.uint64)
+    level = reports[:, 0].astype(np.int64)
+    assert stats.chisquare(np.bincount(level, minlength=TREE.levels)).pvalue > ALPHA
+    lengths = np.asarray(TREE.prefix_bits, dtype=np.uint64)[level]
+    assert np.all(reports[:, 1] >> lengths == 0) and np.all(reports[:, 3] >> np.uint64(36) == 0)
+    top = (reports[:, 1] >> (lengths - np.uint64(1))) & np.uint64(1)
+    assert abs(top.sum() - n / 2) / math.sqrt(n / 4) < stats.norm.isf(ALPHA / 2)
+    z = stats.norm.isf(ALPHA / 2)
+    prefix = np.uint64(item) >> (np.uint64(36) - lengths)
+    for r, y, value, epsilon in (
+        (reports[:, 1], reports[:, 2], prefix, TREE.epsilon_tree),
+        (reports[:, 3], reports[:, 4], np.uint64(item), TREE.epsilon_final),
+    ):
+        kept = ((~treehist._odd(r & value)).astype(np.uint64) == y).sum()
+        p = 1.0 - TREE._threshold(epsilon) / 2**64
+        assert abs(kept - n * p) / math.sqrt(n * p * (1 - p)) < z
+    assert set(device_arrays) == {"tree_reports"}
+
+
+@pytest.mark.parametrize(
+    ("mech", "server"),
+    [
+        (treehist.TreeHist(epsilon=4.0, bits=12, top=3, step=4), treehist.TreeHistEstimator),
+        (
+            pem.PrefixExtendingMethod(epsilon=4.0, bits=12, top=3, step=3),
+            pem.PrefixExtendingEstimator,
+        ),
+    ],
+    ids=["treehist", "pem"],
+)
+def test_heavy_hitter_estimators_read_device_reports(
+    mech: Any, server: type, device_arrays: list[str]
+) -> None:
+    # The estimator takes the device's reports (one copy to the host: the search needs them
+    # all) and decodes exactly what it decodes from the same reports as a numpy array; three
+    # items of 4 000 among 12 000 devices are found.
+    x = np.repeat(np.array([5, 1234, 4000], dtype=np.int64), 4_000)
+    reports = mech.randomize(torch.from_numpy(x), rng=torch.Generator().manual_seed(6))
+    estimator = server(mech)
+    from_device = estimator.estimate(estimator.accumulate(reports))
+    from_host = estimator.estimate(estimator.accumulate(_host(reports).astype(np.uint64)))
+    assert np.array_equal(from_device.items, from_host.items)
+    assert np.array_equal(from_device.estimates, from_host.estimates)
+    assert sorted(from_device.items.tolist()) == [5, 1234, 4000]
+    assert device_arrays[0] in {"tree_reports", "prefix_reports"}
+
+
+@pytest.mark.usefixtures("device_arrays")
+def test_treehist_device_refusals_name_the_field(monkeypatch: pytest.MonkeyPatch) -> None:
+    for bad, message in (
+        (torch.tensor([1.0]), "integer 36-bit items"),
+        (torch.tensor([2**36]), "outside the 36-bit items"),
+        (torch.tensor([-1]), "outside the 36-bit items"),
+    ):
+        with pytest.raises(InvalidData, match=message) as found:
+            TREE.randomize(bad)
+        assert found.value.field == "values"
+    monkeypatch.setattr(device_prefix_tree, "device_words", lambda *a, **k: _Drawless())
+    with pytest.raises(InvalidData, match="outside the 36-bit items"):
+        TREE.randomize(torch.tensor([2**40]))
+    monkeypatch.setattr(device_random, "index_dtype", lambda xp: xp.int32)  # JAX without x64
+    with pytest.raises(InvalidData, match="64-bit integers") as refused:
+        TREE.randomize(torch.tensor([1]))
+    assert refused.value.field == "values"

@@ -74,8 +74,9 @@ secure samplers on the device), :func:`dbitflip_reports` /
 :func:`sketch_counts` the count mean sketch's and :func:`hadamard_sketch_reports` /
 :func:`hadamard_sketch_counts` the Hadamard count mean sketch's, :func:`rappor_reports`
 RAPPOR's (integer items, hashed as on the host; counted by :func:`sketch_counts`),
-:func:`prefix_reports` the prefix extending method's and :func:`tree_reports` TreeHist's. A
-mechanism or estimator that computes on such arrays names those methods in ``device_methods``; host arrays of every library
+:func:`prefix_reports` the prefix extending method's and :func:`tree_reports` TreeHist's,
+:func:`mean_sums` the numeric mechanisms' server statistic. A mechanism or estimator that
+computes on such arrays names those methods in ``device_methods``; host arrays of every library
 reach every mechanism as numpy views (:mod:`dpkit.tensors.methods`).
 
 **Arrays.** Input checks whose messages never carry a private value: :func:`as_array`,
@@ -182,6 +183,7 @@ from dpkit.tensors.duchi import duchi_reports
 from dpkit.tensors.hadamard import hadamard_reports
 from dpkit.tensors.hashing import hashed_reports, hashed_support_counts
 from dpkit.tensors.libraries import ArrayLibrary, array_library
+from dpkit.tensors.mean_sums import mean_sums
 from dpkit.tensors.noise import gaussian_noise, geometric_noise, laplace_noise
 from dpkit.tensors.one_bit_mean import one_bit_counts, one_bit_reports
 from dpkit.tensors.prefix_tree import tree_reports
@@ -294,6 +296,7 @@ __all__ = [
     "laplace_noise",
     "lie_threshold",
     "lookup_index",
+    "mean_sums",
     "narwhals",
     "one_bit_counts",
     "one_bit_reports",

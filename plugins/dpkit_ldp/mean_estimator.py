@@ -3,7 +3,8 @@
 Each report is unbiased for its user's value, coordinate by coordinate, so the mean of the
 reports is unbiased for the mean of the values. :meth:`MeanEstimator.accumulate` standardises
 the reports (T = (Y − centre)/scale, the mechanism's own units) and keeps n, Σ T and Σ T² per
-coordinate (:class:`dpkit.plugin.MeanSums`, mergeable); :meth:`MeanEstimator.estimate` returns a
+coordinate (:class:`dpkit.plugin.MeanSums`, mergeable; an accelerator's reports are summed on the
+device); :meth:`MeanEstimator.estimate` returns a
 :class:`dpkit.plugin.MeanEstimate` with the plug-in variance s²/n, the mechanism's worst case over inputs
 divided by n, and the normal interval (see :mod:`dpkit.mean_estimate`).
 """
@@ -15,7 +16,14 @@ from typing import Any, ClassVar
 import numpy as np
 from numpy.typing import NDArray
 
-from dpkit.plugin import Estimator, InvalidData, MeanEstimate, MeanSums
+from dpkit.plugin import (
+    Estimator,
+    InvalidData,
+    MeanEstimate,
+    MeanSums,
+    array_library,
+    mean_sums,
+)
 from dpkit_ldp._numeric import real_reports
 
 __all__ = ["MeanEstimator"]
@@ -25,6 +33,7 @@ class MeanEstimator(Estimator):
     """Unbiased mean per coordinate, plug-in variance and normal interval (module docstring)."""
 
     methods: ClassVar[tuple[str, ...]] = ("unbiased",)
+    device_methods: ClassVar[frozenset[str]] = frozenset({"accumulate"})
     mechanism: Any
 
     @property
@@ -42,10 +51,7 @@ class MeanEstimator(Estimator):
                 field="reports",
             )
         t: NDArray[np.float64] = mech.from_data(array.reshape(-1, d))
-        # Reports of the mechanism are bounded by its largest magnitude (times d/k when it
-        # samples attributes); anything beyond, or NaN, cannot be one of its reports.
-        limit = float(np.max(mech.report_bound())) * (1.0 + 1e-12) + mech.report_slack
-        bad = ~(np.abs(t) <= limit)
+        bad = ~(np.abs(t) <= self._report_limit())
         if bad.any():
             raise InvalidData(
                 f"{owner}: {int(np.count_nonzero(bad))} report value(s) are NaN or outside the "
@@ -54,9 +60,32 @@ class MeanEstimator(Estimator):
             )
         return t
 
+    def _report_limit(self) -> float:
+        """The largest |t| of a report: the mechanism's largest magnitude (times d/k when it
+        samples attributes); anything beyond, or NaN, cannot be one of its reports."""
+        mech = self.mechanism
+        return float(np.max(mech.report_bound())) * (1.0 + 1e-12) + float(mech.report_slack)
+
     def accumulate(self, reports: Any, /) -> MeanSums:
+        """n, Σ t and Σ t² of the standardised reports; an accelerator's reports are summed
+        there (:mod:`dpkit.tensors.mean_sums`: only the sums come back)."""
+        mech = self.mechanism
+        owner = f"{mech.name} estimator"
+        library = array_library(reports, owner=owner, field="reports")
+        if library is not None:  # an accelerator's array (host arrays arrive as numpy views)
+            n, sums, squares = mean_sums(
+                library,
+                reports,
+                dimension=self.dimension,
+                centre=mech.centre,
+                scale=mech.scale,
+                limit=self._report_limit(),
+                mechanism=mech.name,
+                owner=owner,
+            )
+            return MeanSums(mech.name, n, sums, squares)
         t = self._standard_reports(reports)
-        return MeanSums(self.mechanism.name, t.shape[0], t.sum(axis=0), np.square(t).sum(axis=0))
+        return MeanSums(mech.name, t.shape[0], t.sum(axis=0), np.square(t).sum(axis=0))
 
     def estimate(self, statistics: Any, /, *, method: str = "unbiased") -> MeanEstimate:
         self.check_method(method)

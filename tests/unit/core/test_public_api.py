@@ -168,6 +168,7 @@ PLUGIN_FACE = {
     "rappor_reports",
     "prefix_reports",
     "tree_reports",
+    "mean_sums",
     # errors
     "DPKitError",
     "InvalidParameter",

@@ -66,7 +66,8 @@ arrays; :func:`host_rng` turns a ``torch.Generator`` into a numpy one). On an ac
 :func:`unary_reports` / :func:`unary_counts` are unary encoding's packed reports and counts,
 :func:`hashed_reports` / :func:`hashed_support_counts` optimal local hashing's,
 :func:`hadamard_reports` Hadamard response's (counted by :func:`category_counts`), and
-:func:`duchi_reports` Duchi et al.'s ±B reports of numbers, :func:`laplace_noise`,
+:func:`duchi_reports` / :func:`duchi_multi_reports` Duchi et al.'s reports of numbers and
+vectors, :func:`laplace_noise`,
 :func:`geometric_noise` and :func:`gaussian_noise` the central mechanisms' noise (the host's exact
 secure samplers on the device), :func:`dbitflip_reports` /
 :func:`dbitflip_counts` dBitFlip's reports and counts, :func:`one_bit_reports` /
@@ -180,6 +181,7 @@ from dpkit.tensors.categories import category_counts, check_categories, kary_res
 from dpkit.tensors.dbitflip import dbitflip_counts, dbitflip_reports
 from dpkit.tensors.device_random import DeviceWords, device_words, host_rng, uniform_below
 from dpkit.tensors.duchi import duchi_reports
+from dpkit.tensors.duchi_multi import duchi_multi_reports
 from dpkit.tensors.hadamard import hadamard_reports
 from dpkit.tensors.hashing import hashed_reports, hashed_support_counts
 from dpkit.tensors.libraries import ArrayLibrary, array_library
@@ -272,6 +274,7 @@ __all__ = [
     "device_words",
     "discrete_gaussian",
     "discrete_laplace",
+    "duchi_multi_reports",
     "duchi_reports",
     "exact",
     "flip_bits",

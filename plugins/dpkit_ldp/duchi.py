@@ -58,7 +58,8 @@ fixed values (±B or ±B_d on the data's scale), so no low bit depends on the in
 
 On an accelerator's array, ``duchi``'s ``randomize`` runs on the device with the same law in
 either mode, the secure rounding and lie decided exactly as here (:mod:`dpkit.tensors.duchi`:
-the same words give the same reports), and float64 reports as here.
+the same words give the same reports), and float64 reports as here; ``duchi_multi``'s too,
+with the same law (:mod:`dpkit.tensors.duchi_multi`).
 """
 
 from __future__ import annotations
@@ -73,7 +74,13 @@ import attrs
 import numpy as np
 from numpy.typing import NDArray
 
-from dpkit.plugin import SecureRandom, array_library, duchi_reports, lie_threshold
+from dpkit.plugin import (
+    SecureRandom,
+    array_library,
+    duchi_multi_reports,
+    duchi_reports,
+    lie_threshold,
+)
 from dpkit_ldp._bits import random_words
 from dpkit_ldp._lattice import band_threshold
 from dpkit_ldp._numeric import NumericMechanism, VectorMechanism, check_scalar, check_vector
@@ -295,6 +302,7 @@ class DuchiMulti(VectorMechanism):
 
     name: ClassVar[str] = "duchi_multi"
     statistic: ClassVar[str] = "multivariate_mean"
+    device_methods: ClassVar[frozenset[str]] = frozenset({"randomize"})
 
     @property
     def bound(self) -> float:
@@ -305,6 +313,30 @@ class DuchiMulti(VectorMechanism):
     def heads_probability(self) -> float:
         """π_d: the probability of reporting from T⁺(v) = {⟨z, v⟩ > 0}."""
         return heads_probability(self.epsilon, self.dimension)
+
+    def randomize(
+        self, values: Any, /, *, rng: np.random.Generator | SecureRandom | None = None
+    ) -> Any:
+        """One vertex report per row of d values (on the data's scale, float64), the values'
+        shape. An accelerator's array is randomized there (:mod:`dpkit.tensors.duchi_multi`)."""
+        library = array_library(values, owner=self.name)
+        if library is not None:  # an accelerator's array (host arrays arrive as numpy views)
+            minus, plus = (float(r) for r in self.to_data(np.array([-self.bound, self.bound])))
+            return duchi_multi_reports(
+                library,
+                values,
+                dimension=self.dimension,
+                lower=self.lower,
+                upper=self.upper,
+                centre=self.centre,
+                scale=self.scale,
+                reports=(minus, plus),
+                heads_probability=self.heads_probability,
+                heads_threshold64=_heads_threshold(self.epsilon, self.dimension),
+                rng=rng,
+                owner=self.name,
+            )
+        return super().randomize(values, rng=rng)
 
     def _sample(self, t: NDArray[np.float64], generator: Any) -> NDArray[np.float64]:
         n, d = t.shape

@@ -169,6 +169,7 @@ PLUGIN_FACE = {
     "prefix_reports",
     "tree_reports",
     "mean_sums",
+    "duchi_multi_reports",
     # errors
     "DPKitError",
     "InvalidParameter",

@@ -1,5 +1,5 @@
 """The statistical auditor, unchanged, over the device paths (run on the CPU with torch tensors
-treated as an accelerator's): rr, krr, oue, olh, hr, duchi, laplace, geometric, gaussian,
+treated as an accelerator's): rr, krr, oue, olh, hr, duchi, duchi_multi, laplace, geometric, gaussian,
 dbitflip, one_bit_mean, cms, hcms, rappor (on integer items), pem and treehist keep their privacy in both
 randomness modes, and a device path that rounds its flip (or lie) probability the wrong way, or
 draws too little noise, is caught.
@@ -81,6 +81,7 @@ def device_tensors(monkeypatch: pytest.MonkeyPatch) -> Iterator[list[str]]:
         (local_hashing, "hashed_reports"),
         (hadamard, "hadamard_reports"),
         (duchi, "duchi_reports"),
+        (duchi, "duchi_multi_reports"),
         (laplace, "laplace_noise"),
         (geometric, "geometric_noise"),
         (gaussian, "gaussian_noise"),
@@ -167,6 +168,11 @@ def _through_tensors(cls: type) -> type:
         (local_hashing.OptimalLocalHashing, {"epsilon": 1.0, "k": 4}, "hashed_reports"),
         (hadamard.HadamardResponse, {"epsilon": 1.0, "k": 4}, "hadamard_reports"),
         (duchi.Duchi, {"epsilon": 1.0, "lower": -2.0, "upper": 5.0}, "duchi_reports"),
+        (
+            duchi.DuchiMulti,
+            {"epsilon": 1.0, "lower": 0.0, "upper": 1.0, "dimension": 2},
+            "duchi_multi_reports",
+        ),
         (laplace.Laplace, {"epsilon": 1.0}, "laplace_noise"),
         (geometric.Geometric, {"epsilon": 1.0}, "geometric_noise"),
         (gaussian.Gaussian, {"epsilon": 1.0, "delta": 1e-5}, "gaussian_noise"),
@@ -207,8 +213,9 @@ def test_device_paths_keep_their_epsilon_in_both_modes(
     cls: type, params: dict, device_function: str, device_tensors: list[str]
 ) -> None:
     # Laplace's and Gaussian's secure draws take about ten keystream words each (ChaCha20 in torch
-    # operations on this CPU): fewer samples; the auditor's false-alarm rate is the same.
-    samples = 3_000 if cls in (laplace.Laplace, gaussian.Gaussian) else 20_000
+    # operations on this CPU), duchi_multi's audit has many input pairs: fewer samples; the
+    # auditor's false-alarm rate is the same.
+    samples = 3_000 if cls in (laplace.Laplace, gaussian.Gaussian, duchi.DuchiMulti) else 20_000
     (report,) = check_mechanism(_through_tensors(cls)(**params), samples=samples)
     assert report.verdicts == {"fast": "pass", "secure": "pass"}
     assert device_function in device_tensors
@@ -222,6 +229,19 @@ def test_a_device_path_that_keeps_too_often_is_caught(monkeypatch: pytest.Monkey
     monkeypatch.setattr(type(rr), "_flip_threshold", lambda self: too_small)
     with pytest.raises(DPViolation):
         check_mechanism(rr, samples=20_000)
+
+
+@pytest.mark.usefixtures("device_tensors")
+def test_a_vector_device_path_with_heads_too_often_is_caught(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # duchi_multi's heads threshold of ε = 3 under a claim of ε = 1 (secure mode's; fast
+    # mode's float π_d is left right): the auditor must refuse it.
+    mechanism = _through_tensors(duchi.DuchiMulti)(epsilon=1.0, lower=0.0, upper=1.0, dimension=2)
+    real = duchi._heads_threshold
+    monkeypatch.setattr(duchi, "_heads_threshold", lambda epsilon, d: real(3.0, d))
+    with pytest.raises(DPViolation):
+        check_mechanism(mechanism, samples=3_000)
 
 
 @pytest.mark.parametrize(

@@ -23,6 +23,13 @@ adjacency (uint8) on the device, n = 32 768 by default (1.07·10⁹ entries). Co
 
 Times are CUDA-event medians of ``--reps`` calls after two warm-up calls (Triton compiles in
 the first); each dpkit call includes its host synchronisation (the 0/1 check's flag).
+
+A second table (section ``gpu_mechanisms``) times the other device paths on ``--values``
+values (10⁷ by default), secure and fast, each against the plain torch code a GPU programmer
+would write for the same task without dpkit's guarantees (its floor): central noise against
+``torch.randn`` / two exponentials differenced, the numeric reports against a ``torch.rand``
+comparison, the reports of the frequency and telemetry protocols against drawing random words
+of the reports' size, and the estimators' sums against ``bincount`` / ``sum``.
 """
 
 from __future__ import annotations
@@ -104,6 +111,99 @@ def seed_matrix_randomized_response(x: Any, eps: float) -> Any:
     return (~(x ^ keep_mask)).to(torch.float)
 
 
+def _mechanism_tasks(device: Any, n: int, generator: Any) -> list[tuple[str, Any, Any, Any]]:
+    """(task, floor, dpkit secure, dpkit fast) for the device paths beyond randomized response,
+    on ``n`` values of each kind."""
+    import torch
+
+    def uniform(size: Any) -> Any:
+        return torch.rand(size, device=device, generator=generator, dtype=torch.float64)
+
+    def words(*shape: int) -> Any:
+        return torch.randint(0, 2**62, shape, device=device, generator=generator)
+
+    reals = uniform(n)
+    categories = torch.randint(0, 64, (n,), device=device, generator=generator)
+    items = torch.randint(0, 2**32, (n,), device=device, generator=generator)
+    rows = uniform((n // 8, 8))
+    laplace = dpkit.mechanism("laplace", epsilon=1.0)
+    gaussian = dpkit.mechanism("gaussian", epsilon=1.0, delta=1e-6)
+    duchi = dpkit.mechanism("duchi", epsilon=1.0, lower=0.0, upper=1.0)
+    duchi_multi = dpkit.mechanism("duchi_multi", epsilon=1.0, lower=0.0, upper=1.0, dimension=8)
+    krr = dpkit.mechanism("krr", epsilon=1.0, k=64)
+    olh = dpkit.mechanism("olh", epsilon=1.0, k=64)
+    dbitflip = dpkit.mechanism("dbitflip", epsilon=1.0, k=64, d=4)
+    cms = dpkit.mechanism("cms", epsilon=4.0, width=1024, hashes=64, key="c3" * 16)
+    pem = dpkit.mechanism("pem", epsilon=4.0, bits=32, top=16)
+    treehist = dpkit.mechanism("treehist", epsilon=4.0, bits=32, top=16)
+    registry = dpkit.get_registry()
+    krr_reports: Any = krr.randomize(categories, rng=generator)
+    duchi_reports = duchi.randomize(reals, rng=generator)
+    krr_server, duchi_server = registry.estimator(krr), registry.estimator(duchi)
+
+    def two_exponentials() -> Any:
+        return reals + (
+            torch.empty_like(reals).exponential_() - torch.empty_like(reals).exponential_()
+        )
+
+    def each(mechanism: Any, values: Any) -> tuple[Any, Any]:
+        return (lambda: mechanism.randomize(values)), (
+            lambda: mechanism.randomize(values, rng=generator)
+        )
+
+    return [
+        ("laplace noise", two_exponentials, *each(laplace, reals)),
+        ("gaussian noise", lambda: reals + torch.randn_like(reals), *each(gaussian, reals)),
+        ("duchi reports", lambda: torch.where(uniform(n) < reals, 1.0, -1.0), *each(duchi, reals)),
+        (
+            "duchi_multi reports (d = 8)",
+            lambda: torch.where(uniform(rows.shape) < rows, 1.0, -1.0),
+            *each(duchi_multi, rows),
+        ),
+        ("krr reports (k = 64)", lambda: words(n), *each(krr, categories)),
+        ("olh reports (a, b, y)", lambda: words(n, 3), *each(olh, categories)),
+        ("dbitflip reports (d = 4)", lambda: words(n, 4, 2), *each(dbitflip, categories)),
+        ("cms reports (j, row)", lambda: words(n, 1 + 1024 // 64), *each(cms, items)),
+        ("pem reports", lambda: words(n, 5), *each(pem, items)),
+        ("treehist reports", lambda: words(n, 5), *each(treehist, items)),
+        (
+            "krr counts (estimator)",
+            lambda: torch.bincount(krr_reports, minlength=64),
+            lambda: krr_server.accumulate(krr_reports),
+            None,
+        ),
+        (
+            "duchi sums (estimator)",
+            lambda: (duchi_reports.sum(), (duchi_reports * duchi_reports).sum()),
+            lambda: duchi_server.accumulate(duchi_reports),
+            None,
+        ),
+    ]
+
+
+def _mechanism_rows(device: Any, n: int, reps: int, timer: Any) -> list[dict[str, Any]]:
+    import torch
+
+    generator = torch.Generator(device=device).manual_seed(3)
+    rows = []
+    print(f"device paths on {n:.3g} values (floor: plain torch code for the same task)")
+    for task, floor, secure, fast in _mechanism_tasks(device, n, generator):
+        floor_ms = timer(floor, reps)
+        secure_ms = timer(secure, reps)
+        fast_ms = timer(fast, reps) if fast is not None else math.nan
+        row = {
+            "task": task,
+            "floor ms": round(floor_ms, 3),
+            "secure ÷ floor": round(secure_ms / floor_ms, 2),
+            "fast ÷ floor": round(fast_ms / floor_ms, 2) if fast is not None else None,
+        }
+        rows.append(row)
+        print(
+            f"  {task:30s} floor {floor_ms:9.3f} ms  secure {secure_ms:9.3f} ms  fast {fast_ms:9.3f} ms"
+        )
+    return rows
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--nodes", type=int, default=32768)
@@ -111,11 +211,20 @@ def main() -> int:
     parser.add_argument("--epsilon", type=float, default=1.0)
     parser.add_argument("--reps", type=int, default=10)
     parser.add_argument("--out", type=Path, help="write the figures as JSON here")
+    parser.add_argument("--values", type=int, default=10_000_000, help="values per task (table 2)")
     parser.add_argument("--results", type=Path, help="publish into this results.json (gpu)")
+    parser.add_argument(
+        "--smoke-cpu",
+        action="store_true",
+        help="run the second table's code on the CPU (host paths; nothing published)",
+    )
     args = parser.parse_args()
 
     import torch
 
+    if args.smoke_cpu:
+        _mechanism_rows(torch.device("cpu"), args.values, args.reps, _cpu_time)
+        return 0
     if not torch.cuda.is_available():
         print("bench_gpu: no CUDA device here; nothing measured", file=sys.stderr)
         return 2
@@ -188,6 +297,7 @@ def main() -> int:
     width = max(len(r["contender"]) for r in rows)
     for row in rows:
         print(f"{row['contender']:{width}s} {row['ms']:10.3f} ms {row['÷ floor']:8.2f}")
+    mechanism_rows = _mechanism_rows(device, args.values, args.reps, _cuda_time)
     figures = {
         "device": name,
         "torch": torch.__version__,
@@ -195,6 +305,8 @@ def main() -> int:
         "epsilon": eps,
         "rows": rows,
         "cpu_tensor_over_numpy": round(tensor_ms / cpu_ms, 3),
+        "values": args.values,
+        "mechanism_rows": mechanism_rows,
     }
     if args.out:
         args.out.write_text(json.dumps(figures, indent=1) + "\n", encoding="utf-8")
@@ -211,6 +323,16 @@ def main() -> int:
                 "CUDA-event medians after two warm-up calls; dpkit calls include their host sync.",
                 f"torch CPU tensor ÷ numpy array through dpkit on the CPU ({m}²): "
                 f"{tensor_ms / cpu_ms:.2f}",
+            ],
+            path=args.results,
+        )
+        Run("gpu_mechanisms", "python benchmarks/bench_gpu.py", harness={"reps": args.reps}).save(
+            title=f"Device paths on a GPU ({name}), {args.values:.3g} values per task",
+            columns=["task", "floor ms", "secure ÷ floor", "fast ÷ floor"],
+            rows=mechanism_rows,
+            notes=[
+                "CUDA-event medians after two warm-up calls; the floor is plain torch code for "
+                "the same task (Philox, no exactness); dpkit calls include their host syncs."
             ],
             path=args.results,
         )

@@ -7,12 +7,16 @@ that a fused kernel's output can be compared bit for bit with the word map its d
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from typing import Any
 
 import array_api_compat.numpy as xnp
+import attrs
 import numpy as np
+import pytest
 
 from dpkit import SecureRandom
+from dpkit.tensors import methods
 from dpkit.tensors.chacha import chacha20_words
 
 
@@ -76,3 +80,41 @@ def replaying(words: np.ndarray[Any, Any]) -> SecureRandom:
     rng = SecureRandom.__new__(SecureRandom)
     object.__setattr__(rng, "_source", _Replay(words))
     return rng
+
+
+def on_device(
+    monkeypatch: pytest.MonkeyPatch,
+    modules: Iterable[Any],
+    counted: Iterable[tuple[Any, str]] = (),
+) -> list[str]:
+    """Host arrays of torch and array-api-strict take the device path (as a CUDA tensor would)
+    in :mod:`dpkit.tensors.methods` and ``modules`` (their ``array_library`` reports them off
+    the host); the list returned records, by name, the calls of the ``counted`` (module,
+    function name) pairs."""
+    real = methods.array_library
+
+    def accelerated(values: Any, **kwargs: Any) -> Any:
+        library = real(values, **kwargs)
+        return None if library is None else attrs.evolve(library, on_host=False)
+
+    for module in (methods, *modules):
+        monkeypatch.setattr(module, "array_library", accelerated)
+    called: list[str] = []
+    for module, name in counted:
+        function = getattr(module, name)
+
+        def recorded(*args: Any, _function: Any = function, _name: str = name, **kw: Any) -> Any:
+            called.append(_name)
+            return _function(*args, **kw)
+
+        monkeypatch.setattr(module, name, recorded)
+    return called
+
+
+class Drawless:
+    """Device words that fail if a single word is drawn (a refusal must come first)."""
+
+    secure = True
+
+    def take(self, count: int) -> Any:
+        raise AssertionError("a word was drawn before the refusal")

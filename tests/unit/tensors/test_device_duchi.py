@@ -6,10 +6,8 @@ rates in both modes, and the CPU's refusals."""
 from __future__ import annotations
 
 import math
-from collections.abc import Iterator
 from typing import Any
 
-import attrs
 import numpy as np
 import pytest
 
@@ -22,7 +20,7 @@ from support import device_reference  # noqa: E402
 from dpkit import SecureRandom  # noqa: E402
 from dpkit.errors import InvalidData, InvalidParameter  # noqa: E402
 from dpkit.plugin import lie_threshold  # noqa: E402
-from dpkit.tensors import array_library, device_random, methods  # noqa: E402
+from dpkit.tensors import array_library, device_random  # noqa: E402
 from dpkit.tensors import duchi as device_duchi  # noqa: E402
 from dpkit.tensors.duchi import below_64, uniform_53  # noqa: E402
 
@@ -32,24 +30,10 @@ T64 = lie_threshold(1.0, 2)
 
 
 @pytest.fixture
-def device_arrays(monkeypatch: pytest.MonkeyPatch) -> Iterator[list[str]]:
-    """torch and array-api-strict host arrays take the device path (as a CUDA tensor would);
-    the list records the calls of the device function."""
-    real = methods.array_library
-    called: list[str] = []
-
-    def on_device(values: Any, **kwargs: Any) -> Any:
-        library = real(values, **kwargs)
-        return None if library is None else attrs.evolve(library, on_host=False)
-
-    def counted(*args: Any, **kwargs: Any) -> Any:
-        called.append("duchi_reports")
-        return device_duchi.duchi_reports(*args, **kwargs)
-
-    for module in (methods, duchi):
-        monkeypatch.setattr(module, "array_library", on_device)
-    monkeypatch.setattr(duchi, "duchi_reports", counted)
-    yield called
+def device_arrays(monkeypatch: pytest.MonkeyPatch) -> list[str]:
+    """torch and array-api-strict host arrays take the device path; the calls of the device
+    function, recorded."""
+    return device_reference.on_device(monkeypatch, [duchi], [(duchi, "duchi_reports")])
 
 
 def _host(reports: Any) -> np.ndarray:

@@ -8,10 +8,8 @@ probability against the CPU's own ``log_probability`` in both modes, and the CPU
 from __future__ import annotations
 
 import math
-from collections.abc import Iterator
 from typing import Any
 
-import attrs
 import numpy as np
 import pytest
 from scipy import stats
@@ -24,7 +22,7 @@ from support import device_reference  # noqa: E402
 
 from dpkit import SecureRandom  # noqa: E402
 from dpkit.errors import InvalidData  # noqa: E402
-from dpkit.tensors import device_random, methods  # noqa: E402
+from dpkit.tensors import device_random  # noqa: E402
 from dpkit.tensors import duchi_multi as device_duchi_multi  # noqa: E402
 
 KEY = bytes(range(32))
@@ -32,24 +30,10 @@ ALPHA = 1e-6
 
 
 @pytest.fixture
-def device_arrays(monkeypatch: pytest.MonkeyPatch) -> Iterator[list[str]]:
-    """torch and array-api-strict host arrays take the device path (as a CUDA tensor would);
-    the list records the calls of the device function."""
-    real = methods.array_library
-    called: list[str] = []
-
-    def on_device(values: Any, **kwargs: Any) -> Any:
-        library = real(values, **kwargs)
-        return None if library is None else attrs.evolve(library, on_host=False)
-
-    def counted(*args: Any, **kwargs: Any) -> Any:
-        called.append("duchi_multi_reports")
-        return device_duchi_multi.duchi_multi_reports(*args, **kwargs)
-
-    for module in (methods, duchi):
-        monkeypatch.setattr(module, "array_library", on_device)
-    monkeypatch.setattr(duchi, "duchi_multi_reports", counted)
-    yield called
+def device_arrays(monkeypatch: pytest.MonkeyPatch) -> list[str]:
+    """torch and array-api-strict host arrays take the device path; the calls of the device
+    function, recorded."""
+    return device_reference.on_device(monkeypatch, [duchi], [(duchi, "duchi_multi_reports")])
 
 
 def _host(reports: Any) -> np.ndarray:
@@ -115,19 +99,12 @@ def test_the_device_path_refuses_what_the_cpu_refuses(monkeypatch: pytest.Monkey
         (torch.tensor([[0.0, 1.0, 5.5]]), r"NaN or values outside \[-2, 5\]"),
         (torch.tensor([[1 + 1j, 0, 0]]), "must be real numbers"),
     ):
-        monkeypatch.setattr(device_duchi_multi, "device_words", lambda *a, **k: _Drawless())
+        monkeypatch.setattr(
+            device_duchi_multi, "device_words", lambda *a, **k: device_reference.Drawless()
+        )
         with pytest.raises(InvalidData, match=message) as refused:
             mech.randomize(bad)
         assert refused.value.field == "values"
     monkeypatch.setattr(device_random, "index_dtype", lambda xp: xp.int32)  # JAX without x64
     with pytest.raises(InvalidData, match="float64 and 64-bit integers"):
         mech.randomize(torch.zeros((1, 3), dtype=torch.float64))
-
-
-class _Drawless:
-    """Device words that fail if a single word is drawn (the refusals come first)."""
-
-    secure = True
-
-    def take(self, count: int) -> Any:
-        raise AssertionError("a word was drawn before the refusal")

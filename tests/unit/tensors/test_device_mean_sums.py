@@ -4,10 +4,8 @@ CPU's (to rounding), and the CPU's refusals come first, naming the field and quo
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from typing import Any
 
-import attrs
 import numpy as np
 import pytest
 
@@ -15,33 +13,21 @@ torch = pytest.importorskip("torch")
 xs = pytest.importorskip("array_api_strict")
 
 from dpkit_ldp import duchi, mean_estimator, sampled  # noqa: E402
+from support import device_reference  # noqa: E402
 
 from dpkit.errors import InvalidData  # noqa: E402
-from dpkit.tensors import device_random, methods  # noqa: E402
-from dpkit.tensors import mean_sums as device_mean_sums  # noqa: E402
+from dpkit.tensors import device_random  # noqa: E402
 
 DUCHI = duchi.Duchi(epsilon=1.0, lower=-2.0, upper=5.0)
 
 
 @pytest.fixture
-def device_arrays(monkeypatch: pytest.MonkeyPatch) -> Iterator[list[str]]:
-    """torch and array-api-strict host arrays take the device path (as a CUDA tensor would);
-    the list records the calls of the device function."""
-    real = methods.array_library
-    called: list[str] = []
-
-    def on_device(values: Any, **kwargs: Any) -> Any:
-        library = real(values, **kwargs)
-        return None if library is None else attrs.evolve(library, on_host=False)
-
-    def counted(*args: Any, **kwargs: Any) -> Any:
-        called.append("mean_sums")
-        return device_mean_sums.mean_sums(*args, **kwargs)
-
-    for module in (methods, mean_estimator):
-        monkeypatch.setattr(module, "array_library", on_device)
-    monkeypatch.setattr(mean_estimator, "mean_sums", counted)
-    yield called
+def device_arrays(monkeypatch: pytest.MonkeyPatch) -> list[str]:
+    """torch and array-api-strict host arrays take the device path; the calls of the device
+    function, recorded."""
+    return device_reference.on_device(
+        monkeypatch, [mean_estimator], [(mean_estimator, "mean_sums")]
+    )
 
 
 @pytest.mark.parametrize("spell", ["torch", "strict"])

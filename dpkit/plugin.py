@@ -66,7 +66,8 @@ arrays; :func:`host_rng` turns a ``torch.Generator`` into a numpy one). On an ac
 :func:`unary_reports` / :func:`unary_counts` are unary encoding's packed reports and counts,
 :func:`hashed_reports` / :func:`hashed_support_counts` optimal local hashing's,
 :func:`hadamard_reports` Hadamard response's (counted by :func:`category_counts`), and
-:func:`duchi_reports` Duchi et al.'s ±B reports of numbers, :func:`laplace_noise`,
+:func:`duchi_reports` Duchi et al.'s ±B reports of numbers, :func:`multibit_reports` the
+multi-bit mechanism's rectified node features, :func:`laplace_noise`,
 :func:`geometric_noise` and :func:`gaussian_noise` the central mechanisms' noise (the host's exact
 secure samplers on the device), :func:`dbitflip_reports` /
 :func:`dbitflip_counts` dBitFlip's reports and counts, :func:`one_bit_reports` /
@@ -183,6 +184,7 @@ from dpkit.tensors.duchi import duchi_reports
 from dpkit.tensors.hadamard import hadamard_reports
 from dpkit.tensors.hashing import hashed_reports, hashed_support_counts
 from dpkit.tensors.libraries import ArrayLibrary, array_library
+from dpkit.tensors.multibit import multibit_reports
 from dpkit.tensors.noise import gaussian_noise, geometric_noise, laplace_noise
 from dpkit.tensors.one_bit_mean import one_bit_counts, one_bit_reports
 from dpkit.tensors.prefixes import prefix_reports
@@ -294,6 +296,7 @@ __all__ = [
     "laplace_noise",
     "lie_threshold",
     "lookup_index",
+    "multibit_reports",
     "narwhals",
     "one_bit_counts",
     "one_bit_reports",

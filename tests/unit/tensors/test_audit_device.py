@@ -1,5 +1,5 @@
 """The statistical auditor, unchanged, over the device paths (run on the CPU with torch tensors
-treated as an accelerator's): rr, krr, oue, olh, hr, duchi, laplace, geometric, gaussian,
+treated as an accelerator's): rr, krr, oue, olh, hr, duchi, multibit, laplace, geometric, gaussian,
 dbitflip, one_bit_mean, cms, hcms, rappor (on integer items) and pem keep their privacy in both
 randomness modes, and a device path that rounds its flip (or lie) probability the wrong way, or
 draws too little noise, is caught.
@@ -24,6 +24,7 @@ from dpkit_ldp import (  # noqa: E402
     count_mean_sketch,
     dbitflip,
     duchi,
+    graph_features,
     hadamard,
     kary_rr,
     local_hashing,
@@ -61,6 +62,7 @@ def device_tensors(monkeypatch: pytest.MonkeyPatch) -> Iterator[list[str]]:
         local_hashing,
         hadamard,
         duchi,
+        graph_features,
         laplace,
         geometric,
         gaussian,
@@ -79,6 +81,7 @@ def device_tensors(monkeypatch: pytest.MonkeyPatch) -> Iterator[list[str]]:
         (local_hashing, "hashed_reports"),
         (hadamard, "hadamard_reports"),
         (duchi, "duchi_reports"),
+        (graph_features, "multibit_reports"),
         (laplace, "laplace_noise"),
         (geometric, "geometric_noise"),
         (gaussian, "gaussian_noise"),
@@ -164,6 +167,11 @@ def _through_tensors(cls: type) -> type:
         (local_hashing.OptimalLocalHashing, {"epsilon": 1.0, "k": 4}, "hashed_reports"),
         (hadamard.HadamardResponse, {"epsilon": 1.0, "k": 4}, "hadamard_reports"),
         (duchi.Duchi, {"epsilon": 1.0, "lower": -2.0, "upper": 5.0}, "duchi_reports"),
+        (
+            graph_features.MultiBit,
+            {"epsilon": 1.0, "lower": -2.0, "upper": 5.0, "dimension": 2, "k": 1},
+            "multibit_reports",
+        ),
         (laplace.Laplace, {"epsilon": 1.0}, "laplace_noise"),
         (geometric.Geometric, {"epsilon": 1.0}, "geometric_noise"),
         (gaussian.Gaussian, {"epsilon": 1.0, "delta": 1e-5}, "gaussian_noise"),
@@ -222,6 +230,7 @@ def test_a_device_path_that_keeps_too_often_is_caught(monkeypatch: pytest.Monkey
         (local_hashing, local_hashing.OptimalLocalHashing, {"k": 4}),
         (hadamard, hadamard.HadamardResponse, {"k": 4}),
         (duchi, duchi.Duchi, {}),
+        (graph_features, graph_features.MultiBit, {"dimension": 2, "k": 1}),
         (dbitflip, dbitflip.DBitFlip, {"k": 3, "d": 2}),
         (one_bit_mean, one_bit_mean.OneBitMean, {"intervals": 2}),
         (pem, pem.PrefixExtendingMethod, {"bits": 4, "top": 1, "step": 2}),

@@ -15,10 +15,28 @@ segmented sum (``np.add.reduceat``), O(nnz) per feature column, so graphs of mil
 need no SciPy. :meth:`MeanOperator.squared_apply` computes (W∘W)·σ² — the variance of W·x̃ for
 independent noise of variance σ² — exactly, from the rows of W built block by block (the work
 is the number of pairs (v, u) joined by a walk of K steps).
+
+**On an array library's device** (:meth:`MeanOperator.device_apply`,
+:meth:`MeanOperator.device_squared_apply`) the same sums are computed where the values live,
+with the array API's operations only: the graph is public, so the layout is made on the host
+(numpy, as above) and copied to the device — the rows grouped by length into classes of width
+2^c (a row of length ℓ in the class 2^⌈log₂ ℓ⌉, padded with zero weights, so the padding at
+most doubles the entries), and a step is, per class, one gather, one product by the weights and
+one sum along the row, then one gather back to node order. The products are the numpy path's
+(the same two doubles, rounded once); only the order in which a row's terms are added differs
+(numpy adds them left to right, the library as it reduces). A sum of m rounded products is
+within γ_m·Σ|terms| of the exact one in any order, γ_m = m·2⁻⁵³/(1 − m·2⁻⁵³) (Higham 2002,
+"Accuracy and Stability of Numerical Algorithms", §§3.1 and 4.2), so the two paths' sums differ
+by at most 2γ_m·max|x|. P is row-stochastic, so a difference is carried on by the later steps
+but not amplified: after K steps the values differ by at most 2K·γ_m·max|x| (m the largest
+neighbourhood), up to terms of order (K·m·2⁻⁵³)². The variances are one sum of non-negative
+terms whose products the two paths round alike (their inputs are the same): they differ by at
+most 2γ_{m−1} of themselves (m the longest row of P^K summed).
 """
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from typing import Any
 
 import attrs
@@ -27,6 +45,7 @@ from numpy.typing import NDArray
 
 from dpkit.arrays import as_array, describe_dtype
 from dpkit.errors import InvalidData
+from dpkit.tensors.libraries import ArrayLibrary, array_library
 
 #: Rows of W built at once by :meth:`MeanOperator.squared_apply`.
 ROWS_PER_BLOCK = 4096
@@ -64,6 +83,19 @@ class MeanOperator:
             squared = attrs.evolve(self, weights=np.square(self.weights))
             return squared.apply(values, steps)
         out = np.empty_like(flat)
+        for start, stop, rows, cols, weights in self._blocks_of_w(steps):
+            # every row of W is non-empty (so is every row of P): one segment per row
+            starts = np.flatnonzero(np.r_[True, rows[1:] != rows[:-1]])
+            out[start:stop] = np.add.reduceat(
+                flat[cols] * np.square(weights)[:, None], starts, axis=0
+            )
+        return out.reshape(values.shape)
+
+    def _blocks_of_w(
+        self, steps: int
+    ) -> Iterator[tuple[int, int, NDArray[np.int64], NDArray[np.int64], NDArray[np.float64]]]:
+        """The rows start … stop − 1 of W = P^steps, ``ROWS_PER_BLOCK`` at a time, as
+        (start, stop, rows − start, columns, weights), sorted by row then column."""
         n = self.nodes
         lengths = np.diff(self.indptr)
         for start in range(0, n, ROWS_PER_BLOCK):
@@ -82,16 +114,109 @@ class MeanOperator:
                 starts = np.flatnonzero(np.r_[True, key[1:] != key[:-1]])  # one per entry of W
                 weights = np.add.reduceat((weights[owner] * self.weights[position])[order], starts)
                 rows, cols = key[starts] // n, key[starts] % n
-            # every row of W is non-empty (so is every row of P): one segment per row
-            starts = np.flatnonzero(np.r_[True, rows[1:] != rows[:-1]])
-            out[start:stop] = np.add.reduceat(
-                flat[cols] * np.square(weights)[:, None], starts, axis=0
-            )
-        return out.reshape(values.shape)
+            yield start, stop, rows, cols, weights
+
+    def device_apply(self, library: ArrayLibrary, values: Any, steps: int) -> Any:
+        """P^steps · values for float64 values of shape (n, ...) on ``library``'s device."""
+        if steps == 0:
+            return values
+        layout = _RowLayout.of(self.indptr, self.indices, self.weights).to(library)
+        xp = library.xp
+        flat = xp.reshape(values, (self.nodes, -1))
+        for _ in range(steps):
+            flat = layout.sums(flat)
+        return xp.reshape(flat, tuple(values.shape))
+
+    def device_squared_apply(self, library: ArrayLibrary, values: Any, steps: int) -> Any:
+        """(W∘W) · values, W = P^steps, for float64 values of shape (n, ...) on the device."""
+        if steps <= 1:
+            squared = attrs.evolve(self, weights=np.square(self.weights))
+            return squared.device_apply(library, values, steps)
+        xp = library.xp
+        flat = xp.reshape(values, (self.nodes, -1))
+        parts = []
+        for start, stop, rows, cols, weights in self._blocks_of_w(steps):
+            indptr = np.zeros(stop - start + 1, dtype=np.int64)
+            np.cumsum(np.bincount(rows, minlength=stop - start), out=indptr[1:])
+            layout = _RowLayout.of(indptr, cols, np.square(weights)).to(library)
+            parts.append(layout.sums(flat))
+        return xp.reshape(xp.concat(parts, axis=0), tuple(values.shape))
+
+
+@attrs.frozen(eq=False)
+class _RowLayout:
+    """Σ_e weights[e]·x[indices[e]] over each row of compressed rows, laid out for an array
+    library: rows grouped by length into classes of width 2^c (padded with index 0 and weight
+    0), each class one (rows, width) gather; ``inverse`` puts the classes' rows back in order.
+    The arrays are numpy until :meth:`to` copies them to a device."""
+
+    classes: tuple[tuple[Any, Any], ...]
+    inverse: Any
+    xp: Any = None
+
+    @classmethod
+    def of(
+        cls, indptr: NDArray[np.int64], indices: NDArray[np.int64], weights: NDArray[np.float64]
+    ) -> _RowLayout:
+        lengths = np.diff(indptr)
+        widths = np.ceil(np.log2(np.maximum(lengths, 1))).astype(np.int64)  # exact at 2^c
+        order = np.argsort(widths, kind="stable")
+        inverse = np.empty(lengths.size, dtype=np.int64)
+        inverse[order] = np.arange(lengths.size, dtype=np.int64)
+        classes = []
+        for c in np.unique(widths):
+            rows = order[widths[order] == c]
+            slots = np.arange(1 << int(c), dtype=np.int64)[None, :]
+            valid = slots < lengths[rows][:, None]
+            position = indptr[rows][:, None] + np.where(valid, slots, 0)
+            if indices.size:
+                position = np.minimum(position, indices.size - 1)  # padding of an empty row
+                index = np.where(valid, indices[position], 0)
+                weight = np.where(valid, weights[position], 0.0)
+            else:
+                index, weight = np.zeros(valid.shape, np.int64), np.zeros(valid.shape)
+            classes.append((index.reshape(-1), weight))
+        return cls(tuple(classes), inverse)
+
+    def to(self, library: ArrayLibrary) -> _RowLayout:
+        xp, device = library.xp, library.device
+        moved = tuple(
+            (xp.asarray(index, device=device), xp.asarray(weight, device=device))
+            for index, weight in self.classes
+        )
+        return _RowLayout(moved, xp.asarray(self.inverse, device=device), xp)
+
+    def sums(self, x: Any) -> Any:
+        """The row sums for x of shape (n, columns), taken ``_GATHER`` elements at a time."""
+        xp = self.xp
+        padded = sum(int(index.shape[0]) for index, _ in self.classes)
+        columns = int(x.shape[1])
+        width = max(1, _GATHER // max(1, padded))
+        pieces = []
+        for first in range(0, max(columns, 1), width):
+            block = x[:, first : min(first + width, columns)]
+            parts = []
+            for index, weight in self.classes:
+                rows, slots = (int(size) for size in weight.shape)
+                gathered = xp.reshape(
+                    xp.take(block, index, axis=0), (rows, slots, int(block.shape[1]))
+                )
+                parts.append(xp.sum(gathered * weight[:, :, None], axis=1))
+            pieces.append(xp.take(xp.concat(parts, axis=0), self.inverse, axis=0))
+        return pieces[0] if len(pieces) == 1 else xp.concat(pieces, axis=1)
+
+
+def _public(value: Any, field: str) -> Any:
+    """A part of the graph as numpy: an array library's array is read on the host (a view of a
+    host array, a copy of an accelerator's: the graph is public)."""
+    library = array_library(value, owner="graph", field=field)
+    if library is None:
+        return value
+    return library.host_view(value) if library.on_host else library.small_to_host(value)
 
 
 def _indices(value: Any, field: str) -> NDArray[np.int64]:
-    array = as_array(value, owner="graph", field=field)
+    array = as_array(_public(value, field), owner="graph", field=field)
     if array.ndim != 1 or (array.size and array.dtype.kind not in "iu"):
         raise InvalidData(
             f"graph: {field} must be two 1-D arrays of integer node indices, got shape "
@@ -120,7 +245,7 @@ def _edge_pairs(graph: Any, nodes: int, field: str) -> tuple[NDArray[np.int64], 
             )
         return sources, targets
     if hasattr(graph, "indptr") and hasattr(graph, "indices"):  # compressed sparse rows
-        indptr = as_array(graph.indptr, owner="graph", field=field)
+        indptr = as_array(_public(graph.indptr, field), owner="graph", field=field)
         if indptr.shape != (nodes + 1,) or indptr.dtype.kind not in "iu":
             raise InvalidData(
                 f"graph: {field} in compressed rows must have {nodes + 1} row pointers (one "
@@ -135,7 +260,7 @@ def _edge_pairs(graph: Any, nodes: int, field: str) -> tuple[NDArray[np.int64], 
                 field=field,
             )
         return np.repeat(np.arange(nodes, dtype=np.int64), lengths), targets
-    matrix = as_array(graph, owner="graph", field=field)
+    matrix = as_array(_public(graph, field), owner="graph", field=field)
     if matrix.shape != (nodes, nodes):
         raise InvalidData(
             f"graph: {field} must be a square adjacency matrix of {nodes} nodes (one per row "

@@ -46,6 +46,8 @@ from dpkit._propagation import mean_operator
 from dpkit.arrays import as_array, describe_dtype
 from dpkit.errors import InvalidData, InvalidParameter
 from dpkit.estimator import Estimator, FrequencyCounts, Statistics
+from dpkit.tensors.device_random import require_64_bit
+from dpkit.tensors.libraries import ArrayLibrary, array_library
 
 if TYPE_CHECKING:
     from typing_extensions import Self
@@ -79,10 +81,27 @@ STATISTICS = ("edges", "degrees", "degree_distribution", "triangles", "kstars")
 _VARIANCE_KINDS = ("exact", "unbiased", "delta", "bound")
 
 
-def _float_array(values: Any) -> NDArray[np.float64]:
+def _float_array(values: Any) -> Any:
+    """A read-only float64 numpy array; an array of another library (:func:`propagate` on a
+    tensor) stays that library's, on its device, as float64."""
+    library = _library_of(values)
+    if library is not None:
+        return library.xp.astype(values, library.xp.float64)
     array = np.array(values, dtype=np.float64)
     array.setflags(write=False)
     return array
+
+
+def _library_of(values: Any) -> ArrayLibrary | None:
+    if isinstance(values, (np.ndarray, np.generic, list, tuple, int, float, bool)):
+        return None
+    return array_library(values, owner="GraphEstimate")
+
+
+def _host_list(values: Any) -> Any:
+    """An estimate's entries as Python numbers (a device array's copied to the host)."""
+    library = _library_of(values)
+    return (values if library is None else library.small_to_host(values)).tolist()
 
 
 def _int_vector(values: Any) -> NDArray[np.int64]:
@@ -143,7 +162,11 @@ class GraphEstimate:
 
     @property
     def standard_error(self) -> NDArray[np.float64]:
-        """√variance (the variance floored at 0)."""
+        """√variance (the variance floored at 0), of the variance's array type."""
+        library = _library_of(self.variance)
+        if library is not None:
+            xp = library.xp
+            return xp.sqrt(xp.where(self.variance > 0.0, self.variance, 0.0))  # type: ignore[no-any-return]
         return np.sqrt(np.maximum(self.variance, 0.0))
 
     def confidence_interval(
@@ -170,9 +193,10 @@ class GraphEstimate:
         and method, which ``dpkit run`` shows as ± error) and as ``interval_<percent>``
         (``interval_95``: [lower, upper])."""
         low, high = self.confidence_interval(confidence)
+        low, high = _host_list(low), _host_list(high)
         return {
-            "estimate": self.estimates.tolist(),
-            "variance": self.variance.tolist(),
+            "estimate": _host_list(self.estimates),
+            "variance": _host_list(self.variance),
             "variance_kind": self.variance_kind,
             "unbiased": self.unbiased,
             "note": self.note,
@@ -180,11 +204,11 @@ class GraphEstimate:
             "categories": list(self.labels) if self.labels is not None else None,
             "confidence_interval": {
                 "level": confidence,
-                "lower": low.tolist(),
-                "upper": high.tolist(),
+                "lower": low,
+                "upper": high,
                 "method": f"normal approximation; variance: {self.variance_kind}",
             },
-            f"interval_{confidence * 100:g}": [low.tolist(), high.tolist()],
+            f"interval_{confidence * 100:g}": [low, high],
         }
 
 
@@ -487,15 +511,14 @@ def _check_propagation(owner: str, steps: Any, self_loops: Any) -> int:
 def _host(value: Any, *, owner: str, field: str) -> Any:
     """A host tensor as a numpy view; a tensor on an accelerator is refused (decided from its
     type and device, never from a value)."""
-    from dpkit.tensors.libraries import array_library
-
     library = array_library(value, owner=owner, field=field)
     if library is None:
         return value
     if not library.on_host:
         raise InvalidData(
-            f"{owner}: {field} is a {library.name} array on {library.device}; propagation runs "
-            "on numpy arrays: move it to the host first (tensor.cpu().numpy())",
+            f"{owner}: {field} is a {library.name} array on {library.device}, and {owner} "
+            "takes host arrays here (propagate computes on a device when its values live "
+            "there): move it to the host first (tensor.cpu())",
             field=field,
         )
     return library.host_view(value)
@@ -511,6 +534,91 @@ def _real_rows(value: Any, *, owner: str, field: str) -> NDArray[np.float64]:
     if not np.all(np.isfinite(floats)):
         raise InvalidData(f"{owner}: {field} must be finite (no NaN or infinity)", field=field)
     return floats
+
+
+def _check_rows(shape: tuple[int, ...]) -> None:
+    if len(shape) not in (1, 2) or shape[0] == 0:
+        raise InvalidData(
+            f"propagate: values must have one row per node, shape (n,) or (n, d) with n >= 1; "
+            f"got shape {shape}",
+            field="values",
+        )
+
+
+def _check_variance_shape(shape: tuple[int, ...], values: tuple[int, ...]) -> None:
+    n = values[0]
+    if shape not in ((), (n,), values):
+        raise InvalidData(
+            f"propagate: variance must be a number, one per node (shape ({n},)) or one per "
+            f"value (shape {values}); got shape {shape}",
+            field="variance",
+        )
+
+
+def _negative_variance() -> InvalidData:
+    return InvalidData("propagate: variance must be >= 0", field="variance")
+
+
+def _device_reals(library: ArrayLibrary, array: Any, field: str) -> None:
+    if not library.xp.isdtype(array.dtype, ("bool", "integral", "real floating")):
+        raise InvalidData(
+            f"propagate: {field} must be real numbers, got a {library.name} array of {array.dtype}",
+            field=field,
+        )
+
+
+def _propagate_on_device(
+    library: ArrayLibrary, graph: Any, values: Any, steps: int, variance: Any, *, self_loops: bool
+) -> tuple[Any, Any]:
+    """:func:`propagate` where the values live: the checks decidable without values (the
+    library's float64, the dtypes, the shapes, the variance's device, the public graph) first,
+    then the values' (finite; the variance finite and ≥ 0), then the operator on the device
+    (:meth:`~dpkit._propagation.MeanOperator.device_apply`)."""
+    owner = "propagate"
+    xp, device = library.xp, library.device
+    require_64_bit(library, owner=owner, field="values", needs="propagation computes in float64")
+    _device_reals(library, values, "values")
+    shape = tuple(int(size) for size in values.shape)
+    _check_rows(shape)
+    given = array_library(variance, owner=owner, field="variance")
+    if given is None:
+        host = as_array(variance, owner=owner, field="variance")
+        if host.dtype.kind not in "biuf":
+            raise InvalidData(
+                f"{owner}: variance must be real numbers, got {describe_dtype(host)}",
+                field="variance",
+            )
+        sigma_shape = tuple(host.shape)
+    elif given.name != library.name or given.device != library.device:
+        raise InvalidData(
+            f"{owner}: variance is a {given.name} array on {given.device} and the values a "
+            f"{library.name} array on {library.device}; give the variance on the values' device, "
+            "or as a number or numpy array",
+            field="variance",
+        )
+    else:
+        _device_reals(library, variance, "variance")
+        sigma_shape = tuple(int(size) for size in variance.shape)
+    _check_variance_shape(sigma_shape, shape)
+    operator = mean_operator(graph, shape[0], self_loops=self_loops)
+    x = xp.astype(values, xp.float64)
+    if not bool(xp.all(xp.isfinite(x))):
+        raise InvalidData(f"{owner}: values must be finite (no NaN or infinity)", field="values")
+    if given is None:
+        sigma2 = xp.asarray(host.astype(np.float64), device=device)
+    else:
+        sigma2 = xp.astype(variance, xp.float64)
+    if not bool(xp.all(xp.isfinite(sigma2))):
+        raise InvalidData(
+            f"{owner}: variance must be finite (no NaN or infinity)", field="variance"
+        )
+    if bool(xp.any(sigma2 < 0)):
+        raise _negative_variance()
+    if sigma_shape != shape:  # one per node (or one for all): broadcast over features
+        sigma2 = xp.broadcast_to(xp.reshape(sigma2, (-1,) + (1,) * (len(shape) - 1)), shape)
+    return operator.device_apply(library, x, steps), operator.device_squared_apply(
+        library, sigma2, steps
+    )
 
 
 def propagate(
@@ -561,9 +669,15 @@ def propagate(
             orientations), compressed sparse rows (an object with ``indptr`` and ``indices``,
             such as ``dpkit_ldp.graphs.Graph`` or a SciPy CSR matrix) or a dense symmetric
             0/1 or boolean adjacency matrix. It must hold no self loop.
-        values: the noisy values, shape (n,) or (n, d): a numpy array or a tensor on the host
-            (the result is numpy; a tensor on an accelerator is refused — the graph code runs
-            on numpy).
+        values: the noisy values, shape (n,) or (n, d): a numpy array, or an array of an
+            array-API library (a torch tensor, CuPy, JAX), whose type the estimates and
+            variances then take, float64. A host tensor is propagated by the numpy path on a
+            view of its memory; an accelerator's is propagated on its device (the graph, being
+            public, is laid out on the host and copied there; ``variance`` a number, a numpy
+            array or an array on the same device), with the numpy path's products and its sums
+            in another order: equal to the numpy path's up to 2K·γ_m·max|x| for the
+            values and 2γ_{m−1} relative for the variances (:mod:`dpkit._propagation`), about
+            m·K·10⁻¹⁶ for neighbourhoods of m nodes.
         steps: K ≥ 0 (0 returns the values).
 
     Cost: O(K·nnz) per feature column for the values; the exact variance takes time and
@@ -576,32 +690,31 @@ def propagate(
         raise InvalidParameter(
             "variance_kind", variance_kind, "'exact', 'unbiased' or 'bound'", owner=owner
         )
-    x = _real_rows(values, owner=owner, field="values")
-    if x.ndim not in (1, 2) or x.shape[0] == 0:
-        raise InvalidData(
-            f"{owner}: values must have one row per node, shape (n,) or (n, d) with n >= 1; "
-            f"got shape {x.shape}",
-            field="values",
+    library = array_library(values, owner=owner, field="values")
+    if library is not None and not library.on_host:
+        estimates, variances = _propagate_on_device(
+            library, graph, values, steps, variance, self_loops=bool(self_loops)
         )
-    sigma2 = _real_rows(variance, owner=owner, field="variance")
-    n = x.shape[0]
-    if sigma2.shape not in ((), (n,), x.shape):
-        raise InvalidData(
-            f"{owner}: variance must be a number, one per node (shape ({n},)) or one per "
-            f"value (shape {x.shape}); got shape {sigma2.shape}",
-            field="variance",
-        )
-    if np.any(sigma2 < 0):
-        raise InvalidData(f"{owner}: variance must be >= 0", field="variance")
-    operator = mean_operator(graph, n, self_loops=bool(self_loops))
-    if sigma2.shape != x.shape:  # one per node (or one for all): broadcast over features
-        sigma2 = np.broadcast_to(sigma2.reshape((-1,) + (1,) * (x.ndim - 1)), x.shape)
+    else:
+        x = _real_rows(values, owner=owner, field="values")
+        _check_rows(tuple(x.shape))
+        sigma2 = _real_rows(variance, owner=owner, field="variance")
+        _check_variance_shape(tuple(sigma2.shape), tuple(x.shape))
+        if np.any(sigma2 < 0):
+            raise _negative_variance()
+        operator = mean_operator(graph, x.shape[0], self_loops=bool(self_loops))
+        if sigma2.shape != x.shape:  # one per node (or one for all): broadcast over features
+            sigma2 = np.broadcast_to(sigma2.reshape((-1,) + (1,) * (x.ndim - 1)), x.shape)
+        estimates = operator.apply(x, steps)
+        variances = operator.squared_apply(np.ascontiguousarray(sigma2), steps)
+        if library is not None:  # a host array of another library: its type back
+            estimates, variances = library.from_host(estimates), library.from_host(variances)
     return GraphEstimate(
         "propagated",
         "kprop",
-        operator.apply(x, steps),
-        operator.squared_apply(np.ascontiguousarray(sigma2), steps),
-        n,
+        estimates,
+        variances,
+        int(estimates.shape[0]),
         variance_kind=variance_kind,
         note=(
             f"unbiased for the {steps}-step mean propagation of the true values, given "

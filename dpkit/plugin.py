@@ -67,7 +67,8 @@ arrays; :func:`host_rng` turns a ``torch.Generator`` into a numpy one). On an ac
 :func:`hashed_reports` / :func:`hashed_support_counts` optimal local hashing's,
 :func:`hadamard_reports` Hadamard response's (counted by :func:`category_counts`), and
 :func:`duchi_reports` / :func:`duchi_multi_reports` Duchi et al.'s reports of numbers and
-vectors, :func:`laplace_noise`,
+vectors, :func:`multibit_reports` the multi-bit mechanism's rectified node features,
+:func:`laplace_noise`,
 :func:`geometric_noise` and :func:`gaussian_noise` the central mechanisms' noise (the host's exact
 secure samplers on the device), :func:`dbitflip_reports` /
 :func:`dbitflip_counts` dBitFlip's reports and counts, :func:`one_bit_reports` /
@@ -186,6 +187,7 @@ from dpkit.tensors.hadamard import hadamard_reports
 from dpkit.tensors.hashing import hashed_reports, hashed_support_counts
 from dpkit.tensors.libraries import ArrayLibrary, array_library
 from dpkit.tensors.mean_sums import mean_sums
+from dpkit.tensors.multibit import multibit_reports
 from dpkit.tensors.noise import gaussian_noise, geometric_noise, laplace_noise
 from dpkit.tensors.one_bit_mean import one_bit_counts, one_bit_reports
 from dpkit.tensors.prefix_tree import tree_reports
@@ -300,6 +302,7 @@ __all__ = [
     "lie_threshold",
     "lookup_index",
     "mean_sums",
+    "multibit_reports",
     "narwhals",
     "one_bit_counts",
     "one_bit_reports",

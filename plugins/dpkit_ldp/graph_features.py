@@ -15,9 +15,11 @@ an unbiased estimate of x_i. In the standard units t = (x − (α + β)/2)/((β 
 exactly Wang et al. 2019's Algorithm 4 (sample m attributes, report each at ε/m, scaled by
 d/m; :mod:`dpkit_ldp.sampled`) with the one-bit mechanism of Duchi, Jordan & Wainwright 2018
 (±B, B = (e^{ε/m} + 1)/(e^{ε/m} − 1), P[+B] = 1/2 + t/(2B)), which is how it is implemented:
-``randomize`` returns the rectified features x′ (a ``numpy`` array; torch tensors are not
-supported yet), secure by default (:func:`dpkit_ldp.duchi.duchi_sample`: stochastic rounding,
-then randomized response with the exact lie threshold).
+``randomize`` returns the rectified features x′ (float64, the caller's array type), secure by
+default (:func:`dpkit_ldp.duchi.duchi_sample`: stochastic rounding, then randomized response
+with the exact lie threshold). On an accelerator's array ``randomize`` runs on the device with
+the same law in either mode, the features drawn and each bit decided exactly as here
+(:mod:`dpkit.tensors.multibit`: the same words give the same reports).
 
 Privacy: each drawn feature's two report laws are within e^{ε/m}, the draw of the features does
 not depend on the data, so a node's whole feature vector is ε-LDP (basic composition over m).
@@ -42,7 +44,14 @@ import attrs
 import numpy as np
 from numpy.typing import NDArray
 
-from dpkit.plugin import Integer, parameter
+from dpkit.plugin import (
+    Integer,
+    SecureRandom,
+    array_library,
+    lie_threshold,
+    multibit_reports,
+    parameter,
+)
 from dpkit_ldp.duchi import duchi_bound, duchi_sample, plus_probability
 from dpkit_ldp.sampled import SampledAttributes
 
@@ -68,6 +77,7 @@ class MultiBit(SampledAttributes):
     name: ClassVar[str] = "multibit"
     one_value: ClassVar[str | None] = "duchi"
     output_type: ClassVar[Literal["discrete", "continuous"]] = "discrete"
+    device_methods: ClassVar[frozenset[str]] = frozenset({"randomize"})
 
     k: int | None = parameter(
         Integer(low=1, high=1 << 12),
@@ -83,6 +93,40 @@ class MultiBit(SampledAttributes):
     def sampled(self) -> int:
         """m in use."""
         return self.k if self.k is not None else optimal_m(self.epsilon, self.dimension)
+
+    def randomize(
+        self, values: Any, /, *, rng: np.random.Generator | SecureRandom | None = None
+    ) -> Any:
+        """The rectified features x′ (float64, same shape as ``values``: the last axis holds a
+        node's d features).
+
+        ``rng``: None (secure mode, the default), a :class:`dpkit.SecureRandom`, or a numpy
+        ``Generator`` (fast mode); for torch tensors also a ``torch.Generator``. An
+        accelerator's array is randomized there (:mod:`dpkit.tensors.multibit`).
+        """
+        library = array_library(values, owner=self.name)
+        if library is not None:  # an accelerator's array (host arrays arrive as numpy views)
+            d, m = self.dimension, self.sampled
+            level = d / m * duchi_bound(self.epsilon / m)
+            minus, centre, plus = (
+                float(report) for report in self.to_data(np.array([-level, 0.0, level]))
+            )
+            return multibit_reports(
+                library,
+                values,
+                dimension=d,
+                sampled=m,
+                lower=self.lower,
+                upper=self.upper,
+                centre=self.centre,
+                scale=self.scale,
+                reports=(minus, centre, plus),
+                epsilon=self.epsilon / m,
+                lie_threshold64=lie_threshold(self.epsilon / m, 2),
+                rng=rng,
+                owner=self.name,
+            )
+        return super().randomize(values, rng=rng)
 
     def report_bound(self) -> NDArray[np.float64]:
         """(d/m)·B per coordinate, in standard units."""

@@ -154,6 +154,7 @@ PLUGIN_FACE = {
     "hashed_support_counts",
     "hadamard_reports",
     "duchi_reports",
+    "multibit_reports",
     "laplace_noise",
     "geometric_noise",
     "gaussian_noise",

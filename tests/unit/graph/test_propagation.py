@@ -336,3 +336,154 @@ def test_bad_input_is_refused_naming_the_field(
         raised.value.parameter if isinstance(raised.value, InvalidParameter) else raised.value.field
     )
     assert named == field, case
+
+
+@pytest.fixture
+def device_tensors(monkeypatch: pytest.MonkeyPatch) -> list[str]:
+    """torch and array-api-strict host arrays take the device path (as a CUDA tensor would),
+    the graph's arrays too (copied to the host: it is public); the list records the calls of
+    the device path."""
+    import attrs
+
+    import dpkit.graph
+
+    real = dpkit.graph.array_library
+    device_path = dpkit.graph._propagate_on_device
+    called: list[str] = []
+
+    def on_device(values: Any, **kwargs: Any) -> Any:
+        library = real(values, **kwargs)
+        return None if library is None else attrs.evolve(library, on_host=False)
+
+    def counted(*args: Any, **kwargs: Any) -> Any:
+        called.append("device")
+        return device_path(*args, **kwargs)
+
+    for module in (dpkit.graph, dpkit._propagation):
+        monkeypatch.setattr(module, "array_library", on_device)
+    monkeypatch.setattr(dpkit.graph, "_propagate_on_device", counted)
+    return called
+
+
+def _gamma(m: int) -> float:
+    """γ_m = m·u/(1 − m·u), u = 2⁻⁵³: a sum of m + 1 terms in any order is within γ_m of the
+    sum of their magnitudes (Higham 2002, §4.2); m rounded products and their sum, γ_m."""
+    return m * 2.0**-53 / (1 - m * 2.0**-53)
+
+
+@pytest.mark.parametrize("spell", ["torch", "strict"])
+@pytest.mark.parametrize("steps", [0, 1, 3])
+def test_the_device_path_is_the_numpy_path_up_to_the_order_of_its_sums(
+    spell: str, steps: int, device_tensors: list[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # 40 nodes, node 0 isolated and node 1 joined to every other (a row of 39 or 40 terms:
+    # rows of every width class). The products are the numpy path's, only the order of a row's
+    # additions differs: the values within 2K·γ_m·max|x| of numpy's (m the largest
+    # neighbourhood), the variances within 2γ_{M−1} of themselves (M the longest row of W),
+    # with 10% for the second-order terms; a wrong weight or neighbour is off by far more.
+    torch = pytest.importorskip("torch")
+    xs = pytest.importorskip("array_api_strict")
+    monkeypatch.setattr(dpkit._propagation, "ROWS_PER_BLOCK", 7)  # blocks split the rows
+    adjacency = random_adjacency(40, 0.15, seed=steps)
+    adjacency[1, 2:] = adjacency[2:, 1] = True
+    rng = np.random.default_rng(9)
+    x = rng.normal(size=(40, 3)) * 100.0
+    sigma2 = rng.random((40, 3))
+    as_device = torch.from_numpy if spell == "torch" else xs.asarray
+    rows, cols = np.nonzero(np.triu(adjacency))
+    graphs = [adjacency, (rows, cols), as_graph(adjacency)]
+    if spell == "torch":
+        graphs.append((torch.from_numpy(rows), torch.from_numpy(cols)))  # on the "device"
+    for self_loops in (False, True):
+        w = dense_operator(adjacency, steps, self_loops)
+        m = int(np.count_nonzero(dense_operator(adjacency, 1, self_loops), axis=1).max())
+        longest = int(np.count_nonzero(w, axis=1).max())
+        for graph in graphs:
+            for variance in (as_device(sigma2), sigma2[:, 0], 0.5):
+                expected = dpkit.graph.propagate(
+                    graph,
+                    x,
+                    steps,
+                    variance=variance if np.ndim(variance) < 2 else sigma2,
+                    self_loops=self_loops,
+                )
+                called = len(device_tensors)
+                found = dpkit.graph.propagate(
+                    graph, as_device(x), steps, variance=variance, self_loops=self_loops
+                )
+                assert len(device_tensors) == called + 1
+                for array in (found.estimates, found.variance):
+                    assert type(array) is type(as_device(x))
+                    assert array.dtype == (torch.float64 if spell == "torch" else xs.float64)
+                estimates = np.from_dlpack(found.estimates)
+                variances = np.from_dlpack(found.variance)
+                bound = 1.1 * 2 * steps * _gamma(m) * np.abs(x).max()
+                assert np.abs(estimates - expected.estimates).max() <= bound
+                assert np.all(
+                    np.abs(variances - expected.variance)
+                    <= 1.1 * 2 * _gamma(longest - 1) * expected.variance
+                )
+                np.testing.assert_allclose(estimates, w @ x, atol=1e-11)
+    # the interval and the document come from the device arrays
+    low, _ = found.confidence_interval(0.9)
+    assert type(low) is type(found.estimates)
+    document = found.to_document(confidence=0.9)
+    assert document["estimate"] == np.from_dlpack(found.estimates).tolist()
+    assert document["confidence_interval"]["lower"] == np.from_dlpack(low).tolist()
+
+
+def test_host_tensors_take_the_numpy_path_and_keep_their_type() -> None:
+    torch = pytest.importorskip("torch")
+    adjacency = random_adjacency(12, 0.3, seed=1)
+    x = np.random.default_rng(2).random((12, 2))
+    expected = dpkit.graph.propagate(adjacency, x, 2, variance=0.25)
+    found = dpkit.graph.propagate(adjacency, torch.from_numpy(x), 2, variance=0.25)
+    assert isinstance(found.estimates, torch.Tensor) and isinstance(found.variance, torch.Tensor)
+    assert np.array_equal(found.estimates.numpy(), expected.estimates)  # the same operations
+    assert np.array_equal(found.variance.numpy(), expected.variance)
+    assert np.array_equal(found.standard_error.numpy(), expected.standard_error)
+
+
+@pytest.mark.usefixtures("device_tensors")
+def test_the_device_path_refuses_before_reading_values(monkeypatch: pytest.MonkeyPatch) -> None:
+    torch = pytest.importorskip("torch")
+    xs = pytest.importorskip("array_api_strict")
+    adjacency = random_adjacency(5, 0.5, seed=3)
+    nan = torch.full((5, 2), math.nan, dtype=torch.float64)
+    cases: list[tuple[Callable[[], Any], str, str]] = [
+        # the public checks come first: the values are NaN in each
+        (lambda: dpkit.graph.propagate(adjacency[:4, :4], nan, 1, variance=1.0), "graph", "square"),
+        (
+            lambda: dpkit.graph.propagate(adjacency, nan, 1, variance=np.ones(4)),
+            "variance",
+            "shape",
+        ),
+        (lambda: dpkit.graph.propagate(adjacency, nan[:0], 1, variance=1.0), "values", "n >= 1"),
+        (lambda: dpkit.graph.propagate(adjacency, nan, 1, variance="a"), "variance", "real"),
+        (
+            lambda: dpkit.graph.propagate(adjacency, nan, 1, variance=xs.ones((5, 2))),
+            "variance",
+            "device",
+        ),
+        (
+            lambda: dpkit.graph.propagate(
+                adjacency, torch.ones(5, dtype=torch.complex64), 1, variance=1.0
+            ),
+            "values",
+            "real numbers",
+        ),
+        (lambda: dpkit.graph.propagate(adjacency, nan, 1, variance=1.0), "values", "finite"),
+        (
+            lambda: dpkit.graph.propagate(adjacency, torch.ones(5), 1, variance=torch.tensor(-1.0)),
+            "variance",
+            ">= 0",
+        ),
+    ]
+    for call, field, words in cases:
+        with pytest.raises(InvalidData, match=words) as raised:
+            call()
+        assert raised.value.field == field
+    monkeypatch.setattr(dpkit.tensors.device_random, "index_dtype", lambda xp: xp.int32)
+    with pytest.raises(InvalidData, match="float64") as raised:
+        dpkit.graph.propagate(adjacency[:4, :4], nan, 1, variance=1.0)
+    assert raised.value.field == "values"

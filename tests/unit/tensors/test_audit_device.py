@@ -1,8 +1,8 @@
 """The statistical auditor, unchanged, over the device paths (run on the CPU with torch tensors
-treated as an accelerator's): rr, krr, oue, olh, hr, duchi, duchi_multi, laplace, geometric, gaussian,
-dbitflip, one_bit_mean, cms, hcms, rappor (on integer items), pem and treehist keep their privacy in both
-randomness modes, and a device path that rounds its flip (or lie) probability the wrong way, or
-draws too little noise, is caught.
+treated as an accelerator's): rr, krr, oue, olh, hr, duchi, duchi_multi, multibit, laplace,
+geometric, gaussian, dbitflip, one_bit_mean, cms, hcms, rappor (on integer items), pem and
+treehist keep their privacy in both randomness modes, and a device path that rounds its flip
+(or lie) probability the wrong way, or draws too little noise, is caught.
 
 False-positive rate: the auditor's own, CHECK_ALPHA (1e-6) per audit: a passing mechanism is
 reported as violating with at most that probability (dpkit.testing); the seeds are fixed.
@@ -24,6 +24,7 @@ from dpkit_ldp import (  # noqa: E402
     count_mean_sketch,
     dbitflip,
     duchi,
+    graph_features,
     hadamard,
     kary_rr,
     local_hashing,
@@ -62,6 +63,7 @@ def device_tensors(monkeypatch: pytest.MonkeyPatch) -> Iterator[list[str]]:
         local_hashing,
         hadamard,
         duchi,
+        graph_features,
         laplace,
         geometric,
         gaussian,
@@ -82,6 +84,7 @@ def device_tensors(monkeypatch: pytest.MonkeyPatch) -> Iterator[list[str]]:
         (hadamard, "hadamard_reports"),
         (duchi, "duchi_reports"),
         (duchi, "duchi_multi_reports"),
+        (graph_features, "multibit_reports"),
         (laplace, "laplace_noise"),
         (geometric, "geometric_noise"),
         (gaussian, "gaussian_noise"),
@@ -173,6 +176,11 @@ def _through_tensors(cls: type) -> type:
             {"epsilon": 1.0, "lower": 0.0, "upper": 1.0, "dimension": 2},
             "duchi_multi_reports",
         ),
+        (
+            graph_features.MultiBit,
+            {"epsilon": 1.0, "lower": -2.0, "upper": 5.0, "dimension": 2, "k": 1},
+            "multibit_reports",
+        ),
         (laplace.Laplace, {"epsilon": 1.0}, "laplace_noise"),
         (geometric.Geometric, {"epsilon": 1.0}, "geometric_noise"),
         (gaussian.Gaussian, {"epsilon": 1.0, "delta": 1e-5}, "gaussian_noise"),
@@ -250,6 +258,7 @@ def test_a_vector_device_path_with_heads_too_often_is_caught(
         (local_hashing, local_hashing.OptimalLocalHashing, {"k": 4}),
         (hadamard, hadamard.HadamardResponse, {"k": 4}),
         (duchi, duchi.Duchi, {}),
+        (graph_features, graph_features.MultiBit, {"dimension": 2, "k": 1}),
         (dbitflip, dbitflip.DBitFlip, {"k": 3, "d": 2}),
         (one_bit_mean, one_bit_mean.OneBitMean, {"intervals": 2}),
         (pem, pem.PrefixExtendingMethod, {"bits": 4, "top": 1, "step": 2}),

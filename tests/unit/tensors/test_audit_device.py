@@ -10,7 +10,6 @@ reported as violating with at most that probability (dpkit.testing); the seeds a
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from typing import Any, ClassVar
 
 import attrs
@@ -36,47 +35,20 @@ from dpkit_ldp import (  # noqa: E402
     unary_encoding,
 )
 from dpkit_ldp.items import ItemDomain  # noqa: E402
+from support import device_reference  # noqa: E402
 
 import dpkit  # noqa: E402
-from dpkit.tensors import exact, methods  # noqa: E402
+from dpkit.tensors import exact  # noqa: E402
 from dpkit.tensors import noise as exact_noise  # noqa: E402
 from dpkit.testing import check_mechanism  # noqa: E402
 from dpkit.testing.report import DPViolation  # noqa: E402
 
 
 @pytest.fixture
-def device_tensors(monkeypatch: pytest.MonkeyPatch) -> Iterator[list[str]]:
+def device_tensors(monkeypatch: pytest.MonkeyPatch) -> list[str]:
     """torch CPU tensors take the device path (as a CUDA tensor would, without Triton); the
     list holds the device functions called, which the tests check are the ones audited."""
-    real = methods.array_library
-    called: list[str] = []
-
-    def on_device(values: Any, **kwargs: Any) -> Any:
-        library = real(values, **kwargs)
-        return None if library is None else attrs.evolve(library, on_host=False)
-
-    patched = (
-        methods,
-        randomized_response,
-        kary_rr,
-        unary_encoding,
-        local_hashing,
-        hadamard,
-        duchi,
-        graph_features,
-        laplace,
-        geometric,
-        gaussian,
-        dbitflip,
-        one_bit_mean,
-        count_mean_sketch,
-        rappor,
-        pem,
-        treehist,
-    )
-    for module in patched:
-        monkeypatch.setattr(module, "array_library", on_device)
-    for module, name in (
+    counted = [
         (randomized_response, "flip_bits"),
         (kary_rr, "kary_response"),
         (unary_encoding, "unary_reports"),
@@ -95,15 +67,8 @@ def device_tensors(monkeypatch: pytest.MonkeyPatch) -> Iterator[list[str]]:
         (rappor, "rappor_reports"),
         (pem, "prefix_reports"),
         (treehist, "tree_reports"),
-    ):
-        function = getattr(module, name)
-
-        def counted(*args: Any, _function: Any = function, _name: str = name, **kw: Any) -> Any:
-            called.append(_name)
-            return _function(*args, **kw)
-
-        monkeypatch.setattr(module, name, counted)
-    yield called
+    ]
+    return device_reference.on_device(monkeypatch, {module for module, _ in counted}, counted)
 
 
 @attrs.frozen

@@ -78,16 +78,7 @@ def test_device_and_cpu_estimators_count_each_others_reports_alike(
 ) -> None:
     from dpkit_ldp import hadamard
 
-    from dpkit.tensors import methods
-
-    real = methods.array_library
-
-    def on_device(values: object, **kwargs: object) -> object:
-        library = real(values, **kwargs)
-        return None if library is None else attrs.evolve(library, on_host=False)
-
-    for module in (methods, hadamard):
-        monkeypatch.setattr(module, "array_library", on_device)
+    device_reference.on_device(monkeypatch, [hadamard])
     values = np.random.default_rng(4).integers(0, 5, size=300)
     estimator = HadamardResponseEstimator(HR)
     on_device = HR.randomize(torch.from_numpy(values))

@@ -161,23 +161,9 @@ def test_device_and_cpu_estimators_count_each_others_reports_alike(
 def test_the_device_count_is_through_the_estimator(monkeypatch: pytest.MonkeyPatch) -> None:
     from dpkit_ldp import local_hashing
 
-    from dpkit.tensors import methods
-
-    real = methods.array_library
-
-    def on_device(values: object, **kwargs: object) -> object:
-        library = real(values, **kwargs)
-        return None if library is None else attrs.evolve(library, on_host=False)
-
-    called: list[str] = []
-
-    def counted(*args: object, **kwargs: object) -> object:
-        called.append("hashed_support_counts")
-        return hashed_support_counts(*args, **kwargs)  # type: ignore[arg-type]
-
-    for module in (methods, local_hashing):
-        monkeypatch.setattr(module, "array_library", on_device)
-    monkeypatch.setattr(local_hashing, "hashed_support_counts", counted)
+    called = device_reference.on_device(
+        monkeypatch, [local_hashing], [(local_hashing, "hashed_support_counts")]
+    )
     reports = OLH.randomize(torch.tensor([0, 1, 4, 4]))
     statistics = OptimalLocalHashingEstimator(OLH).accumulate(reports)
     assert called and statistics.n == 4

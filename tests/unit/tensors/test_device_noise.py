@@ -27,7 +27,7 @@ from dpkit.errors import InvalidData, InvalidParameter  # noqa: E402
 from dpkit.randomness._exact import laplace_nonzero  # noqa: E402
 from dpkit.randomness.discrete import _accept_integer  # noqa: E402
 from dpkit.randomness.geometric import discrete_laplace_digits, geometric_plan  # noqa: E402
-from dpkit.tensors import array_library, device_random, exact, methods, noise  # noqa: E402
+from dpkit.tensors import array_library, device_random, exact, noise  # noqa: E402
 
 KEY = bytes(range(32))
 LAPLACE = laplace.Laplace(epsilon=1.0)
@@ -39,13 +39,8 @@ GAUSSIAN = gaussian.Gaussian(epsilon=1.0, delta=1e-6)
 def device_arrays(monkeypatch: pytest.MonkeyPatch) -> Iterator[list[Any]]:
     """torch and array-api-strict host arrays take the device path (as a CUDA tensor would);
     the list holds the DeviceWords of each call (none when a call is refused before drawing)."""
-    real = methods.array_library
     calls: list[Any] = []
-
-    def on_device(values: Any, **kwargs: Any) -> Any:
-        library = real(values, **kwargs)
-        return None if library is None else attrs.evolve(library, on_host=False)
-
+    device_reference.on_device(monkeypatch, [laplace, geometric, gaussian])
     real_words = noise.device_words
 
     def recorded(*args: Any, **kwargs: Any) -> Any:
@@ -53,8 +48,6 @@ def device_arrays(monkeypatch: pytest.MonkeyPatch) -> Iterator[list[Any]]:
         calls.append(words)
         return words
 
-    for module in (methods, laplace, geometric, gaussian):
-        monkeypatch.setattr(module, "array_library", on_device)
     monkeypatch.setattr(noise, "device_words", recorded)
     yield calls
 

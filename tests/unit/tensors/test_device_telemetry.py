@@ -8,10 +8,8 @@ naming the field, before any word is drawn)."""
 from __future__ import annotations
 
 import math
-from collections.abc import Iterator
 from typing import Any
 
-import attrs
 import numpy as np
 import pytest
 from scipy import stats
@@ -35,7 +33,7 @@ from support import device_reference  # noqa: E402
 
 from dpkit import SecureRandom  # noqa: E402
 from dpkit.errors import InvalidData, InvalidParameter  # noqa: E402
-from dpkit.tensors import array_library, device_random, methods  # noqa: E402
+from dpkit.tensors import array_library, device_random  # noqa: E402
 from dpkit.tensors import dbitflip as device_dbitflip  # noqa: E402
 from dpkit.tensors import one_bit_mean as device_one_bit  # noqa: E402
 from dpkit.tensors import prefix_tree as device_prefix_tree  # noqa: E402
@@ -51,60 +49,28 @@ ALPHA = 1e-6
 
 
 @pytest.fixture
-def device_arrays(monkeypatch: pytest.MonkeyPatch) -> Iterator[list[str]]:
-    """torch and array-api-strict host arrays take the device path (as a CUDA tensor would);
-    the list records the calls of the device functions."""
-    real = methods.array_library
-    called: list[str] = []
-
-    def on_device(values: Any, **kwargs: Any) -> Any:
-        library = real(values, **kwargs)
-        return None if library is None else attrs.evolve(library, on_host=False)
-
-    patched = (
-        methods,
-        dbitflip,
-        one_bit_mean,
-        _memo,
-        count_mean_sketch,
-        rappor,
-        pem,
-        treehist,
-        heavy_hitters,
+def device_arrays(monkeypatch: pytest.MonkeyPatch) -> list[str]:
+    """torch and array-api-strict host arrays take the device path; the calls of the device
+    functions, recorded."""
+    modules = (dbitflip, one_bit_mean, _memo, count_mean_sketch, rappor, pem, treehist)
+    return device_reference.on_device(
+        monkeypatch,
+        (*modules, heavy_hitters),
+        [
+            (dbitflip, "dbitflip_reports"),
+            (dbitflip, "dbitflip_counts"),
+            (one_bit_mean, "one_bit_reports"),
+            (one_bit_mean, "one_bit_counts"),
+            (count_mean_sketch, "sketch_reports"),
+            (count_mean_sketch, "sketch_counts"),
+            (count_mean_sketch, "hadamard_sketch_reports"),
+            (count_mean_sketch, "hadamard_sketch_counts"),
+            (rappor, "rappor_reports"),
+            (rappor, "sketch_counts"),
+            (pem, "prefix_reports"),
+            (treehist, "tree_reports"),
+        ],
     )
-    for module in patched:
-        monkeypatch.setattr(module, "array_library", on_device)
-    for module, name in (
-        (dbitflip, "dbitflip_reports"),
-        (dbitflip, "dbitflip_counts"),
-        (one_bit_mean, "one_bit_reports"),
-        (one_bit_mean, "one_bit_counts"),
-        (count_mean_sketch, "sketch_reports"),
-        (count_mean_sketch, "sketch_counts"),
-        (count_mean_sketch, "hadamard_sketch_reports"),
-        (count_mean_sketch, "hadamard_sketch_counts"),
-        (rappor, "rappor_reports"),
-        (rappor, "sketch_counts"),
-        (pem, "prefix_reports"),
-        (treehist, "tree_reports"),
-    ):
-        function = getattr(module, name)
-
-        def counted(*args: Any, _function: Any = function, _name: str = name, **kw: Any) -> Any:
-            called.append(_name)
-            return _function(*args, **kw)
-
-        monkeypatch.setattr(module, name, counted)
-    yield called
-
-
-class _Drawless:
-    """Device words that fail if a single word is drawn (the refusals come first)."""
-
-    secure = True
-
-    def take(self, count: int) -> Any:
-        raise AssertionError("a word was drawn before the refusal")
 
 
 def _host(array: Any) -> np.ndarray:
@@ -223,7 +189,9 @@ def test_dbitflip_device_refusals_name_the_field(monkeypatch: pytest.MonkeyPatch
     assert found.value.field == "value" and not client.memo
     # Nothing is drawn before the values are checked; without 64-bit integers (JAX without
     # x64) the refusal comes from the library alone, whatever the values.
-    monkeypatch.setattr(device_dbitflip, "device_words", lambda *a, **k: _Drawless())
+    monkeypatch.setattr(
+        device_dbitflip, "device_words", lambda *a, **k: device_reference.Drawless()
+    )
     with pytest.raises(InvalidData, match=r"outside 0\.\.4"):
         DBF.randomize(torch.tensor([7]))
     monkeypatch.setattr(device_random, "index_dtype", lambda xp: xp.int32)
@@ -382,7 +350,7 @@ def test_one_bit_device_refusals_name_the_field(monkeypatch: pytest.MonkeyPatch)
     with pytest.raises(InvalidData, match="memo lives on the host") as found:
         client.report(torch.tensor(0.5, dtype=torch.float64))
     assert found.value.field == "value" and not client.memo
-    monkeypatch.setattr(device_one_bit, "device_words", lambda *a, **k: _Drawless())
+    monkeypatch.setattr(device_one_bit, "device_words", lambda *a, **k: device_reference.Drawless())
     with pytest.raises(InvalidData, match="NaN or values outside"):
         OBM.randomize(torch.tensor([math.nan]))
     monkeypatch.setattr(device_random, "index_dtype", lambda xp: xp.int32)
@@ -796,7 +764,9 @@ def test_pem_device_refusals_name_the_field(monkeypatch: pytest.MonkeyPatch) -> 
         with pytest.raises(InvalidData, match=message) as found:
             PEM.randomize(bad)
         assert found.value.field == "values"
-    monkeypatch.setattr(device_prefixes, "device_words", lambda *a, **k: _Drawless())
+    monkeypatch.setattr(
+        device_prefixes, "device_words", lambda *a, **k: device_reference.Drawless()
+    )
     with pytest.raises(InvalidData, match="outside the 40-bit items"):
         PEM.randomize(torch.tensor([2**41]))
 
@@ -917,7 +887,9 @@ def test_treehist_device_refusals_name_the_field(monkeypatch: pytest.MonkeyPatch
         with pytest.raises(InvalidData, match=message) as found:
             TREE.randomize(bad)
         assert found.value.field == "values"
-    monkeypatch.setattr(device_prefix_tree, "device_words", lambda *a, **k: _Drawless())
+    monkeypatch.setattr(
+        device_prefix_tree, "device_words", lambda *a, **k: device_reference.Drawless()
+    )
     with pytest.raises(InvalidData, match="outside the 36-bit items"):
         TREE.randomize(torch.tensor([2**40]))
     monkeypatch.setattr(device_random, "index_dtype", lambda xp: xp.int32)  # JAX without x64

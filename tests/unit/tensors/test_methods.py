@@ -12,9 +12,10 @@ import pytest
 
 torch = pytest.importorskip("torch")
 
+from support import device_reference  # noqa: E402
+
 import dpkit  # noqa: E402
 from dpkit.errors import InvalidData  # noqa: E402
-from dpkit.tensors import methods  # noqa: E402
 
 SEEN: list[Any] = []
 
@@ -62,13 +63,7 @@ def test_super_in_an_attrs_subclass_still_works_with_tensors_and_numpy() -> None
 def test_an_accelerator_array_reaches_only_a_declared_device_path(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    real = methods.array_library
-
-    def on_device(values: Any, **kwargs: Any) -> Any:
-        library = real(values, **kwargs)
-        return None if library is None else attrs.evolve(library, on_host=False)
-
-    monkeypatch.setattr(methods, "array_library", on_device)
+    device_reference.on_device(monkeypatch, [])
     with pytest.raises(InvalidData, match=r"recorder\.randomize has no device path yet") as e:
         Recorder().randomize(torch.tensor([0, 1]))
     assert e.value.field == "values"

@@ -754,23 +754,6 @@ def test_pem_keeps_the_hash_at_the_stated_rate_in_both_modes(
     assert set(device_arrays) == {"prefix_reports"}
 
 
-@pytest.mark.usefixtures("device_arrays")
-def test_pem_device_refusals_name_the_field(monkeypatch: pytest.MonkeyPatch) -> None:
-    for bad, message in (
-        (torch.tensor([1.0]), "integer 40-bit items"),
-        (torch.tensor([2**40]), "outside the 40-bit items"),
-        (torch.tensor([-1]), "outside the 40-bit items"),
-    ):
-        with pytest.raises(InvalidData, match=message) as found:
-            PEM.randomize(bad)
-        assert found.value.field == "values"
-    monkeypatch.setattr(
-        device_prefixes, "device_words", lambda *a, **k: device_reference.Drawless()
-    )
-    with pytest.raises(InvalidData, match="outside the 40-bit items"):
-        PEM.randomize(torch.tensor([2**41]))
-
-
 # -- treehist ------------------------------------------------------------------------------
 
 
@@ -878,21 +861,27 @@ def test_heavy_hitter_estimators_read_device_reports(
 
 
 @pytest.mark.usefixtures("device_arrays")
-def test_treehist_device_refusals_name_the_field(monkeypatch: pytest.MonkeyPatch) -> None:
+@pytest.mark.parametrize(
+    ("mech", "device_module"),
+    [(PEM, device_prefixes), (TREE, device_prefix_tree)],
+    ids=["pem", "treehist"],
+)
+def test_heavy_hitter_device_refusals_name_the_field(
+    mech: Any, device_module: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    bits = mech.bits
     for bad, message in (
-        (torch.tensor([1.0]), "integer 36-bit items"),
-        (torch.tensor([2**36]), "outside the 36-bit items"),
-        (torch.tensor([-1]), "outside the 36-bit items"),
+        (torch.tensor([1.0]), f"integer {bits}-bit items"),
+        (torch.tensor([2**bits]), f"outside the {bits}-bit items"),
+        (torch.tensor([-1]), f"outside the {bits}-bit items"),
     ):
         with pytest.raises(InvalidData, match=message) as found:
-            TREE.randomize(bad)
+            mech.randomize(bad)
         assert found.value.field == "values"
-    monkeypatch.setattr(
-        device_prefix_tree, "device_words", lambda *a, **k: device_reference.Drawless()
-    )
-    with pytest.raises(InvalidData, match="outside the 36-bit items"):
-        TREE.randomize(torch.tensor([2**40]))
+    monkeypatch.setattr(device_module, "device_words", lambda *a, **k: device_reference.Drawless())
+    with pytest.raises(InvalidData, match=f"outside the {bits}-bit items"):
+        mech.randomize(torch.tensor([2 ** (bits + 1)]))
     monkeypatch.setattr(device_random, "index_dtype", lambda xp: xp.int32)  # JAX without x64
     with pytest.raises(InvalidData, match="64-bit integers") as refused:
-        TREE.randomize(torch.tensor([1]))
+        mech.randomize(torch.tensor([1]))
     assert refused.value.field == "values"

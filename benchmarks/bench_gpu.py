@@ -25,7 +25,8 @@ Times are CUDA-event medians of ``--reps`` calls after two warm-up calls (Triton
 the first); each dpkit call includes its host synchronisation (the 0/1 check's flag).
 
 A second table (section ``gpu_mechanisms``) times the other device paths on ``--values``
-values (10⁷ by default), secure and fast, each against the plain torch code a GPU programmer
+values (10⁸ by default; a tenth as many for duchi_multi and the telemetry protocols, whose
+reports are wide), secure and fast, each against the plain torch code a GPU programmer
 would write for the same task without dpkit's guarantees (its floor): central noise against
 ``torch.randn`` / two exponentials differenced, the numeric reports against a ``torch.rand``
 comparison, the reports of the frequency and telemetry protocols against drawing random words
@@ -122,15 +123,18 @@ def _mechanism_tasks(device: Any, n: int, generator: Any) -> list[tuple[str, Any
     def words(*shape: int) -> Any:
         return torch.randint(0, 2**62, shape, device=device, generator=generator)
 
+    small = max(n // 10, 1)  # the protocols with wide reports: a tenth as many values
     reals = uniform(n)
     categories = torch.randint(0, 64, (n,), device=device, generator=generator)
-    items = torch.randint(0, 2**32, (n,), device=device, generator=generator)
-    rows = uniform((n // 8, 8))
+    few_categories = categories[:small]
+    items = torch.randint(0, 2**32, (small,), device=device, generator=generator)
+    rows = uniform((small // 8, 8))
     laplace = dpkit.mechanism("laplace", epsilon=1.0)
     gaussian = dpkit.mechanism("gaussian", epsilon=1.0, delta=1e-6)
     duchi = dpkit.mechanism("duchi", epsilon=1.0, lower=0.0, upper=1.0)
     duchi_multi = dpkit.mechanism("duchi_multi", epsilon=1.0, lower=0.0, upper=1.0, dimension=8)
     krr = dpkit.mechanism("krr", epsilon=1.0, k=64)
+    oue = dpkit.mechanism("oue", epsilon=1.0, k=64)
     olh = dpkit.mechanism("olh", epsilon=1.0, k=64)
     dbitflip = dpkit.mechanism("dbitflip", epsilon=1.0, k=64, d=4)
     cms = dpkit.mechanism("cms", epsilon=4.0, width=1024, hashes=64, key="c3" * 16)
@@ -161,11 +165,12 @@ def _mechanism_tasks(device: Any, n: int, generator: Any) -> list[tuple[str, Any
             *each(duchi_multi, rows),
         ),
         ("krr reports (k = 64)", lambda: words(n), *each(krr, categories)),
+        ("oue reports (k = 64, packed)", lambda: words(n), *each(oue, categories)),
         ("olh reports (a, b, y)", lambda: words(n, 3), *each(olh, categories)),
-        ("dbitflip reports (d = 4)", lambda: words(n, 4, 2), *each(dbitflip, categories)),
-        ("cms reports (j, row)", lambda: words(n, 1 + 1024 // 64), *each(cms, items)),
-        ("pem reports", lambda: words(n, 5), *each(pem, items)),
-        ("treehist reports", lambda: words(n, 5), *each(treehist, items)),
+        ("dbitflip reports (d = 4)", lambda: words(small, 4, 2), *each(dbitflip, few_categories)),
+        ("cms reports (j, row)", lambda: words(small, 1 + 1024 // 64), *each(cms, items)),
+        ("pem reports", lambda: words(small, 5), *each(pem, items)),
+        ("treehist reports", lambda: words(small, 5), *each(treehist, items)),
         (
             "krr counts (estimator)",
             lambda: torch.bincount(krr_reports, minlength=64),
@@ -211,7 +216,12 @@ def main() -> int:
     parser.add_argument("--epsilon", type=float, default=1.0)
     parser.add_argument("--reps", type=int, default=10)
     parser.add_argument("--out", type=Path, help="write the figures as JSON here")
-    parser.add_argument("--values", type=int, default=10_000_000, help="values per task (table 2)")
+    parser.add_argument(
+        "--values",
+        type=int,
+        default=100_000_000,
+        help="values per task (table 2; a tenth for wide reports)",
+    )
     parser.add_argument("--results", type=Path, help="publish into this results.json (gpu)")
     parser.add_argument(
         "--smoke-cpu",

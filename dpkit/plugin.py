@@ -66,7 +66,10 @@ arrays; :func:`host_rng` turns a ``torch.Generator`` into a numpy one). On an ac
 :func:`unary_reports` / :func:`unary_counts` are unary encoding's packed reports and counts,
 :func:`hashed_reports` / :func:`hashed_support_counts` optimal local hashing's,
 :func:`hadamard_reports` Hadamard response's (counted by :func:`category_counts`), and
-:func:`duchi_reports` Duchi et al.'s ±B reports of numbers, :func:`laplace_noise`,
+:func:`duchi_reports` Duchi et al.'s ±B reports of numbers, :func:`piecewise_reports`,
+:func:`hybrid_reports` and :func:`square_wave_reports` the piecewise, hybrid and square wave
+mechanisms' reports (secure: the CPU's lattice release, described by a :class:`LatticeLaw`),
+:func:`laplace_noise`,
 :func:`geometric_noise` and :func:`gaussian_noise` the central mechanisms' noise (the host's exact
 secure samplers on the device), :func:`dbitflip_reports` /
 :func:`dbitflip_counts` dBitFlip's reports and counts, :func:`one_bit_reports` /
@@ -182,9 +185,11 @@ from dpkit.tensors.device_random import DeviceWords, device_words, host_rng, uni
 from dpkit.tensors.duchi import duchi_reports
 from dpkit.tensors.hadamard import hadamard_reports
 from dpkit.tensors.hashing import hashed_reports, hashed_support_counts
+from dpkit.tensors.lattice import LatticeLaw
 from dpkit.tensors.libraries import ArrayLibrary, array_library
 from dpkit.tensors.noise import gaussian_noise, geometric_noise, laplace_noise
 from dpkit.tensors.one_bit_mean import one_bit_counts, one_bit_reports
+from dpkit.tensors.piecewise import hybrid_reports, piecewise_reports
 from dpkit.tensors.prefixes import prefix_reports
 from dpkit.tensors.rappor import rappor_reports
 from dpkit.tensors.sketch import (
@@ -193,6 +198,7 @@ from dpkit.tensors.sketch import (
     sketch_counts,
     sketch_reports,
 )
+from dpkit.tensors.square_wave import square_wave_reports
 from dpkit.tensors.unary import unary_counts, unary_reports
 from dpkit.units import MAX_BOUND, IdUnit, RecordUnit, privacy_unit
 
@@ -235,6 +241,7 @@ __all__ = [
     "InvalidParameter",
     "Labels",
     "LaplaceDP",
+    "LatticeLaw",
     "MeanEstimate",
     "MeanSums",
     "Mechanism",
@@ -286,6 +293,7 @@ __all__ = [
     "hashed_support_counts",
     "hookimpl",
     "host_rng",
+    "hybrid_reports",
     "implementation",
     "interval",
     "is_table",
@@ -300,6 +308,7 @@ __all__ = [
     "parameter",
     "per_partition",
     "per_record",
+    "piecewise_reports",
     "plain",
     "positions",
     "prefix_reports",
@@ -311,6 +320,7 @@ __all__ = [
     "resolve_rng",
     "sketch_counts",
     "sketch_reports",
+    "square_wave_reports",
     "total_floats",
     "unary_counts",
     "unary_reports",

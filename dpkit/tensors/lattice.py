@@ -93,7 +93,7 @@ def mod_64(xp: Any, high: Any, low: Any, modulus: int) -> Any:
     after each shift, and low is added last."""
     if not 1 <= modulus <= MAX_MODULUS:
         raise ValueError(f"modulus {modulus} outside [1, 2**62]")
-    step = min(32, 63 - modulus.bit_length())
+    step = min(32, 63 - (modulus - 1).bit_length())  # r < 2^bits: r·2^step < 2⁶³
     r = high % modulus
     done = 0
     while done < 32:

@@ -174,7 +174,7 @@ def test_ties_and_redraws_are_decided_as_on_the_cpu(
     mechanism: Any, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     # A third of the 64-bit words are 0: a zero uniform rounds every start up unless it is on
-    # the lattice, a zero coin lands in the band (and takes hm's piecewise branch), and a zero
+    # the lattice (then it ties with frac(c) = 0, as hm's Duchi rounding at t = −1), a zero coin lands in the band (and takes hm's piecewise branch), and a zero
     # word is below 2⁶⁴ mod m for both uniform draws (band and outside), so it is drawn again.
     law = piecewise.piecewise_lattice(mechanism.epsilon).device_law()
     if mechanism is SW:
@@ -186,6 +186,8 @@ def test_ties_and_redraws_are_decided_as_on_the_cpu(
     words64[rng.random(words64.size) < 1 / 3] = 0
     monkeypatch.setattr(lattice, "device_words", lambda *a, **k: _Given(_words32(words64)))
     x = np.random.default_rng(8).uniform(-2.0, 5.0, size=500)
+    x[:90] = np.repeat([-2.0, 1.5, 5.0], 30)  # t = −1, 0, 1: u = 0 ties (1 + t)/2 = 0 at t = −1,
+    # and the start's frac(c) = 0 where c is an integer (sw's v·2³², pm's K − H/2 at t = 0)
     reports = _host(mechanism.randomize(torch.from_numpy(x)))
     replay = device_reference.replaying(words64)
     assert np.array_equal(reports, mechanism.randomize(x, rng=replay))

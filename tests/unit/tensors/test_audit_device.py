@@ -1,6 +1,6 @@
 """The statistical auditor, unchanged, over the device paths (run on the CPU with torch tensors
-treated as an accelerator's): rr, krr, oue, olh, hr, duchi, laplace, geometric, gaussian,
-dbitflip, one_bit_mean, cms, hcms, rappor (on integer items) and pem keep their privacy in both
+treated as an accelerator's): rr, krr, oue, olh, hr, duchi, pm, hm, sw, laplace, geometric,
+gaussian, dbitflip, one_bit_mean, cms, hcms, rappor (on integer items) and pem keep their privacy in both
 randomness modes, and a device path that rounds its flip (or lie) probability the wrong way, or
 draws too little noise, is caught.
 
@@ -25,12 +25,15 @@ from dpkit_ldp import (  # noqa: E402
     dbitflip,
     duchi,
     hadamard,
+    hybrid,
     kary_rr,
     local_hashing,
     one_bit_mean,
     pem,
+    piecewise,
     randomized_response,
     rappor,
+    square_wave,
     unary_encoding,
 )
 from dpkit_ldp.items import ItemDomain  # noqa: E402
@@ -61,6 +64,9 @@ def device_tensors(monkeypatch: pytest.MonkeyPatch) -> Iterator[list[str]]:
         local_hashing,
         hadamard,
         duchi,
+        piecewise,
+        hybrid,
+        square_wave,
         laplace,
         geometric,
         gaussian,
@@ -79,6 +85,9 @@ def device_tensors(monkeypatch: pytest.MonkeyPatch) -> Iterator[list[str]]:
         (local_hashing, "hashed_reports"),
         (hadamard, "hadamard_reports"),
         (duchi, "duchi_reports"),
+        (piecewise, "piecewise_reports"),
+        (hybrid, "hybrid_reports"),
+        (square_wave, "square_wave_reports"),
         (laplace, "laplace_noise"),
         (geometric, "geometric_noise"),
         (gaussian, "gaussian_noise"),
@@ -164,6 +173,9 @@ def _through_tensors(cls: type) -> type:
         (local_hashing.OptimalLocalHashing, {"epsilon": 1.0, "k": 4}, "hashed_reports"),
         (hadamard.HadamardResponse, {"epsilon": 1.0, "k": 4}, "hadamard_reports"),
         (duchi.Duchi, {"epsilon": 1.0, "lower": -2.0, "upper": 5.0}, "duchi_reports"),
+        (piecewise.Piecewise, {"epsilon": 1.0, "lower": -2.0, "upper": 5.0}, "piecewise_reports"),
+        (hybrid.Hybrid, {"epsilon": 1.0, "lower": -2.0, "upper": 5.0}, "hybrid_reports"),
+        (square_wave.SquareWave, {"epsilon": 1.0, "bins": 16}, "square_wave_reports"),
         (laplace.Laplace, {"epsilon": 1.0}, "laplace_noise"),
         (geometric.Geometric, {"epsilon": 1.0}, "geometric_noise"),
         (gaussian.Gaussian, {"epsilon": 1.0, "delta": 1e-5}, "gaussian_noise"),
@@ -199,8 +211,11 @@ def test_device_paths_keep_their_epsilon_in_both_modes(
     cls: type, params: dict, device_function: str, device_tensors: list[str]
 ) -> None:
     # Laplace's and Gaussian's secure draws take about ten keystream words each (ChaCha20 in torch
-    # operations on this CPU): fewer samples; the auditor's false-alarm rate is the same.
+    # operations on this CPU), and pm's, hm's and sw's lattice releases several rounds of draws
+    # per call: fewer samples; the auditor's false-alarm rate is the same.
     samples = 3_000 if cls in (laplace.Laplace, gaussian.Gaussian) else 20_000
+    if cls in (piecewise.Piecewise, hybrid.Hybrid, square_wave.SquareWave):
+        samples = 10_000
     (report,) = check_mechanism(_through_tensors(cls)(**params), samples=samples)
     assert report.verdicts == {"fast": "pass", "secure": "pass"}
     assert device_function in device_tensors

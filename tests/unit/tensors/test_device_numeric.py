@@ -230,7 +230,7 @@ def _chi_square_p(observed: np.ndarray, probabilities: np.ndarray) -> float:
 def test_the_secure_release_has_the_exact_lattice_law(
     name: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    # On coarse lattices (tens of cells), 40 000 secure device reports at one input: the cell
+    # On coarse lattices (tens of cells), 25 000 secure device reports at one input: the cell
     # counts against the exact law (rounding on the 2⁻⁵³ grid, the 64-bit band threshold).
     # Chi-square at p < ALPHA: false-positive rate 1e-6 per case.
     if name == "pm":
@@ -246,7 +246,7 @@ def test_the_secure_release_has_the_exact_lattice_law(
         law = coarse.device_law()
     x = 0.37 * mechanism.lower + 0.63 * mechanism.upper
     t = float(mechanism.standardize(np.array([x]))[0])
-    reports = _host(mechanism.randomize(torch.full((40_000,), x, dtype=torch.float64)))
+    reports = _host(mechanism.randomize(torch.full((25_000,), x, dtype=torch.float64)))
     standard = mechanism.from_data(reports)
     cells = np.round(standard / 2.0**law.exponent - 0.5 + law.half).astype(np.int64) + law.shift
     assert np.allclose(((cells - law.shift) + 0.5 - law.half) * 2.0**law.exponent, standard)
@@ -266,13 +266,13 @@ def _bins(edges: np.ndarray, low: float, high: float, band: tuple[float, float])
 @pytest.mark.usefixtures("device_arrays")
 @pytest.mark.parametrize("name", ["pm", "hm", "sw"])
 def test_fast_reports_have_the_continuous_laws(name: str) -> None:
-    # 40 000 fast device reports (torch's Philox words) at one input, in 12 equal bins of the
+    # 25 000 fast device reports (torch's Philox words) at one input, in 12 equal bins of the
     # report range (and hm's two atoms ±B): chi-square at p < ALPHA, false-positive rate 1e-6.
     mechanism = {"pm": PM, "hm": HM, "sw": SW}[name]
     x = 0.37 * mechanism.lower + 0.63 * mechanism.upper
     t = float(mechanism.standardize(np.array([x]))[0])
     generator = torch.Generator().manual_seed(13)
-    reports = _host(mechanism.randomize(torch.full((40_000,), x), rng=generator))
+    reports = _host(mechanism.randomize(torch.full((25_000,), x), rng=generator))
     y = mechanism.from_data(reports)
     if name == "sw":
         b = SW.half_width

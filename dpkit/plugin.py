@@ -68,6 +68,9 @@ arrays; :func:`host_rng` turns a ``torch.Generator`` into a numpy one). On an ac
 :func:`hadamard_reports` Hadamard response's (counted by :func:`category_counts`), and
 :func:`duchi_reports` / :func:`duchi_multi_reports` Duchi et al.'s reports of numbers and
 vectors, :func:`multibit_reports` the multi-bit mechanism's rectified node features,
+:func:`piecewise_reports`, :func:`hybrid_reports` and :func:`square_wave_reports` the
+piecewise, hybrid and square wave mechanisms' reports (secure: the CPU's lattice release,
+described by a :class:`LatticeLaw`),
 :func:`laplace_noise`,
 :func:`geometric_noise` and :func:`gaussian_noise` the central mechanisms' noise (the host's exact
 secure samplers on the device), :func:`dbitflip_reports` /
@@ -185,11 +188,13 @@ from dpkit.tensors.duchi import duchi_reports
 from dpkit.tensors.duchi_multi import duchi_multi_reports
 from dpkit.tensors.hadamard import hadamard_reports
 from dpkit.tensors.hashing import hashed_reports, hashed_support_counts
+from dpkit.tensors.lattice import LatticeLaw
 from dpkit.tensors.libraries import ArrayLibrary, array_library
 from dpkit.tensors.mean_sums import mean_sums
 from dpkit.tensors.multibit import multibit_reports
 from dpkit.tensors.noise import gaussian_noise, geometric_noise, laplace_noise
 from dpkit.tensors.one_bit_mean import one_bit_counts, one_bit_reports
+from dpkit.tensors.piecewise import hybrid_reports, piecewise_reports
 from dpkit.tensors.prefix_tree import tree_reports
 from dpkit.tensors.prefixes import prefix_reports
 from dpkit.tensors.rappor import rappor_reports
@@ -199,6 +204,7 @@ from dpkit.tensors.sketch import (
     sketch_counts,
     sketch_reports,
 )
+from dpkit.tensors.square_wave import square_wave_reports
 from dpkit.tensors.unary import unary_counts, unary_reports
 from dpkit.units import MAX_BOUND, IdUnit, RecordUnit, privacy_unit
 
@@ -241,6 +247,7 @@ __all__ = [
     "InvalidParameter",
     "Labels",
     "LaplaceDP",
+    "LatticeLaw",
     "MeanEstimate",
     "MeanSums",
     "Mechanism",
@@ -293,6 +300,7 @@ __all__ = [
     "hashed_support_counts",
     "hookimpl",
     "host_rng",
+    "hybrid_reports",
     "implementation",
     "interval",
     "is_table",
@@ -309,6 +317,7 @@ __all__ = [
     "parameter",
     "per_partition",
     "per_record",
+    "piecewise_reports",
     "plain",
     "positions",
     "prefix_reports",
@@ -320,6 +329,7 @@ __all__ = [
     "resolve_rng",
     "sketch_counts",
     "sketch_reports",
+    "square_wave_reports",
     "total_floats",
     "tree_reports",
     "unary_counts",

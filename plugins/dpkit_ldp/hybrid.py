@@ -22,6 +22,11 @@ The law of a report is a mixture of atoms at ±B (probability (1 − α)·P_Duch
 (α·p_PM); :meth:`Hybrid.log_probability` is not declared (no single base measure), and the tests
 check both parts. Secure mode: α is a 64-bit threshold (any α keeps ε-LDP and unbiasedness),
 and each branch runs its own secure sampler.
+
+On an accelerator's array, ``randomize`` runs on the device with the same law in either mode
+(:mod:`dpkit.tensors.piecewise`): in secure mode the branch, the piecewise lattice release and
+Duchi et al.'s report drawn as here from 64-bit words, in this order (the same words give the
+same reports), and float64 reports as here.
 """
 
 from __future__ import annotations
@@ -33,10 +38,11 @@ import attrs
 import numpy as np
 from numpy.typing import NDArray
 
-from dpkit.plugin import SecureRandom
+from dpkit.plugin import SecureRandom, array_library, hybrid_reports, lie_threshold
 from dpkit_ldp._numeric import NumericMechanism, check_scalar
 from dpkit_ldp.duchi import duchi_bound, duchi_sample
 from dpkit_ldp.piecewise import (
+    piecewise_lattice,
     piecewise_report_bound,
     piecewise_sample,
     piecewise_variance,
@@ -96,11 +102,40 @@ class Hybrid(NumericMechanism):
     name: ClassVar[str] = "hm"
     output_type: ClassVar[Literal["discrete", "continuous"]] = "continuous"
     statistic: ClassVar[str] = "mean"
+    device_methods: ClassVar[frozenset[str]] = frozenset({"randomize"})
 
     @property
     def alpha(self) -> float:
         """The probability of the piecewise branch."""
         return hybrid_alpha(self.epsilon)
+
+    def randomize(
+        self, values: Any, /, *, rng: np.random.Generator | SecureRandom | None = None
+    ) -> Any:
+        """One report (on the data's scale, float64) per value, same shape as ``values``.
+
+        ``rng``: None (secure mode, the default), a :class:`dpkit.SecureRandom`, or a numpy
+        ``Generator`` (fast mode); for torch tensors also a ``torch.Generator``. An
+        accelerator's array is randomized there (:mod:`dpkit.tensors.piecewise`).
+        """
+        library = array_library(values, owner=self.name)
+        if library is not None:  # an accelerator's array (host arrays arrive as numpy views)
+            return hybrid_reports(
+                library,
+                values,
+                lower=self.lower,
+                upper=self.upper,
+                centre=self.centre,
+                scale=self.scale,
+                epsilon=self.epsilon,
+                alpha=self.alpha,
+                bound=duchi_bound(self.epsilon),
+                lattice=piecewise_lattice(self.epsilon).device_law(),
+                lie_threshold64=lie_threshold(self.epsilon, 2),
+                rng=rng,
+                owner=self.name,
+            )
+        return super().randomize(values, rng=rng)
 
     def _sample(self, t: NDArray[np.float64], generator: Any) -> NDArray[np.float64]:
         return hybrid_sample(t, self.epsilon, generator)

@@ -31,6 +31,10 @@ E[y | t] = t exactly. K is the least integer with D ≤ K − H/2 (so every star
 [b, a] for every input); its variance differs from the continuous one by O(g/(C − 1))
 (:meth:`PiecewiseLattice.variance`, exact; the tests find a relative ≤ 3·10⁻⁹ for ε ≤ 45,
 7·10⁻⁷ at ε = 60 and 1.3·10⁻³ at ε = 70, where the band is a few hundred cells).
+
+On an accelerator's array, ``randomize`` runs on the device with the same law in either mode
+(:mod:`dpkit.tensors.piecewise`): in secure mode this lattice's release, drawn as here from
+64-bit words (the same words give the same reports), and float64 reports as here.
 """
 
 from __future__ import annotations
@@ -44,7 +48,7 @@ import attrs
 import numpy as np
 from numpy.typing import NDArray
 
-from dpkit.plugin import SecureRandom
+from dpkit.plugin import LatticeLaw, SecureRandom, array_library, piecewise_reports
 from dpkit_ldp._lattice import BandLattice, lattice_exponent, stochastic_round
 from dpkit_ldp._numeric import NumericMechanism, check_scalar
 
@@ -143,6 +147,20 @@ class PiecewiseLattice:
         result: NDArray[np.float64] = np.ldexp(offset, self.exponent)
         return result
 
+    def device_law(self) -> LatticeLaw:
+        """This lattice in the public numbers of the device path (:mod:`dpkit.tensors.lattice`):
+        the start c = (K − H/2) + t·D, cell m reported as ((m − K) + ½)·g."""
+        band = self.lattice
+        return LatticeLaw(
+            offset=float(self.centre),
+            stretch=float(self.stretch),
+            cells=band.cells,
+            band=band.band,
+            threshold=band.threshold,
+            exponent=self.exponent,
+            shift=self.half_cells,
+        )
+
     def sample(self, t: NDArray[np.float64], generator: Any) -> NDArray[np.float64]:
         position = float(self.centre) + t * float(self.stretch)
         starts = stochastic_round(position, generator, high=self.lattice.free_starts)
@@ -229,11 +247,37 @@ class Piecewise(NumericMechanism):
     name: ClassVar[str] = "pm"
     output_type: ClassVar[Literal["discrete", "continuous"]] = "continuous"
     statistic: ClassVar[str] = "mean"
+    device_methods: ClassVar[frozenset[str]] = frozenset({"randomize"})
 
     @property
     def bound(self) -> float:
         """C in standard units."""
         return piecewise_bound(self.epsilon)
+
+    def randomize(
+        self, values: Any, /, *, rng: np.random.Generator | SecureRandom | None = None
+    ) -> Any:
+        """One report (on the data's scale, float64) per value, same shape as ``values``.
+
+        ``rng``: None (secure mode, the default), a :class:`dpkit.SecureRandom`, or a numpy
+        ``Generator`` (fast mode); for torch tensors also a ``torch.Generator``. An
+        accelerator's array is randomized there (:mod:`dpkit.tensors.piecewise`).
+        """
+        library = array_library(values, owner=self.name)
+        if library is not None:  # an accelerator's array (host arrays arrive as numpy views)
+            return piecewise_reports(
+                library,
+                values,
+                lower=self.lower,
+                upper=self.upper,
+                centre=self.centre,
+                scale=self.scale,
+                epsilon=self.epsilon,
+                lattice=piecewise_lattice(self.epsilon).device_law(),
+                rng=rng,
+                owner=self.name,
+            )
+        return super().randomize(values, rng=rng)
 
     def _sample(self, t: NDArray[np.float64], generator: Any) -> NDArray[np.float64]:
         return piecewise_sample(t, self.epsilon, generator)

@@ -39,6 +39,10 @@ with b′ = Hg/2 (|b′ − b| ≤ g/2: a relative 2⁻³⁰ of b for ε up to a
 is the centre of the drawn cell. Each cell has probability
 a or b with a/b ≤ e^ε exactly, so the lattice mechanism is ε-LDP by itself. The estimator's
 transition matrix is that of the continuous mechanism; the lattice law is within O(2⁻³²) of it.
+
+On an accelerator's array, ``randomize`` runs on the device with the same law in either mode
+(:mod:`dpkit.tensors.square_wave`): in secure mode this lattice's release, drawn as here from
+64-bit words (the same words give the same reports), and float64 reports as here.
 """
 
 from __future__ import annotations
@@ -57,9 +61,12 @@ from dpkit.plugin import (
     Estimator,
     Integer,
     InvalidData,
+    LatticeLaw,
     ReportHistogram,
     SecureRandom,
+    array_library,
     parameter,
+    square_wave_reports,
 )
 from dpkit_ldp._lattice import BandLattice, lattice_exponent, stochastic_round
 from dpkit_ldp._numeric import (
@@ -226,6 +233,20 @@ class SquareWaveLattice:
     def per_unit(self) -> int:
         return 1 << -self.exponent
 
+    def device_law(self) -> LatticeLaw:
+        """This lattice in the public numbers of the device path (:mod:`dpkit.tensors.lattice`):
+        the start c = v·M, cell m reported as (m + ½ − H/2)·g."""
+        band = self.lattice
+        return LatticeLaw(
+            offset=0.0,
+            stretch=float(self.per_unit),
+            cells=band.cells,
+            band=band.band,
+            threshold=band.threshold,
+            exponent=self.exponent,
+            half=band.band / 2.0,
+        )
+
     def sample(self, v: NDArray[np.float64], generator: Any) -> NDArray[np.float64]:
         starts = stochastic_round(v * self.per_unit, generator, high=self.per_unit)
         cells = self.lattice.sample(starts, generator)
@@ -276,12 +297,39 @@ class SquareWave(NumericMechanism):
     output_type: ClassVar[Literal["discrete", "continuous"]] = "continuous"
     statistic: ClassVar[str] = "distribution"
     standard: ClassVar[tuple[float, float]] = (0.0, 1.0)
+    device_methods: ClassVar[frozenset[str]] = frozenset({"randomize"})
 
     lower: float = lower_parameter(0.0)
     upper: float = upper_parameter(1.0)
     bins: int = parameter(
         Integer(low=2, high=4096), doc="buckets of the estimated distribution", default=256
     )
+
+    def randomize(
+        self, values: Any, /, *, rng: np.random.Generator | SecureRandom | None = None
+    ) -> Any:
+        """One report (on the data's scale, float64) per value, same shape as ``values``.
+
+        ``rng``: None (secure mode, the default), a :class:`dpkit.SecureRandom`, or a numpy
+        ``Generator`` (fast mode); for torch tensors also a ``torch.Generator``. An
+        accelerator's array is randomized there (:mod:`dpkit.tensors.square_wave`).
+        """
+        library = array_library(values, owner=self.name)
+        if library is not None:  # an accelerator's array (host arrays arrive as numpy views)
+            return square_wave_reports(
+                library,
+                values,
+                lower=self.lower,
+                upper=self.upper,
+                centre=self.centre,
+                scale=self.scale,
+                epsilon=self.epsilon,
+                half_width=self.half_width,
+                lattice=square_wave_lattice(self.epsilon).device_law(),
+                rng=rng,
+                owner=self.name,
+            )
+        return super().randomize(values, rng=rng)
 
     def _sample(self, t: NDArray[np.float64], generator: Any) -> NDArray[np.float64]:
         return square_wave_sample(t, self.epsilon, generator)

@@ -1,8 +1,8 @@
 """The statistical auditor, unchanged, over the device paths (run on the CPU with torch tensors
-treated as an accelerator's): rr, krr, oue, olh, hr, duchi, duchi_multi, multibit, laplace,
-geometric, gaussian, dbitflip, one_bit_mean, cms, hcms, rappor (on integer items), pem and
-treehist keep their privacy in both randomness modes, and a device path that rounds its flip
-(or lie) probability the wrong way, or draws too little noise, is caught.
+treated as an accelerator's): rr, krr, oue, olh, hr, duchi, duchi_multi, multibit, pm, hm,
+sw, laplace, geometric, gaussian, dbitflip, one_bit_mean, cms, hcms, rappor (on integer items),
+pem and treehist keep their privacy in both randomness modes, and a device path that rounds
+its flip (or lie) probability the wrong way, or draws too little noise, is caught.
 
 False-positive rate: the auditor's own, CHECK_ALPHA (1e-6) per audit: a passing mechanism is
 reported as violating with at most that probability (dpkit.testing); the seeds are fixed.
@@ -25,12 +25,15 @@ from dpkit_ldp import (  # noqa: E402
     duchi,
     graph_features,
     hadamard,
+    hybrid,
     kary_rr,
     local_hashing,
     one_bit_mean,
     pem,
+    piecewise,
     randomized_response,
     rappor,
+    square_wave,
     treehist,
     unary_encoding,
 )
@@ -57,6 +60,9 @@ def device_tensors(monkeypatch: pytest.MonkeyPatch) -> list[str]:
         (duchi, "duchi_reports"),
         (duchi, "duchi_multi_reports"),
         (graph_features, "multibit_reports"),
+        (piecewise, "piecewise_reports"),
+        (hybrid, "hybrid_reports"),
+        (square_wave, "square_wave_reports"),
         (laplace, "laplace_noise"),
         (geometric, "geometric_noise"),
         (gaussian, "gaussian_noise"),
@@ -146,6 +152,9 @@ def _through_tensors(cls: type) -> type:
             {"epsilon": 1.0, "lower": -2.0, "upper": 5.0, "dimension": 2, "k": 1},
             "multibit_reports",
         ),
+        (piecewise.Piecewise, {"epsilon": 1.0, "lower": -2.0, "upper": 5.0}, "piecewise_reports"),
+        (hybrid.Hybrid, {"epsilon": 1.0, "lower": -2.0, "upper": 5.0}, "hybrid_reports"),
+        (square_wave.SquareWave, {"epsilon": 1.0, "bins": 16}, "square_wave_reports"),
         (laplace.Laplace, {"epsilon": 1.0}, "laplace_noise"),
         (geometric.Geometric, {"epsilon": 1.0}, "geometric_noise"),
         (gaussian.Gaussian, {"epsilon": 1.0, "delta": 1e-5}, "gaussian_noise"),
@@ -186,9 +195,12 @@ def test_device_paths_keep_their_epsilon_in_both_modes(
     cls: type, params: dict, device_function: str, device_tensors: list[str]
 ) -> None:
     # Laplace's and Gaussian's secure draws take about ten keystream words each (ChaCha20 in torch
-    # operations on this CPU), duchi_multi's audit has many input pairs: fewer samples; the
-    # auditor's false-alarm rate is the same.
+    # operations on this CPU), duchi_multi's audit has many input pairs, and pm's, hm's and sw's
+    # lattice releases take several rounds of draws per call: fewer samples; the auditor's
+    # false-alarm rate is the same.
     samples = 3_000 if cls in (laplace.Laplace, gaussian.Gaussian, duchi.DuchiMulti) else 20_000
+    if cls in (piecewise.Piecewise, hybrid.Hybrid, square_wave.SquareWave):
+        samples = 10_000
     (report,) = check_mechanism(_through_tensors(cls)(**params), samples=samples)
     assert report.verdicts == {"fast": "pass", "secure": "pass"}
     assert device_function in device_tensors

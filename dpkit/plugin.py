@@ -80,7 +80,8 @@ secure samplers on the device), :func:`dbitflip_reports` /
 :func:`hadamard_sketch_counts` the Hadamard count mean sketch's, :func:`rappor_reports`
 RAPPOR's (integer items, hashed as on the host; counted by :func:`sketch_counts`),
 :func:`prefix_reports` the prefix extending method's and :func:`tree_reports` TreeHist's,
-:func:`mean_sums` the numeric mechanisms' server statistic. A mechanism or estimator that
+:func:`mean_sums` the numeric mechanisms' server statistic, :func:`report_histogram` the
+square wave's. A mechanism or estimator that
 computes on such arrays names those methods in ``device_methods``; host arrays of every library
 reach every mechanism as numpy views (:mod:`dpkit.tensors.methods`).
 
@@ -198,6 +199,7 @@ from dpkit.tensors.piecewise import hybrid_reports, piecewise_reports
 from dpkit.tensors.prefix_tree import tree_reports
 from dpkit.tensors.prefixes import prefix_reports
 from dpkit.tensors.rappor import rappor_reports
+from dpkit.tensors.report_histogram import report_histogram
 from dpkit.tensors.sketch import (
     hadamard_sketch_counts,
     hadamard_sketch_reports,
@@ -325,6 +327,7 @@ __all__ = [
     "probability_threshold",
     "rappor_reports",
     "readable",
+    "report_histogram",
     "require_columns",
     "resolve_rng",
     "sketch_counts",

@@ -174,6 +174,7 @@ PLUGIN_FACE = {
     "prefix_reports",
     "tree_reports",
     "mean_sums",
+    "report_histogram",
     "duchi_multi_reports",
     # errors
     "DPKitError",

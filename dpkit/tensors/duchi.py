@@ -22,7 +22,7 @@ comparisons are exact, as on the CPU:
   The lie probability is T/2⁶⁴ ≥ 1/(e^ε + 1), the CPU's, not rounded to the 2⁻³² grid as the
   lies of :mod:`dpkit.tensors.categories` are.
 
-So P[+ | t] = P[up](1 − T/2⁶⁴) + (1 − P[up])·T/2⁶⁴ on both paths, and the same words give the
+So P[+ | t] = P[up]·(1 − T/2⁶⁴) + (1 − P[up])·T/2⁶⁴ on both paths, and the same words give the
 same reports.
 
 **Fast mode** (a ``torch.Generator`` or a numpy ``Generator``): one uniform u as above against

@@ -41,8 +41,6 @@ from __future__ import annotations
 import math
 from typing import Any
 
-import array_api_compat
-
 from dpkit.randomness.secure_rng import probability_threshold
 from dpkit.tensors.duchi import uniform_53
 from dpkit.tensors.exact import WordPairs, _count
@@ -165,7 +163,6 @@ def hybrid_reports(
         tail = math.exp(-epsilon)
         probability = ((1.0 + t) + (1.0 - t) * tail) / (2.0 * (1.0 + tail))
         plus = _uniforms(pairs, n) < probability
-    device = array_api_compat.device(t)
-    plus_report = xp.asarray(bound, dtype=xp.float64, device=device)
+    plus_report = xp.asarray(bound, dtype=xp.float64, device=library.device)
     y = xp.where(chosen, piecewise, xp.where(plus, plus_report, -plus_report))
     return xp.reshape(centre + scale * y, tuple(values.shape))

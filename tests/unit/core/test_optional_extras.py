@@ -135,7 +135,7 @@ def test_import_and_mechanisms_do_not_load_the_extras() -> None:
     code = (
         "import sys, io, contextlib\n"
         "import dpkit\n"
-        "extras = ('scipy', 'matplotlib', 'psycopg')\n"
+        "extras = ('scipy', 'matplotlib', 'psycopg', 'array_api_compat', 'torch', 'duckdb')\n"
         "loaded = [m for m in extras if m in sys.modules]\n"
         "from dpkit.cli import main\n"
         "with contextlib.redirect_stdout(io.StringIO()):\n"

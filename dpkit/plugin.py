@@ -70,7 +70,8 @@ arrays; :func:`host_rng` turns a ``torch.Generator`` into a numpy one). On an ac
 vectors, :func:`multibit_reports` the multi-bit mechanism's rectified node features,
 :func:`piecewise_reports`, :func:`hybrid_reports` and :func:`square_wave_reports` the
 piecewise, hybrid and square wave mechanisms' reports (secure: the CPU's lattice release,
-described by a :class:`LatticeLaw`),
+described by a :class:`LatticeLaw`), :func:`piecewise_multi_reports` /
+:func:`hybrid_multi_reports` their vector forms by k sampled attributes,
 :func:`laplace_noise`,
 :func:`geometric_noise` and :func:`gaussian_noise` the central mechanisms' noise (the host's exact
 secure samplers on the device), :func:`dbitflip_reports` /
@@ -200,6 +201,7 @@ from dpkit.tensors.prefix_tree import tree_reports
 from dpkit.tensors.prefixes import prefix_reports
 from dpkit.tensors.rappor import rappor_reports
 from dpkit.tensors.report_histogram import report_histogram
+from dpkit.tensors.sampled import hybrid_multi_reports, piecewise_multi_reports
 from dpkit.tensors.sketch import (
     hadamard_sketch_counts,
     hadamard_sketch_reports,
@@ -302,6 +304,7 @@ __all__ = [
     "hashed_support_counts",
     "hookimpl",
     "host_rng",
+    "hybrid_multi_reports",
     "hybrid_reports",
     "implementation",
     "interval",
@@ -319,6 +322,7 @@ __all__ = [
     "parameter",
     "per_partition",
     "per_record",
+    "piecewise_multi_reports",
     "piecewise_reports",
     "plain",
     "positions",

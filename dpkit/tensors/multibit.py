@@ -8,7 +8,8 @@ JASA 113(521), §4.2; :mod:`dpkit.tensors.duchi`), rectified: the report of a dr
 centre + scale·(d/m)·(±B), B = (e^{ε/m} + 1)/(e^{ε/m} − 1), and that of the others the centre.
 
 **The draw of the features** is the CPU's partial Fisher–Yates shuffle
-(:func:`dpkit_ldp.sampled.choose_attributes`): in round i = 0 … m − 1 every node swaps position
+(:func:`dpkit_ldp.sampled.choose_attributes`), the device's
+:func:`~dpkit.tensors.sampled.draw_attributes` (shared with ``pm_multi`` and ``hm_multi``): in round i = 0 … m − 1 every node swaps position
 i of its order of the d features with position i + J, J uniform on [0, d − i), and the feature
 it swaps into position i is its i-th drawn feature. J is the CPU's exact uniform integer
 (:func:`dpkit.randomness._words.uniform_below`): a 64-bit word w, rejected when
@@ -51,28 +52,25 @@ from __future__ import annotations
 import math
 from typing import Any
 
-import numpy as np
-
 from dpkit.errors import InvalidData
 from dpkit.tensors.device_random import DeviceWords, device_words, require_64_bit
 from dpkit.tensors.duchi import below_64, uniform_53
 from dpkit.tensors.libraries import ArrayLibrary, reals_within
+from dpkit.tensors.sampled import draw_attributes
 
 __all__ = ["multibit_reports"]
 
-_TWO_32 = 1 << 32
-_TWO_64 = 1 << 64
-
 
 class _Stream:
-    """The call's 64-bit words as (high, low) ``int64`` halves on the device, read by position;
-    ``ensure`` extends it with the words of a further ``take``."""
+    """The call's 64-bit words as (high, low) ``int64`` halves on the device, handed out in
+    order by ``take``; ``ensure`` reads ahead (one keystream computation for the common case)."""
 
     def __init__(self, library: ArrayLibrary, words: DeviceWords) -> None:
         self._xp = library.xp
         self._words = words
         empty = self._xp.zeros((0,), dtype=self._xp.int64, device=library.device)
         self.high, self.low = empty, empty
+        self.position = 0
 
     def ensure(self, count: int) -> None:
         """At least ``count`` 64-bit words."""
@@ -84,78 +82,12 @@ class _Stream:
         self.high = xp.concat([self.high, pairs[:, 0]])
         self.low = xp.concat([self.low, pairs[:, 1]])
 
-    def halves(self, start: int, count: int) -> tuple[Any, Any]:
+    def take(self, count: int) -> tuple[Any, Any]:
+        """The next ``count`` 64-bit words, in order."""
+        start = self.position
         self.ensure(start + count)
+        self.position += count
         return self.high[start : start + count], self.low[start : start + count]
-
-
-def _modulo(xp: Any, high: Any, low: Any, modulus: Any) -> Any:
-    """(high·2³² + low) mod m for 32-bit halves and moduli m ≤ 2¹² (int64 arrays, broadcast)."""
-    return ((high % modulus) * (_TWO_32 % modulus) + low % modulus) % modulus
-
-
-def _rejected(xp: Any, high: Any, low: Any, limit: Any) -> Any:
-    """high·2³² + low < limit, for limits 2⁶⁴ mod m < 2³²: the CPU's rejected words."""
-    return (high == 0) & (low < limit)
-
-
-def _host_indices(library: ArrayLibrary, mask: Any) -> Any:
-    (found,) = library.xp.nonzero(mask)
-    return np.asarray(library.small_to_host(found), dtype=np.int64)
-
-
-def _offsets(library: ArrayLibrary, stream: _Stream, n: int, d: int, m: int) -> tuple[Any, int]:
-    """(m, n) ``int64`` offsets J (round i: uniform on [0, d − i)) from the CPU's words, and the
-    position of the first word after them. One check on the device in the common case; the
-    CPU's redraws, round by round, when a word is rejected."""
-    xp, device = library.xp, library.device
-    moduli = [d - i for i in range(m)]
-    modulus = xp.reshape(xp.asarray(moduli, dtype=xp.int64, device=device), (m, 1))
-    limit = xp.reshape(
-        xp.asarray([_TWO_64 % q for q in moduli], dtype=xp.int64, device=device), (m, 1)
-    )
-    high, low = (xp.reshape(half, (m, n)) for half in stream.halves(0, m * n))
-    if not bool(xp.any(_rejected(xp, high, low, limit))):
-        return _modulo(xp, high, low, modulus), m * n
-    # The CPU's order: round i's n words, then fresh words for its rejected ones, in rounds.
-    positions = np.empty((m, n), dtype=np.int64)
-    cursor = 0
-    for i, q in enumerate(moduli):
-        row = np.arange(cursor, cursor + n, dtype=np.int64)
-        cursor += n
-        high, low = stream.halves(int(row[0]), n)
-        bad = _host_indices(library, _rejected(xp, high, low, _TWO_64 % q))
-        while bad.size:
-            fresh = np.arange(cursor, cursor + bad.size, dtype=np.int64)
-            cursor += bad.size
-            row[bad] = fresh
-            high, low = stream.halves(int(fresh[0]), int(bad.size))
-            bad = bad[_host_indices(library, _rejected(xp, high, low, _TWO_64 % q))]
-        positions[i] = row
-    index = xp.asarray(positions.reshape(-1), device=device)
-    high, low = (xp.reshape(xp.take(half, index), (m, n)) for half in (stream.high, stream.low))
-    return _modulo(xp, high, low, modulus), cursor
-
-
-def _draw_features(library: ArrayLibrary, offsets: Any, n: int, d: int, m: int) -> tuple[Any, Any]:
-    """The CPU's partial Fisher–Yates shuffle on the device: the (n, m) drawn features (in
-    draw order) and the (n, d) slot of each feature (its draw number, or −1)."""
-    xp, device = library.xp, library.device
-    columns = xp.reshape(xp.arange(d, dtype=xp.int64, device=device), (1, d))
-    rows = xp.reshape(xp.arange(n, dtype=xp.int64, device=device) * d, (n, 1))
-    order = xp.broadcast_to(columns, (n, d))
-    slot = xp.full((n, d), -1, dtype=xp.int64, device=device)
-    drawn = []
-    for i in range(m):
-        j = xp.reshape(offsets[i, :], (n, 1)) + i  # the position swapped with position i
-        picked = xp.take(xp.reshape(order, (-1,)), xp.reshape(rows + j, (-1,)))
-        here = xp.reshape(order[:, i], (n, 1))
-        # Position j takes position i's feature; position i (never read again) is dropped.
-        order = xp.where(columns == j, here, order)
-        picked = xp.reshape(picked, (n, 1))
-        slot = xp.where(columns == picked, xp.asarray(i, dtype=xp.int64, device=device), slot)
-        drawn.append(picked)
-    return xp.concat(drawn, axis=1), slot
 
 
 def multibit_reports(
@@ -199,14 +131,13 @@ def multibit_reports(
     t = xp.reshape(xp.clip((x - centre) / scale, -1.0, 1.0), (-1,))  # the CPU's units, op for op
     stream = _Stream(library, words)
     stream.ensure((3 if words.secure else 2) * m * n)
-    offsets, cursor = _offsets(library, stream, n, d, m)
-    drawn, slot = _draw_features(library, offsets, n, d, m)
+    drawn, slot = draw_attributes(library, stream.take, n, d, m)
     rows = xp.reshape(xp.arange(n, dtype=xp.int64, device=device), (n, 1))
     chosen_t = xp.take(t, xp.reshape(rows * d + drawn, (-1,)))  # node r's c-th: r·m + c
-    up_high, up_low = stream.halves(cursor, m * n)
+    up_high, up_low = stream.take(m * n)
     uniform = uniform_53(xp, up_high, up_low)
     if words.secure:
-        lie_high, lie_low = stream.halves(cursor + m * n, m * n)
+        lie_high, lie_low = stream.take(m * n)
         plus = (uniform < (1.0 + chosen_t) / 2.0) != below_64(
             xp, lie_high, lie_low, lie_threshold64
         )

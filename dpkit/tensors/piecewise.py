@@ -54,7 +54,7 @@ from dpkit.tensors.lattice import (
 )
 from dpkit.tensors.libraries import ArrayLibrary
 
-__all__ = ["hybrid_reports", "piecewise_reports"]
+__all__ = ["hybrid_release", "hybrid_reports", "piecewise_release", "piecewise_reports"]
 
 
 def _uniforms(pairs: WordPairs, count: int) -> Any:
@@ -106,12 +106,19 @@ def piecewise_reports(
         owner=owner,
         field=field,
     )
-    xp = library.xp
+    y = piecewise_release(pairs, secure, t, epsilon=epsilon, lattice=lattice)
+    return library.xp.reshape(centre + scale * y, tuple(values.shape))
+
+
+def piecewise_release(
+    pairs: WordPairs, secure: bool, t: Any, *, epsilon: float, lattice: LatticeLaw
+) -> Any:
+    """The piecewise mechanism's reports (float64, standard units) of ``t`` (a flat float64
+    array in [−1, 1]) from the next words of ``pairs``, in the order the module docstring
+    states. Secure mode: the release on ``lattice``, as the CPU's."""
     if secure:
-        y = lattice_release(pairs, t, lattice, everything(xp, t))
-    else:
-        y = _piecewise_fast(pairs, t, epsilon)
-    return xp.reshape(centre + scale * y, tuple(values.shape))
+        return lattice_release(pairs, t, lattice, everything(pairs.xp, t))
+    return _piecewise_fast(pairs, t, epsilon)
 
 
 def hybrid_reports(
@@ -146,7 +153,34 @@ def hybrid_reports(
         owner=owner,
         field=field,
     )
-    xp = library.xp
+    y = hybrid_release(
+        pairs,
+        secure,
+        t,
+        epsilon=epsilon,
+        alpha=alpha,
+        bound=bound,
+        lattice=lattice,
+        lie_threshold64=lie_threshold64,
+    )
+    return library.xp.reshape(centre + scale * y, tuple(values.shape))
+
+
+def hybrid_release(
+    pairs: WordPairs,
+    secure: bool,
+    t: Any,
+    *,
+    epsilon: float,
+    alpha: float,
+    bound: float,
+    lattice: LatticeLaw,
+    lie_threshold64: int,
+) -> Any:
+    """The hybrid mechanism's reports (float64, standard units) of ``t`` (a flat float64 array
+    in [−1, 1]) from the next words of ``pairs``: the piecewise report with probability
+    ``alpha``, else ±``bound``. Secure mode: the CPU's draws, in its order (module docstring)."""
+    xp = pairs.xp
     n = int(t.shape[0])
     if secure:
         everyone = everything(xp, t)
@@ -163,6 +197,7 @@ def hybrid_reports(
         tail = math.exp(-epsilon)
         probability = ((1.0 + t) + (1.0 - t) * tail) / (2.0 * (1.0 + tail))
         plus = _uniforms(pairs, n) < probability
-    plus_report = xp.asarray(bound, dtype=xp.float64, device=library.device)
-    y = xp.where(chosen, piecewise, xp.where(plus, plus_report, -plus_report))
-    return xp.reshape(centre + scale * y, tuple(values.shape))
+    import array_api_compat  # an extra: here only with an array of another library
+
+    plus_report = xp.asarray(bound, dtype=xp.float64, device=array_api_compat.device(t))
+    return xp.where(chosen, piecewise, xp.where(plus, plus_report, -plus_report))

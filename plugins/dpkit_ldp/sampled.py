@@ -17,6 +17,12 @@ The attributes are drawn by a partial Fisher–Yates shuffle of the column indic
 users (k rounds of one exactly uniform integer per user), in both modes; secure mode then uses the
 one-dimensional mechanism's secure sampler. A report on the data's scale is ``centre`` for an
 attribute not drawn and ``centre + scale·(d/k)·y`` for a drawn one.
+
+On an accelerator's array, ``randomize`` runs on the device with the same law in either mode
+(:mod:`dpkit.tensors.sampled`): the same partial Fisher–Yates draw from 64-bit words, then the
+one-dimensional device release at ε/k (secure mode: the lattice release and, for the hybrid,
+its branch and Duchi et al.'s report, drawn as here), so that the same words give the same
+reports, and float64 reports as here.
 """
 
 from __future__ import annotations
@@ -28,10 +34,22 @@ import attrs
 import numpy as np
 from numpy.typing import NDArray
 
-from dpkit.plugin import Integer, InvalidParameter, parameter
+from dpkit.plugin import (
+    ArrayLibrary,
+    Integer,
+    InvalidParameter,
+    SecureRandom,
+    array_library,
+    hybrid_multi_reports,
+    lie_threshold,
+    parameter,
+    piecewise_multi_reports,
+)
 from dpkit_ldp._numeric import VectorMechanism, check_vector
-from dpkit_ldp.hybrid import hybrid_sample, hybrid_variance
+from dpkit_ldp.duchi import duchi_bound
+from dpkit_ldp.hybrid import hybrid_alpha, hybrid_sample, hybrid_variance
 from dpkit_ldp.piecewise import (
+    piecewise_lattice,
     piecewise_log_density,
     piecewise_report_bound,
     piecewise_sample,
@@ -70,6 +88,7 @@ class SampledAttributes(VectorMechanism):
     statistic: ClassVar[str] = "multivariate_mean"
     # The mechanism advised for one value (d = 1); None: this name without "_multi".
     one_value: ClassVar[str | None] = None
+    device_methods: ClassVar[frozenset[str]] = frozenset({"randomize"})
 
     k: int | None = parameter(
         Integer(low=1, high=1 << 12),
@@ -97,6 +116,24 @@ class SampledAttributes(VectorMechanism):
     def sampled(self) -> int:
         """k in use."""
         return self.k if self.k is not None else optimal_k(self.epsilon, self.dimension)
+
+    def randomize(
+        self, values: Any, /, *, rng: np.random.Generator | SecureRandom | None = None
+    ) -> Any:
+        """One report per row of d values (on the data's scale, float64), the values' shape.
+
+        ``rng``: None (secure mode, the default), a :class:`dpkit.SecureRandom`, or a numpy
+        ``Generator`` (fast mode); for torch tensors also a ``torch.Generator``. An
+        accelerator's array is randomized there (:mod:`dpkit.tensors.sampled`).
+        """
+        library = array_library(values, owner=self.name)
+        if library is not None:  # an accelerator's array (host arrays arrive as numpy views)
+            return self._device_reports(library, values, rng)
+        return super().randomize(values, rng=rng)
+
+    def _device_reports(self, library: ArrayLibrary, values: Any, rng: Any) -> Any:
+        """The device path's reports (the subclass's one-dimensional release at ε/k)."""
+        raise NotImplementedError
 
     def _sample(self, t: NDArray[np.float64], generator: Any) -> NDArray[np.float64]:
         n, d = t.shape
@@ -143,6 +180,24 @@ class PiecewiseMulti(SampledAttributes):
     _one = staticmethod(piecewise_sample)
     _one_variance = staticmethod(piecewise_variance)
 
+    def _device_reports(self, library: ArrayLibrary, values: Any, rng: Any) -> Any:
+        k = self.sampled
+        epsilon = self.epsilon / k  # the CPU's ε/k, as _sample passes it
+        return piecewise_multi_reports(
+            library,
+            values,
+            dimension=self.dimension,
+            sampled=k,
+            lower=self.lower,
+            upper=self.upper,
+            centre=self.centre,
+            scale=self.scale,
+            epsilon=epsilon,
+            lattice=piecewise_lattice(epsilon).device_law(),
+            rng=rng,
+            owner=self.name,
+        )
+
     def log_probability(self, outputs: Any, inputs: Any, /) -> NDArray[np.float64]:
         """log-density of a report (..., d), w.r.t. (which attributes are non-zero) × Lebesgue
         on them: −log C(d, k) + Σ_drawn [log p_PM(y_j·k/d | t_j; ε/k) + log(k/d) − log scale].
@@ -166,3 +221,24 @@ class HybridMulti(SampledAttributes):
 
     _one = staticmethod(hybrid_sample)
     _one_variance = staticmethod(hybrid_variance)
+
+    def _device_reports(self, library: ArrayLibrary, values: Any, rng: Any) -> Any:
+        k = self.sampled
+        epsilon = self.epsilon / k  # the CPU's ε/k, as _sample passes it
+        return hybrid_multi_reports(
+            library,
+            values,
+            dimension=self.dimension,
+            sampled=k,
+            lower=self.lower,
+            upper=self.upper,
+            centre=self.centre,
+            scale=self.scale,
+            epsilon=epsilon,
+            alpha=hybrid_alpha(epsilon),
+            bound=duchi_bound(epsilon),
+            lattice=piecewise_lattice(epsilon).device_law(),
+            lie_threshold64=lie_threshold(epsilon, 2),
+            rng=rng,
+            owner=self.name,
+        )

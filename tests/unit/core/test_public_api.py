@@ -157,6 +157,8 @@ PLUGIN_FACE = {
     "multibit_reports",
     "piecewise_reports",
     "hybrid_reports",
+    "piecewise_multi_reports",
+    "hybrid_multi_reports",
     "square_wave_reports",
     "LatticeLaw",
     "laplace_noise",

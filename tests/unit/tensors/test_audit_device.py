@@ -1,8 +1,9 @@
 """The statistical auditor, unchanged, over the device paths (run on the CPU with torch tensors
 treated as an accelerator's): rr, krr, oue, olh, hr, duchi, duchi_multi, multibit, pm, hm,
-sw, laplace, geometric, gaussian, dbitflip, one_bit_mean, cms, hcms, rappor (on integer items),
-pem and treehist keep their privacy in both randomness modes, and a device path that rounds
-its flip (or lie) probability the wrong way, or draws too little noise, is caught.
+pm_multi, hm_multi, sw, laplace, geometric, gaussian, dbitflip, one_bit_mean, cms, hcms, rappor
+(on integer items), pem and treehist keep their privacy in both randomness modes, and a device
+path that rounds its flip (or lie) probability the wrong way, or draws too little noise, is
+caught.
 
 False-positive rate: the auditor's own, CHECK_ALPHA (1e-6) per audit: a passing mechanism is
 reported as violating with at most that probability (dpkit.testing); the seeds are fixed.
@@ -33,6 +34,7 @@ from dpkit_ldp import (  # noqa: E402
     piecewise,
     randomized_response,
     rappor,
+    sampled,
     square_wave,
     treehist,
     unary_encoding,
@@ -62,6 +64,8 @@ def device_tensors(monkeypatch: pytest.MonkeyPatch) -> list[str]:
         (graph_features, "multibit_reports"),
         (piecewise, "piecewise_reports"),
         (hybrid, "hybrid_reports"),
+        (sampled, "piecewise_multi_reports"),
+        (sampled, "hybrid_multi_reports"),
         (square_wave, "square_wave_reports"),
         (laplace, "laplace_noise"),
         (geometric, "geometric_noise"),
@@ -154,6 +158,16 @@ def _through_tensors(cls: type) -> type:
         ),
         (piecewise.Piecewise, {"epsilon": 1.0, "lower": -2.0, "upper": 5.0}, "piecewise_reports"),
         (hybrid.Hybrid, {"epsilon": 1.0, "lower": -2.0, "upper": 5.0}, "hybrid_reports"),
+        (
+            sampled.PiecewiseMulti,
+            {"epsilon": 1.0, "lower": -2.0, "upper": 5.0, "dimension": 2, "k": 1},
+            "piecewise_multi_reports",
+        ),
+        (
+            sampled.HybridMulti,
+            {"epsilon": 2.0, "lower": -2.0, "upper": 5.0, "dimension": 2, "k": 2},
+            "hybrid_multi_reports",
+        ),
         (square_wave.SquareWave, {"epsilon": 1.0, "bins": 16}, "square_wave_reports"),
         (laplace.Laplace, {"epsilon": 1.0}, "laplace_noise"),
         (geometric.Geometric, {"epsilon": 1.0}, "geometric_noise"),
@@ -196,11 +210,13 @@ def test_device_paths_keep_their_epsilon_in_both_modes(
 ) -> None:
     # Laplace's and Gaussian's secure draws take about ten keystream words each (ChaCha20 in torch
     # operations on this CPU), duchi_multi's audit has many input pairs, and pm's, hm's and sw's
-    # lattice releases take several rounds of draws per call: fewer samples; the auditor's
-    # false-alarm rate is the same.
+    # lattice releases take several rounds of draws per call (pm_multi's and hm_multi's after
+    # their attribute draw): fewer samples; the auditor's false-alarm rate is the same.
     samples = 3_000 if cls in (laplace.Laplace, gaussian.Gaussian, duchi.DuchiMulti) else 20_000
     if cls in (piecewise.Piecewise, hybrid.Hybrid, square_wave.SquareWave):
         samples = 10_000
+    if cls in (sampled.PiecewiseMulti, sampled.HybridMulti):
+        samples = 3_000
     (report,) = check_mechanism(_through_tensors(cls)(**params), samples=samples)
     assert report.verdicts == {"fast": "pass", "secure": "pass"}
     assert device_function in device_tensors

@@ -150,9 +150,9 @@ def test_olh_and_hr_on_cuda_stay_there_and_either_estimator_counts_them(rng: str
 
 
 def test_a_mechanism_without_a_device_path_refuses_a_cuda_tensor() -> None:
-    pm_multi = dpkit.mechanism("pm_multi", epsilon=1.0, dimension=2)
-    with pytest.raises(InvalidData, match="no device path yet"):
-        pm_multi.randomize(torch.tensor([[0.0, 0.5]], device="cuda"))
+    graph_rr = dpkit.mechanism("graph_rr", epsilon=1.0, nodes=2)
+    with pytest.raises(InvalidData, match=r"graph_rr\.randomize_graph has no device path yet"):
+        graph_rr.randomize_graph(torch.zeros((2, 2), device="cuda"))
 
 
 def test_a_method_without_a_device_path_refuses_a_cuda_tensor_by_name() -> None:

@@ -38,6 +38,7 @@ from numpy.typing import NDArray
 from dpkit.plugin import (
     BOUND,
     EPSILON,
+    ArrayLibrary,
     Box,
     Integer,
     Interval,
@@ -46,6 +47,7 @@ from dpkit.plugin import (
     Mechanism,
     PureDP,
     SecureRandom,
+    array_library,
     as_array,
     describe_dtype,
     parameter,
@@ -143,14 +145,24 @@ class NumericMechanism(Mechanism):
 
     def randomize(
         self, values: Any, /, *, rng: np.random.Generator | SecureRandom | None = None
-    ) -> NDArray[np.float64]:
+    ) -> Any:
         """One report per value (per row of d values for a vector mechanism), on the data's
-        scale; ``rng`` is None (secure mode), a :class:`dpkit.SecureRandom`, or a numpy
-        ``Generator`` (fast mode)."""
+        scale, float64; ``rng`` is None (secure mode), a :class:`dpkit.SecureRandom`, or a
+        numpy ``Generator`` (fast mode), for torch tensors also a ``torch.Generator``. A class
+        naming ``randomize`` in ``device_methods`` randomizes an accelerator's array there
+        (:meth:`_device_reports`)."""
+        library = array_library(values, owner=self.name)
+        if library is not None:  # an accelerator's array (host arrays arrive as numpy views)
+            return self._device_reports(library, values, rng)
         generator, _ = resolve_rng(rng, owner=self.name)
         t = self._rows(values)
         shape = np.shape(values) if np.ndim(values) else t.shape
         return self.to_data(self._sample(t, generator)).reshape(shape)
+
+    def _device_reports(self, library: ArrayLibrary, values: Any, rng: Any) -> Any:
+        """The reports of an accelerator's ``values`` there (the subclass's device module);
+        reached only by classes that name ``randomize`` in ``device_methods``."""
+        raise NotImplementedError(f"{self.name} has no device path")
 
     def variance_at(self, values: Any) -> NDArray[np.float64]:
         """Var[report | x] on the data's scale for each value (each coordinate of each row)."""

@@ -75,8 +75,8 @@ import numpy as np
 from numpy.typing import NDArray
 
 from dpkit.plugin import (
+    ArrayLibrary,
     SecureRandom,
-    array_library,
     duchi_multi_reports,
     duchi_reports,
     lie_threshold,
@@ -216,32 +216,21 @@ class Duchi(NumericMechanism):
         """B in standard units."""
         return duchi_bound(self.epsilon)
 
-    def randomize(
-        self, values: Any, /, *, rng: np.random.Generator | SecureRandom | None = None
-    ) -> Any:
-        """One report ±B (on the data's scale, float64) per value, same shape as ``values``.
-
-        ``rng``: None (secure mode, the default), a :class:`dpkit.SecureRandom`, or a numpy
-        ``Generator`` (fast mode); for torch tensors also a ``torch.Generator``. An
-        accelerator's array is randomized there (:mod:`dpkit.tensors.duchi`).
-        """
-        library = array_library(values, owner=self.name)
-        if library is not None:  # an accelerator's array (host arrays arrive as numpy views)
-            minus, plus = (float(report) for report in self.output_space())
-            return duchi_reports(
-                library,
-                values,
-                lower=self.lower,
-                upper=self.upper,
-                centre=self.centre,
-                scale=self.scale,
-                reports=(minus, plus),
-                epsilon=self.epsilon,
-                lie_threshold64=lie_threshold(self.epsilon, 2),
-                rng=rng,
-                owner=self.name,
-            )
-        return super().randomize(values, rng=rng)
+    def _device_reports(self, library: ArrayLibrary, values: Any, rng: Any) -> Any:
+        minus, plus = (float(report) for report in self.output_space())
+        return duchi_reports(
+            library,
+            values,
+            lower=self.lower,
+            upper=self.upper,
+            centre=self.centre,
+            scale=self.scale,
+            reports=(minus, plus),
+            epsilon=self.epsilon,
+            lie_threshold64=lie_threshold(self.epsilon, 2),
+            rng=rng,
+            owner=self.name,
+        )
 
     def _sample(self, t: NDArray[np.float64], generator: Any) -> NDArray[np.float64]:
         return duchi_sample(t, self.epsilon, generator)
@@ -314,29 +303,22 @@ class DuchiMulti(VectorMechanism):
         """π_d: the probability of reporting from T⁺(v) = {⟨z, v⟩ > 0}."""
         return heads_probability(self.epsilon, self.dimension)
 
-    def randomize(
-        self, values: Any, /, *, rng: np.random.Generator | SecureRandom | None = None
-    ) -> Any:
-        """One vertex report per row of d values (on the data's scale, float64), the values'
-        shape. An accelerator's array is randomized there (:mod:`dpkit.tensors.duchi_multi`)."""
-        library = array_library(values, owner=self.name)
-        if library is not None:  # an accelerator's array (host arrays arrive as numpy views)
-            minus, plus = (float(r) for r in self.to_data(np.array([-self.bound, self.bound])))
-            return duchi_multi_reports(
-                library,
-                values,
-                dimension=self.dimension,
-                lower=self.lower,
-                upper=self.upper,
-                centre=self.centre,
-                scale=self.scale,
-                reports=(minus, plus),
-                heads_probability=self.heads_probability,
-                heads_threshold64=_heads_threshold(self.epsilon, self.dimension),
-                rng=rng,
-                owner=self.name,
-            )
-        return super().randomize(values, rng=rng)
+    def _device_reports(self, library: ArrayLibrary, values: Any, rng: Any) -> Any:
+        minus, plus = (float(r) for r in self.to_data(np.array([-self.bound, self.bound])))
+        return duchi_multi_reports(
+            library,
+            values,
+            dimension=self.dimension,
+            lower=self.lower,
+            upper=self.upper,
+            centre=self.centre,
+            scale=self.scale,
+            reports=(minus, plus),
+            heads_probability=self.heads_probability,
+            heads_threshold64=_heads_threshold(self.epsilon, self.dimension),
+            rng=rng,
+            owner=self.name,
+        )
 
     def _sample(self, t: NDArray[np.float64], generator: Any) -> NDArray[np.float64]:
         n, d = t.shape

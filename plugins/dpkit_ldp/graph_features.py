@@ -45,9 +45,8 @@ import numpy as np
 from numpy.typing import NDArray
 
 from dpkit.plugin import (
+    ArrayLibrary,
     Integer,
-    SecureRandom,
-    array_library,
     lie_threshold,
     multibit_reports,
     parameter,
@@ -94,39 +93,27 @@ class MultiBit(SampledAttributes):
         """m in use."""
         return self.k if self.k is not None else optimal_m(self.epsilon, self.dimension)
 
-    def randomize(
-        self, values: Any, /, *, rng: np.random.Generator | SecureRandom | None = None
-    ) -> Any:
-        """The rectified features x′ (float64, same shape as ``values``: the last axis holds a
-        node's d features).
-
-        ``rng``: None (secure mode, the default), a :class:`dpkit.SecureRandom`, or a numpy
-        ``Generator`` (fast mode); for torch tensors also a ``torch.Generator``. An
-        accelerator's array is randomized there (:mod:`dpkit.tensors.multibit`).
-        """
-        library = array_library(values, owner=self.name)
-        if library is not None:  # an accelerator's array (host arrays arrive as numpy views)
-            d, m = self.dimension, self.sampled
-            level = d / m * duchi_bound(self.epsilon / m)
-            minus, centre, plus = (
-                float(report) for report in self.to_data(np.array([-level, 0.0, level]))
-            )
-            return multibit_reports(
-                library,
-                values,
-                dimension=d,
-                sampled=m,
-                lower=self.lower,
-                upper=self.upper,
-                centre=self.centre,
-                scale=self.scale,
-                reports=(minus, centre, plus),
-                epsilon=self.epsilon / m,
-                lie_threshold64=lie_threshold(self.epsilon / m, 2),
-                rng=rng,
-                owner=self.name,
-            )
-        return super().randomize(values, rng=rng)
+    def _device_reports(self, library: ArrayLibrary, values: Any, rng: Any) -> Any:
+        d, m = self.dimension, self.sampled
+        level = d / m * duchi_bound(self.epsilon / m)
+        minus, centre, plus = (
+            float(report) for report in self.to_data(np.array([-level, 0.0, level]))
+        )
+        return multibit_reports(
+            library,
+            values,
+            dimension=d,
+            sampled=m,
+            lower=self.lower,
+            upper=self.upper,
+            centre=self.centre,
+            scale=self.scale,
+            reports=(minus, centre, plus),
+            epsilon=self.epsilon / m,
+            lie_threshold64=lie_threshold(self.epsilon / m, 2),
+            rng=rng,
+            owner=self.name,
+        )
 
     def report_bound(self) -> NDArray[np.float64]:
         """(d/m)·B per coordinate, in standard units."""

@@ -38,7 +38,7 @@ import attrs
 import numpy as np
 from numpy.typing import NDArray
 
-from dpkit.plugin import SecureRandom, array_library, hybrid_reports, lie_threshold
+from dpkit.plugin import ArrayLibrary, SecureRandom, hybrid_reports, lie_threshold
 from dpkit_ldp._numeric import NumericMechanism, check_scalar
 from dpkit_ldp.duchi import duchi_bound, duchi_sample
 from dpkit_ldp.piecewise import (
@@ -109,33 +109,22 @@ class Hybrid(NumericMechanism):
         """The probability of the piecewise branch."""
         return hybrid_alpha(self.epsilon)
 
-    def randomize(
-        self, values: Any, /, *, rng: np.random.Generator | SecureRandom | None = None
-    ) -> Any:
-        """One report (on the data's scale, float64) per value, same shape as ``values``.
-
-        ``rng``: None (secure mode, the default), a :class:`dpkit.SecureRandom`, or a numpy
-        ``Generator`` (fast mode); for torch tensors also a ``torch.Generator``. An
-        accelerator's array is randomized there (:mod:`dpkit.tensors.piecewise`).
-        """
-        library = array_library(values, owner=self.name)
-        if library is not None:  # an accelerator's array (host arrays arrive as numpy views)
-            return hybrid_reports(
-                library,
-                values,
-                lower=self.lower,
-                upper=self.upper,
-                centre=self.centre,
-                scale=self.scale,
-                epsilon=self.epsilon,
-                alpha=self.alpha,
-                bound=duchi_bound(self.epsilon),
-                lattice=piecewise_lattice(self.epsilon).device_law(),
-                lie_threshold64=lie_threshold(self.epsilon, 2),
-                rng=rng,
-                owner=self.name,
-            )
-        return super().randomize(values, rng=rng)
+    def _device_reports(self, library: ArrayLibrary, values: Any, rng: Any) -> Any:
+        return hybrid_reports(
+            library,
+            values,
+            lower=self.lower,
+            upper=self.upper,
+            centre=self.centre,
+            scale=self.scale,
+            epsilon=self.epsilon,
+            alpha=self.alpha,
+            bound=duchi_bound(self.epsilon),
+            lattice=piecewise_lattice(self.epsilon).device_law(),
+            lie_threshold64=lie_threshold(self.epsilon, 2),
+            rng=rng,
+            owner=self.name,
+        )
 
     def _sample(self, t: NDArray[np.float64], generator: Any) -> NDArray[np.float64]:
         return hybrid_sample(t, self.epsilon, generator)

@@ -48,7 +48,7 @@ import attrs
 import numpy as np
 from numpy.typing import NDArray
 
-from dpkit.plugin import LatticeLaw, SecureRandom, array_library, piecewise_reports
+from dpkit.plugin import ArrayLibrary, LatticeLaw, SecureRandom, piecewise_reports
 from dpkit_ldp._lattice import BandLattice, lattice_exponent, stochastic_round
 from dpkit_ldp._numeric import NumericMechanism, check_scalar
 
@@ -254,30 +254,19 @@ class Piecewise(NumericMechanism):
         """C in standard units."""
         return piecewise_bound(self.epsilon)
 
-    def randomize(
-        self, values: Any, /, *, rng: np.random.Generator | SecureRandom | None = None
-    ) -> Any:
-        """One report (on the data's scale, float64) per value, same shape as ``values``.
-
-        ``rng``: None (secure mode, the default), a :class:`dpkit.SecureRandom`, or a numpy
-        ``Generator`` (fast mode); for torch tensors also a ``torch.Generator``. An
-        accelerator's array is randomized there (:mod:`dpkit.tensors.piecewise`).
-        """
-        library = array_library(values, owner=self.name)
-        if library is not None:  # an accelerator's array (host arrays arrive as numpy views)
-            return piecewise_reports(
-                library,
-                values,
-                lower=self.lower,
-                upper=self.upper,
-                centre=self.centre,
-                scale=self.scale,
-                epsilon=self.epsilon,
-                lattice=piecewise_lattice(self.epsilon).device_law(),
-                rng=rng,
-                owner=self.name,
-            )
-        return super().randomize(values, rng=rng)
+    def _device_reports(self, library: ArrayLibrary, values: Any, rng: Any) -> Any:
+        return piecewise_reports(
+            library,
+            values,
+            lower=self.lower,
+            upper=self.upper,
+            centre=self.centre,
+            scale=self.scale,
+            epsilon=self.epsilon,
+            lattice=piecewise_lattice(self.epsilon).device_law(),
+            rng=rng,
+            owner=self.name,
+        )
 
     def _sample(self, t: NDArray[np.float64], generator: Any) -> NDArray[np.float64]:
         return piecewise_sample(t, self.epsilon, generator)

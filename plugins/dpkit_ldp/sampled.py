@@ -38,8 +38,6 @@ from dpkit.plugin import (
     ArrayLibrary,
     Integer,
     InvalidParameter,
-    SecureRandom,
-    array_library,
     hybrid_multi_reports,
     lie_threshold,
     parameter,
@@ -116,24 +114,6 @@ class SampledAttributes(VectorMechanism):
     def sampled(self) -> int:
         """k in use."""
         return self.k if self.k is not None else optimal_k(self.epsilon, self.dimension)
-
-    def randomize(
-        self, values: Any, /, *, rng: np.random.Generator | SecureRandom | None = None
-    ) -> Any:
-        """One report per row of d values (on the data's scale, float64), the values' shape.
-
-        ``rng``: None (secure mode, the default), a :class:`dpkit.SecureRandom`, or a numpy
-        ``Generator`` (fast mode); for torch tensors also a ``torch.Generator``. An
-        accelerator's array is randomized there (:mod:`dpkit.tensors.sampled`).
-        """
-        library = array_library(values, owner=self.name)
-        if library is not None:  # an accelerator's array (host arrays arrive as numpy views)
-            return self._device_reports(library, values, rng)
-        return super().randomize(values, rng=rng)
-
-    def _device_reports(self, library: ArrayLibrary, values: Any, rng: Any) -> Any:
-        """The device path's reports (the subclass's one-dimensional release at ε/k)."""
-        raise NotImplementedError
 
     def _sample(self, t: NDArray[np.float64], generator: Any) -> NDArray[np.float64]:
         n, d = t.shape

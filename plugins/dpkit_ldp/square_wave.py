@@ -57,6 +57,7 @@ import numpy as np
 from numpy.typing import NDArray
 
 from dpkit.plugin import (
+    ArrayLibrary,
     DistributionEstimate,
     Estimator,
     Integer,
@@ -306,31 +307,20 @@ class SquareWave(NumericMechanism):
         Integer(low=2, high=4096), doc="buckets of the estimated distribution", default=256
     )
 
-    def randomize(
-        self, values: Any, /, *, rng: np.random.Generator | SecureRandom | None = None
-    ) -> Any:
-        """One report (on the data's scale, float64) per value, same shape as ``values``.
-
-        ``rng``: None (secure mode, the default), a :class:`dpkit.SecureRandom`, or a numpy
-        ``Generator`` (fast mode); for torch tensors also a ``torch.Generator``. An
-        accelerator's array is randomized there (:mod:`dpkit.tensors.square_wave`).
-        """
-        library = array_library(values, owner=self.name)
-        if library is not None:  # an accelerator's array (host arrays arrive as numpy views)
-            return square_wave_reports(
-                library,
-                values,
-                lower=self.lower,
-                upper=self.upper,
-                centre=self.centre,
-                scale=self.scale,
-                epsilon=self.epsilon,
-                half_width=self.half_width,
-                lattice=square_wave_lattice(self.epsilon).device_law(),
-                rng=rng,
-                owner=self.name,
-            )
-        return super().randomize(values, rng=rng)
+    def _device_reports(self, library: ArrayLibrary, values: Any, rng: Any) -> Any:
+        return square_wave_reports(
+            library,
+            values,
+            lower=self.lower,
+            upper=self.upper,
+            centre=self.centre,
+            scale=self.scale,
+            epsilon=self.epsilon,
+            half_width=self.half_width,
+            lattice=square_wave_lattice(self.epsilon).device_law(),
+            rng=rng,
+            owner=self.name,
+        )
 
     def _sample(self, t: NDArray[np.float64], generator: Any) -> NDArray[np.float64]:
         return square_wave_sample(t, self.epsilon, generator)

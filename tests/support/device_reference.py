@@ -7,6 +7,7 @@ that a fused kernel's output can be compared bit for bit with the word map its d
 
 from __future__ import annotations
 
+import sys
 from collections.abc import Iterable
 from typing import Any
 
@@ -16,7 +17,7 @@ import numpy as np
 import pytest
 
 from dpkit import SecureRandom
-from dpkit.tensors import methods
+from dpkit.tensors import libraries
 from dpkit.tensors.chacha import chacha20_words
 
 
@@ -83,22 +84,20 @@ def replaying(words: np.ndarray[Any, Any]) -> SecureRandom:
 
 
 def on_device(
-    monkeypatch: pytest.MonkeyPatch,
-    modules: Iterable[Any],
-    counted: Iterable[tuple[Any, str]] = (),
+    monkeypatch: pytest.MonkeyPatch, counted: Iterable[tuple[Any, str]] = ()
 ) -> list[str]:
-    """Host arrays of torch and array-api-strict take the device path (as a CUDA tensor would)
-    in :mod:`dpkit.tensors.methods` and ``modules`` (their ``array_library`` reports them off
-    the host); the list returned records, by name, the calls of the ``counted`` (module,
-    function name) pairs."""
-    real = methods.array_library
+    """Host arrays of torch and array-api-strict take the device path (as a CUDA tensor would):
+    every loaded dpkit module's ``array_library`` reports them off the host. The list returned
+    records, by name, the calls of the ``counted`` (module, function name) pairs."""
+    real = libraries.array_library
 
     def accelerated(values: Any, **kwargs: Any) -> Any:
         library = real(values, **kwargs)
         return None if library is None else attrs.evolve(library, on_host=False)
 
-    for module in (methods, *modules):
-        monkeypatch.setattr(module, "array_library", accelerated)
+    for name, module in list(sys.modules.items()):
+        if name.startswith("dpkit") and getattr(module, "array_library", None) is real:
+            monkeypatch.setattr(module, "array_library", accelerated)
     called: list[str] = []
     for module, name in counted:
         function = getattr(module, name)

@@ -343,26 +343,11 @@ def device_tensors(monkeypatch: pytest.MonkeyPatch) -> list[str]:
     """torch and array-api-strict host arrays take the device path (as a CUDA tensor would),
     the graph's arrays too (copied to the host: it is public); the list records the calls of
     the device path."""
-    import attrs
+    from support import device_reference
 
     import dpkit.graph
 
-    real = dpkit.graph.array_library
-    device_path = dpkit.graph._propagate_on_device
-    called: list[str] = []
-
-    def on_device(values: Any, **kwargs: Any) -> Any:
-        library = real(values, **kwargs)
-        return None if library is None else attrs.evolve(library, on_host=False)
-
-    def counted(*args: Any, **kwargs: Any) -> Any:
-        called.append("device")
-        return device_path(*args, **kwargs)
-
-    for module in (dpkit.graph, dpkit._propagation):
-        monkeypatch.setattr(module, "array_library", on_device)
-    monkeypatch.setattr(dpkit.graph, "_propagate_on_device", counted)
-    return called
+    return device_reference.on_device(monkeypatch, [(dpkit.graph, "_propagate_on_device")])
 
 
 def _gamma(m: int) -> float:

@@ -78,7 +78,7 @@ def device_tensors(monkeypatch: pytest.MonkeyPatch) -> list[str]:
         (pem, "prefix_reports"),
         (treehist, "tree_reports"),
     ]
-    return device_reference.on_device(monkeypatch, {module for module, _ in counted}, counted)
+    return device_reference.on_device(monkeypatch, counted)
 
 
 @attrs.frozen

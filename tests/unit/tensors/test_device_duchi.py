@@ -33,7 +33,7 @@ T64 = lie_threshold(1.0, 2)
 def device_arrays(monkeypatch: pytest.MonkeyPatch) -> list[str]:
     """torch and array-api-strict host arrays take the device path; the calls of the device
     function, recorded."""
-    return device_reference.on_device(monkeypatch, [duchi], [(duchi, "duchi_reports")])
+    return device_reference.on_device(monkeypatch, [(duchi, "duchi_reports")])
 
 
 def _host(reports: Any) -> np.ndarray:

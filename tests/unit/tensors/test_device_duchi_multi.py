@@ -33,7 +33,7 @@ ALPHA = 1e-6
 def device_arrays(monkeypatch: pytest.MonkeyPatch) -> list[str]:
     """torch and array-api-strict host arrays take the device path; the calls of the device
     function, recorded."""
-    return device_reference.on_device(monkeypatch, [duchi], [(duchi, "duchi_multi_reports")])
+    return device_reference.on_device(monkeypatch, [(duchi, "duchi_multi_reports")])
 
 
 def _host(reports: Any) -> np.ndarray:

@@ -5,10 +5,8 @@ words included), the exact law in both modes, and the CPU's refusals before any 
 from __future__ import annotations
 
 import math
-from collections.abc import Iterator
 from typing import Any
 
-import attrs
 import numpy as np
 import pytest
 
@@ -22,7 +20,7 @@ from support import device_reference  # noqa: E402
 from dpkit import SecureRandom  # noqa: E402
 from dpkit.errors import InvalidData, InvalidParameter  # noqa: E402
 from dpkit.plugin import lie_threshold  # noqa: E402
-from dpkit.tensors import device_random, methods  # noqa: E402
+from dpkit.tensors import device_random  # noqa: E402
 from dpkit.tensors import multibit as device_multibit  # noqa: E402
 
 KEY = bytes(range(32))
@@ -32,24 +30,10 @@ MULTIBIT = graph_features.MultiBit(epsilon=6.0, lower=-2.0, upper=5.0, dimension
 
 
 @pytest.fixture
-def device_arrays(monkeypatch: pytest.MonkeyPatch) -> Iterator[list[str]]:
-    """torch and array-api-strict host arrays take the device path (as a CUDA tensor would);
-    the list records the calls of the device function."""
-    real = methods.array_library
-    called: list[str] = []
-
-    def on_device(values: Any, **kwargs: Any) -> Any:
-        library = real(values, **kwargs)
-        return None if library is None else attrs.evolve(library, on_host=False)
-
-    def counted(*args: Any, **kwargs: Any) -> Any:
-        called.append("multibit_reports")
-        return device_multibit.multibit_reports(*args, **kwargs)
-
-    for module in (methods, graph_features):
-        monkeypatch.setattr(module, "array_library", on_device)
-    monkeypatch.setattr(graph_features, "multibit_reports", counted)
-    yield called
+def device_arrays(monkeypatch: pytest.MonkeyPatch) -> list[str]:
+    """torch and array-api-strict host arrays take the device path; the calls of the device
+    function, recorded."""
+    return device_reference.on_device(monkeypatch, [(graph_features, "multibit_reports")])
 
 
 def _host(reports: Any) -> np.ndarray:

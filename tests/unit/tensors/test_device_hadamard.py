@@ -76,9 +76,8 @@ def test_hr_on_the_device_path_has_the_exact_law(rng: str) -> None:
 def test_device_and_cpu_estimators_count_each_others_reports_alike(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    from dpkit_ldp import hadamard
 
-    device_reference.on_device(monkeypatch, [hadamard])
+    device_reference.on_device(monkeypatch)
     values = np.random.default_rng(4).integers(0, 5, size=300)
     estimator = HadamardResponseEstimator(HR)
     on_device = HR.randomize(torch.from_numpy(values))

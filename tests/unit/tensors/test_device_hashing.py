@@ -161,9 +161,7 @@ def test_device_and_cpu_estimators_count_each_others_reports_alike(
 def test_the_device_count_is_through_the_estimator(monkeypatch: pytest.MonkeyPatch) -> None:
     from dpkit_ldp import local_hashing
 
-    called = device_reference.on_device(
-        monkeypatch, [local_hashing], [(local_hashing, "hashed_support_counts")]
-    )
+    called = device_reference.on_device(monkeypatch, [(local_hashing, "hashed_support_counts")])
     reports = OLH.randomize(torch.tensor([0, 1, 4, 4]))
     statistics = OptimalLocalHashingEstimator(OLH).accumulate(reports)
     assert called and statistics.n == 4

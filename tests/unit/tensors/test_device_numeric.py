@@ -7,11 +7,9 @@ CPU's refusals made before any word is used."""
 from __future__ import annotations
 
 import math
-from collections.abc import Iterator
 from fractions import Fraction
 from typing import Any
 
-import attrs
 import numpy as np
 import pytest
 
@@ -26,7 +24,7 @@ from support import device_reference  # noqa: E402
 from dpkit import SecureRandom  # noqa: E402
 from dpkit.errors import InvalidData, InvalidParameter  # noqa: E402
 from dpkit.randomness._words import uniform_below  # noqa: E402
-from dpkit.tensors import array_library, device_random, lattice, methods  # noqa: E402
+from dpkit.tensors import array_library, device_random, lattice  # noqa: E402
 from dpkit.tensors.exact import WordPairs  # noqa: E402
 from dpkit.tensors.lattice import LatticeLaw, mod_64, uniform_below_64  # noqa: E402
 
@@ -48,17 +46,9 @@ ALPHA = 1e-6
 
 
 @pytest.fixture
-def device_arrays(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
+def device_arrays(monkeypatch: pytest.MonkeyPatch) -> None:
     """torch and array-api-strict host arrays take the device path (as a CUDA tensor would)."""
-    real = methods.array_library
-
-    def on_device(values: Any, **kwargs: Any) -> Any:
-        library = real(values, **kwargs)
-        return None if library is None else attrs.evolve(library, on_host=False)
-
-    for module in (methods, piecewise, hybrid, square_wave):
-        monkeypatch.setattr(module, "array_library", on_device)
-    yield
+    device_reference.on_device(monkeypatch)
 
 
 def _host(reports: Any) -> np.ndarray:

@@ -28,7 +28,6 @@ def device_arrays(monkeypatch: pytest.MonkeyPatch) -> list[str]:
     function, recorded."""
     return device_reference.on_device(
         monkeypatch,
-        [mean_estimator, square_wave],
         [(mean_estimator, "mean_sums"), (square_wave, "report_histogram")],
     )
 

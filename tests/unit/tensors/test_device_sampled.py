@@ -45,7 +45,7 @@ def device_arrays(monkeypatch: pytest.MonkeyPatch) -> list[str]:
     """torch and array-api-strict host arrays take the device path; the calls of the device
     functions, recorded."""
     counted = [(sampled, name) for name in DEVICE_FUNCTIONS.values()]
-    return device_reference.on_device(monkeypatch, [sampled], counted)
+    return device_reference.on_device(monkeypatch, counted)
 
 
 def _host(reports: Any) -> np.ndarray:

@@ -63,7 +63,7 @@ def test_super_in_an_attrs_subclass_still_works_with_tensors_and_numpy() -> None
 def test_an_accelerator_array_reaches_only_a_declared_device_path(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    device_reference.on_device(monkeypatch, [])
+    device_reference.on_device(monkeypatch)
     with pytest.raises(InvalidData, match=r"recorder\.randomize has no device path yet") as e:
         Recorder().randomize(torch.tensor([0, 1]))
     assert e.value.field == "values"

@@ -82,9 +82,9 @@ secure samplers on the device), :func:`dbitflip_reports` /
 RAPPOR's (integer items, hashed as on the host; counted by :func:`sketch_counts`),
 :func:`prefix_reports` the prefix extending method's and :func:`tree_reports` TreeHist's,
 :func:`mean_sums` the numeric mechanisms' server statistic, :func:`report_histogram` the
-square wave's. A mechanism or estimator that
-computes on such arrays names those methods in ``device_methods``; host arrays of every library
-reach every mechanism as numpy views (:mod:`dpkit.tensors.methods`).
+square wave's, :func:`noisy_list_counts` the noisy degrees and k-stars of neighbour lists. A
+mechanism or estimator that computes on such arrays names those methods in ``device_methods``;
+host arrays of every library reach every mechanism as numpy views (:mod:`dpkit.tensors.methods`).
 
 **Arrays.** Input checks whose messages never carry a private value: :func:`as_array`,
 :func:`readable`, :func:`total_floats`, :func:`lookup_index`, :func:`plain` (a numpy scalar as
@@ -192,6 +192,7 @@ from dpkit.tensors.hadamard import hadamard_reports
 from dpkit.tensors.hashing import hashed_reports, hashed_support_counts
 from dpkit.tensors.lattice import LatticeLaw
 from dpkit.tensors.libraries import ArrayLibrary, array_library
+from dpkit.tensors.list_counts import noisy_list_counts
 from dpkit.tensors.mean_sums import mean_sums
 from dpkit.tensors.multibit import multibit_reports
 from dpkit.tensors.noise import gaussian_noise, geometric_noise, laplace_noise
@@ -317,6 +318,7 @@ __all__ = [
     "mean_sums",
     "multibit_reports",
     "narwhals",
+    "noisy_list_counts",
     "one_bit_counts",
     "one_bit_reports",
     "parameter",

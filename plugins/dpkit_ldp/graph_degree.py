@@ -31,7 +31,9 @@ from dpkit.plugin import (
     PrivacyEvent,
     PureDP,
     SecureRandom,
+    array_library,
     as_array,
+    noisy_list_counts,
     parameter,
     resolve_rng,
 )
@@ -56,6 +58,7 @@ class _CountOfList(NeighbourListInput, Mechanism):
 
     kind: ClassVar[Literal["local", "central"]] = "local"
     statistic: ClassVar[str] = "graph"
+    device_methods: ClassVar[frozenset[str]] = frozenset({"randomize"})
 
     epsilon: float
     nodes: int
@@ -66,6 +69,11 @@ class _CountOfList(NeighbourListInput, Mechanism):
 
     def count(self, degrees: NDArray[np.int64], /) -> NDArray[np.int64]:
         raise NotImplementedError
+
+    def count_table(self) -> tuple[int, ...] | None:
+        """The count of each degree 0 … D where :meth:`count` clips at D (None: the degree
+        itself): what a device looks the counts up in."""
+        return None
 
     @property
     def scale(self) -> Fraction:
@@ -123,8 +131,19 @@ class _CountOfList(NeighbourListInput, Mechanism):
 
     def randomize(
         self, values: Any, /, *, rng: np.random.Generator | SecureRandom | None = None
-    ) -> NDArray[np.int64]:
-        """The noisy count of each neighour list (the last axis of ``values``, 0/1)."""
+    ) -> Any:
+        """The noisy count of each neighour list (the last axis of ``values``, 0/1), int64. An
+        accelerator's array is counted and released there (:mod:`dpkit.tensors.list_counts`)."""
+        library = array_library(values, owner=self.name)
+        if library is not None:  # an accelerator's array (host arrays arrive as numpy views)
+            return noisy_list_counts(
+                library,
+                values,
+                table=self.count_table(),
+                scale=self.scale,
+                rng=rng,
+                owner=self.name,
+            )
         generator, _ = resolve_rng(rng, owner=self.name)
         array = as_array(values, owner=self.name)
         if array.ndim < 1 or array.dtype.kind not in "biuf":
@@ -241,10 +260,13 @@ class LocalKStars(_CountOfList):
         """Δ = C(D − 1, k − 1)."""
         return max(1, math.comb(self.max_degree - 1, self.k - 1))
 
+    def count_table(self) -> tuple[int, ...]:
+        """C(d, k) for d = 0 … D."""
+        return tuple(math.comb(d, self.k) for d in range(self.max_degree + 1))
+
     def count(self, degrees: NDArray[np.int64], /) -> NDArray[np.int64]:
-        clipped = np.minimum(degrees, self.max_degree)
-        table = np.array([math.comb(d, self.k) for d in range(self.max_degree + 1)], np.int64)
-        return table[clipped]
+        table = np.array(self.count_table(), np.int64)
+        return table[np.minimum(degrees, self.max_degree)]
 
 
 @attrs.frozen
@@ -292,7 +314,8 @@ class CountsView(Mechanism):
         self, values: Any, /, *, rng: np.random.Generator | SecureRandom | None = None
     ) -> NDArray[np.int64]:
         """Each node's noisy count of each graph: shape (…, n)."""
-        return self.mechanism.randomize(values, rng=rng)
+        released: NDArray[np.int64] = self.mechanism.randomize(values, rng=rng)
+        return released
 
     def output_space(self) -> NDArray[np.int64]:
         """Every node's output window, combined (module docstring): (W^n, n) outputs."""

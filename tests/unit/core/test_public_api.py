@@ -177,6 +177,7 @@ PLUGIN_FACE = {
     "tree_reports",
     "mean_sums",
     "report_histogram",
+    "noisy_list_counts",
     "duchi_multi_reports",
     # errors
     "DPKitError",

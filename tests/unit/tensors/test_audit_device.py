@@ -1,7 +1,7 @@
 """The statistical auditor, unchanged, over the device paths (run on the CPU with torch tensors
 treated as an accelerator's): rr, krr, oue, olh, hr, duchi, duchi_multi, multibit, pm, hm,
-pm_multi, hm_multi, sw, laplace, geometric, gaussian, dbitflip, one_bit_mean, cms, hcms, rappor
-(on integer items), pem and treehist keep their privacy in both randomness modes, and a device
+pm_multi, hm_multi, sw, graph_degree, graph_kstar, laplace, geometric, gaussian, dbitflip,
+one_bit_mean, cms, hcms, rappor (on integer items), pem and treehist keep their privacy in both randomness modes, and a device
 path that rounds its flip (or lie) probability the wrong way, or draws too little noise, is
 caught.
 
@@ -24,6 +24,7 @@ from dpkit_ldp import (  # noqa: E402
     count_mean_sketch,
     dbitflip,
     duchi,
+    graph_degree,
     graph_features,
     hadamard,
     hybrid,
@@ -62,6 +63,7 @@ def device_tensors(monkeypatch: pytest.MonkeyPatch) -> list[str]:
         (duchi, "duchi_reports"),
         (duchi, "duchi_multi_reports"),
         (graph_features, "multibit_reports"),
+        (graph_degree, "noisy_list_counts"),
         (piecewise, "piecewise_reports"),
         (hybrid, "hybrid_reports"),
         (sampled, "piecewise_multi_reports"),
@@ -169,6 +171,12 @@ def _through_tensors(cls: type) -> type:
             "hybrid_multi_reports",
         ),
         (square_wave.SquareWave, {"epsilon": 1.0, "bins": 16}, "square_wave_reports"),
+        (graph_degree.NoisyDegree, {"epsilon": 1.0, "nodes": 4}, "noisy_list_counts"),
+        (
+            graph_degree.LocalKStars,
+            {"epsilon": 1.0, "nodes": 4, "max_degree": 2, "k": 2},
+            "noisy_list_counts",
+        ),
         (laplace.Laplace, {"epsilon": 1.0}, "laplace_noise"),
         (geometric.Geometric, {"epsilon": 1.0}, "geometric_noise"),
         (gaussian.Gaussian, {"epsilon": 1.0, "delta": 1e-5}, "gaussian_noise"),

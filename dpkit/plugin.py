@@ -57,7 +57,9 @@ rejects anything else. Secure mode's exact samplers: :func:`discrete_laplace`,
 **Tensors.** A mechanism given a torch, CuPy, JAX or other array-API array returns the same
 type on the same device: :func:`array_library` tells such an input from a numpy one
 (:class:`ArrayLibrary`: its namespace, device, and a zero-copy way to and from numpy for host
-arrays; :func:`host_rng` turns a ``torch.Generator`` into a numpy one). On an accelerator,
+arrays; :func:`host_rng` turns a ``torch.Generator`` into a numpy one; :class:`StandardUnits`
+is a numeric mechanism's interval and standard units, as its device path takes them). On an
+accelerator,
 :func:`device_words` gives a call's uniform 32-bit words there (ChaCha20 in secure mode,
 :class:`DeviceWords`), :func:`uniform_below` exactly uniform integers from them;
 :func:`flip_bits` / :func:`flip_graph` are randomized response on bits and on an adjacency
@@ -191,7 +193,7 @@ from dpkit.tensors.duchi_multi import duchi_multi_reports
 from dpkit.tensors.hadamard import hadamard_reports
 from dpkit.tensors.hashing import hashed_reports, hashed_support_counts
 from dpkit.tensors.lattice import LatticeLaw
-from dpkit.tensors.libraries import ArrayLibrary, array_library
+from dpkit.tensors.libraries import ArrayLibrary, StandardUnits, array_library
 from dpkit.tensors.list_counts import noisy_list_counts
 from dpkit.tensors.mean_sums import mean_sums
 from dpkit.tensors.multibit import multibit_reports
@@ -268,6 +270,7 @@ __all__ = [
     "ReportSums",
     "SecureRandom",
     "SecureWordSource",
+    "StandardUnits",
     "Statistics",
     "SubsampledDP",
     "VectorDomain",

@@ -46,7 +46,7 @@ import math
 from typing import Any
 
 from dpkit.tensors.device_random import below, device_words, require_64_bit
-from dpkit.tensors.libraries import ArrayLibrary, reals_within
+from dpkit.tensors.libraries import ArrayLibrary, StandardUnits, reals_within
 
 __all__ = ["below_64", "duchi_reports", "uniform_53"]
 
@@ -79,10 +79,7 @@ def duchi_reports(
     library: ArrayLibrary,
     values: Any,
     *,
-    lower: float,
-    upper: float,
-    centre: float,
-    scale: float,
+    units: StandardUnits,
     reports: tuple[float, float],
     epsilon: float,
     lie_threshold64: int,
@@ -98,8 +95,8 @@ def duchi_reports(
         library, owner=owner, field=field, needs="the exact law needs float64 and 64-bit integers"
     )  # decided by the library, before values
     words = device_words(library, rng, owner=owner)
-    x = reals_within(library, values, lower, upper, owner=owner, field=field)
-    t = xp.clip((x - centre) / scale, -1.0, 1.0)  # the CPU's standard units, op for op
+    x = reals_within(library, values, units.lower, units.upper, owner=owner, field=field)
+    t = xp.clip((x - units.centre) / units.scale, -1.0, 1.0)  # the CPU's standard units, op for op
     n = int(x.shape[0])
     if words.secure:
         drawn = xp.reshape(words.take(4 * n), (2, n, 2))

@@ -38,7 +38,7 @@ from typing import Any
 from dpkit.errors import InvalidData
 from dpkit.tensors.device_random import DeviceWords, device_words, require_64_bit
 from dpkit.tensors.duchi import below_64, uniform_53
-from dpkit.tensors.libraries import ArrayLibrary, reals_within
+from dpkit.tensors.libraries import ArrayLibrary, StandardUnits, reals_within
 
 __all__ = ["duchi_multi_reports"]
 
@@ -98,10 +98,7 @@ def duchi_multi_reports(
     values: Any,
     *,
     dimension: int,
-    lower: float,
-    upper: float,
-    centre: float,
-    scale: float,
+    units: StandardUnits,
     reports: tuple[float, float],
     heads_probability: float,
     heads_threshold64: int,
@@ -123,8 +120,10 @@ def duchi_multi_reports(
             f"{tuple(values.shape)}",
             field=field,
         )
-    x = reals_within(library, values, lower, upper, owner=owner, field=field)
-    t = xp.reshape(xp.clip((x - centre) / scale, -1.0, 1.0), (-1, d))  # the CPU's, op for op
+    x = reals_within(library, values, units.lower, units.upper, owner=owner, field=field)
+    t = xp.reshape(
+        xp.clip((x - units.centre) / units.scale, -1.0, 1.0), (-1, d)
+    )  # the CPU's, op for op
     n = int(t.shape[0])
     drawn = xp.reshape(words.take(2 * n * d), (n, d, 2))
     up = uniform_53(xp, drawn[..., 0], drawn[..., 1]) < (1.0 + t) / 2.0

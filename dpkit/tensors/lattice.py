@@ -41,7 +41,7 @@ import attrs
 from dpkit.tensors.device_random import device_words, require_64_bit
 from dpkit.tensors.duchi import below_64, uniform_53
 from dpkit.tensors.exact import WordPairs, _count, _spread
-from dpkit.tensors.libraries import ArrayLibrary, reals_within
+from dpkit.tensors.libraries import ArrayLibrary, StandardUnits, reals_within
 
 __all__ = [
     "LatticeLaw",
@@ -165,10 +165,7 @@ def standard_values(
     values: Any,
     rng: Any,
     *,
-    lower: float,
-    upper: float,
-    centre: float,
-    scale: float,
+    units: StandardUnits,
     standard: tuple[float, float],
     owner: str,
     field: str,
@@ -183,9 +180,9 @@ def standard_values(
         library, owner=owner, field=field, needs="the exact law needs float64 and 64-bit integers"
     )
     words = device_words(library, rng, owner=owner)
-    x = reals_within(library, values, lower, upper, owner=owner, field=field)
+    x = reals_within(library, values, units.lower, units.upper, owner=owner, field=field)
     low, high = standard
-    return WordPairs(words), words.secure, xp.clip((x - centre) / scale, low, high)
+    return WordPairs(words), words.secure, xp.clip((x - units.centre) / units.scale, low, high)
 
 
 def everything(xp: Any, like: Any) -> Any:

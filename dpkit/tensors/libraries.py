@@ -26,7 +26,7 @@ from numpy.typing import NDArray
 
 from dpkit.errors import InvalidData
 
-__all__ = ["ArrayLibrary", "array_library", "reals_within"]
+__all__ = ["ArrayLibrary", "StandardUnits", "array_library", "reals_within"]
 
 #: The top-level modules whose arrays dpkit accepts through the array API (array-api-compat).
 #: Dask collections are not among them: dpkit aggregates those partition by partition itself
@@ -145,3 +145,15 @@ def reals_within(
             field=field,
         )
     return x
+
+
+@attrs.frozen
+class StandardUnits:
+    """A numeric mechanism's input interval [lower, upper] and its standard units
+    t = (x − centre)/scale: what every numeric device path checks values against and maps them
+    by, with the CPU's arithmetic (each operation an IEEE 754 one, rounded alike everywhere)."""
+
+    lower: float
+    upper: float
+    centre: float
+    scale: float

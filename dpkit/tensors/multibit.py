@@ -55,7 +55,7 @@ from typing import Any
 from dpkit.errors import InvalidData
 from dpkit.tensors.device_random import DeviceWords, device_words, require_64_bit
 from dpkit.tensors.duchi import below_64, uniform_53
-from dpkit.tensors.libraries import ArrayLibrary, reals_within
+from dpkit.tensors.libraries import ArrayLibrary, StandardUnits, reals_within
 from dpkit.tensors.sampled import draw_attributes
 
 __all__ = ["multibit_reports"]
@@ -96,10 +96,7 @@ def multibit_reports(
     *,
     dimension: int,
     sampled: int,
-    lower: float,
-    upper: float,
-    centre: float,
-    scale: float,
+    units: StandardUnits,
     reports: tuple[float, float, float],
     epsilon: float,
     lie_threshold64: int,
@@ -123,12 +120,14 @@ def multibit_reports(
             f"{owner}: {field} must have {d} columns (one row per user), got shape {shape}",
             field=field,
         )
-    x = reals_within(library, values, lower, upper, owner=owner, field=field)
+    x = reals_within(library, values, units.lower, units.upper, owner=owner, field=field)
     words = device_words(library, rng, owner=owner)
     n = math.prod(shape[:-1])
     if n == 0:
         return xp.zeros(shape, dtype=xp.float64, device=device)
-    t = xp.reshape(xp.clip((x - centre) / scale, -1.0, 1.0), (-1,))  # the CPU's units, op for op
+    t = xp.reshape(
+        xp.clip((x - units.centre) / units.scale, -1.0, 1.0), (-1,)
+    )  # the CPU's units, op for op
     stream = _Stream(library, words)
     stream.ensure((3 if words.secure else 2) * m * n)
     drawn, slot = draw_attributes(library, stream.take, n, d, m)

@@ -52,7 +52,7 @@ from dpkit.tensors.lattice import (
     lattice_release,
     standard_values,
 )
-from dpkit.tensors.libraries import ArrayLibrary
+from dpkit.tensors.libraries import ArrayLibrary, StandardUnits
 
 __all__ = ["hybrid_release", "hybrid_reports", "piecewise_release", "piecewise_reports"]
 
@@ -81,10 +81,7 @@ def piecewise_reports(
     library: ArrayLibrary,
     values: Any,
     *,
-    lower: float,
-    upper: float,
-    centre: float,
-    scale: float,
+    units: StandardUnits,
     epsilon: float,
     lattice: LatticeLaw,
     rng: Any,
@@ -98,16 +95,13 @@ def piecewise_reports(
         library,
         values,
         rng,
-        lower=lower,
-        upper=upper,
-        centre=centre,
-        scale=scale,
+        units=units,
         standard=(-1.0, 1.0),
         owner=owner,
         field=field,
     )
     y = piecewise_release(pairs, secure, t, epsilon=epsilon, lattice=lattice)
-    return library.xp.reshape(centre + scale * y, tuple(values.shape))
+    return library.xp.reshape(units.centre + units.scale * y, tuple(values.shape))
 
 
 def piecewise_release(
@@ -125,10 +119,7 @@ def hybrid_reports(
     library: ArrayLibrary,
     values: Any,
     *,
-    lower: float,
-    upper: float,
-    centre: float,
-    scale: float,
+    units: StandardUnits,
     epsilon: float,
     alpha: float,
     bound: float,
@@ -145,10 +136,7 @@ def hybrid_reports(
         library,
         values,
         rng,
-        lower=lower,
-        upper=upper,
-        centre=centre,
-        scale=scale,
+        units=units,
         standard=(-1.0, 1.0),
         owner=owner,
         field=field,
@@ -163,7 +151,7 @@ def hybrid_reports(
         lattice=lattice,
         lie_threshold64=lie_threshold64,
     )
-    return library.xp.reshape(centre + scale * y, tuple(values.shape))
+    return library.xp.reshape(units.centre + units.scale * y, tuple(values.shape))
 
 
 def hybrid_release(

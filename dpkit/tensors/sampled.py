@@ -60,7 +60,7 @@ from dpkit.errors import InvalidData
 from dpkit.tensors.device_random import require_64_bit
 from dpkit.tensors.exact import WordPairs
 from dpkit.tensors.lattice import LatticeLaw, standard_values
-from dpkit.tensors.libraries import ArrayLibrary
+from dpkit.tensors.libraries import ArrayLibrary, StandardUnits
 from dpkit.tensors.piecewise import hybrid_release, piecewise_release
 
 __all__ = ["draw_attributes", "hybrid_multi_reports", "piecewise_multi_reports"]
@@ -172,10 +172,7 @@ def _sampled_reports(
     *,
     dimension: int,
     sampled: int,
-    lower: float,
-    upper: float,
-    centre: float,
-    scale: float,
+    units: StandardUnits,
     release: Release,
     rng: Any,
     owner: str,
@@ -198,10 +195,7 @@ def _sampled_reports(
         library,
         values,
         rng,
-        lower=lower,
-        upper=upper,
-        centre=centre,
-        scale=scale,
+        units=units,
         standard=(-1.0, 1.0),
         owner=owner,
         field=field,
@@ -216,7 +210,7 @@ def _sampled_reports(
     spread = xp.take(y, xp.reshape(rows * k + xp.maximum(slot, 0), (-1,)))
     zero = xp.asarray(0.0, dtype=xp.float64, device=device)
     standard = xp.where(xp.reshape(slot, (-1,)) >= 0, spread, zero)
-    return xp.reshape(centre + scale * standard, shape)
+    return xp.reshape(units.centre + units.scale * standard, shape)
 
 
 def piecewise_multi_reports(
@@ -225,10 +219,7 @@ def piecewise_multi_reports(
     *,
     dimension: int,
     sampled: int,
-    lower: float,
-    upper: float,
-    centre: float,
-    scale: float,
+    units: StandardUnits,
     epsilon: float,
     lattice: LatticeLaw,
     rng: Any,
@@ -245,10 +236,7 @@ def piecewise_multi_reports(
         values,
         dimension=dimension,
         sampled=sampled,
-        lower=lower,
-        upper=upper,
-        centre=centre,
-        scale=scale,
+        units=units,
         release=release,
         rng=rng,
         owner=owner,
@@ -262,10 +250,7 @@ def hybrid_multi_reports(
     *,
     dimension: int,
     sampled: int,
-    lower: float,
-    upper: float,
-    centre: float,
-    scale: float,
+    units: StandardUnits,
     epsilon: float,
     alpha: float,
     bound: float,
@@ -292,10 +277,7 @@ def hybrid_multi_reports(
         values,
         dimension=dimension,
         sampled=sampled,
-        lower=lower,
-        upper=upper,
-        centre=centre,
-        scale=scale,
+        units=units,
         release=release,
         rng=rng,
         owner=owner,

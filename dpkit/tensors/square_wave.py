@@ -35,7 +35,7 @@ from typing import Any
 
 from dpkit.tensors.duchi import uniform_53
 from dpkit.tensors.lattice import LatticeLaw, everything, lattice_release, standard_values
-from dpkit.tensors.libraries import ArrayLibrary
+from dpkit.tensors.libraries import ArrayLibrary, StandardUnits
 
 __all__ = ["square_wave_reports"]
 
@@ -44,10 +44,7 @@ def square_wave_reports(
     library: ArrayLibrary,
     values: Any,
     *,
-    lower: float,
-    upper: float,
-    centre: float,
-    scale: float,
+    units: StandardUnits,
     epsilon: float,
     half_width: float,
     lattice: LatticeLaw,
@@ -62,10 +59,7 @@ def square_wave_reports(
         library,
         values,
         rng,
-        lower=lower,
-        upper=upper,
-        centre=centre,
-        scale=scale,
+        units=units,
         standard=(0.0, 1.0),
         owner=owner,
         field=field,
@@ -83,4 +77,4 @@ def square_wave_reports(
         band = v - b + 2.0 * b * u
         outside = xp.where(u < v, u - b, u + b)  # [−b, v − b) ∪ (v + b, 1 + b]
         y = xp.where(in_band, band, outside)
-    return xp.reshape(centre + scale * y, tuple(values.shape))
+    return xp.reshape(units.centre + units.scale * y, tuple(values.shape))

@@ -47,6 +47,7 @@ from dpkit.plugin import (
     Mechanism,
     PureDP,
     SecureRandom,
+    StandardUnits,
     array_library,
     as_array,
     describe_dtype,
@@ -158,6 +159,11 @@ class NumericMechanism(Mechanism):
         t = self._rows(values)
         shape = np.shape(values) if np.ndim(values) else t.shape
         return self.to_data(self._sample(t, generator)).reshape(shape)
+
+    @property
+    def units(self) -> StandardUnits:
+        """[lower, upper] and the standard units (centre, scale), for the device paths."""
+        return StandardUnits(self.lower, self.upper, self.centre, self.scale)
 
     def _device_reports(self, library: ArrayLibrary, values: Any, rng: Any) -> Any:
         """The reports of an accelerator's ``values`` there (the subclass's device module);

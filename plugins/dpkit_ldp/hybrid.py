@@ -113,10 +113,7 @@ class Hybrid(NumericMechanism):
         return hybrid_reports(
             library,
             values,
-            lower=self.lower,
-            upper=self.upper,
-            centre=self.centre,
-            scale=self.scale,
+            units=self.units,
             epsilon=self.epsilon,
             alpha=self.alpha,
             bound=duchi_bound(self.epsilon),

@@ -258,10 +258,7 @@ class Piecewise(NumericMechanism):
         return piecewise_reports(
             library,
             values,
-            lower=self.lower,
-            upper=self.upper,
-            centre=self.centre,
-            scale=self.scale,
+            units=self.units,
             epsilon=self.epsilon,
             lattice=piecewise_lattice(self.epsilon).device_law(),
             rng=rng,

@@ -311,10 +311,7 @@ class SquareWave(NumericMechanism):
         return square_wave_reports(
             library,
             values,
-            lower=self.lower,
-            upper=self.upper,
-            centre=self.centre,
-            scale=self.scale,
+            units=self.units,
             epsilon=self.epsilon,
             half_width=self.half_width,
             lattice=square_wave_lattice(self.epsilon).device_law(),

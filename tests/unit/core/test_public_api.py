@@ -138,6 +138,7 @@ PLUGIN_FACE = {
     "describe_dtype",
     # tensors: other libraries' arrays, the device paths
     "ArrayLibrary",
+    "StandardUnits",
     "array_library",
     "host_rng",
     "DeviceWords",

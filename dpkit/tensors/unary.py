@@ -59,7 +59,7 @@ def unary_reports(
     pieces = []
     rows_per_pass = max(1, _ROWS_WORDS // k)
     for start in range(0, n, rows_per_pass):
-        rows = flat[start : start + rows_per_pass]
+        rows = flat[start : min(start + rows_per_pass, n)]  # the standard has no slice past the end
         count = int(rows.shape[0])
         drawn = xp.reshape(words.take(count * k), (count, k))
         threshold = xp.where(positions == xp.reshape(rows, (count, 1)), keep_word, other_word)

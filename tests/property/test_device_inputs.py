@@ -1,0 +1,144 @@
+"""Every mechanism with a device path, on hostile inputs through that path (torch tensors and
+array-api-strict arrays made to take it, as a CUDA tensor would): for inputs drawn from the
+mechanism's declared domain (worst cases included), in hostile layouts (a strided view, a
+narrower dtype), in both randomness modes, the device's reports come back in the caller's
+type and the numpy path's shape, and each is a possible report of the declared law
+(``log_probability`` > −∞ on the host); and a batch with one hostile value (NaN, ±∞, a
+negative, a fraction, a huge number) is either refused — an ``InvalidData`` naming
+``values``, before a single random word is drawn — or accepted by the numpy path too: a device
+never takes what the host refuses.
+
+Mechanisms whose declared inputs are text (cms, hcms and rappor's items) have no tensor form:
+their integer items on the device are covered in ``tests/unit/tensors``.
+
+False-positive rate: 0. Draws are keyed or seeded, the checks exact, Hypothesis derandomized.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+import numpy as np
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+torch = pytest.importorskip("torch")
+xs = pytest.importorskip("array_api_strict")
+
+from support import device_reference  # noqa: E402
+
+import dpkit  # noqa: E402
+from dpkit import SecureRandom  # noqa: E402
+from dpkit.errors import InvalidData  # noqa: E402
+from dpkit.tensors import device_random  # noqa: E402
+from dpkit.testing.inputs import Unsupported, plan_inputs  # noqa: E402
+from dpkit.testing.strategies import mechanisms, neighbouring_pairs  # noqa: E402
+
+REGISTRY = dpkit.load_registry()
+DEVICE_NAMES = [
+    name
+    for name in REGISTRY.names()
+    if "randomize" in getattr(REGISTRY.info(name).cls, "device_methods", ())
+]
+KEY = bytes(range(3, 35))
+LAYOUTS = ("torch", "torch strided", "torch narrow", "array-api-strict")
+HOSTILE = (math.nan, math.inf, -math.inf, -1.0, 0.5, 2.0**62, 1e300)
+SETTINGS = settings(
+    max_examples=6,
+    derandomize=True,
+    deadline=None,
+    database=None,
+    suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture],
+)
+
+
+@pytest.fixture
+def words_taken(monkeypatch: pytest.MonkeyPatch) -> list[int]:
+    """Host arrays take the device path; the list holds the size of every draw of words."""
+    device_reference.on_device(monkeypatch)
+    taken: list[int] = []
+    real = device_random.DeviceWords.take
+
+    def take(self: Any, count: int) -> Any:
+        taken.append(count)
+        return real(self, count)
+
+    monkeypatch.setattr(device_random.DeviceWords, "take", take)
+    return taken
+
+
+def _host(value: Any) -> np.ndarray[Any, Any]:
+    if isinstance(value, torch.Tensor):
+        return value.view(torch.int64).numpy() if value.dtype == torch.uint64 else value.numpy()
+    return np.from_dlpack(value)
+
+
+def _spelled(batch: np.ndarray[Any, Any], layout: str) -> Any:
+    if layout == "torch strided":  # every other row of a tensor twice as long
+        return torch.from_numpy(np.repeat(batch, 2, axis=0).copy())[::2]
+    if layout == "torch narrow" and batch.dtype.kind in "iuf":
+        narrow = batch.astype(np.int32 if batch.dtype.kind in "iu" else np.float32)
+        if np.array_equal(narrow, batch):
+            return torch.from_numpy(narrow)
+    if layout == "array-api-strict":
+        return xs.asarray(batch)
+    return torch.from_numpy(batch.copy())
+
+
+def _numeric_batch(name: str, data: st.DataObject) -> tuple[Any, np.ndarray[Any, Any]]:
+    mechanism = data.draw(mechanisms(REGISTRY.info(name).cls))
+    try:
+        plan = plan_inputs(mechanism, rng=np.random.default_rng(0))
+    except Unsupported:
+        pytest.skip(f"{name}: the auditor has no input plan for it")
+    x, _ = data.draw(neighbouring_pairs(mechanism, plan))
+    batch = plan.batch(x, 7)
+    if batch.dtype.kind not in "biuf":
+        pytest.skip(f"{name}: its declared inputs are text, which has no tensor form")
+    return mechanism, batch
+
+
+@pytest.mark.parametrize("name", DEVICE_NAMES)
+@SETTINGS
+@given(data=st.data(), layout=st.sampled_from(LAYOUTS), mode=st.sampled_from(["secure", "fast"]))
+def test_device_reports_are_reports_of_the_declared_law(
+    name: str, data: st.DataObject, layout: str, mode: str, words_taken: list[int]
+) -> None:
+    mechanism, batch = _numeric_batch(name, data)
+    spelled = _spelled(batch, layout)
+    if mode == "secure":
+        rng: Any = SecureRandom.from_key(KEY)
+    else:
+        rng = torch.Generator().manual_seed(5) if layout != "array-api-strict" else None
+        rng = rng if rng is not None else np.random.default_rng(5)
+    words_taken.clear()
+    got = mechanism.randomize(spelled, rng=rng)
+    assert words_taken, "the device path was not taken"
+    assert type(got) is type(spelled)
+    expected = mechanism.randomize(batch, rng=np.random.default_rng(0))
+    reports = _host(got)
+    assert reports.shape == np.shape(expected)
+    if mechanism.has_exact_distribution:
+        log_p = mechanism.log_probability(reports.astype(np.asarray(expected).dtype), batch)
+        assert np.all(np.asarray(log_p) > -np.inf), "a report the declared law cannot give"
+
+
+@pytest.mark.parametrize("name", DEVICE_NAMES)
+@SETTINGS
+@given(data=st.data(), hostile=st.sampled_from(HOSTILE))
+def test_a_hostile_value_is_refused_before_any_draw_or_accepted_by_the_host_too(
+    name: str, data: st.DataObject, hostile: float, words_taken: list[int]
+) -> None:
+    mechanism, batch = _numeric_batch(name, data)
+    spoiled = batch.astype(np.float64)
+    spoiled.flat[data.draw(st.integers(0, spoiled.size - 1))] = hostile
+    words_taken.clear()
+    try:
+        mechanism.randomize(torch.from_numpy(spoiled), rng=SecureRandom.from_key(KEY))
+    except InvalidData as refused:
+        assert refused.field == "values"
+        assert not words_taken, "words were drawn before the refusal"
+        return
+    mechanism.randomize(spoiled, rng=SecureRandom.from_key(KEY))  # the host takes it too

@@ -299,7 +299,7 @@ def mean_operator(
             field=field,
         )
     keys = np.sort(np.concatenate([rows * nodes + cols, cols * nodes + rows]))
-    keys = keys[np.r_[True, keys[1:] != keys[:-1]]]  # an edge given twice is one edge
+    keys = keys[np.r_[True, keys[1:] != keys[:-1]][: keys.size]]  # an edge given twice: one
     degree = np.bincount(keys // nodes, minlength=nodes)
     own = np.arange(nodes, dtype=np.int64)
     if not self_loops:

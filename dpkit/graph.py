@@ -42,11 +42,12 @@ import attrs
 import numpy as np
 from numpy.typing import NDArray
 
-from dpkit._propagation import mean_operator
+from dpkit._propagation import MeanOperator, mean_operator
 from dpkit.arrays import as_array, describe_dtype
 from dpkit.errors import InvalidData, InvalidParameter
 from dpkit.estimator import Estimator, FrequencyCounts, Statistics
-from dpkit.tensors.device_random import require_64_bit
+from dpkit.tensors.categories import check_categories
+from dpkit.tensors.device_random import index_dtype, require_64_bit
 from dpkit.tensors.libraries import ArrayLibrary, array_library
 
 if TYPE_CHECKING:
@@ -764,9 +765,12 @@ def label_distribution(
     Post-processing, at no extra privacy cost: the server knows the graph (the edges are
     public); only each node's features and label are private, each protected by that node's
     own LDP report (node-level LDP). ``graph``, ``steps`` and ``self_loops`` are as in
-    :func:`propagate` (with the open neighbourhood by default); ``reports`` holds one krr report per node (category indices, or labels
-    when the mechanism has ``categories``). :func:`denoised_labels` takes the most frequent
-    label per node.
+    :func:`propagate` (with the open neighbourhood by default); ``reports`` holds one krr
+    report per node (category indices, or labels when the mechanism has ``categories``): a
+    numpy array, or an array-API library's (a torch tensor, CuPy, JAX), whose type the
+    estimates and variances then take — an accelerator's indices are propagated on its
+    device, equal to the numpy path's to rounding as in :func:`propagate`.
+    :func:`denoised_labels` takes the most frequent label per node.
     """
     owner = "label_distribution"
     if getattr(mechanism, "name", None) != "krr":
@@ -777,16 +781,7 @@ def label_distribution(
             owner=owner,
         )
     steps = _check_propagation(owner, steps, self_loops)
-    array = as_array(_host(reports, owner=owner, field="reports"), owner=owner, field="reports")
-    if array.ndim != 1 or array.shape[0] == 0:
-        raise InvalidData(
-            f"{owner}: reports must be one label per node, shape (n,) with n >= 1; got shape "
-            f"{array.shape}",
-            field="reports",
-        )
-    indices = mechanism.encode(array, field="reports")
-    n, k = indices.shape[0], int(mechanism.size)
-    operator = mean_operator(graph, n, self_loops=bool(self_loops))
+    k = int(mechanism.size)
     # The estimator's inverse of one report of category 0: (1 − q)/(p − q) for it, −q/(p − q)
     # for the others; and its variance model (a, b) for n = 1.
     one = _estimator(mechanism, registry).estimate(
@@ -795,12 +790,33 @@ def label_distribution(
     on, off = float(one.estimates[0]), float(one.estimates[1])
     assert one.variance_model is not None  # a pure frequency oracle's estimate has one
     a, b = one.variance_model
-    onehot = np.zeros((n, k))
-    onehot[np.arange(n), indices] = 1.0
-    frequencies = off + (on - off) * operator.apply(onehot, steps)
-    # Σ_u W[v, u]² in the first column, Σ_u W[v, u]²·(debiased indicator of c) after it.
-    squares = operator.squared_apply(np.hstack([np.ones((n, 1)), off + (on - off) * onehot]), steps)
-    variance = np.maximum(a * squares[:, :1] + b * squares[:, 1:], 0.0)
+    library = array_library(reports, owner=owner, field="reports")
+    if library is not None and not library.on_host:
+        operator, onehot = _device_onehot(library, mechanism, graph, reports, bool(self_loops))
+        xp, n = library.xp, operator.nodes
+        frequencies = off + (on - off) * operator.device_apply(library, onehot, steps)
+        ones = xp.ones((n, 1), dtype=xp.float64, device=library.device)
+        squares = operator.device_squared_apply(
+            library, xp.concat([ones, off + (on - off) * onehot], axis=1), steps
+        )
+        variance = xp.clip(a * squares[:, :1] + b * squares[:, 1:], min=0.0)
+    else:
+        host = library.host_view(reports) if library is not None else reports
+        array = as_array(host, owner=owner, field="reports")
+        _check_labels_shape(tuple(array.shape))
+        indices = mechanism.encode(array, field="reports").astype(np.int64)  # k = 2: booleans
+        n = int(indices.shape[0])
+        operator = mean_operator(graph, n, self_loops=bool(self_loops))
+        onehot = np.zeros((n, k))
+        onehot[np.arange(n), indices] = 1.0
+        frequencies = off + (on - off) * operator.apply(onehot, steps)
+        # Σ_u W[v, u]² in the first column, Σ_u W[v, u]²·(debiased indicator of c) after it.
+        squares = operator.squared_apply(
+            np.hstack([np.ones((n, 1)), off + (on - off) * onehot]), steps
+        )
+        variance = np.maximum(a * squares[:, :1] + b * squares[:, 1:], 0.0)
+        if library is not None:  # a host array of another library: its type back
+            frequencies, variance = library.from_host(frequencies), library.from_host(variance)
     categories = getattr(mechanism, "categories", None)
     return GraphEstimate(
         "label_distribution",
@@ -817,12 +833,46 @@ def label_distribution(
     )
 
 
-def denoised_labels(distribution: GraphEstimate, /) -> NDArray[np.int64]:
+def _check_labels_shape(shape: tuple[int, ...]) -> None:
+    if len(shape) != 1 or shape[0] == 0:
+        raise InvalidData(
+            "label_distribution: reports must be one label per node, shape (n,) with n >= 1; "
+            f"got shape {shape}",
+            field="reports",
+        )
+
+
+def _device_onehot(
+    library: ArrayLibrary, mechanism: Any, graph: Any, reports: Any, self_loops: bool
+) -> tuple[MeanOperator, Any]:
+    """The propagation operator and the reports as one-hot float64 rows on their device, after
+    the checks decidable without the reports (the library's float64, category indices rather
+    than labels, the shape, the public graph) and then theirs (indices in 0 … k − 1, one pass
+    on the device)."""
+    owner, k = "label_distribution", int(mechanism.size)
+    require_64_bit(library, owner=owner, field="reports", needs="the estimates are float64")
+    if getattr(mechanism, "categories", None) is not None:
+        raise InvalidData(
+            f"{owner}: labels are not mapped on the device; give the krr reports as category "
+            "indices (mechanism.encode on the host) or as a host array",
+            field="reports",
+        )
+    shape = tuple(int(size) for size in reports.shape)
+    _check_labels_shape(shape)
+    operator = mean_operator(graph, shape[0], self_loops=self_loops)
+    check_categories(library, reports, k, owner=owner, field="reports")
+    xp = library.xp
+    indices = xp.astype(reports, index_dtype(xp))
+    labels = xp.arange(k, dtype=index_dtype(xp), device=library.device)
+    return operator, xp.astype(indices[:, None] == labels[None, :], xp.float64)
+
+
+def denoised_labels(distribution: GraphEstimate, /) -> Any:
     """Each node's most frequent label in its estimated neighbourhood distribution (the
     category index; ``mechanism.decode`` gives the label): the label Drop trains with
     (Sajadmanesh & Gatica-Perez 2021, Section 4.3). The inverse is increasing (slope
     1/(p − q) > 0), so it is also the most frequent *noisy* label after propagation; a tie
-    goes to the lowest index."""
+    goes to the lowest index. int64, in the estimates' array type and on their device."""
     if not isinstance(distribution, GraphEstimate) or distribution.statistic != (
         "label_distribution"
     ):
@@ -832,5 +882,10 @@ def denoised_labels(distribution: GraphEstimate, /) -> NDArray[np.int64]:
             "a GraphEstimate of label_distribution",
             owner="denoised_labels",
         )
-    labels: NDArray[np.int64] = np.argmax(distribution.estimates, axis=1).astype(np.int64)
+    estimates = distribution.estimates
+    library = array_library(estimates, owner="denoised_labels", field="distribution")
+    if library is not None:
+        xp = library.xp
+        return xp.astype(xp.argmax(estimates, axis=1), xp.int64)
+    labels: NDArray[np.int64] = np.argmax(estimates, axis=1).astype(np.int64)
     return labels

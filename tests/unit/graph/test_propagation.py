@@ -472,3 +472,116 @@ def test_the_device_path_refuses_before_reading_values(monkeypatch: pytest.Monke
     with pytest.raises(InvalidData, match="float64") as raised:
         dpkit.graph.propagate(adjacency[:4, :4], nan, 1, variance=1.0)
     assert raised.value.field == "values"
+
+
+@pytest.fixture
+def device_labels(monkeypatch: pytest.MonkeyPatch) -> list[str]:
+    """As ``device_tensors``, recording the calls of the label path's device step."""
+    from support import device_reference
+
+    import dpkit.graph
+
+    return device_reference.on_device(monkeypatch, [(dpkit.graph, "_device_onehot")])
+
+
+@pytest.mark.parametrize("spell", ["torch", "strict"])
+def test_label_distribution_on_the_device_is_the_numpy_path(
+    spell: str, device_labels: list[str]
+) -> None:
+    # The same products as the numpy path, sums in another order: every entry (|f̂| ≤ 1/(p − q)
+    # ≈ 2.6 here) within 1e-12 of numpy's; the denoised labels equal wherever the top two
+    # frequencies are further apart than that.
+    torch = pytest.importorskip("torch")
+    xs = pytest.importorskip("array_api_strict")
+    as_device = torch.from_numpy if spell == "torch" else xs.asarray
+    krr = dpkit.mechanism("krr", epsilon=1.0, k=4)
+    adjacency = random_adjacency(30, 0.2, seed=5)
+    adjacency[1, 2:] = adjacency[2:, 1] = True
+    reports = np.random.default_rng(6).integers(0, 4, size=30)
+    for steps, self_loops in ((0, False), (1, False), (2, True)):
+        expected = dpkit.graph.label_distribution(
+            krr, adjacency, reports, steps, self_loops=self_loops
+        )
+        called = len(device_labels)
+        found = dpkit.graph.label_distribution(
+            krr, adjacency, as_device(reports), steps, self_loops=self_loops
+        )
+        assert len(device_labels) == called + 1
+        for array in (found.estimates, found.variance):
+            assert type(array) is type(as_device(reports))
+        np.testing.assert_allclose(np.from_dlpack(found.estimates), expected.estimates, atol=1e-12)
+        np.testing.assert_allclose(np.from_dlpack(found.variance), expected.variance, atol=1e-12)
+        labels = dpkit.graph.denoised_labels(found)
+        assert type(labels) is type(as_device(reports))
+        ordered = np.sort(expected.estimates, axis=1)
+        clear = ordered[:, -1] - ordered[:, -2] > 1e-9
+        assert np.array_equal(
+            np.from_dlpack(labels)[clear], dpkit.graph.denoised_labels(expected)[clear]
+        )
+    assert found.labels == (0, 1, 2, 3) and found.variance_kind == "unbiased"
+
+
+def test_label_distribution_keeps_a_host_tensors_type() -> None:
+    torch = pytest.importorskip("torch")
+    krr = dpkit.mechanism("krr", epsilon=1.0, k=3)
+    adjacency = random_adjacency(12, 0.3, seed=1)
+    reports = np.random.default_rng(3).integers(0, 3, size=12)
+    expected = dpkit.graph.label_distribution(krr, adjacency, reports, 2)
+    found = dpkit.graph.label_distribution(krr, adjacency, torch.from_numpy(reports), 2)
+    assert isinstance(found.estimates, torch.Tensor) and isinstance(found.variance, torch.Tensor)
+    assert np.array_equal(found.estimates.numpy(), expected.estimates)  # the same operations
+    assert np.array_equal(found.variance.numpy(), expected.variance)
+
+
+@pytest.mark.usefixtures("device_labels")
+def test_the_device_label_path_refuses_before_reading_reports(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    torch = pytest.importorskip("torch")
+    krr = dpkit.mechanism("krr", epsilon=1.0, k=3)
+    labelled = dpkit.mechanism("krr", epsilon=1.0, k=3, categories=["a", "b", "c"])
+    adjacency = random_adjacency(5, 0.5, seed=3)
+    outside = torch.full((5,), 7)  # every report out of range: a public check must come first
+    cases: list[tuple[Callable[[], Any], str, str]] = [
+        (
+            lambda: dpkit.graph.label_distribution(labelled, adjacency, outside, 1),
+            "reports",
+            "labels",
+        ),
+        (
+            lambda: dpkit.graph.label_distribution(krr, adjacency, outside[None, :], 1),
+            "reports",
+            "one label per node",
+        ),
+        (
+            lambda: dpkit.graph.label_distribution(krr, adjacency[:4, :4], outside, 1),
+            "graph",
+            "square",
+        ),
+        (lambda: dpkit.graph.label_distribution(krr, adjacency, outside, 1), "reports", "outside"),
+        (
+            lambda: dpkit.graph.label_distribution(krr, adjacency, torch.zeros(5), 1),
+            "reports",
+            "integer",
+        ),
+    ]
+    for call, field, words in cases:
+        with pytest.raises(InvalidData, match=words) as raised:
+            call()
+        assert raised.value.field == field
+    monkeypatch.setattr(dpkit.tensors.device_random, "index_dtype", lambda xp: xp.int32)
+    with pytest.raises(InvalidData, match="float64") as raised:
+        dpkit.graph.label_distribution(krr, adjacency, outside[None, :], 1)
+    assert raised.value.field == "reports"
+
+
+def test_a_graph_without_edges_leaves_every_value_and_boolean_reports_are_indices() -> None:
+    no_edges = (np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.int64))
+    x = np.array([[1.0], [-2.0], [3.0]])
+    for self_loops in (False, True):
+        found = dpkit.graph.propagate(no_edges, x, 2, variance=0.5, self_loops=self_loops)
+        assert np.array_equal(found.estimates, x) and np.all(found.variance == 0.5)
+    krr = dpkit.mechanism("krr", epsilon=1.0, k=2)
+    as_bool = dpkit.graph.label_distribution(krr, no_edges, np.array([True, False, True]), 1)
+    as_int = dpkit.graph.label_distribution(krr, no_edges, np.array([1, 0, 1]), 1)
+    assert np.array_equal(as_bool.estimates, as_int.estimates)

@@ -1,0 +1,165 @@
+"""The graph post-processing on a device (``dpkit.graph.propagate`` and
+``label_distribution``; torch tensors and array-api-strict arrays made to take the device
+path, as a CUDA tensor would), on hostile inputs: graphs with duplicate edges, both
+orientations and isolated nodes; values with NaN, ±∞, huge numbers, integer and boolean
+dtypes, strided views; reports out of range, negative, boolean or fractional. Either both the
+device and the numpy path refuse, with an ``InvalidData`` naming the same field, or both
+answer, with equal results to rounding: a device never takes what the host refuses, nor
+answers differently.
+
+False-positive rate: 0 (no randomness; the tolerance is the rounding bound of
+``tests/unit/graph/test_propagation.py``, 1e-9 relative here with values below 1e6 and
+neighbourhoods below 10 nodes; Hypothesis derandomized).
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+import numpy as np
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+torch = pytest.importorskip("torch")
+xs = pytest.importorskip("array_api_strict")
+
+from support import device_reference  # noqa: E402
+
+import dpkit  # noqa: E402
+from dpkit.errors import InvalidData  # noqa: E402
+
+SETTINGS = settings(
+    max_examples=40,
+    derandomize=True,
+    deadline=None,
+    database=None,
+    suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture],
+)
+HOSTILE = (math.nan, math.inf, -math.inf, 1e300, -1e6)
+
+
+@st.composite
+def graphs(draw: st.DrawFn) -> tuple[int, tuple[np.ndarray[Any, Any], np.ndarray[Any, Any]]]:
+    """n ≤ 8 nodes; edges as (sources, targets), duplicates and both orientations allowed."""
+    n = draw(st.integers(1, 8))
+    pairs = draw(
+        st.lists(
+            st.tuples(st.integers(0, n - 1), st.integers(0, n - 1)).filter(lambda e: e[0] != e[1]),
+            max_size=16,
+        )
+    )
+    sources = np.array([a for a, _ in pairs], dtype=np.int64)
+    targets = np.array([b for _, b in pairs], dtype=np.int64)
+    return n, (sources, targets)
+
+
+def _spelled(array: np.ndarray[Any, Any], layout: str) -> Any:
+    if layout == "torch strided":  # every other row of one twice as long
+        return torch.from_numpy(np.repeat(array, 2, axis=0).copy())[::2]
+    if layout == "torch":
+        return torch.from_numpy(array.copy())
+    return xs.asarray(array.copy())
+
+
+def _outcome(call: Any) -> tuple[str, Any]:
+    try:
+        return "answer", call()
+    except InvalidData as refused:
+        return "refused", refused.field
+
+
+def _host(array: Any) -> np.ndarray[Any, Any]:
+    return np.asarray(np.from_dlpack(array), dtype=np.float64)
+
+
+def _same(device: tuple[str, Any], host: tuple[str, Any]) -> None:
+    assert device[0] == host[0], (device, host)
+    if device[0] == "refused":
+        assert device[1] == host[1]
+        return
+    for found, expected in (
+        (device[1].estimates, host[1].estimates),
+        (device[1].variance, host[1].variance),
+    ):
+        np.testing.assert_allclose(_host(found), expected, rtol=1e-9, atol=1e-9)
+
+
+LAYOUTS = st.sampled_from(["torch", "torch strided", "array-api-strict"])
+
+
+@SETTINGS
+@given(
+    graph=graphs(),
+    data=st.data(),
+    layout=LAYOUTS,
+    steps=st.integers(0, 3),
+    self_loops=st.booleans(),
+)
+def test_propagate_on_the_device_answers_or_refuses_as_the_host(
+    graph: Any, data: st.DataObject, layout: str, steps: int, self_loops: bool, monkeypatch: Any
+) -> None:
+    n, edges = graph
+    dtype = data.draw(st.sampled_from([np.float64, np.float32, np.int32, np.bool_]))
+    columns = data.draw(st.integers(1, 3))
+    values = data.draw(st.lists(st.floats(-1e6, 1e6), min_size=n * columns, max_size=n * columns))
+    x = np.array(values).reshape(n, columns)
+    if data.draw(st.booleans()):  # one hostile value somewhere
+        x[data.draw(st.integers(0, n - 1)), data.draw(st.integers(0, columns - 1))] = data.draw(
+            st.sampled_from(HOSTILE)
+        )
+    with np.errstate(invalid="ignore", over="ignore"):
+        x = x.astype(dtype) if dtype is not np.bool_ else x > 0
+    variance = data.draw(st.sampled_from([0.5, "per node", "per value", -1.0]))
+    sigma2: Any = {"per node": np.full(n, 0.25), "per value": np.full(x.shape, 2.0)}.get(
+        variance, variance
+    )
+    host = _outcome(
+        lambda: dpkit.graph.propagate(edges, x, steps, variance=sigma2, self_loops=self_loops)
+    )
+    with monkeypatch.context() as patched:
+        device_reference.on_device(patched)
+        device = _outcome(
+            lambda: dpkit.graph.propagate(
+                edges, _spelled(x, layout), steps, variance=sigma2, self_loops=self_loops
+            )
+        )
+    _same(device, host)
+
+
+@SETTINGS
+@given(
+    graph=graphs(),
+    data=st.data(),
+    layout=LAYOUTS,
+    steps=st.integers(0, 3),
+    self_loops=st.booleans(),
+)
+def test_label_distribution_on_the_device_answers_or_refuses_as_the_host(
+    graph: Any, data: st.DataObject, layout: str, steps: int, self_loops: bool, monkeypatch: Any
+) -> None:
+    n, edges = graph
+    k = data.draw(st.integers(2, 5))
+    krr = dpkit.mechanism("krr", epsilon=1.0, k=k)
+    reports = np.array(data.draw(st.lists(st.integers(0, k - 1), min_size=n, max_size=n)))
+    if data.draw(st.booleans()):  # one hostile report
+        reports[data.draw(st.integers(0, n - 1))] = data.draw(st.sampled_from([-1, k, 2**40]))
+    spelled = data.draw(st.sampled_from(["int64", "int8", "bool", "float"]))
+    if spelled == "int8":
+        reports = reports.astype(np.int8) if np.all(np.abs(reports) < 128) else reports
+    elif spelled == "bool":
+        reports = reports.astype(bool)
+    elif spelled == "float":
+        reports = reports + 0.5
+    host = _outcome(
+        lambda: dpkit.graph.label_distribution(krr, edges, reports, steps, self_loops=self_loops)
+    )
+    with monkeypatch.context() as patched:
+        device_reference.on_device(patched)
+        device = _outcome(
+            lambda: dpkit.graph.label_distribution(
+                krr, edges, _spelled(reports, layout), steps, self_loops=self_loops
+            )
+        )
+    _same(device, host)

@@ -16,7 +16,7 @@ from __future__ import annotations
 import triton
 import triton.language as tl
 
-__all__ = ["flip_bits_kernel", "flip_graph_kernel", "keystream_kernel"]
+__all__ = ["flip_bits_kernel", "flip_graph_band_kernel", "flip_graph_kernel", "keystream_kernel"]
 
 
 @triton.jit
@@ -258,3 +258,60 @@ def flip_graph_kernel(
         lower = (tile_row * TILE + q < tile_col * TILE + r) & (tile_col * TILE + r < n)
         target = out_ptr + (tile_col * TILE + r) * n + tile_row * TILE + q
         tl.store(target, tl.trans(tile), mask=lower)
+
+
+@triton.jit
+def _flip_band_pair(x_ptr, out_ptr, rows, cols, n, row0, word, threshold):
+    upper = (rows < cols) & (cols < n)
+    x = tl.load(x_ptr + rows * n + cols, mask=upper, other=0)
+    flip = word.to(tl.int64) < threshold
+    value = ((x != 0) ^ flip).to(out_ptr.dtype.element_ty)
+    tl.store(out_ptr + (rows - row0) * (n - row0) + cols - row0, value, mask=upper)
+
+
+@triton.jit
+def flip_graph_band_kernel(
+    x_ptr,
+    out_ptr,
+    n,
+    key_ptr,
+    seed,
+    first_block,
+    threshold,
+    first_tile,
+    tiles,
+    SECURE: tl.constexpr,
+    TILE: tl.constexpr,
+):
+    """The pairs i < j of the tile rows first_tile, first_tile + 1, … of an n×n adjacency, with
+    :func:`flip_graph_kernel`'s words (tile (I, J) of ``tiles`` per side, the same blocks and
+    lanes), written without the mirror to a band of n − r0 columns, r0 = first_tile·TILE: pair
+    (i, j) to (i − r0)·(n − r0) + j − r0. The caller has checked the values."""
+    tile_row = first_tile + tl.program_id(0).to(tl.int64)
+    tile_col = first_tile + tl.program_id(1).to(tl.int64)
+    if tile_row <= tile_col:
+        SUB: tl.constexpr = TILE // 16
+        m = tl.arange(0, SUB).to(tl.int64)[:, None]
+        c = tl.arange(0, TILE).to(tl.int64)[None, :]
+        blocks_per_tile: tl.constexpr = TILE * TILE // 16
+        block = first_block + (tile_row * tiles + tile_col) * blocks_per_tile + m * TILE + c
+        w = _words(key_ptr, seed, block, SECURE)
+        rows = tile_row * TILE + m
+        cols = tile_col * TILE + c
+        row0 = first_tile * TILE
+        _flip_band_pair(x_ptr, out_ptr, rows + 0 * SUB, cols, n, row0, w[0], threshold)
+        _flip_band_pair(x_ptr, out_ptr, rows + 1 * SUB, cols, n, row0, w[1], threshold)
+        _flip_band_pair(x_ptr, out_ptr, rows + 2 * SUB, cols, n, row0, w[2], threshold)
+        _flip_band_pair(x_ptr, out_ptr, rows + 3 * SUB, cols, n, row0, w[3], threshold)
+        _flip_band_pair(x_ptr, out_ptr, rows + 4 * SUB, cols, n, row0, w[4], threshold)
+        _flip_band_pair(x_ptr, out_ptr, rows + 5 * SUB, cols, n, row0, w[5], threshold)
+        _flip_band_pair(x_ptr, out_ptr, rows + 6 * SUB, cols, n, row0, w[6], threshold)
+        _flip_band_pair(x_ptr, out_ptr, rows + 7 * SUB, cols, n, row0, w[7], threshold)
+        _flip_band_pair(x_ptr, out_ptr, rows + 8 * SUB, cols, n, row0, w[8], threshold)
+        _flip_band_pair(x_ptr, out_ptr, rows + 9 * SUB, cols, n, row0, w[9], threshold)
+        _flip_band_pair(x_ptr, out_ptr, rows + 10 * SUB, cols, n, row0, w[10], threshold)
+        _flip_band_pair(x_ptr, out_ptr, rows + 11 * SUB, cols, n, row0, w[11], threshold)
+        _flip_band_pair(x_ptr, out_ptr, rows + 12 * SUB, cols, n, row0, w[12], threshold)
+        _flip_band_pair(x_ptr, out_ptr, rows + 13 * SUB, cols, n, row0, w[13], threshold)
+        _flip_band_pair(x_ptr, out_ptr, rows + 14 * SUB, cols, n, row0, w[14], threshold)
+        _flip_band_pair(x_ptr, out_ptr, rows + 15 * SUB, cols, n, row0, w[15], threshold)

@@ -133,6 +133,28 @@ class DeviceWords:
         words = chacha20_words(xp, key, first, blocks, device=device)
         return xp.reshape(xp.stack(words, axis=1), (-1,))[:count]
 
+    def span(self, first_block: int, start: int, count: int) -> Any:
+        """Words ``start`` … ``start + count − 1`` of the stream that begins at ``first_block``
+        (reserved by the caller with :meth:`reserve_blocks`): exactly the slice of what one
+        :meth:`take` of the whole range would give, computed without the rest of it, so that a
+        large draw can be made a piece at a time in bounded memory.
+
+        Torch's Philox (fast mode on torch) has no random access: there the pieces must be asked
+        for in order, each the generator's next ``count`` words. On the CPU that is the slice of
+        one large draw; on CUDA, where torch rounds each call's Philox offset, it is an
+        equally-distributed but different stream.
+        """
+        xp, device = self.library.xp, self.library.device
+        if count == 0:
+            return xp.zeros((0,), dtype=word_dtype(xp), device=device)
+        if self.key is None and self.library.name == "torch":
+            return self._philox(count)
+        first, last = start // 16, -(-(start + count) // 16)
+        key = self.key if self.key is not None else _seed_key(self.seed or 0)
+        words = chacha20_words(xp, key, first_block + first, last - first, device=device)
+        offset = start - 16 * first
+        return xp.reshape(xp.stack(words, axis=1), (-1,))[offset : offset + count]
+
     def _philox(self, count: int) -> Any:
         import torch
 

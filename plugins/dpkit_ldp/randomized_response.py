@@ -37,6 +37,8 @@ from dpkit_ldp._arrays import CategoricalInput, as_binary
 __all__ = ["RandomizedResponse", "RandomizedResponseEstimator"]
 
 _CHUNK = 1 << 16  # values per chunk: keeps the temporaries in cache
+_GRAPH_OUTPUTS = ("dense", "packed", "coo")
+GraphOutput = Literal["dense", "packed", "coo"]  # randomize_graph's layouts
 
 
 @attrs.frozen
@@ -165,6 +167,7 @@ class RandomizedResponse(CategoricalInput, Mechanism):
         *,
         rng: np.random.Generator | SecureRandom | None = None,
         undirected: bool = True,
+        output: GraphOutput = "dense",
     ) -> Any:
         """Perturb an n×n 0/1 adjacency matrix, with ε-edge-LDP per pair (no self-loops).
 
@@ -173,12 +176,42 @@ class RandomizedResponse(CategoricalInput, Mechanism):
         is protected at level ε (perturbing both (i, j) and (j, i) independently would release
         the edge twice, at 2ε). The diagonal of the output is 0.
 
+        ``output`` is the layout of the noisy graph, for graphs whose n×n matrix would not fit:
+
+        * ``"dense"`` (the default): the n×n matrix, in the adjacency's dtype;
+        * ``"packed"``: uint8 of shape (n, ⌈n/8⌉), ``numpy.packbits(dense, axis=1)`` (eight
+          entries a byte, the first the high bit, the row's last byte padded with 0 bits):
+          n²/8 bytes, ``numpy.unpackbits(packed, axis=1, count=n)`` gives the dense matrix;
+        * ``"coo"``: the upper triangle's ones as two int64 arrays ``(rows, cols)``, i < j,
+          row-major — each undirected edge once (the symmetric matrix also has (j, i)); 16
+          bytes a reported edge.
+
+        The adjacency itself is always a dense 0/1 (or bool) matrix: a packed one is not
+        accepted. ``packed`` and ``coo`` are for undirected graphs only. With the same ``rng``
+        (the same key, or seed) the three layouts describe the same noisy graph.
+
         A tensor on an accelerator stays there: only the n(n − 1)/2 pairs i < j are drawn (one
-        ChaCha20 word each in secure mode) and mirrored (:mod:`dpkit.tensors.bits`).
+        ChaCha20 word each in secure mode) and mirrored (:mod:`dpkit.tensors.bits`); the packed
+        and coo layouts are built a band of rows at a time, so the device holds the result and
+        one band, never the n×n matrix. A host array is perturbed dense and then packed.
         """
+        if not isinstance(output, str) or output not in _GRAPH_OUTPUTS:
+            raise InvalidParameter(
+                "output", output, "one of 'dense', 'packed', 'coo'", owner=self.name
+            )
+        if output != "dense" and not undirected:
+            raise InvalidParameter(
+                "output",
+                output,
+                "'dense' for a directed graph (undirected=False): 'packed' and 'coo' hold "
+                "undirected graphs",
+                owner=self.name,
+            )
         library = array_library(adjacency, owner=self.name, field="adjacency")
         if library is not None:  # an accelerator's array
-            return self._randomize_device_graph(library, adjacency, rng=rng, undirected=undirected)
+            return self._randomize_device_graph(
+                library, adjacency, rng=rng, undirected=undirected, output=output
+            )
         matrix = as_binary(adjacency, owner=self.name, field="adjacency")
         if matrix.ndim != 2 or matrix.shape[0] != matrix.shape[1]:
             raise InvalidData(
@@ -196,10 +229,21 @@ class RandomizedResponse(CategoricalInput, Mechanism):
             upper = np.triu(noisy, 1)
             noisy = upper + upper.T if noisy.dtype != np.bool_ else upper | upper.T
         np.fill_diagonal(noisy, 0)
+        if output == "packed":
+            return np.packbits(noisy != 0, axis=1)
+        if output == "coo":
+            rows, cols = np.nonzero(np.triu(noisy, 1))
+            return rows.astype(np.int64), cols.astype(np.int64)
         return noisy
 
     def _randomize_device_graph(
-        self, library: ArrayLibrary, adjacency: Any, *, rng: Any, undirected: bool
+        self,
+        library: ArrayLibrary,
+        adjacency: Any,
+        *,
+        rng: Any,
+        undirected: bool,
+        output: GraphOutput,
     ) -> Any:
         xp = library.xp
         shape = tuple(adjacency.shape)
@@ -221,6 +265,7 @@ class RandomizedResponse(CategoricalInput, Mechanism):
             rng=rng,
             owner=self.name,
             field="adjacency",
+            output=output,
         )
 
     def log_probability(self, outputs: Any, inputs: Any, /) -> NDArray[np.float64]:

@@ -85,6 +85,31 @@ def test_graph_flip_rate_symmetry_and_diagonal(rng: str | None) -> None:
     assert abs(_binomial_z(flips, pairs, T32 / 2**32)) < 5.3
 
 
+@pytest.mark.parametrize("rng", [None, "fast"])
+def test_packed_and_coo_graphs_are_the_dense_graph_of_the_same_key(
+    rng: str | None, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(bits, "_BAND_ELEMENTS", 1)  # 64-row bands: three of them
+    n = 150
+    upper = torch.triu(torch.rand(n, n, device="cuda") < 0.2, 1)
+    adjacency = (upper | upper.T).to(torch.uint8)
+
+    def run(output: str) -> object:
+        generator = torch.Generator(device="cuda").manual_seed(3) if rng else None
+        key = generator or SecureRandom.from_key(KEY)
+        return RR.randomize_graph(adjacency, rng=key, output=output)
+
+    dense = run("dense").cpu().numpy()
+    packed = run("packed")
+    assert packed.device == adjacency.device and packed.dtype == torch.uint8
+    assert np.array_equal(np.unpackbits(packed.cpu().numpy(), axis=1, count=n), dense)
+    rows, cols = run("coo")
+    assert rows.device == adjacency.device and rows.dtype == torch.int64
+    expected = np.nonzero(np.triu(dense, 1))
+    assert np.array_equal(rows.cpu().numpy(), expected[0])
+    assert np.array_equal(cols.cpu().numpy(), expected[1])
+
+
 def test_non_binary_values_on_the_device_are_refused() -> None:
     with pytest.raises(InvalidData, match="0 or 1"):
         RR.randomize(torch.tensor([0, 1, 2], device="cuda"))

@@ -1,6 +1,7 @@
 """The fused CUDA kernels in Triton's interpreter on the CPU (where Triton is installed; it is
 not a dependency): they draw exactly the documented words of the portable ChaCha20 and Philox,
-in both layouts. The same comparisons run on a real GPU in test_cuda.py."""
+in both layouts, and the packed and coo graphs, a band of rows at a time, the dense graph's
+words. The same comparisons run on a real GPU in test_cuda.py."""
 
 from __future__ import annotations
 
@@ -15,6 +16,7 @@ pytest.importorskip("triton")
 
 SCRIPT = """
 import numpy as np, torch
+import dpkit
 from dpkit.tensors import bits
 from dpkit.tensors.device_random import DeviceWords
 from dpkit.tensors.libraries import array_library
@@ -39,6 +41,19 @@ fast = bits._flip_bits_fused(torch.zeros(4096, dtype=torch.uint8),
                              DeviceWords(library, mode="fast", seed=3), threshold,
                              owner="t", field="v")
 assert 1700 < int(fast.sum()) < 2400, "fast"  # Binomial(4096, 1/2): |z| > 10.9 has p < 1e-26
+# The packed and coo layouts, a 64-row band at a time, draw the dense kernel's words.
+bits._fused, bits._BAND_ELEMENTS = (lambda library, values: True), 1
+device = library.__class__(library.xp, library.name, library.device, on_host=False)
+for secure in (True, False):
+    rng = (lambda: dpkit.SecureRandom.from_key(bytes(32))) if secure else (
+        lambda: np.random.default_rng(8))
+    def run(output):
+        return bits.flip_graph(device, adjacency, threshold64=1 << 62, rng=rng(), owner="t",
+                               field="a", output=output)
+    dense = run("dense").numpy()
+    assert np.array_equal(np.unpackbits(run("packed").numpy(), axis=1, count=n), dense), "packed"
+    rows, cols = run("coo")
+    assert np.array_equal(np.stack([rows.numpy(), cols.numpy()]), np.nonzero(np.triu(dense, 1)))
 print("ok")
 """
 

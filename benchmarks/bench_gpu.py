@@ -18,6 +18,9 @@ adjacency (uint8) on the device, n = 32 768 by default (1.07·10⁹ entries). Co
 * dpkit ``rr.randomize`` (every entry drawn) and ``rr.randomize_graph`` (one draw per pair
   i < j, mirrored), secure (ChaCha20 on the device, ``rng=None``) and fast (a
   ``torch.Generator``);
+* the same graph in ``randomize_graph``'s bit-packed and coordinate layouts
+  (``output="packed"``, ``"coo"``; a table of its own, with each call's peak device memory:
+  n² bytes dense, n²/8 packed, 16 a reported pair as coordinates);
 * dpkit's numpy path on the CPU, on a smaller matrix (``--cpu-nodes``), scaled per entry;
 * a torch CPU tensor against a numpy array of the same size through dpkit (same numpy path).
 
@@ -209,6 +212,52 @@ def _mechanism_rows(device: Any, n: int, reps: int, timer: Any) -> list[dict[str
     return rows
 
 
+def _graph_layout_rows(
+    adjacency: Any, rr: Any, generator: Any, reps: int, timer: Any
+) -> list[dict[str, Any]]:
+    """``rr.randomize_graph`` in its three layouts (dense n×n, bit-packed rows, the upper
+    triangle's coordinates), secure and fast; with CUDA, each call's peak device memory beyond
+    what was allocated before it (the adjacency), the figure the packed layout exists for."""
+    import torch
+
+    cuda = adjacency.device.type == "cuda"
+    n = int(adjacency.shape[0])
+    rows = []
+    print(
+        f"randomize_graph layouts, {n} x {n} ({'peak memory beyond the input' if cuda else 'host path'})"
+    )
+    for output in ("dense", "packed", "coo"):
+        for mode, rng in (("secure", None), ("fast", generator)):
+            ms = timer(
+                lambda rng=rng, output=output: rr.randomize_graph(
+                    adjacency, rng=rng, output=output
+                ),
+                reps,
+            )
+            row: dict[str, Any] = {"layout": output, "mode": mode, "ms": round(ms, 3)}
+            if cuda:
+                torch.cuda.synchronize()
+                torch.cuda.empty_cache()
+                before = torch.cuda.memory_allocated()
+                torch.cuda.reset_peak_memory_stats()
+                result = rr.randomize_graph(adjacency, rng=rng, output=output)
+                torch.cuda.synchronize()
+                row["peak MB"] = round((torch.cuda.max_memory_allocated() - before) / 2**20, 1)
+                del result
+            rows.append(row)
+            peak = f"  peak {row['peak MB']:10.1f} MB" if cuda else ""
+            print(f"  {output:6s} {mode:6s} {ms:10.3f} ms{peak}")
+    # The same key gives the same graph in every layout (checked on the first and last rows).
+    key = bytes(range(32))
+    dense = rr.randomize_graph(adjacency, rng=dpkit.SecureRandom.from_key(key))
+    packed = rr.randomize_graph(adjacency, rng=dpkit.SecureRandom.from_key(key), output="packed")
+    edge = min(n, 64)
+    for part in (slice(0, edge), slice(n - edge, n)):
+        unpacked = np.unpackbits(packed[part].cpu().numpy(), axis=1, count=n)
+        assert np.array_equal(unpacked, dense[part].cpu().numpy() != 0), "packed ≠ dense"
+    return rows
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--nodes", type=int, default=32768)
@@ -234,6 +283,17 @@ def main() -> int:
 
     if args.smoke_cpu:
         _mechanism_rows(torch.device("cpu"), args.values, args.reps, _cpu_time)
+        upper = torch.triu(
+            torch.rand(512, 512, generator=torch.Generator().manual_seed(1)) < 0.01, 1
+        )
+        rr = dpkit.mechanism("rr", epsilon=args.epsilon)
+        _graph_layout_rows(
+            (upper | upper.T).to(torch.uint8),
+            rr,
+            torch.Generator().manual_seed(2),
+            args.reps,
+            _cpu_time,
+        )
         return 0
     if not torch.cuda.is_available():
         print("bench_gpu: no CUDA device here; nothing measured", file=sys.stderr)
@@ -307,6 +367,7 @@ def main() -> int:
     width = max(len(r["contender"]) for r in rows)
     for row in rows:
         print(f"{row['contender']:{width}s} {row['ms']:10.3f} ms {row['÷ floor']:8.2f}")
+    layout_rows = _graph_layout_rows(adjacency, rr, generator, args.reps, _cuda_time)
     mechanism_rows = _mechanism_rows(device, args.values, args.reps, _cuda_time)
     figures = {
         "device": name,
@@ -317,6 +378,7 @@ def main() -> int:
         "cpu_tensor_over_numpy": round(tensor_ms / cpu_ms, 3),
         "values": args.values,
         "mechanism_rows": mechanism_rows,
+        "graph_layout_rows": layout_rows,
     }
     if args.out:
         args.out.write_text(json.dumps(figures, indent=1) + "\n", encoding="utf-8")

@@ -338,7 +338,7 @@ def _flip_graph_banded(
     its square's mirror; the part's columns after the square, transposed, are columns
     r0 … r1 − 1 of the rows below. Both are written into the preallocated output, except for
     JAX, whose immutable arrays are concatenated at the end (peak twice the output). Coo: the
-    nonzeros of each band, in order."""
+    nonzeros of each band, in order, concatenated at the end (peak twice the coordinates)."""
     xp, device = library.xp, library.device
     if output == "coo":
         require_64_bit(library, owner=owner, field=field, needs="coo indices are int64")

@@ -47,8 +47,8 @@ GraphOutput = Literal["dense", "packed", "coo"]
 
 _LANES = 128  # ChaCha20 blocks per program: 2048 elements
 _TILE = 64  # a graph tile is 64 × 64 pairs (256 blocks)
-#: Entries of one band of rows of the packed and coo paths (a multiple of _TILE rows): bounds
-#: their temporaries (a few bytes an entry) whatever n.
+#: Entries of one band of rows of a graph built band by band (a multiple of _TILE rows):
+#: bounds the temporaries (a few bytes an entry) whatever n.
 _BAND_ELEMENTS = 1 << 22
 _BIT_WEIGHTS = (128, 64, 32, 16, 8, 4, 2, 1)  # numpy.packbits: the first bit is the high one
 

@@ -1,11 +1,16 @@
-"""The graph post-processing on a device (``dpkit.graph.propagate`` and
-``label_distribution``; torch tensors and array-api-strict arrays made to take the device
-path, as a CUDA tensor would), on hostile inputs: graphs with duplicate edges, both
-orientations and isolated nodes; values with NaN, ±∞, huge numbers, integer and boolean
-dtypes, strided views; reports out of range, negative, boolean or fractional. Either both the
-device and the numpy path refuse, with an ``InvalidData`` naming the same field, or both
-answer, with equal results to rounding: a device never takes what the host refuses, nor
-answers differently.
+"""Graphs on a device (torch tensors and array-api-strict arrays made to take the device path,
+as a CUDA tensor would), on hostile inputs:
+
+* the post-processing, ``dpkit.graph.propagate`` and ``label_distribution``: graphs with
+  duplicate edges, both orientations and isolated nodes; values with NaN, ±∞, huge numbers,
+  integer and boolean dtypes, strided views; reports out of range, negative, boolean or
+  fractional;
+* ``rr.randomize_graph`` in its three layouts (dense, packed, coo): adjacencies of one or two
+  bands of rows, in hostile dtypes, or spoiled (asymmetric, non-0/1, NaN, not square).
+
+Either both the device and the numpy path refuse, with an ``InvalidData`` naming the same
+field, or both answer — with equal results to rounding, or, for the layouts, each the dense
+graph of the same key —: a device never takes what the host refuses, nor answers differently.
 
 False-positive rate: 0 (no randomness; the tolerance is the rounding bound of
 ``tests/unit/graph/test_propagation.py``, 1e-9 relative here with values below 1e6 and
@@ -28,6 +33,7 @@ xs = pytest.importorskip("array_api_strict")
 from support import device_reference  # noqa: E402
 
 import dpkit  # noqa: E402
+from dpkit import SecureRandom  # noqa: E402
 from dpkit.errors import InvalidData  # noqa: E402
 
 SETTINGS = settings(
@@ -163,3 +169,59 @@ def test_label_distribution_on_the_device_answers_or_refuses_as_the_host(
             )
         )
     _same(device, host)
+
+
+@st.composite
+def adjacencies(draw: st.DrawFn) -> np.ndarray[Any, Any]:
+    """A symmetric 0/1 matrix of up to 70 nodes (bands of 64 rows: one or two), spelled in a
+    hostile dtype, or spoiled: one asymmetric pair, a 2, a NaN, a −1, a non-square shape."""
+    n = draw(st.integers(0, 70))
+    seed = draw(st.integers(0, 2**32 - 1))
+    upper = np.triu(np.random.default_rng(seed).random((n, n)) < 0.3, 1)
+    matrix = (upper | upper.T).astype(np.float64)
+    spoil = draw(st.sampled_from(["none", "none", "asymmetric", "two", "nan", "negative", "shape"]))
+    if n >= 2 and spoil in ("asymmetric", "two", "nan", "negative"):
+        value = {"asymmetric": 1.0 - matrix[0, 1], "two": 2.0, "nan": math.nan, "negative": -1.0}
+        matrix[0, 1] = value[spoil]
+    elif spoil == "shape" and n >= 1:
+        matrix = matrix[:, :-1]
+    dtype = draw(st.sampled_from(["float64", "uint8", "bool", "int32"]))
+    if dtype == "float64" or not np.all(np.isfinite(matrix)):
+        return matrix
+    return matrix.astype(dtype) if dtype != "bool" else matrix != 0
+
+
+@SETTINGS
+@given(adjacency=adjacencies(), layout=LAYOUTS, output=st.sampled_from(["dense", "packed", "coo"]))
+def test_graph_layouts_on_the_device_answer_or_refuse_as_the_host(
+    adjacency: np.ndarray[Any, Any], layout: str, output: str, monkeypatch: Any
+) -> None:
+    """Refused on the device iff on the host (the same field); answered, the layout is the
+    dense graph of the same key: packed unpacks to it, coo is its upper triangle."""
+    rr = dpkit.mechanism("rr", epsilon=1.0)
+    key = bytes(range(32))
+    host = _outcome(
+        lambda: rr.randomize_graph(adjacency, output=output, rng=np.random.default_rng(1))
+    )
+    with monkeypatch.context() as patched:
+        device_reference.on_device(patched)
+        spelled = _spelled(adjacency, layout)
+        found = _outcome(
+            lambda: rr.randomize_graph(spelled, output=output, rng=SecureRandom.from_key(key))
+        )
+        if found[0] == "answer":
+            dense = rr.randomize_graph(spelled, rng=SecureRandom.from_key(key))
+    assert found[0] == host[0], (found, host)
+    if found[0] == "refused":
+        assert found[1] == host[1]
+        return
+    n = adjacency.shape[0]
+    truth = np.asarray(np.from_dlpack(dense)) != 0
+    if output == "packed":
+        unpacked = np.unpackbits(np.from_dlpack(found[1]), axis=1, count=n).astype(bool)
+        assert np.array_equal(unpacked, truth)
+    elif output == "coo":
+        rows, cols = (np.from_dlpack(part) for part in found[1])
+        expected = np.nonzero(np.triu(truth, 1))
+        assert np.array_equal(rows, expected[0]) and np.array_equal(cols, expected[1])
+    assert np.array_equal(truth, truth.T) and not np.any(np.diag(truth))

@@ -61,6 +61,66 @@ def on_pre_build(config: Any) -> None:
     _figures = Path(tempfile.mkdtemp(prefix="dpkit-docs-figures-"))
     docs_figures(_figures)
     benchmark_figure(RESULTS, _figures / "benchmarks.png")
+    graph_figure(RESULTS, _figures / "graph_error.png")
+
+
+def graph_figure(results: Path, out: Path) -> None:
+    """Relative error against ε, log scale: each estimator of section ``graph`` (the exact
+    standard deviations and the runs' root-mean-square error) as a line, and, beside them, the
+    figures the papers report for their own settings (section ``graph_papers``, when there)."""
+    from matplotlib.figure import Figure
+
+    sections = json.loads(results.read_text(encoding="utf-8"))["sections"]
+    section = sections["graph"]
+    papers = sections.get("graph_papers")
+    figure = Figure(figsize=(13 if papers else 6.5, 4.6), layout="constrained")
+    axes = figure.add_subplot(1, 2 if papers else 1, 1)
+    epsilons = [row["ε"] for row in section["rows"]]
+    for colour, column in zip(
+        PALETTE * 2, [c for c in section["columns"] if c != "ε"], strict=False
+    ):
+        runs = "rms" in column
+        axes.plot(
+            epsilons,
+            [row[column] for row in section["rows"]],
+            "o:" if runs else "o-",
+            color=colour,
+            label=column,
+        )
+    axes.set_xscale("log", base=2)
+    axes.set_yscale("log")
+    axes.set_xticks(epsilons, [f"{e:g}" for e in epsilons])
+    axes.set_xlabel("ε")
+    axes.set_ylabel("relative error (sd / true count)")
+    axes.set_title(
+        section["title"].split(", n =")[0] + f", n = {section['harness']['nodes']:,}", fontsize=9
+    )
+    axes.legend(fontsize=7, frameon=False)
+    axes.spines[["top", "right"]].set_visible(False)
+    if papers:
+        _papers_panel(figure.add_subplot(1, 2, 2), papers)
+    figure.savefig(out, dpi=120)
+
+
+def _papers_panel(axes: Any, section: dict[str, Any]) -> None:
+    """The papers' reported relative errors (crosses, dashed) and dpkit's at the same settings
+    (circles), one colour per setting."""
+    colours = (*PALETTE, "#D55E00", "#000000", "#F0E442")  # the rest of Okabe–Ito
+    settings = sorted({row["setting"] for row in section["rows"]})
+    epsilons = sorted({row["ε"] for row in section["rows"]})
+    for colour, setting in zip(colours, settings, strict=False):
+        rows = [row for row in section["rows"] if row["setting"] == setting]
+        x = [row["ε"] for row in rows]
+        axes.plot(x, [row["paper"] for row in rows], "x--", color=colour, label=f"{setting}: paper")
+        axes.plot(x, [row["dpkit"] for row in rows], "o-", color=colour, label=f"{setting}: dpkit")
+    axes.set_xscale("log", base=2)
+    axes.set_yscale("log")
+    axes.set_xticks(epsilons, [f"{e:g}" for e in epsilons])
+    axes.set_xlabel("ε")
+    axes.set_ylabel("mean |f̂ − f| / max(f, 0.001·n)")
+    axes.set_title("Imola et al. 2021's setting: their figures (×) and dpkit's (●)", fontsize=9)
+    axes.legend(fontsize=6, frameon=False, loc="upper left", bbox_to_anchor=(1.0, 1.0))
+    axes.spines[["top", "right"]].set_visible(False)
 
 
 def benchmark_figure(results: Path, out: Path) -> None:

@@ -68,3 +68,12 @@ def test_the_figure_is_drawn_from_the_peer_comparisons(tmp_path: Path) -> None:
     assert out.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     modes = {p["mode"] for s in SECTIONS.values() for p in s.get("peers", [])}
     assert modes <= {"secure", "fast"}
+
+
+def test_the_graph_figure_is_drawn_from_the_graph_sections(tmp_path: Path) -> None:
+    out = tmp_path / "graph_error.png"
+    hooks.graph_figure(RESULTS, out)
+    assert out.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    papers = SECTIONS["graph_papers"]
+    assert {"setting", "ε", "paper", "dpkit"} <= set(papers["columns"])
+    assert all(row["paper"] > 0 and row["dpkit"] > 0 for row in papers["rows"])

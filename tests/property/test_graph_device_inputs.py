@@ -93,16 +93,18 @@ def _same(device: tuple[str, Any], host: tuple[str, Any]) -> None:
 
 
 LAYOUTS = st.sampled_from(["torch", "torch strided", "array-api-strict"])
-
-
-@SETTINGS
-@given(
+#: A graph, its layout, the steps and the neighbourhood; the values or reports are drawn inside.
+PROPAGATION_CASES = given(
     graph=graphs(),
     data=st.data(),
     layout=LAYOUTS,
     steps=st.integers(0, 3),
     self_loops=st.booleans(),
 )
+
+
+@SETTINGS
+@PROPAGATION_CASES
 def test_propagate_on_the_device_answers_or_refuses_as_the_host(
     graph: Any, data: st.DataObject, layout: str, steps: int, self_loops: bool, monkeypatch: Any
 ) -> None:
@@ -135,13 +137,7 @@ def test_propagate_on_the_device_answers_or_refuses_as_the_host(
 
 
 @SETTINGS
-@given(
-    graph=graphs(),
-    data=st.data(),
-    layout=LAYOUTS,
-    steps=st.integers(0, 3),
-    self_loops=st.booleans(),
-)
+@PROPAGATION_CASES
 def test_label_distribution_on_the_device_answers_or_refuses_as_the_host(
     graph: Any, data: st.DataObject, layout: str, steps: int, self_loops: bool, monkeypatch: Any
 ) -> None:

@@ -297,3 +297,16 @@ def test_projection_keeps_the_smallest_lower_neighbours() -> None:
     offsets, neighbours = projected_lower(g, 2)
     assert neighbours[offsets[5] : offsets[6]].tolist() == [0, 1]
     assert neighbours[offsets[2] : offsets[3]].tolist() == [1]
+
+
+def test_the_sparse_reports_union_is_numpys_union() -> None:
+    """The noise set's positions (strictly increasing) merged with the kept edges (any order,
+    repeats allowed) give exactly ``np.union1d``: empty sides, overlaps, ends."""
+    from dpkit_ldp._adjacency import _sorted_union
+
+    rng = np.random.default_rng(0)
+    for _ in range(500):
+        ordered = np.unique(rng.integers(0, 100, size=int(rng.integers(0, 60)))).astype(np.int64)
+        others = rng.integers(0, 100, size=int(rng.integers(0, 30))).astype(np.int64)
+        found = _sorted_union(ordered, others)
+        assert found.dtype == np.int64 and np.array_equal(found, np.union1d(ordered, others))

@@ -84,7 +84,11 @@ secure samplers on the device), :func:`dbitflip_reports` /
 RAPPOR's (integer items, hashed as on the host; counted by :func:`sketch_counts`),
 :func:`prefix_reports` the prefix extending method's and :func:`tree_reports` TreeHist's,
 :func:`mean_sums` the numeric mechanisms' server statistic, :func:`report_histogram` the
-square wave's, :func:`noisy_list_counts` the noisy degrees and k-stars of neighbour lists. A
+square wave's, :func:`noisy_list_counts` the noisy degrees and k-stars of neighbour lists;
+``log_probability`` there: :func:`device_operands` puts its two operands on one device (or
+says the numpy path runs), :func:`where_equal` scores randomized response (and
+``DeviceOperands.reals`` reads a density's operands as float64),
+:func:`unary_log_probability` scores packed unary reports. A
 mechanism or estimator that computes on such arrays names those methods in ``device_methods``;
 host arrays of every library reach every mechanism as numpy views (:mod:`dpkit.tensors.methods`).
 
@@ -195,6 +199,7 @@ from dpkit.tensors.hashing import hashed_reports, hashed_support_counts
 from dpkit.tensors.lattice import LatticeLaw
 from dpkit.tensors.libraries import ArrayLibrary, StandardUnits, array_library
 from dpkit.tensors.list_counts import noisy_list_counts
+from dpkit.tensors.log_probability import device_operands, where_equal
 from dpkit.tensors.mean_sums import mean_sums
 from dpkit.tensors.multibit import multibit_reports
 from dpkit.tensors.noise import gaussian_noise, geometric_noise, laplace_noise
@@ -212,7 +217,7 @@ from dpkit.tensors.sketch import (
     sketch_reports,
 )
 from dpkit.tensors.square_wave import square_wave_reports
-from dpkit.tensors.unary import unary_counts, unary_reports
+from dpkit.tensors.unary import unary_counts, unary_log_probability, unary_reports
 from dpkit.units import MAX_BOUND, IdUnit, RecordUnit, privacy_unit
 
 __all__ = [
@@ -288,6 +293,7 @@ __all__ = [
     "dbitflip_counts",
     "dbitflip_reports",
     "describe_dtype",
+    "device_operands",
     "device_words",
     "discrete_gaussian",
     "discrete_laplace",
@@ -345,6 +351,8 @@ __all__ = [
     "total_floats",
     "tree_reports",
     "unary_counts",
+    "unary_log_probability",
     "unary_reports",
     "uniform_below",
+    "where_equal",
 ]

@@ -22,7 +22,7 @@ from dpkit.tensors.chacha import word_dtype
 from dpkit.tensors.device_random import device_words, index_dtype
 from dpkit.tensors.libraries import ArrayLibrary
 
-__all__ = ["unary_counts", "unary_reports"]
+__all__ = ["unary_counts", "unary_log_probability", "unary_reports"]
 
 _ROWS_WORDS = 1 << 24  # words per pass: bounds the device temporaries (~128 MiB of int64)
 
@@ -91,3 +91,71 @@ def unary_counts(
     bits = xp.reshape((xp.reshape(rows, (-1, width, 1)) // weights) % 2, (-1, width * 8))
     counts = library.small_to_host(xp.sum(bits, axis=0, dtype=index_dtype(xp)))
     return np.asarray(counts[:k], dtype=np.int64), int(rows.shape[0])
+
+
+def unary_log_probability(
+    library: ArrayLibrary,
+    reports: Any,
+    indices: Any,
+    *,
+    k: int,
+    log_terms: tuple[float, float, float, float],
+    owner: str,
+) -> Any:
+    """log P[report | v] of packed reports (last axis) and category indices ``indices``
+    (broadcasting), float64 on their device: with o the other bits set and b the true bit,
+    o·log q + (k − 1 − o)·log(1 − q) + (log p if b else log(1 − p)), ``log_terms`` being
+    (log q, log(1 − q), log p, log(1 − p)) — the CPU path's operations in its order, so the
+    same float64 numbers.
+
+    Refused as on the CPU (the same fields): reports not ``uint8``, or not ⌈k/8⌉ bytes on the
+    last axis, or with padding bits set (``reports``); indices not integers (booleans for
+    k = 2), or outside 0 … k − 1 (``inputs``; an empty array of any dtype is accepted). The
+    dtypes and shapes are checked before any value is read."""
+    xp, device = library.xp, library.device
+    width = -(-k // 8)
+    shape = tuple(reports.shape)
+    if reports.dtype != xp.uint8:
+        raise InvalidData(
+            f"{owner}: reports must be packed bits (unsigned bytes, uint8, ⌈k/8⌉ = {width} "
+            f"bytes per report), got a {library.name} array of {reports.dtype}",
+            field="reports",
+        )
+    if not shape or shape[-1] != width:
+        raise InvalidData(
+            f"{owner}: reports must have shape (..., {width}) for k={k} (⌈k/8⌉ bytes per "
+            f"report), got shape {shape}",
+            field="reports",
+        )
+    empty_indices = 0 in tuple(indices.shape)
+    if not empty_indices and not (
+        xp.isdtype(indices.dtype, "integral") or (indices.dtype == xp.bool and k == 2)
+    ):
+        raise InvalidData(
+            f"{owner}: inputs must be integer category indices 0..{k - 1}, got a "
+            f"{library.name} array of {indices.dtype}",
+            field="inputs",
+        )
+    out_shape = tuple(np.broadcast_shapes(shape[:-1], tuple(indices.shape)))
+    rows = xp.astype(reports, xp.int64)
+    if k % 8 and bool(xp.any((rows[..., -1] % (1 << (8 - k % 8))) != 0)):
+        raise InvalidData(
+            f"{owner}: reports set padding bits beyond bit {k - 1}; they were not produced "
+            f"for k={k}",
+            field="reports",
+        )
+    x = xp.astype(indices, xp.int64)
+    if not empty_indices and bool(xp.any((x < 0) | (x >= k))):
+        raise InvalidData(f"{owner}: inputs contain indices outside 0..{k - 1}", field="inputs")
+    weights = xp.astype(_bit_weights(xp, device), xp.int64)
+    bits = (xp.expand_dims(rows, axis=-1) // weights) % 2  # (..., width, 8), high bit first
+    bits = xp.reshape(bits, (*shape[:-1], width * 8))[..., :k]
+    ones = xp.broadcast_to(xp.sum(bits, axis=-1), out_shape)
+    positions = xp.arange(k, dtype=xp.int64, device=device)
+    mine = xp.astype(xp.expand_dims(x, axis=-1) == positions, xp.int64)
+    own = xp.broadcast_to(xp.sum(bits * mine, axis=-1), out_shape)
+    others = xp.astype(ones - own, xp.float64)
+    log_q, log_not_q, log_p, log_not_p = (
+        xp.asarray(term, dtype=xp.float64, device=device) for term in log_terms
+    )
+    return others * log_q + ((k - 1) - others) * log_not_q + xp.where(own == 1, log_p, log_not_p)

@@ -22,6 +22,7 @@ from dpkit.plugin import (
     SecureRandom,
     VectorDomain,
     array_library,
+    device_operands,
     discrete_gaussian,
     gaussian_delta,
     gaussian_meets,
@@ -302,7 +303,7 @@ class Gaussian(Mechanism):
     name: ClassVar[str] = "gaussian"
     kind: ClassVar[Literal["local", "central"]] = "central"
     output_type: ClassVar[Literal["discrete", "continuous"]] = "continuous"
-    device_methods: ClassVar[frozenset[str]] = frozenset({"randomize"})
+    device_methods: ClassVar[frozenset[str]] = frozenset({"randomize", "log_probability"})
 
     epsilon: float = parameter(CENTRAL_EPSILON, doc="privacy loss ε", typical=(0.05, 6.0))
     delta: float = parameter(DELTA, doc="failure probability δ in (0, 1)", typical=(1e-8, 1e-4))
@@ -416,12 +417,24 @@ class Gaussian(Mechanism):
         """Private phase: NaN → 0, ±inf → ± the largest double, per answer; never raises."""
         return finite_answers(values)
 
-    def log_probability(self, outputs: Any, inputs: Any, /) -> NDArray[np.float64]:
-        """Elementwise log-density −(y − x)²/(2σ²) − ln(σ√(2π)) (broadcasting)."""
+    def log_probability(self, outputs: Any, inputs: Any, /) -> Any:
+        """Elementwise log-density −(y − x)²/(2σ²) − ln(σ√(2π)) (broadcasting).
+
+        An accelerator's array (either operand) is scored on its device, float64, in its type,
+        by the same formula in its namespace (:mod:`dpkit.tensors.log_probability`: a numpy or
+        list operand beside it is copied there).
+        """
+        operands = device_operands(outputs, inputs, owner=self.name)
+        if operands is not None:
+            y, x = operands.reals(owner=self.name)
+            return self._log_density(operands.library.xp, y, x)
         y = np.asarray(outputs, dtype=np.float64)
         x = np.asarray(inputs, dtype=np.float64)
+        return np.asarray(self._log_density(np, y, x), dtype=np.float64)
+
+    def _log_density(self, xp: Any, y: Any, x: Any) -> Any:
+        """The log-density of float64 arrays of the namespace ``xp`` (numpy's on the host). The
+        square is z·z (numpy's z**2 is that product; a library's pow need not be)."""
         s = self.sigma
-        return np.asarray(
-            -0.5 * ((y - x) / s) ** 2 - math.log(s) - 0.5 * math.log(2.0 * math.pi),
-            dtype=np.float64,
-        )
+        z = (y - x) / s
+        return -0.5 * (z * z) - math.log(s) - 0.5 * math.log(2.0 * math.pi)

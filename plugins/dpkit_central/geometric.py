@@ -19,6 +19,7 @@ from dpkit.plugin import (
     Real,
     VectorDomain,
     array_library,
+    device_operands,
     geometric_noise,
     parameter,
     resolve_rng,
@@ -71,7 +72,7 @@ class Geometric(Mechanism):
     name: ClassVar[str] = "geometric"
     kind: ClassVar[Literal["local", "central"]] = "central"
     output_type: ClassVar[Literal["discrete", "continuous"]] = "discrete"
-    device_methods: ClassVar[frozenset[str]] = frozenset({"randomize"})
+    device_methods: ClassVar[frozenset[str]] = frozenset({"randomize", "log_probability"})
 
     epsilon: float = parameter(CENTRAL_EPSILON, doc="privacy loss ε", typical=(0.05, 6.0))
     sensitivity: float = parameter(
@@ -159,12 +160,25 @@ class Geometric(Mechanism):
         noise += answers
         return np.asarray(noise, dtype=np.int64)
 
-    def log_probability(self, outputs: Any, inputs: Any, /) -> NDArray[np.float64]:
-        """Elementwise log P[y | x] = ln((1 − α)/(1 + α)) − (ε/Δ₁)|y − x|; −inf off the integers."""
+    def log_probability(self, outputs: Any, inputs: Any, /) -> Any:
+        """Elementwise log P[y | x] = ln((1 − α)/(1 + α)) − (ε/Δ₁)|y − x|; −inf off the integers.
+
+        An accelerator's array (either operand) is scored on its device, float64, in its type,
+        by the same formula in its namespace (:mod:`dpkit.tensors.log_probability`: a numpy or
+        list operand beside it is copied there).
+        """
+        operands = device_operands(outputs, inputs, owner=self.name)
+        if operands is not None:
+            y, x = operands.reals(owner=self.name)
+            return self._log_density(operands.library.xp, y, x)
         y = np.asarray(outputs, dtype=np.float64)
         x = np.asarray(inputs, dtype=np.float64)
+        return np.asarray(self._log_density(np, y, x), dtype=np.float64)
+
+    def _log_density(self, xp: Any, y: Any, x: Any) -> Any:
+        """The log-pmf of float64 arrays of the namespace ``xp`` (numpy's on the host)."""
         rate = self.epsilon / self.sensitivity
         log_norm = math.log(-math.expm1(-rate)) - math.log1p(math.exp(-rate))
-        distance = np.abs(y - x)
-        integral = (y == np.round(y)) & (x == np.round(x))
-        return np.asarray(np.where(integral, log_norm - rate * distance, -np.inf), dtype=np.float64)
+        distance = xp.abs(y - x)
+        integral = (y == xp.round(y)) & (x == xp.round(x))
+        return xp.where(integral, log_norm - rate * distance, -math.inf)

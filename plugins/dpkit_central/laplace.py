@@ -19,6 +19,7 @@ from dpkit.plugin import (
     SecureRandom,
     VectorDomain,
     array_library,
+    device_operands,
     discrete_laplace,
     laplace_noise,
     parameter,
@@ -83,7 +84,7 @@ class Laplace(Mechanism):
     name: ClassVar[str] = "laplace"
     kind: ClassVar[Literal["local", "central"]] = "central"
     output_type: ClassVar[Literal["discrete", "continuous"]] = "continuous"
-    device_methods: ClassVar[frozenset[str]] = frozenset({"randomize"})
+    device_methods: ClassVar[frozenset[str]] = frozenset({"randomize", "log_probability"})
 
     epsilon: float = parameter(CENTRAL_EPSILON, doc="privacy loss ε", typical=(0.05, 6.0))
     sensitivity: float = parameter(
@@ -190,12 +191,24 @@ class Laplace(Mechanism):
         noise = np.asarray(discrete_laplace(t, size=answers.shape, rng=rng), dtype=np.int64)
         return lattice_release(steps, noise, g)
 
-    def log_probability(self, outputs: Any, inputs: Any, /) -> NDArray[np.float64]:
+    def log_probability(self, outputs: Any, inputs: Any, /) -> Any:
         """Elementwise log-density −|y − x|/b − ln(2b) (broadcasting).
 
         The log-density of a whole released vector is the sum over its elements.
+
+        An accelerator's array (either operand) is scored on its device, float64, in its type,
+        by the same formula in its namespace (:mod:`dpkit.tensors.log_probability`: a numpy or
+        list operand beside it is copied there).
         """
+        operands = device_operands(outputs, inputs, owner=self.name)
+        if operands is not None:
+            y, x = operands.reals(owner=self.name)
+            return self._log_density(operands.library.xp, y, x)
         y = np.asarray(outputs, dtype=np.float64)
         x = np.asarray(inputs, dtype=np.float64)
+        return np.asarray(self._log_density(np, y, x), dtype=np.float64)
+
+    def _log_density(self, xp: Any, y: Any, x: Any) -> Any:
+        """−|y − x|/b − ln(2b) of float64 arrays of the namespace ``xp`` (numpy's on the host)."""
         b = self.scale
-        return np.asarray(-np.abs(y - x) / b - math.log(2.0 * b), dtype=np.float64)
+        return -xp.abs(y - x) / b - math.log(2.0 * b)

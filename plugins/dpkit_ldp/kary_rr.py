@@ -24,11 +24,13 @@ from dpkit.plugin import (
     SecureRandom,
     array_library,
     category_counts,
+    device_operands,
     kary_response,
     lie_threshold,
     parameter,
     plain,
     resolve_rng,
+    where_equal,
 )
 from dpkit_ldp import _frequency, _oracle, postprocess
 from dpkit_ldp._arrays import CategoricalInput, as_category_indices
@@ -102,7 +104,7 @@ class KaryRandomizedResponse(CategoricalInput, Mechanism):
 
     name: ClassVar[str] = "krr"
     kind: ClassVar[Literal["local", "central"]] = "local"
-    device_methods: ClassVar[frozenset[str]] = frozenset({"randomize"})
+    device_methods: ClassVar[frozenset[str]] = frozenset({"randomize", "log_probability"})
     parameter_alternatives: ClassVar[tuple[tuple[str, ...], ...]] = (("k", "categories"),)
 
     epsilon: float = parameter(EPSILON, doc="privacy loss ε per report", typical=(0.05, 6.0))
@@ -247,10 +249,19 @@ class KaryRandomizedResponse(CategoricalInput, Mechanism):
         reports = noisy.reshape(indices.shape)
         return reports if self.categories is None else self.decode(reports)
 
-    def log_probability(self, outputs: Any, inputs: Any, /) -> NDArray[np.float64]:
-        """log P[y | x] over category indices: log p where y = x, log q elsewhere."""
-        same = np.asarray(outputs) == np.asarray(inputs)
+    def log_probability(self, outputs: Any, inputs: Any, /) -> Any:
+        """log P[y | x] over category indices: log p where y = x, log q elsewhere.
+
+        An accelerator's array (either operand) is scored on its device, float64, in its type
+        (:mod:`dpkit.tensors.log_probability`: a numpy or list operand beside it is copied
+        there); y and x are compared as numpy compares them, so an output outside 0 … k − 1
+        scores log q on both paths.
+        """
         log_norm = math.log1p((self.size - 1) * math.exp(-self.epsilon))
+        operands = device_operands(outputs, inputs, owner=self.name)
+        if operands is not None:
+            return where_equal(operands, equal=-log_norm, other=-self.epsilon - log_norm)
+        same = np.asarray(outputs) == np.asarray(inputs)
         return np.where(same, -log_norm, -self.epsilon - log_norm)
 
     def output_space(self) -> NDArray[np.int64]:

@@ -24,12 +24,14 @@ from dpkit.plugin import (
     SecureRandom,
     array_library,
     category_counts,
+    device_operands,
     flip_bits,
     flip_graph,
     lie_threshold,
     parameter,
     probability_threshold,
     resolve_rng,
+    where_equal,
 )
 from dpkit_ldp import _frequency
 from dpkit_ldp._arrays import CategoricalInput, as_binary
@@ -71,7 +73,9 @@ class RandomizedResponse(CategoricalInput, Mechanism):
 
     name: ClassVar[str] = "rr"
     kind: ClassVar[Literal["local", "central"]] = "local"
-    device_methods: ClassVar[frozenset[str]] = frozenset({"randomize", "randomize_graph"})
+    device_methods: ClassVar[frozenset[str]] = frozenset(
+        {"randomize", "randomize_graph", "log_probability"}
+    )
 
     epsilon: float | None = parameter(
         EPSILON,
@@ -268,11 +272,20 @@ class RandomizedResponse(CategoricalInput, Mechanism):
             output=output,
         )
 
-    def log_probability(self, outputs: Any, inputs: Any, /) -> NDArray[np.float64]:
-        """log P[y | x]: log p where y = x, log(1 − p) elsewhere (broadcasting)."""
-        same = np.asarray(outputs) == np.asarray(inputs)
+    def log_probability(self, outputs: Any, inputs: Any, /) -> Any:
+        """log P[y | x]: log p where y = x, log(1 − p) elsewhere (broadcasting).
+
+        An accelerator's array (either operand) is scored on its device, float64, in its type
+        (:mod:`dpkit.tensors.log_probability`: a numpy or list operand beside it is copied
+        there); y and x are compared as numpy compares them, so an output outside {0, 1}
+        scores log(1 − p) on both paths.
+        """
         log_keep = -math.log1p(math.exp(-self.eps))
         log_flip = -self.eps - math.log1p(math.exp(-self.eps))
+        operands = device_operands(outputs, inputs, owner=self.name)
+        if operands is not None:
+            return where_equal(operands, equal=log_keep, other=log_flip)
+        same = np.asarray(outputs) == np.asarray(inputs)
         return np.where(same, log_keep, log_flip)
 
     def output_space(self) -> NDArray[np.int64]:

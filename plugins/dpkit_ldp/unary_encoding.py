@@ -51,9 +51,11 @@ from dpkit.plugin import (
     array_library,
     as_array,
     describe_dtype,
+    device_operands,
     parameter,
     resolve_rng,
     unary_counts,
+    unary_log_probability,
     unary_reports,
 )
 from dpkit_ldp import _oracle
@@ -134,7 +136,7 @@ class UnaryEncoding(CategoricalInput, Mechanism):
     """
 
     kind: ClassVar[Literal["local", "central"]] = "local"
-    device_methods: ClassVar[frozenset[str]] = frozenset({"randomize"})
+    device_methods: ClassVar[frozenset[str]] = frozenset({"randomize", "log_probability"})
     epsilon: float
     k: int
 
@@ -279,15 +281,30 @@ class UnaryEncoding(CategoricalInput, Mechanism):
                 )
         return array
 
-    def log_probability(self, outputs: Any, inputs: Any, /) -> NDArray[np.float64]:
+    def log_probability(self, outputs: Any, inputs: Any, /) -> Any:
         """log P[report | x] for packed reports (last axis) and category indices (broadcasting).
 
         The bits are independent: log P = Σ_{i≠x} [b_i log q + (1 − b_i) log(1 − q)]
         + b_x log p + (1 − b_x) log(1 − p), with the realised p and q.
+
+        An accelerator's array (either operand) is scored on its device, float64, in its type,
+        with the same operations (:func:`dpkit.plugin.unary_log_probability`; a numpy or list
+        operand beside it is copied there).
         """
+        log_q, log_not_q, log_p, log_not_p = log_terms = self._log_terms()
+        operands = device_operands(outputs, inputs, owner=self.name)
+        if operands is not None:
+            return unary_log_probability(
+                operands.library,
+                operands.outputs,
+                operands.inputs,
+                k=self.k,
+                log_terms=log_terms,
+                owner=self.name,
+            )
         bits = self.unpack(outputs).astype(np.int64)
         x = as_category_indices(inputs, self.k, owner=self.name, field="inputs")
-        p, q = self.keep_probability, self.other_probability
+        x = x.astype(np.intp, copy=False)  # booleans (k = 2) index as 0/1
         ones = bits.sum(axis=-1)
         shape = np.broadcast_shapes(ones.shape, x.shape)
         ones = np.broadcast_to(ones, shape)
@@ -296,10 +313,15 @@ class UnaryEncoding(CategoricalInput, Mechanism):
         )[..., 0]
         others = ones - own
         return (
-            others * math.log(q)
-            + (self.k - 1 - others) * math.log1p(-q)
-            + np.where(own == 1, math.log(p), math.log1p(-p))
+            others * log_q
+            + (self.k - 1 - others) * log_not_q
+            + np.where(own == 1, log_p, log_not_p)
         )
+
+    def _log_terms(self) -> tuple[float, float, float, float]:
+        """(log q, log(1 − q), log p, log(1 − p)) of the realised p and q."""
+        p, q = self.keep_probability, self.other_probability
+        return math.log(q), math.log1p(-q), math.log(p), math.log1p(-p)
 
     def log_probability_bit(self, bit: Any, is_true: Any, /) -> NDArray[np.float64]:
         """log P[B_i = bit] for one bit, as the true bit (``is_true``) or another bit."""

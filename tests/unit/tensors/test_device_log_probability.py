@@ -1,0 +1,202 @@
+"""``log_probability`` on the device path, run on the CPU (torch tensors and array-api-strict
+arrays treated as an accelerator's): for rr, krr, sue, oue, laplace, geometric and gaussian the
+device computes the host's formula with the same float64 operations in the same order, so the
+result equals the host's on the same numpy arrays exactly (NaN where the host has NaN), over the
+whole output space or a grid with outputs outside it; in the caller's type, float64, broadcast
+as on the host; numpy operands copied to the device; and the host's refusals (the same field),
+the dtypes and shapes before any value."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+import numpy as np
+import pytest
+
+torch = pytest.importorskip("torch")
+xs = pytest.importorskip("array_api_strict")
+
+from dpkit_central import gaussian, geometric, laplace  # noqa: E402
+from dpkit_ldp import kary_rr, randomized_response, unary_encoding  # noqa: E402
+from support import device_reference  # noqa: E402
+
+from dpkit.errors import InvalidData  # noqa: E402
+from dpkit.tensors import device_random  # noqa: E402
+from dpkit.tensors import log_probability as device_log_probability  # noqa: E402, F401
+
+RR = randomized_response.RandomizedResponse(epsilon=1.3)
+KRR = kary_rr.KaryRandomizedResponse(epsilon=0.7, k=5)
+SUE = unary_encoding.SymmetricUnaryEncoding(epsilon=1.0, k=10)  # two bytes, six padding bits
+OUE = unary_encoding.OptimizedUnaryEncoding(epsilon=2.0, k=8)  # one byte, no padding
+LAPLACE = laplace.Laplace(epsilon=0.9, sensitivity=2.0)
+GEOMETRIC = geometric.Geometric(epsilon=0.5)
+GAUSSIAN = gaussian.Gaussian(epsilon=1.0, delta=1e-6)
+
+LIBRARIES: dict[str, Callable[[np.ndarray[Any, Any]], Any]] = {
+    "torch": lambda a: torch.from_numpy(np.ascontiguousarray(a)),
+    "array-api-strict": xs.asarray,
+}
+
+
+@pytest.fixture
+def on_device(monkeypatch: pytest.MonkeyPatch) -> None:
+    device_reference.on_device(monkeypatch)
+
+
+def _numpy(value: Any) -> np.ndarray[Any, Any]:
+    return value.numpy() if isinstance(value, torch.Tensor) else np.from_dlpack(value)
+
+
+def _space(mechanism: Any) -> np.ndarray[Any, Any]:
+    """Every packed report of a unary encoding (2^k rows)."""
+    k = mechanism.k
+    bits = (np.arange(1 << k)[:, None] >> np.arange(k - 1, -1, -1)) & 1
+    return np.packbits(bits.astype(np.uint8), axis=-1)
+
+
+def _grid(mechanism: Any) -> tuple[np.ndarray[Any, Any], np.ndarray[Any, Any]]:
+    """(outputs, inputs) broadcasting to (inputs, outputs): every output and input, and
+    outputs outside the output space where the host scores them."""
+    if mechanism in (RR, KRR):
+        k = 2 if mechanism is RR else mechanism.k
+        return np.arange(-1, k + 2), np.arange(k)[:, None]
+    if mechanism in (SUE, OUE):
+        return _space(mechanism), np.arange(mechanism.k)[:, None]
+    special = [np.inf, -np.inf, np.nan, 1e15 + 0.5, -7.25]
+    return np.concatenate([np.arange(-6.0, 6.5, 0.5), special]), np.array([[0.0], [2.0], [-3.5]])
+
+
+CASES = [RR, KRR, SUE, OUE, LAPLACE, GEOMETRIC, GAUSSIAN]
+
+
+@pytest.mark.usefixtures("on_device")
+@pytest.mark.parametrize("library", LIBRARIES)
+@pytest.mark.parametrize("mechanism", CASES, ids=lambda m: m.name)
+def test_the_device_scores_every_output_as_the_host_does(mechanism: Any, library: str) -> None:
+    outputs, inputs = _grid(mechanism)
+    expected = mechanism.log_probability(outputs, inputs)
+    spell = LIBRARIES[library]
+    got = mechanism.log_probability(spell(outputs), spell(inputs))
+    assert type(got) is type(spell(outputs))
+    assert got.dtype == (torch.float64 if library == "torch" else xs.float64)
+    # The same operations in the same order: equal to the bit (NaN where the host has NaN).
+    assert np.array_equal(_numpy(got), expected, equal_nan=True)
+    assert expected.shape == (inputs.shape[0], outputs.shape[0])
+    if mechanism in (RR, KRR):  # the whole output space is scored, and outside it log q
+        assert len(np.unique(expected)) == 2
+
+
+@pytest.mark.usefixtures("on_device")
+@pytest.mark.parametrize("mechanism", CASES, ids=lambda m: m.name)
+def test_the_operands_broadcast_and_a_numpy_operand_is_copied_to_the_device(
+    mechanism: Any,
+) -> None:
+    rng = np.random.default_rng(4)
+    if mechanism in (SUE, OUE):
+        outputs = _space(mechanism)[rng.integers(0, 1 << mechanism.k, size=(2, 1, 3))]
+        inputs = rng.integers(0, mechanism.k, size=(4, 1))
+    elif mechanism in (RR, KRR):
+        outputs = rng.integers(0, 2 if mechanism is RR else mechanism.k, size=(2, 1, 3))
+        inputs = rng.integers(0, 2 if mechanism is RR else mechanism.k, size=(4, 1))
+    else:
+        outputs = rng.integers(-4, 5, size=(2, 1, 3)).astype(np.float64)
+        inputs = rng.integers(-4, 5, size=(4, 1)).astype(np.float32)
+    expected = mechanism.log_probability(outputs, inputs)
+    assert expected.shape == (2, 4, 3)
+    tensor = torch.from_numpy(inputs)
+    results = [
+        mechanism.log_probability(torch.from_numpy(outputs), tensor),
+        mechanism.log_probability(outputs, tensor),  # numpy outputs: copied to the device
+        mechanism.log_probability(torch.from_numpy(outputs), inputs.tolist()),
+    ]
+    if mechanism not in (SUE, OUE):  # a list of bytes is int64, refused as reports by both
+        results.append(mechanism.log_probability(outputs.tolist(), tensor))
+    for got in results:
+        assert isinstance(got, torch.Tensor) and got.dtype == torch.float64
+        assert np.array_equal(got.numpy(), expected)
+    mismatched = np.zeros((4, 2), dtype=inputs.dtype)  # (2, 1, 3) and (4, 2) do not broadcast
+    with pytest.raises(ValueError):
+        mechanism.log_probability(outputs, mismatched)
+    with pytest.raises(ValueError):  # numpy's error, before any value is read
+        mechanism.log_probability(torch.from_numpy(outputs), torch.from_numpy(mismatched))
+
+
+@pytest.mark.usefixtures("on_device")
+def test_randomized_response_compares_dtypes_as_numpy_does() -> None:
+    outputs = np.array([0.0, 1.0, 0.5, 1.0])
+    for inputs in (np.array([True, True, False, True]), np.array([0, 1, 1, 1], dtype=np.uint8)):
+        expected = RR.log_probability(outputs, inputs)
+        for spell in LIBRARIES.values():
+            got = RR.log_probability(spell(outputs), spell(inputs))
+            assert np.array_equal(_numpy(got), expected)
+
+
+@pytest.mark.usefixtures("on_device")
+@pytest.mark.parametrize(
+    ("reports", "indices", "field"),
+    [
+        (np.zeros((3, 2), dtype=np.int16), np.zeros(3, dtype=np.int64), "reports"),
+        (np.zeros((3, 3), dtype=np.uint8), np.zeros(3, dtype=np.int64), "reports"),
+        (np.full((3, 2), 1, dtype=np.uint8), np.zeros(3, dtype=np.int64), "reports"),  # padding
+        (np.zeros((3, 2), dtype=np.uint8), np.zeros(3, dtype=np.float64), "inputs"),
+        (np.zeros((3, 2), dtype=np.uint8), np.zeros(3, dtype=np.bool_), "inputs"),  # k = 10
+        (np.zeros((3, 2), dtype=np.uint8), np.array([0, 10, 1]), "inputs"),
+        (np.zeros((3, 2), dtype=np.uint8), np.array([0, -1, 1]), "inputs"),
+    ],
+    ids=["dtype", "width", "padding", "float indices", "booleans", "index k", "index -1"],
+)
+def test_unary_reports_are_refused_as_on_the_host(
+    reports: np.ndarray[Any, Any], indices: np.ndarray[Any, Any], field: str
+) -> None:
+    with pytest.raises(InvalidData) as on_host:
+        SUE.log_probability(reports, indices)
+    for spell in LIBRARIES.values():
+        with pytest.raises(InvalidData) as on_device:
+            SUE.log_probability(spell(reports), spell(indices))
+        assert on_device.value.field == on_host.value.field == field
+
+
+@pytest.mark.usefixtures("on_device")
+def test_unary_encoding_takes_empty_and_boolean_indices_as_the_host() -> None:
+    two = unary_encoding.SymmetricUnaryEncoding(epsilon=1.0, k=2)
+    reports = _space(two)
+    indices = np.array([[True], [False]])
+    expected = two.log_probability(reports, indices)  # booleans index as 0/1 (k = 2)
+    assert np.array_equal(expected, two.log_probability(reports, indices.astype(np.int64)))
+    assert np.array_equal(two.log_probability(torch.from_numpy(reports), indices).numpy(), expected)
+    empty = np.zeros((0, 1), dtype=np.float64)  # an empty input of any dtype
+    assert two.log_probability(torch.from_numpy(reports), empty).shape == (0, 4)
+    assert two.log_probability(reports, empty).shape == (0, 4)
+
+
+@pytest.mark.usefixtures("on_device")
+@pytest.mark.parametrize("mechanism", CASES, ids=lambda m: m.name)
+def test_two_libraries_are_refused_naming_the_field(mechanism: Any) -> None:
+    outputs, inputs = _grid(mechanism)
+    with pytest.raises(InvalidData, match="give both on one device") as refused:
+        mechanism.log_probability(torch.from_numpy(outputs), xs.asarray(inputs))
+    assert refused.value.field == "inputs"
+
+
+@pytest.mark.usefixtures("on_device")
+def test_complex_numbers_and_text_are_refused_naming_the_field() -> None:
+    with pytest.raises(InvalidData) as refused:
+        LAPLACE.log_probability(torch.zeros(3, dtype=torch.complex128), torch.zeros(3))
+    assert refused.value.field == "outputs"
+    with pytest.raises(InvalidData) as refused:
+        RR.log_probability(torch.zeros(3), np.array(["a", "b", "c"]))
+    assert refused.value.field == "inputs"
+
+
+@pytest.mark.usefixtures("on_device")
+@pytest.mark.parametrize("mechanism", [RR, SUE, GAUSSIAN], ids=lambda m: m.name)
+def test_a_library_without_64_bit_types_is_refused_before_any_value(
+    mechanism: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(device_random, "index_dtype", lambda xp: xp.int32)
+    outputs = np.full((3, 2), 0xFF, dtype=np.uint8)  # padding bits set: a value refusal
+    outputs = outputs if mechanism is SUE else outputs.astype(np.float64)
+    with pytest.raises(InvalidData, match="log-probabilities are float64") as refused:
+        mechanism.log_probability(torch.from_numpy(outputs), np.zeros((3, 1), dtype=np.int64))
+    assert refused.value.field == "outputs"

@@ -3,7 +3,8 @@ array-api-strict arrays made to take it, as a CUDA tensor would): for inputs dra
 mechanism's declared domain (worst cases included), in hostile layouts (a strided view, a
 narrower dtype), in both randomness modes, the device's reports come back in the caller's
 type and the numpy path's shape, and each is a possible report of the declared law
-(``log_probability`` > −∞ on the host); and a batch with one hostile value (NaN, ±∞, a
+(``log_probability`` > −∞ on the host, and where it has a device path the same
+log-probabilities there); and a batch with one hostile value (NaN, ±∞, a
 negative, a fraction, a huge number) is either refused — an ``InvalidData`` naming
 ``values``, before a single random word is drawn — or accepted by the numpy path too: a device
 never takes what the host refuses.
@@ -123,6 +124,11 @@ def test_device_reports_are_reports_of_the_declared_law(
     if mechanism.has_exact_distribution:
         log_p = mechanism.log_probability(reports.astype(np.asarray(expected).dtype), batch)
         assert np.all(np.asarray(log_p) > -np.inf), "a report the declared law cannot give"
+        if "log_probability" in mechanism.device_methods:  # scored there, as on the host
+            on_device = mechanism.log_probability(got, spelled)
+            assert type(on_device) is type(spelled)
+            host = np.asarray(mechanism.log_probability(reports, batch))
+            assert np.array_equal(_host(on_device), host, equal_nan=True)
 
 
 @pytest.mark.parametrize("name", DEVICE_NAMES)

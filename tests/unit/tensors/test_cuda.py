@@ -181,5 +181,17 @@ def test_a_mechanism_without_a_device_path_refuses_a_cuda_tensor() -> None:
 
 
 def test_a_method_without_a_device_path_refuses_a_cuda_tensor_by_name() -> None:
-    with pytest.raises(InvalidData, match=r"rr\.log_probability has no device path yet"):
-        RR.log_probability(torch.tensor([0, 1], device="cuda"), torch.tensor([0, 1]))
+    olh = dpkit.mechanism("olh", epsilon=1.0, k=4)
+    with pytest.raises(InvalidData, match=r"olh\.log_probability has no device path yet"):
+        olh.log_probability(torch.zeros((2, 3), device="cuda"), [0, 1])
+
+
+def test_log_probability_scores_a_cuda_tensor_there_as_the_host_does() -> None:
+    outputs = torch.tensor([0, 1, 2], device="cuda")
+    got = RR.log_probability(outputs, torch.tensor([[0], [1]], device="cuda"))
+    assert got.device == outputs.device and got.dtype == torch.float64
+    expected = RR.log_probability(np.array([0, 1, 2]), np.array([[0], [1]]))
+    assert np.array_equal(got.cpu().numpy(), expected)
+    with pytest.raises(InvalidData, match="give both on one device") as refused:
+        RR.log_probability(outputs, torch.tensor([0, 1, 2]))  # a CPU tensor beside it
+    assert refused.value.field == "inputs"

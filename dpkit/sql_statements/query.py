@@ -4,7 +4,8 @@
 (:mod:`dpkit_central.tables`), one per aggregate, over one *row-level table*: the rows the
 statement's WHERE keeps, with its GROUP BY expressions (``__g0``, ...), its aggregates'
 arguments (``__v0``, ...) and the privacy unit's column, computed by DuckDB
-(:mod:`dpkit.sql_statements.sources`). So the privacy code, the accuracy preview and the ledger are those
+(:mod:`dpkit.sql_statements.sources`), or by Spark for a Spark DataFrame
+(:mod:`dpkit.sql_statements.spark`). So the privacy code, the accuracy preview and the ledger are those
 of every other table query; the SQL adds no mechanism.
 
 **Budget.** The statement's ε (and δ) is its total: with k aggregates it is shared equally,
@@ -31,8 +32,9 @@ released table (post-processing).
 
 from __future__ import annotations
 
+import contextlib
 import math
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from fractions import Fraction
 from typing import Any
 
@@ -44,6 +46,7 @@ from dpkit.privacy import CompositeDP, PrivacyEvent
 from dpkit.sql_statements.joins import check_joins, join_sql, register_public
 from dpkit.sql_statements.plan import RELEASED, SOURCE, Aggregate, Plan, plan_statement
 from dpkit.sql_statements.sources import connect, describe, relation
+from dpkit.sql_statements.spark import is_spark
 from dpkit.tables._duckdb import connection
 from dpkit.units import IdUnit, RecordUnit
 
@@ -263,6 +266,8 @@ class SqlQuery:
         ``con`` (a DuckDB relation given as input is copied into ``con`` first). A joined
         public table is read whole in both phases (it is public), its key checked in the
         public phase (:mod:`dpkit.sql_statements.joins`)."""
+        if is_spark(tables[self.plan.table]):
+            return self._spark_rows(tables[self.plan.table], empty=empty)
         con = con if con is not None else connect()
         try:
             source = relation(con, tables[self.plan.table], name=self.plan.table, empty=empty)
@@ -278,6 +283,40 @@ class SqlQuery:
                 f"sql: the table {self.plan.table!r} cannot be read by DuckDB", field="tables"
             ) from None
         schemas = {alias: describe(found) for alias, found in lookups.items()}
+        self._check_columns(columns, schemas)
+        pairs: tuple[tuple[tuple[str, str], ...], ...] = ()
+        if self.plan.joins:
+            pairs = check_joins(
+                self.plan.joins,
+                self.plan.alias,
+                columns,
+                {alias: (schemas[alias], found) for alias, found in lookups.items()},
+                unique=empty,
+            )
+            if source is tables[self.plan.table]:  # another connection's relation
+                source = con.from_arrow(source.to_arrow_table())
+            for index, (join, keys) in enumerate(zip(self.plan.joins, pairs, strict=True)):
+                register_public(con, index, lookups[join.alias], keys)
+        statement = self.row_level(pairs)
+        if empty:
+            try:
+                return source.query(SOURCE, statement).to_arrow_table()
+            except Exception as error:
+                raise SqlError(
+                    f"the statement does not apply to the table's column types {columns} "
+                    f"({str(error).splitlines()[0][:160]})",
+                    clause="expression",
+                ) from None
+        # Lazy: the statistics' per-record steps and the bounding run in DuckDB too.
+        rows = source.query(SOURCE, statement)
+        if source is tables[self.plan.table]:  # another connection's relation
+            rows = con.from_arrow(rows.to_arrow_table())
+        return rows
+
+    def _check_columns(self, columns: Mapping[str, str], schemas: Mapping[str, Any]) -> None:
+        """Public phase: every column the statement reads is in the tables read (the private
+        table's ``columns``, each joined public table's schema by alias), and an unqualified
+        one in only one of them; a :class:`~dpkit.errors.SqlError` naming it otherwise."""
         missing = sorted(
             (at, name)
             for name, at in self.plan.columns.items()
@@ -315,45 +354,81 @@ class SqlQuery:
                 line=line,
                 column=column,
             )
-        pairs: tuple[tuple[tuple[str, str], ...], ...] = ()
+
+    def _spark_rows(self, frame: Any, *, empty: bool) -> Any:
+        """The row-level table of a Spark DataFrame, run by Spark
+        (:mod:`dpkit.sql_statements.spark`): PyArrow with no rows when ``empty`` (the statement
+        bound to the schema and run on ``frame.limit(0)``, with ANSI mode off as in the private
+        phase, and each date format tried on a fixed timestamp), else the lazy Spark DataFrame
+        of the rows, which the caller runs inside :func:`~dpkit.sql_statements.spark.ansi_off`.
+        A JOIN is refused: its public tables would have to become Spark tables."""
+        from dpkit.sql_statements import spark
+
         if self.plan.joins:
-            pairs = check_joins(
-                self.plan.joins,
-                self.plan.alias,
-                columns,
-                {alias: (schemas[alias], found) for alias, found in lookups.items()},
-                unique=empty,
+            join = self.plan.joins[0]
+            raise SqlError(
+                f"a JOIN with the public table {join.table!r} is not run on a Spark DataFrame: "
+                "join in Spark first, or give the private table to DuckDB (a file, a pandas, "
+                "Polars or Arrow table)",
+                clause="JOIN",
+                line=join.line,
+                column=join.column,
             )
-            if source is tables[self.plan.table]:  # another connection's relation
-                source = con.from_arrow(source.to_arrow_table())
-            for index, (join, keys) in enumerate(zip(self.plan.joins, pairs, strict=True)):
-                register_public(con, index, lookups[join.alias], keys)
-        statement = self.row_level(pairs)
-        if empty:
-            try:
-                return source.query(SOURCE, statement).to_arrow_table()
-            except Exception as error:
-                raise SqlError(
-                    f"the statement does not apply to the table's column types {columns} "
-                    f"({str(error).splitlines()[0][:160]})",
-                    clause="expression",
-                ) from None
-        # Lazy: the statistics' per-record steps and the bounding run in DuckDB too.
-        rows = source.query(SOURCE, statement)
-        if source is tables[self.plan.table]:  # another connection's relation
-            rows = con.from_arrow(rows.to_arrow_table())
-        return rows
+        columns = spark.schema(frame, name=self.plan.table)
+        self._check_columns(columns, {})
+        items, where, probes = spark.row_level(self.row_level())
+        if not empty:
+            return spark.apply(frame, self.plan.alias, items, where)
+        try:
+            with spark.ansi_off(frame.sparkSession):
+                if probes:
+                    frame.sparkSession.range(1).selectExpr(*probes).collect()
+                return spark.apply(frame.limit(0), self.plan.alias, items, where).toArrow()
+        except Exception as error:
+            raise SqlError(
+                f"the statement does not apply to the table's column types {columns} "
+                f"({str(error).strip().splitlines()[0][:160]})",
+                clause="expression",
+            ) from None
+
+    @contextlib.contextmanager
+    def _engine(self, tables: Mapping[str, Any]) -> Iterator[Any]:
+        """Where the private phase runs: for a Spark DataFrame, its session with ANSI mode off
+        (no DuckDB connection); otherwise a new DuckDB connection, the bounding's too with
+        ``bounding="duckdb"``."""
+        table = tables[self.plan.table]
+        if is_spark(table):
+            from dpkit.sql_statements.spark import ansi_off
+
+            with ansi_off(table.sparkSession):
+                yield None
+            return
+        con = connect()
+        with connection(con if self.bounding == "duckdb" else None):
+            yield con
 
     def check_input(self, data: Any, /) -> None:
         """Public phase: the tables, their schemas, the row-level statement bound and run on
-        no rows, and each table query's checks on that empty table."""
+        no rows, and each table query's checks on that empty table — on a Spark DataFrame, on
+        the lazy Spark DataFrame of the row-level rows the queries will read (its schema: no
+        row is read), so that they check the very frame they run on."""
         tables = self._tables(data)
         empty = self._rows(tables, empty=True)
-        for _, query in self.queries:
-            query.check_input(empty)
-        if self.selector is not None:
-            self.selector.check_input(empty)
+        table = tables[self.plan.table]
+        if is_spark(table):
+            from dpkit.sql_statements.spark import ansi_off
+
+            with ansi_off(table.sparkSession):
+                self._check_queries(self._rows(tables, empty=False))
+        else:
+            self._check_queries(empty)
         self._post(self._released_empty(empty))
+
+    def _check_queries(self, rows: Any) -> None:
+        for _, query in self.queries:
+            query.check_input(rows)
+        if self.selector is not None:
+            self.selector.check_input(rows)
 
     def releases(self, data: Any, /) -> int:
         return 1
@@ -366,9 +441,9 @@ class SqlQuery:
         from dpkit.randomness import resolve_rng
 
         generator = resolve_rng(rng, owner=self.name)[0]
-        con = connect()
-        rows = self._rows(self._tables(data), empty=False, con=con)
-        with connection(con if self.bounding == "duckdb" else None):
+        tables = self._tables(data)
+        with self._engine(tables) as con:
+            rows = self._rows(tables, empty=False, con=con)
             return tuple(query.aggregate(rows, rng=generator) for _, query in self.queries)
 
     def run(self, data: Any = None, /, *, rng: Any = None) -> SqlResult:
@@ -377,9 +452,9 @@ class SqlQuery:
         from dpkit.randomness import resolve_rng
 
         generator = resolve_rng(rng, owner=self.name)[0]
-        con = connect()
-        rows = self._rows(self._tables(data), empty=False, con=con)
-        with connection(con if self.bounding == "duckdb" else None):
+        tables = self._tables(data)
+        with self._engine(tables) as con:
+            rows = self._rows(tables, empty=False, con=con)
             return self._run(rows, generator)
 
     def _run(self, rows: Any, generator: Any) -> SqlResult:
@@ -576,13 +651,14 @@ def sql(
     ``delta``, ``privacy_unit_column``, ``max_groups_contributed``, ``max_rows_contributed``,
     ``noise``, ``group_selection_strategy``, ``public_groups``). ``tables`` are the private
     tables by name (a Parquet or CSV path, a pandas, Polars or PyArrow table, a DuckDB
-    relation), ``public`` public tables (keys, and lookups a JOIN reads), ``bounds`` clamping bounds by column,
+    relation, or a Spark DataFrame, which Spark runs: :mod:`dpkit.sql_statements.spark`), ``public`` public tables (keys, and lookups a JOIN reads), ``bounds`` clamping bounds by column,
     ``keys`` the public group keys. ``output`` is the result table's kind (pandas, polars,
     arrow, duckdb). ``bounding`` is where each person's contribution is bounded, after
     DuckDB has run the per-record steps: ``"numpy"`` collects those rows and bounds them in
     this process (the fastest while they fit in memory), ``"duckdb"`` bounds them inside
     DuckDB (:mod:`dpkit.tables._duckdb`: memory-bounded, spilling to disk); both keep the
-    same rows, so give the same aggregates. Nothing here reads a table's rows (only a public
+    same rows, so give the same aggregates (a Spark DataFrame is bounded on Spark whatever
+    ``bounding`` says). Nothing here reads a table's rows (only a public
     table's keys)."""
     for package in ("sqlglot", "duckdb", "pyarrow"):
         try:

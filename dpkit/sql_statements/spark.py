@@ -1,0 +1,140 @@
+"""The row-level statement on a Spark DataFrame, run by Spark.
+
+A private table given as a ``pyspark.sql.DataFrame`` (classic or Spark Connect; recognised by
+its type's module, so pyspark is imported only when one is given) is never copied into
+DuckDB: the row-level statement of :meth:`~dpkit.sql_statements.query.SqlQuery.row_level` is
+turned into Spark SQL expressions and applied to the DataFrame in its own SparkSession
+(``alias`` → ``where`` → ``selectExpr``; no temporary view, which a Spark Connect plan would
+resolve only when it runs), and the Spark DataFrame of the row-level rows goes to the
+aggregates' table queries, which bound and aggregate it on Spark
+(:mod:`dpkit.tables.engines`).
+
+**Totality.** DuckDB's ``TRY(...)`` has no Spark equivalent, and Spark 4 evaluates in ANSI mode
+by default (``spark.sql.ansi.enabled``), where a cast of ``'abc'`` to a number, a division by
+zero or an integer overflow raises at run time — after the spend, on a value. So each
+expression is rewritten from its parsed form (sqlglot), not textually transpiled:
+
+* ``TRY(x)`` → ``x`` (the rules below make ``x`` total);
+* ``CAST(x AS t)`` → ``TRY_CAST(x AS t)`` (NULL for a value that does not convert);
+* ``a + b``, ``a - b``, ``a * b``, ``a / b`` → ``TRY_ADD``, ``TRY_SUBTRACT``,
+  ``TRY_MULTIPLY``, ``TRY_DIVIDE`` (NULL on overflow and for a zero divisor, as DuckDB's TRY
+  gives);
+
+and the statement is analysed and run with ``spark.sql.ansi.enabled = false`` on its session
+(:func:`ansi_off`, restored afterwards), where what is left — ``DIV``, ``%``, a unary minus,
+``ABS`` — gives NULL for a zero divisor and wraps on overflow instead of raising. The setting
+covers the public phase's run on no rows too, so that both phases analyse the statement under
+the same typing rules. A date format (``strftime``) is checked on a fixed timestamp in the
+public phase: Spark builds its formatter, and refuses a bad pattern, only when a row is
+formatted; a format that is not a literal is refused (whether it is valid would depend on a
+value).
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Iterator
+from typing import Any
+
+from dpkit.errors import InvalidData, SqlError
+
+__all__ = ["ANSI", "ansi_off", "is_spark", "row_level", "schema"]
+
+#: Spark's ANSI mode setting (``true`` by default in Spark 4).
+ANSI = "spark.sql.ansi.enabled"
+
+_TRY = {"Add": "TRY_ADD", "Sub": "TRY_SUBTRACT", "Mul": "TRY_MULTIPLY", "Div": "TRY_DIVIDE"}
+
+
+def is_spark(data: Any) -> bool:
+    """Whether ``data`` is a Spark DataFrame (classic or Connect), by its type alone."""
+    kind = type(data)
+    return kind.__module__.startswith("pyspark.sql.") and kind.__name__ == "DataFrame"
+
+
+def schema(frame: Any, *, name: str) -> dict[str, str]:
+    """A Spark DataFrame's columns and their Spark types (its schema: no row is read); a
+    repeated column name is :class:`~dpkit.errors.InvalidData`, as for a pandas frame."""
+    try:
+        fields = list(frame.schema.fields)
+    except Exception:
+        raise InvalidData(
+            f"sql: the Spark table {name!r} has no readable schema", field="tables"
+        ) from None
+    names = [str(f.name) for f in fields]
+    if len(set(names)) != len(names):
+        raise InvalidData(f"the table {name!r} repeats a column name", field="tables")
+    return {str(f.name): f.dataType.simpleString() for f in fields}
+
+
+@contextlib.contextmanager
+def ansi_off(session: Any) -> Iterator[None]:
+    """``spark.sql.ansi.enabled = false`` on ``session`` while the block runs, then the
+    previous value again (module docstring). The setting is the session's: a query another
+    thread runs meanwhile on the same session sees it too."""
+    before = str(session.conf.get(ANSI))
+    session.conf.set(ANSI, "false")
+    try:
+        yield
+    finally:
+        session.conf.set(ANSI, before)
+
+
+def _total(node: Any) -> Any:
+    """One sqlglot node rewritten as a total Spark expression (module docstring)."""
+    from sqlglot import exp
+
+    if isinstance(node, exp.Try):
+        return node.this.transform(_total)
+    if type(node) is exp.Cast:
+        return exp.TryCast(this=node.this.transform(_total), to=node.args["to"], safe=True)
+    name = _TRY.get(type(node).__name__)
+    if name is not None and isinstance(node, exp.Binary):
+        return exp.Anonymous(
+            this=name, expressions=[node.left.transform(_total), node.right.transform(_total)]
+        )
+    return node
+
+
+def _spark(node: Any) -> str:
+    from sqlglot.errors import ErrorLevel, UnsupportedError
+
+    try:
+        return str(node.sql(dialect="spark", unsupported_level=ErrorLevel.RAISE))
+    except UnsupportedError as error:
+        raise SqlError(
+            f"{node.sql(dialect='duckdb')[:60]} has no Spark form ({str(error)[:120]})",
+            clause="expression",
+        ) from None
+
+
+def row_level(statement: str) -> tuple[list[str], str | None, list[str]]:
+    """The DuckDB row-level statement as Spark SQL: its SELECT items (each ``expr AS name``),
+    its WHERE condition (None without one), and the probes of its date formats (a Spark
+    expression per ``strftime``, on a fixed timestamp), all total (module docstring)."""
+    import sqlglot
+    from sqlglot import exp
+
+    tree = sqlglot.parse_one(statement, read="duckdb").transform(_total)
+    items = [_spark(item) for item in tree.expressions]
+    where = tree.args.get("where")
+    condition = _spark(where.this) if where is not None else None
+    probes = []
+    for node in tree.find_all(exp.TimeToStr):
+        pattern = node.args.get("format")
+        if not isinstance(pattern, exp.Literal) or not pattern.is_string:
+            raise SqlError(
+                f"{node.sql(dialect='duckdb')[:60]}: on Spark a date format must be a literal",
+                clause="expression",
+            )
+        fixed = exp.cast(exp.Literal.string("2000-01-01 00:00:00"), "timestamp")
+        probes.append(_spark(exp.TimeToStr(this=fixed, format=pattern)))
+    return items, condition, probes
+
+
+def apply(frame: Any, alias: str, items: list[str], where: str | None) -> Any:
+    """The row-level rows of ``frame`` (lazy): ``alias``, then ``where``, then the items."""
+    found = frame.alias(alias)
+    if where is not None:
+        found = found.where(where)
+    return found.selectExpr(*items)

@@ -1,0 +1,164 @@
+"""A SQL statement on a Spark DataFrame runs in Spark (:mod:`dpkit.sql_statements.spark`):
+the same pre-noise aggregates as on DuckDB, total after the spend though Spark 4 raises on
+bad values in ANSI mode, and refused before the spend where DuckDB refuses.
+
+Deterministic (fixed tables and seeds): no false positives.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+import pytest
+
+import dpkit
+
+pd = pytest.importorskip("pandas")
+pytest.importorskip("duckdb")
+pytest.importorskip("sqlglot")
+pytest.importorskip("pyspark")
+
+pytestmark = [pytest.mark.cluster, pytest.mark.spark]
+
+OPTIONS = {
+    "epsilon": 1.0,
+    "delta": 1e-6,
+    "privacy_unit_column": "user",
+    "max_groups_contributed": 2,
+    "max_rows_contributed": 3,
+}
+
+
+def _visits() -> Any:
+    """200 rows of 40 people (5 rows each on average: bounding drops some), a few missing."""
+    rng = np.random.default_rng(3)
+    minutes = rng.uniform(-20, 140, 200).round(2)
+    minutes[rng.random(200) < 0.05] = np.nan
+    return pd.DataFrame(
+        {
+            "user": rng.integers(0, 40, 200),
+            "city": rng.choice(["Lyon", "Paris", "Nice", "Brest"], 200),
+            "minutes": minutes,
+        }
+    )
+
+
+def _both(statement: str, frame: Any, spark: Any, **beside: Any) -> tuple[Any, Any]:
+    """The statement on the pandas frame (DuckDB) and on the same rows as a Spark DataFrame."""
+    here = dpkit.sql(statement, tables={"t": frame}, options=OPTIONS, **beside)
+    there = dpkit.sql(
+        statement, tables={"t": spark.createDataFrame(frame)}, options=OPTIONS, **beside
+    )
+    return here, there
+
+
+def test_the_aggregates_on_spark_are_those_on_duckdb(spark: Any) -> None:
+    """COUNT(*), a bounded SUM and an AVG by city with public keys: with one seed (so one
+    bounding key) every aggregate is identical, bit for bit, on both engines."""
+    frame = _visits()
+    duck, on_spark = _both(
+        "SELECT city, COUNT(*) AS n, SUM(minutes, contribution_bounds_per_group => (0, 100)) AS s,"
+        " AVG(minutes, contribution_bounds_per_group => (10, 90)) AS m FROM t "
+        "WHERE minutes > 0 GROUP BY city",
+        frame,
+        spark,
+        keys=["Lyon", "Paris", "Nice", "Rome"],
+    )
+    expected = duck.aggregates(rng=np.random.default_rng(5))
+    found = on_spark.aggregates(rng=np.random.default_rng(5))
+    assert len(found) == len(expected) == 3
+    for a, b in zip(found, expected, strict=True):
+        assert a.identical(b), (a.values, b.values)
+    kept = frame[(frame.minutes > 0) & frame.city.isin(["Lyon", "Paris", "Nice"])]
+    assert 0 < expected[0].values["count"].sum() < len(kept)  # the bounding dropped rows
+
+
+@pytest.mark.parametrize("engine", ["spark", "spark_connect"])
+def test_values_ansi_spark_raises_on_are_null_as_in_duckdb(
+    request: pytest.FixtureRequest, engine: str
+) -> None:
+    """A text column cast to an integer (a value 'x'), a division by a zero value and an
+    integer overflow each raise in Spark's ANSI mode (shown first); released on Spark, the
+    statement completes after its spend, with the aggregates DuckDB's TRY gives, and the
+    session's ANSI setting is as it was. On Spark Connect too, where the plan is analysed on
+    the server only when it runs (so the setting must cover the aggregation, not only the
+    statement's construction)."""
+    spark = request.getfixturevalue(engine)
+    rng = np.random.default_rng(4)
+    frame = pd.DataFrame(
+        {
+            "user": rng.integers(0, 30, 120),
+            "code": rng.choice(["12", "x", "7", "-3", ""], 120),
+            "divisor": rng.integers(0, 3, 120),
+            "big": rng.choice(np.array([1, 2**62], dtype=np.int64), 120),
+        }
+    )
+    table = spark.createDataFrame(frame)
+    assert spark.conf.get("spark.sql.ansi.enabled") == "true"
+    for failing in ("CAST(code AS INT)", "divisor DIV divisor", "big * 4"):
+        with pytest.raises(Exception, match=r"CAST_INVALID_INPUT|DIVIDE_BY_ZERO|OVERFLOW"):
+            table.selectExpr(failing).collect()
+    statement = (
+        "SELECT COUNT(CAST(code AS INT)) AS n, "
+        "SUM(CAST(code AS INT) / divisor, contribution_bounds_per_group => (-10, 10)) AS s, "
+        "SUM(CAST(code AS INT) // divisor, contribution_bounds_per_group => (-10, 10)) AS d, "
+        "COUNT(big * 4) AS b FROM t WHERE CAST(code AS INT) % divisor >= 0"
+    )
+    options = {"epsilon": 1.0, "privacy_unit_column": "user", "max_rows_contributed": 2}
+    duck = dpkit.sql(statement, tables={"t": frame}, options=options)
+    on_spark = dpkit.sql(statement, tables={"t": table}, options=options)
+    with dpkit.Session(budget=(1.0, 0.0)) as session:
+        release = session.release(on_spark, None, rng=np.random.default_rng(0))
+        assert session.spent.epsilon == pytest.approx(1.0)
+    assert len(release.values.rows) == 1
+    expected = duck.aggregates(rng=np.random.default_rng(6))
+    found = on_spark.aggregates(rng=np.random.default_rng(6))
+    for a, b in zip(found, expected, strict=True):
+        assert a.identical(b), (a.values, b.values)
+    # The overflowing products are NULL, not counted (deterministic: fixed seeds).
+    assert 0 < expected[3].values["count"][0] < expected[0].values["count"][0]
+    assert spark.conf.get("spark.sql.ansi.enabled") == "true"
+
+
+@pytest.mark.parametrize(
+    ("statement", "clause"),
+    [
+        (
+            "SELECT city, SUM(hours, contribution_bounds_per_group => (0, 1)) FROM t GROUP BY city",
+            "column",
+        ),
+        ("SELECT city, COUNT(minutes + DATE '2020-01-01') FROM t GROUP BY city", "expression"),
+        (
+            "SELECT r.region, COUNT(*) FROM t JOIN regions AS r USING (city) GROUP BY r.region",
+            "JOIN",
+        ),
+        (
+            "SELECT COUNT(*) FROM t WHERE strftime(DATE '2020-01-01' + CAST(user AS INTEGER), 'qqqqqq') <> ''",
+            "expression",
+        ),
+    ],
+)
+def test_a_statement_is_refused_on_spark_before_the_spend(
+    spark: Any, statement: str, clause: str
+) -> None:
+    """A missing column and a type error are refused before anything is spent, with DuckDB's
+    error type, clause and position; a JOIN, and a date format Spark cannot read (DuckDB
+    writes the letters as they are), are refused on Spark before the spend."""
+    frame = _visits()
+    public = {"regions": pd.DataFrame({"city": ["Lyon", "Paris"], "region": ["ARA", "IDF"]})}
+    beside = {"keys": ["Lyon", "Paris"]} if "GROUP BY" in statement else {}
+    duck, on_spark = _both(statement, frame, spark, public=public, **beside)
+    with dpkit.Session(budget=(5.0, 1e-5)) as session:
+        with pytest.raises(dpkit.SqlError) as raised:
+            session.release(on_spark, None, rng=np.random.default_rng(0))
+        assert session.spent.epsilon == 0 and not session.history()
+    assert raised.value.clause == clause, str(raised.value)
+    if clause in ("column", "expression") and "strftime" not in statement:
+        with pytest.raises(dpkit.SqlError) as on_duckdb:
+            duck.check_input(None)
+        assert (on_duckdb.value.clause, on_duckdb.value.line, on_duckdb.value.column) == (
+            raised.value.clause,
+            raised.value.line,
+            raised.value.column,
+        )

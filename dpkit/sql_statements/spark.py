@@ -1,4 +1,4 @@
-"""The row-level statement on a Spark DataFrame, run by Spark.
+r"""The row-level statement on a Spark DataFrame, run by Spark.
 
 A private table given as a ``pyspark.sql.DataFrame`` (classic or Spark Connect; recognised by
 its type's module, so pyspark is imported only when one is given) is never copied into
@@ -19,6 +19,11 @@ expression is rewritten from its parsed form (sqlglot), not textually transpiled
 * ``a + b``, ``a - b``, ``a * b``, ``a / b`` → ``TRY_ADD``, ``TRY_SUBTRACT``,
   ``TRY_MULTIPLY``, ``TRY_DIVIDE`` (NULL on overflow and for a zero divisor, as DuckDB's TRY
   gives);
+* ``s LIKE p`` and ``s ILIKE p`` → ``p`` with each backslash doubled (Spark's ``REPLACE``):
+  Spark reads ``\`` in a pattern as an escape and raises, on the row, for one that ends the
+  pattern or precedes another letter, where DuckDB (no ``ESCAPE`` clause: the plan refuses
+  one) reads a backslash as itself; doubled, every escape is valid and means a backslash, so
+  both engines match the same strings;
 
 and the statement is analysed and run with ``spark.sql.ansi.enabled = false`` on its session
 (:func:`ansi_off`, restored afterwards), where what is left — ``DIV``, ``%``, a unary minus,
@@ -88,6 +93,16 @@ def _total(node: Any) -> Any:
         return node.this.transform(_total)
     if type(node) is exp.Cast:
         return exp.TryCast(this=node.this.transform(_total), to=node.args["to"], safe=True)
+    if isinstance(node, (exp.Like, exp.ILike)):
+        doubled = exp.Anonymous(
+            this="REPLACE",
+            expressions=[
+                node.expression.transform(_total),
+                exp.Literal.string("\\"),
+                exp.Literal.string("\\\\"),
+            ],
+        )
+        return type(node)(this=node.this.transform(_total), expression=doubled)
     name = _TRY.get(type(node).__name__)
     if name is not None and isinstance(node, exp.Binary):
         return exp.Anonymous(

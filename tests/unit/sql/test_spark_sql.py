@@ -79,7 +79,8 @@ def test_values_ansi_spark_raises_on_are_null_as_in_duckdb(
     request: pytest.FixtureRequest, engine: str
 ) -> None:
     """A text column cast to an integer (a value 'x'), a division by a zero value and an
-    integer overflow each raise in Spark's ANSI mode (shown first); released on Spark, the
+    integer overflow each raise in Spark's ANSI mode, and a LIKE pattern ending in a backslash
+    raises in any mode (shown first); released on Spark, the
     statement completes after its spend, with the aggregates DuckDB's TRY gives, and the
     session's ANSI setting is as it was. On Spark Connect too, where the plan is analysed on
     the server only when it runs (so the setting must cover the aggregation, not only the
@@ -92,18 +93,21 @@ def test_values_ansi_spark_raises_on_are_null_as_in_duckdb(
             "code": rng.choice(["12", "x", "7", "-3", ""], 120),
             "divisor": rng.integers(0, 3, 120),
             "big": rng.choice(np.array([1, 2**62], dtype=np.int64), 120),
+            "pattern": rng.choice(["1%", "\\", "%\\x", "_", "%"], 120),
         }
     )
     table = spark.createDataFrame(frame)
     assert spark.conf.get("spark.sql.ansi.enabled") == "true"
-    for failing in ("CAST(code AS INT)", "divisor DIV divisor", "big * 4"):
-        with pytest.raises(Exception, match=r"CAST_INVALID_INPUT|DIVIDE_BY_ZERO|OVERFLOW"):
-            table.selectExpr(failing).collect()
+    failing = ("CAST(code AS INT)", "divisor DIV divisor", "big * 4", "code LIKE pattern")
+    for expression in failing:
+        with pytest.raises(Exception, match=r"CAST_INVALID_INPUT|DIVIDE_BY_ZERO|OVERFLOW|ESC_"):
+            table.selectExpr(expression).collect()
     statement = (
         "SELECT COUNT(CAST(code AS INT)) AS n, "
         "SUM(CAST(code AS INT) / divisor, contribution_bounds_per_group => (-10, 10)) AS s, "
         "SUM(CAST(code AS INT) // divisor, contribution_bounds_per_group => (-10, 10)) AS d, "
-        "COUNT(big * 4) AS b FROM t WHERE CAST(code AS INT) % divisor >= 0"
+        "COUNT(big * 4) AS b, COUNT(CASE WHEN (code || pattern) LIKE pattern THEN 1 END) AS l "
+        "FROM t WHERE CAST(code AS INT) % divisor >= 0"
     )
     options = {"epsilon": 1.0, "privacy_unit_column": "user", "max_rows_contributed": 2}
     duck = dpkit.sql(statement, tables={"t": frame}, options=options)
@@ -116,8 +120,10 @@ def test_values_ansi_spark_raises_on_are_null_as_in_duckdb(
     found = on_spark.aggregates(rng=np.random.default_rng(6))
     for a, b in zip(found, expected, strict=True):
         assert a.identical(b), (a.values, b.values)
-    # The overflowing products are NULL, not counted (deterministic: fixed seeds).
+    # The overflowing products are NULL, not counted, and a pattern's backslash matches
+    # itself (deterministic: fixed seeds).
     assert 0 < expected[3].values["count"][0] < expected[0].values["count"][0]
+    assert expected[4].values["count"][0] > 0
     assert spark.conf.get("spark.sql.ansi.enabled") == "true"
 
 

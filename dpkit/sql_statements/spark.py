@@ -16,9 +16,12 @@ expression is rewritten from its parsed form (sqlglot), not textually transpiled
 
 * ``TRY(x)`` → ``x`` (the rules below make ``x`` total);
 * ``CAST(x AS t)`` → ``TRY_CAST(x AS t)`` (NULL for a value that does not convert);
-* ``a + b``, ``a - b``, ``a * b``, ``a / b`` → ``TRY_ADD``, ``TRY_SUBTRACT``,
-  ``TRY_MULTIPLY``, ``TRY_DIVIDE`` (NULL on overflow and for a zero divisor, as DuckDB's TRY
-  gives);
+* ``a + b``, ``a - b``, ``a * b`` → ``TRY_ADD``, ``TRY_SUBTRACT``, ``TRY_MULTIPLY`` (NULL on
+  overflow, as DuckDB's TRY gives);
+* ``a / b`` → DuckDB's float64 division, with IEEE 754's ±∞ or NaN for a zero divisor
+  (:func:`_ieee_division`; Spark's ``/`` gives NULL there);
+* ``-x`` → ``TRY_MULTIPLY(x, -1)`` and ``ABS(x)`` → NULL for the most negative integer, as
+  DuckDB's TRY gives (Spark wraps it to itself);
 * ``s LIKE p`` and ``s ILIKE p`` → ``p`` with each backslash doubled (Spark's ``REPLACE``):
   Spark reads ``\`` in a pattern as an escape and raises, on the row, for one that ends the
   pattern or precedes another letter, where DuckDB (no ``ESCAPE`` clause: the plan refuses
@@ -26,8 +29,8 @@ expression is rewritten from its parsed form (sqlglot), not textually transpiled
   both engines match the same strings;
 
 and the statement is analysed and run with ``spark.sql.ansi.enabled = false`` on its session
-(:func:`ansi_off`, restored afterwards), where what is left — ``DIV``, ``%``, a unary minus,
-``ABS`` — gives NULL for a zero divisor and wraps on overflow instead of raising. The setting
+(:func:`ansi_off`, restored afterwards), where what is left — ``DIV``, ``%`` — gives NULL for
+a zero divisor instead of raising. The setting
 covers the public phase's run on no rows too, so that both phases analyse the statement under
 the same typing rules. A date format (``strftime``) is checked on a fixed timestamp in the
 public phase: Spark builds its formatter, and refuses a bad pattern, only when a row is
@@ -48,7 +51,7 @@ __all__ = ["ANSI", "ansi_off", "is_spark", "row_level", "schema"]
 #: Spark's ANSI mode setting (``true`` by default in Spark 4).
 ANSI = "spark.sql.ansi.enabled"
 
-_TRY = {"Add": "TRY_ADD", "Sub": "TRY_SUBTRACT", "Mul": "TRY_MULTIPLY", "Div": "TRY_DIVIDE"}
+_TRY = {"Add": "TRY_ADD", "Sub": "TRY_SUBTRACT", "Mul": "TRY_MULTIPLY"}
 
 
 def is_spark(data: Any) -> bool:
@@ -103,12 +106,37 @@ def _total(node: Any) -> Any:
             ],
         )
         return type(node)(this=node.this.transform(_total), expression=doubled)
+    if isinstance(node, exp.Div):
+        left, right = (_spark(side.transform(_total)) for side in (node.left, node.right))
+        return _spark_tree(_ieee_division(left, right))
+    if isinstance(node, exp.Neg) and not isinstance(node.this, exp.Literal):
+        return _spark_tree(f"TRY_MULTIPLY({_spark(node.this.transform(_total))}, -1)")
+    if isinstance(node, exp.Abs):
+        # ABS wraps the most negative integer to itself; it is the only negative ABS.
+        absolute = f"ABS({_spark(node.this.transform(_total))})"
+        return _spark_tree(f"NULLIF(GREATEST({absolute}, -1), -1)")
     name = _TRY.get(type(node).__name__)
     if name is not None and isinstance(node, exp.Binary):
         return exp.Anonymous(
             this=name, expressions=[node.left.transform(_total), node.right.transform(_total)]
         )
     return node
+
+
+def _ieee_division(a: str, b: str) -> str:
+    """DuckDB's ``a / b`` in Spark: the quotient of the two as float64, and IEEE 754's answer
+    for a zero divisor (±∞ by the signs of ``a`` and of the zero, NaN for 0/0) where Spark's
+    ``/`` and ``TRY_DIVIDE`` give NULL: ``POWER(±0.0, -1)`` is ±∞ (Java's ``Math.pow``), so
+    ``a · b⁻¹`` is ``a / b`` there, and only there (elsewhere it would round twice)."""
+    x, y = f"TRY_CAST({a} AS DOUBLE)", f"TRY_CAST({b} AS DOUBLE)"
+    return f"COALESCE(TRY_DIVIDE({x}, {y}), {x} * POWER({y}, -1))"
+
+
+def _spark_tree(text: str) -> Any:
+    """A Spark expression's text as a sqlglot tree (its parts are Spark SQL already)."""
+    import sqlglot
+
+    return sqlglot.parse_one(text, read="spark")
 
 
 def _spark(node: Any) -> str:

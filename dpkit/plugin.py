@@ -85,7 +85,8 @@ RAPPOR's (integer items, hashed as on the host; counted by :func:`sketch_counts`
 :func:`prefix_reports` the prefix extending method's and :func:`tree_reports` TreeHist's,
 :func:`mean_sums` the numeric mechanisms' server statistic, :func:`report_histogram` the
 square wave's, :func:`noisy_list_counts` the noisy degrees and k-stars of neighbour lists;
-``log_probability`` there: :func:`device_operands` puts its two operands on one device (or
+``log_probability`` there: :func:`density_log_probability` scores a density's one formula on
+the device or the host, :func:`device_operands` puts its two operands on one device (or
 says the numpy path runs), :func:`where_equal` scores randomized response (and
 ``DeviceOperands.reals`` reads a density's operands as float64),
 :func:`unary_log_probability` scores packed unary reports. A
@@ -199,7 +200,11 @@ from dpkit.tensors.hashing import hashed_reports, hashed_support_counts
 from dpkit.tensors.lattice import LatticeLaw
 from dpkit.tensors.libraries import ArrayLibrary, StandardUnits, array_library
 from dpkit.tensors.list_counts import noisy_list_counts
-from dpkit.tensors.log_probability import device_operands, where_equal
+from dpkit.tensors.log_probability import (
+    density_log_probability,
+    device_operands,
+    where_equal,
+)
 from dpkit.tensors.mean_sums import mean_sums
 from dpkit.tensors.multibit import multibit_reports
 from dpkit.tensors.noise import gaussian_noise, geometric_noise, laplace_noise
@@ -292,6 +297,7 @@ __all__ = [
     "column_kinds",
     "dbitflip_counts",
     "dbitflip_reports",
+    "density_log_probability",
     "describe_dtype",
     "device_operands",
     "device_words",

@@ -24,6 +24,7 @@ broadcast shape (numpy's rule, the same error for shapes that do not broadcast).
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 import attrs
@@ -34,7 +35,14 @@ from dpkit.errors import InvalidData
 from dpkit.tensors.device_random import require_64_bit
 from dpkit.tensors.libraries import ArrayLibrary, array_library
 
-__all__ = ["DeviceOperands", "device_operands", "equal_values", "real_values", "where_equal"]
+__all__ = [
+    "DeviceOperands",
+    "density_log_probability",
+    "device_operands",
+    "equal_values",
+    "real_values",
+    "where_equal",
+]
 
 _FIELDS = ("outputs", "inputs")
 
@@ -148,3 +156,19 @@ def real_values(library: ArrayLibrary, values: Any, *, owner: str, field: str) -
             field=field,
         )
     return xp.astype(values, xp.float64)
+
+
+def density_log_probability(
+    outputs: Any, inputs: Any, log_density: Callable[[Any, Any, Any], Any], /, *, owner: str
+) -> Any:
+    """``log_probability`` of a mechanism whose log P[y | x] is ``log_density(xp, y, x)`` over
+    float64 arrays of the namespace ``xp``: on the device of an accelerator's operand (both as
+    float64 there, :meth:`DeviceOperands.reals`), else numpy's float64 on the host — one
+    formula for both, so the same float64 numbers."""
+    operands = device_operands(outputs, inputs, owner=owner)
+    if operands is not None:
+        y, x = operands.reals(owner=owner)
+        return log_density(operands.library.xp, y, x)
+    y = np.asarray(outputs, dtype=np.float64)
+    x = np.asarray(inputs, dtype=np.float64)
+    return np.asarray(log_density(np, y, x), dtype=np.float64)

@@ -22,7 +22,7 @@ from dpkit.plugin import (
     SecureRandom,
     VectorDomain,
     array_library,
-    device_operands,
+    density_log_probability,
     discrete_gaussian,
     gaussian_delta,
     gaussian_meets,
@@ -424,13 +424,7 @@ class Gaussian(Mechanism):
         by the same formula in its namespace (:mod:`dpkit.tensors.log_probability`: a numpy or
         list operand beside it is copied there).
         """
-        operands = device_operands(outputs, inputs, owner=self.name)
-        if operands is not None:
-            y, x = operands.reals(owner=self.name)
-            return self._log_density(operands.library.xp, y, x)
-        y = np.asarray(outputs, dtype=np.float64)
-        x = np.asarray(inputs, dtype=np.float64)
-        return np.asarray(self._log_density(np, y, x), dtype=np.float64)
+        return density_log_probability(outputs, inputs, self._log_density, owner=self.name)
 
     def _log_density(self, xp: Any, y: Any, x: Any) -> Any:
         """The log-density of float64 arrays of the namespace ``xp`` (numpy's on the host). The

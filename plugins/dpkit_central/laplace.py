@@ -19,7 +19,7 @@ from dpkit.plugin import (
     SecureRandom,
     VectorDomain,
     array_library,
-    device_operands,
+    density_log_probability,
     discrete_laplace,
     laplace_noise,
     parameter,
@@ -200,13 +200,7 @@ class Laplace(Mechanism):
         by the same formula in its namespace (:mod:`dpkit.tensors.log_probability`: a numpy or
         list operand beside it is copied there).
         """
-        operands = device_operands(outputs, inputs, owner=self.name)
-        if operands is not None:
-            y, x = operands.reals(owner=self.name)
-            return self._log_density(operands.library.xp, y, x)
-        y = np.asarray(outputs, dtype=np.float64)
-        x = np.asarray(inputs, dtype=np.float64)
-        return np.asarray(self._log_density(np, y, x), dtype=np.float64)
+        return density_log_probability(outputs, inputs, self._log_density, owner=self.name)
 
     def _log_density(self, xp: Any, y: Any, x: Any) -> Any:
         """−|y − x|/b − ln(2b) of float64 arrays of the namespace ``xp`` (numpy's on the host)."""

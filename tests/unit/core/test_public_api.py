@@ -152,6 +152,7 @@ PLUGIN_FACE = {
     "unary_reports",
     "unary_counts",
     "unary_log_probability",
+    "density_log_probability",
     "device_operands",
     "where_equal",
     "hashed_reports",

@@ -1,7 +1,7 @@
 """A grouped, id-level count + sum + mean over Parquet: ``dpkit.sql`` against plain DuckDB.
 
 Run: ``nice .venv/bin/python benchmarks/bench_sql.py [--rows 10000000] [--users N]
-[--cities 50] [--rounds 1] [--warmup 0] [--scratch DIR] [--no-save]``
+[--cities 50] [--rounds 1] [--warmup 0] [--peer-rows 10000000] [--scratch DIR] [--no-save]``
 
 The Parquet file has ``--rows`` rows of ``user`` (``--users`` distinct ids, default rows/20),
 ``city`` (``--cities`` names) and ``minutes`` (uniform in [0, 150]), written once into a
@@ -22,6 +22,13 @@ through ``_timing.measure`` (the same warm-up and rounds, rotated order, CPU and
   cities per user by ``ROW_NUMBER()`` over a hash of (user, city) — then the clamped
   aggregates. It is what any DP SQL engine must at least do.
 
+Then, with ``--peer-rows N`` (and SmartNoise SQL's environment: ``python
+benchmarks/peers/make_venvs.py sql``), the statement on an N-row file through **dpkit's pandas
+path** (the Parquet file read into pandas, then ``dpkit.sql`` on the DataFrame) and through
+**SmartNoise SQL**'s pandas reader (``_peer_sql.py``, its own process and environment; the
+same read, the same harness): SmartNoise bounds a person to 10 rows over all cities (its
+``max_ids``), the most dpkit's 2 cities × 5 rows allow.
+
 Ratios are dpkit / contender, medians of per-round ratios (CPU — every thread's, the process's
 ``process_time`` — and wall). Peak resident memory is the process's (``ru_maxrss``) after all
 contenders. Writes section ``sql`` of ``benchmarks/results.json`` (``--no-save`` prints only).
@@ -31,17 +38,23 @@ The machine is shared: quote the ratios measured in one run, not the seconds.
 from __future__ import annotations
 
 import argparse
+import json
 import resource
+import subprocess
 import sys
 import tempfile
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
+from _peers import peers_python
 from _results import Run
-from _timing import measure, ratio
+from _timing import Timing, measure, ratio
+
+HERE = Path(__file__).resolve().parent
 
 STATEMENT = """
 SELECT WITH DIFFERENTIAL_PRIVACY
@@ -98,6 +111,53 @@ def write_parquet(path: Path, rows: int, users: int, cities: int, seed: int = 1)
             )
 
 
+def smartnoise_rows(path: Path, keys: list[str], rounds: int, warmup: int) -> list[dict[str, Any]]:
+    """dpkit's pandas path against SmartNoise SQL (``_peer_sql.py`` in its environment) on
+    ``path``, each timed by ``_timing.measure``: the ratio row, or none when the environment
+    is missing or the worker fails (said on stdout)."""
+    import pandas as pd
+
+    import dpkit
+
+    python = peers_python("sql")
+    if not python.exists():
+        print(
+            f"SmartNoise SQL: no environment at {python.parent.parent} "
+            "(create it with: python benchmarks/peers/make_venvs.py sql)"
+        )
+        return []
+    rng = np.random.default_rng(0)
+
+    def pandas_path() -> object:
+        frame = pd.read_parquet(path, columns=["user", "city", "minutes"])
+        return dpkit.sql(STATEMENT, tables={"visits": frame}, keys=keys).run(rng=rng)
+
+    mine = measure({"dpkit_pandas": pandas_path}, rounds=rounds, warmup=warmup)["dpkit_pandas"]
+    command = [
+        str(python),
+        str(HERE / "_peer_sql.py"),
+        str(path),
+        f"--rounds={rounds}",
+        f"--warmup={warmup}",
+    ]
+    done = subprocess.run(command, capture_output=True, text=True, check=False, cwd=HERE)
+    found = json.loads(done.stdout) if done.returncode == 0 and done.stdout.strip() else None
+    if found is None or "error" in found:
+        print(f"SmartNoise SQL failed: {found['error'] if found else done.stderr[-1500:]}")
+        return []
+    theirs = Timing(tuple(found["cpu"]), tuple(found["wall"]))
+    return [
+        {
+            "dpkit": "dpkit_pandas_path",
+            "contender": f"smartnoise_sql {found['version']}",
+            "dpkit_cpu_s": round(mine.cpu, 2),
+            "contender_cpu_s": round(theirs.cpu, 2),
+            "ratio_cpu": round(ratio(mine, theirs, "cpu"), 2),
+            "ratio_wall": round(ratio(mine, theirs, "wall"), 2),
+        }
+    ]
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--rows", type=int, default=10_000_000)
@@ -105,6 +165,7 @@ def main() -> None:
     parser.add_argument("--cities", type=int, default=50)
     parser.add_argument("--rounds", type=int, default=1)
     parser.add_argument("--warmup", type=int, default=0)
+    parser.add_argument("--peer-rows", type=int, default=0, help="0: no SmartNoise comparison")
     parser.add_argument("--scratch", type=Path, default=None)
     parser.add_argument("--no-save", action="store_true")
     args = parser.parse_args()
@@ -152,6 +213,10 @@ def main() -> None:
             rounds=args.rounds,
             warmup=args.warmup,
         )
+        if args.peer_rows:
+            path.unlink()
+            write_parquet(path, args.peer_rows, max(1, args.peer_rows // 20), args.cities)
+            peers = smartnoise_rows(path, keys, args.rounds, args.warmup)
     peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 2**20  # KiB -> GiB
     rows = []
     for mine in ("dpkit", "dpkit_bounded_in_duckdb"):
@@ -166,6 +231,8 @@ def main() -> None:
                     "ratio_wall": round(ratio(timed[mine], timed[label], "wall"), 2),
                 }
             )
+    if args.peer_rows:
+        rows += peers
     for row in rows:
         print(
             f"{row['dpkit']:23s} / {row['contender']:18s}: CPU {row['ratio_cpu']:.2f}x, wall "

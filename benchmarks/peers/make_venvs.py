@@ -1,14 +1,15 @@
 """Create the peer libraries' virtual environments, outside the repository.
 
 Run: ``python benchmarks/peers/make_venvs.py [--root /tmp/dpkit-peers] [central] [ldp]
-[accounting] [queries] [telemetry]``
+[accounting] [queries] [telemetry] [sql]``
 
 Each environment gets its requirements file (``requirements-<kind>.txt``, next to this script);
 ``central`` and ``ldp`` also get dpkit itself, installed from this checkout (``pip install -e``),
 so that the worker (``worker.py``) times the peer and dpkit in the same process, with the same
 harness. ``accounting`` (for ``peer_accounting.py``; dp-accounting pins attrs < 24) and
-``queries`` (for ``_peer_queries.py``) and ``telemetry`` (pure-ldp's sketches and heavy
-hitters, for ``peer_telemetry.py``; they need numpy < 2 and xxhash < 4) hold the peer alone. The peers
+``queries`` (for ``_peer_queries.py``), ``telemetry`` (pure-ldp's sketches and heavy
+hitters, for ``peer_telemetry.py``; they need numpy < 2 and xxhash < 4) and ``sql``
+(SmartNoise SQL, for ``_peer_sql.py``; it pins its own OpenDP) hold the peer alone. The peers
 do not install next to each other or next to dpkit's test environment (numpy and scikit-learn
 pins; see ``../shared/reference`` notes), hence one environment per group. The benchmarks
 find the environments under ``--root`` (or ``$DPKIT_PEERS``); nothing is written into the
@@ -26,7 +27,7 @@ from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
 REPOSITORY = HERE.parents[1]
-KINDS = ("central", "ldp", "accounting", "queries", "telemetry")
+KINDS = ("central", "ldp", "accounting", "queries", "telemetry", "sql")
 #: The kinds whose worker imports dpkit (timed next to the peer in the same process).
 WITH_DPKIT = ("central", "ldp")
 

@@ -76,7 +76,9 @@ described by a :class:`LatticeLaw`), :func:`piecewise_multi_reports` /
 :func:`hybrid_multi_reports` their vector forms by k sampled attributes,
 :func:`laplace_noise`,
 :func:`geometric_noise` and :func:`gaussian_noise` the central mechanisms' noise (the host's exact
-secure samplers on the device), :func:`dbitflip_reports` /
+secure samplers on the device), :func:`report_noisy_max_indices` report-noisy-max's selections
+(both modes; secure: the host's exact lattice release) and :func:`exponential_indices` /
+:func:`permute_and_flip_indices` the exponential mechanism's and permute-and-flip's (fast mode), :func:`dbitflip_reports` /
 :func:`dbitflip_counts` dBitFlip's reports and counts, :func:`one_bit_reports` /
 :func:`one_bit_counts` 1BitMean's bits and their count, :func:`sketch_reports` /
 :func:`sketch_counts` the count mean sketch's and :func:`hadamard_sketch_reports` /
@@ -215,6 +217,11 @@ from dpkit.tensors.prefixes import prefix_reports
 from dpkit.tensors.rappor import rappor_reports
 from dpkit.tensors.report_histogram import report_histogram
 from dpkit.tensors.sampled import hybrid_multi_reports, piecewise_multi_reports
+from dpkit.tensors.selection import (
+    exponential_indices,
+    permute_and_flip_indices,
+    report_noisy_max_indices,
+)
 from dpkit.tensors.sketch import (
     hadamard_sketch_counts,
     hadamard_sketch_reports,
@@ -306,6 +313,7 @@ __all__ = [
     "duchi_multi_reports",
     "duchi_reports",
     "exact",
+    "exponential_indices",
     "flip_bits",
     "flip_graph",
     "gaussian_delta",
@@ -339,6 +347,7 @@ __all__ = [
     "parameter",
     "per_partition",
     "per_record",
+    "permute_and_flip_indices",
     "piecewise_multi_reports",
     "piecewise_reports",
     "plain",
@@ -349,6 +358,7 @@ __all__ = [
     "rappor_reports",
     "readable",
     "report_histogram",
+    "report_noisy_max_indices",
     "require_columns",
     "resolve_rng",
     "sketch_counts",

@@ -15,7 +15,9 @@ from dpkit.plugin import (
     InvalidData,
     InvalidParameter,
     Real,
+    array_library,
     describe_dtype,
+    exponential_indices,
     resolve_rng,
 )
 from dpkit_central._selection import Selection, exact_rate, exponential_secure
@@ -145,6 +147,7 @@ class Exponential(Selection):
     """
 
     name: ClassVar[str] = "exponential"
+    device_methods: ClassVar[frozenset[str]] = frozenset({"randomize"})
 
     @property
     def privacy(self) -> BoundedRangeDP:
@@ -163,9 +166,7 @@ class Exponential(Selection):
         """λ as an exact rational of the binary values of ε and Δu (used in secure mode)."""
         return exact_rate(self.epsilon, self.sensitivity, self.monotone)
 
-    def randomize(
-        self, values: Any, /, *, rng: Any = None, size: int | None = None
-    ) -> NDArray[np.int64]:
+    def randomize(self, values: Any, /, *, rng: Any = None, size: int | None = None) -> Any:
         """Chosen candidate indices, shape ``utilities.shape[:-1]``.
 
         With ``size=N`` (one utility row only) the result is N independent selections from the
@@ -177,20 +178,39 @@ class Exponential(Selection):
         γ_r = λ(u* − u_r) an exact rational of the float utilities, ε and Δu (see
         :func:`dpkit_central._selection.exponential_secure`); the output law is then exactly
         :meth:`log_probability`'s, with no rounding and the declared ε.
+
+        An accelerator's array is selected on its device in fast mode (a numpy or
+        ``torch.Generator``: the inverse-CDF sampling above, :mod:`dpkit.tensors.selection`),
+        int64 indices in its type; secure mode has no device form yet and is refused there,
+        naming ``rng``, before any value is read.
         """
+        library = array_library(values, owner=self.name)
+        if library is not None:  # an accelerator's array (host arrays arrive as numpy views)
+            self._check_size(size, len(values.shape))
+            return exponential_indices(
+                library,
+                values,
+                rate=self.rate,
+                rng=rng,
+                owner=self.name,
+                size=None if size is None else int(size),
+            )
         rng = resolve_rng(rng, owner=self.name)[0]
         utilities = as_utilities(values, owner=self.name)
+        self._check_size(size, utilities.ndim)
+        copies = None if size is None else int(size)
+        if isinstance(rng, np.random.Generator):
+            return sample_by_weight(utilities, rng, copies, rate=self.rate)
+        return exponential_secure(utilities, self.exact_rate, rng, copies)
+
+    def _check_size(self, size: Any, ndim: int) -> None:
         if size is not None:
-            if utilities.ndim != 1:
+            if ndim != 1:
                 raise InvalidParameter(
                     "size", size, "None when utilities is a batch (2-D or more)", owner=self.name
                 )
             if isinstance(size, bool) or not isinstance(size, (int, np.integer)) or size < 0:
                 raise InvalidParameter("size", size, "an integer >= 0", owner=self.name)
-        copies = None if size is None else int(size)
-        if isinstance(rng, np.random.Generator):
-            return sample_by_weight(utilities, rng, copies, rate=self.rate)
-        return exponential_secure(utilities, self.exact_rate, rng, copies)
 
     def log_probability(self, outputs: Any, inputs: Any, /) -> NDArray[np.float64]:
         """log Pr[r | u] = λu(r) − ln Σ_r′ exp(λu(r′)), computed as a stable log-sum-exp.

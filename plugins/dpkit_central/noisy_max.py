@@ -36,8 +36,12 @@ from dpkit.plugin import (
     InvalidData,
     InvalidParameter,
     Real,
+    SecureRandom,
+    array_library,
     check_rng,
     discrete_laplace,
+    permute_and_flip_indices,
+    report_noisy_max_indices,
     resolve_rng,
 )
 from dpkit_central._selection import (
@@ -565,6 +569,7 @@ class ReportNoisyMax(Selection):
     """
 
     name: ClassVar[str] = "report_noisy_max"
+    device_methods: ClassVar[frozenset[str]] = frozenset({"randomize"})
 
     @property
     def scale(self) -> float:
@@ -576,14 +581,31 @@ class ReportNoisyMax(Selection):
         """Secure mode's lattice g, score sensitivity D and discrete Laplace scale t."""
         return noisy_max_lattice(self.epsilon, self.sensitivity, self.monotone, owner=self.name)
 
-    def randomize(self, values: Any, /, *, rng: Any = None) -> NDArray[np.int64]:
+    def randomize(self, values: Any, /, *, rng: Any = None) -> Any:
         """arg-max_r (u_r + noise) along the last axis.
 
         Fast mode (a numpy Generator): continuous Lap(b) noise in floating point. Secure mode
         (``rng=None`` or a SecureRandom): exact discrete Laplace noise on integer lattice
         scores, lowest index on ties (see the class docstring and
         :func:`report_noisy_max_secure`); its law is :meth:`secure_log_probability`.
+
+        An accelerator's array is selected on its device, int64 indices in its type, with the
+        same law in secure mode (:mod:`dpkit.tensors.selection`: the same lattice scores and
+        the host's exact discrete Laplace sampler on the device's ChaCha20 words); ``rng`` may
+        then also be a ``torch.Generator`` (fast mode).
         """
+        library = array_library(values, owner=self.name)
+        if library is not None:  # an accelerator's array (host arrays arrive as numpy views)
+            secure = rng is None or isinstance(rng, SecureRandom)
+            lattice = self.lattice if secure else None  # public: refused before any value
+            return report_noisy_max_indices(
+                library,
+                values,
+                scale=self.scale,
+                lattice=None if lattice is None else (lattice.exponent, lattice.scale),
+                rng=rng,
+                owner=self.name,
+            )
         rng = resolve_rng(rng, owner=self.name)[0]
         if not isinstance(rng, np.random.Generator):
             lattice = self.lattice
@@ -628,6 +650,7 @@ class PermuteAndFlip(Selection):
     """
 
     name: ClassVar[str] = "permute_and_flip"
+    device_methods: ClassVar[frozenset[str]] = frozenset({"randomize"})
 
     @property
     def rate(self) -> float:
@@ -639,7 +662,7 @@ class PermuteAndFlip(Selection):
         """λ as an exact rational of the binary values of ε and Δu (used in secure mode)."""
         return exact_rate(self.epsilon, self.sensitivity, self.monotone)
 
-    def randomize(self, values: Any, /, *, rng: Any = None) -> NDArray[np.int64]:
+    def randomize(self, values: Any, /, *, rng: Any = None) -> Any:
         """The chosen candidate indices, shape ``utilities.shape[:-1]``.
 
         Secure mode (``rng=None`` or a SecureRandom) runs Algorithm 1 exactly: every coin is
@@ -647,7 +670,17 @@ class PermuteAndFlip(Selection):
         float utilities, ε and Δu, and the winner is uniform among the heads (the first heads
         in a uniform order); see :func:`dpkit_central._selection.permute_and_flip_secure`.
         Its output law is exactly :meth:`log_probability`'s, at the declared ε.
+
+        An accelerator's array is selected on its device in fast mode (a numpy or
+        ``torch.Generator``: the fast algorithm below, :mod:`dpkit.tensors.selection`), int64
+        indices in its type; secure mode has no device form yet and is refused there, naming
+        ``rng``, before any value is read.
         """
+        library = array_library(values, owner=self.name)
+        if library is not None:  # an accelerator's array (host arrays arrive as numpy views)
+            return permute_and_flip_indices(
+                library, values, rate=self.rate, rng=rng, owner=self.name
+            )
         rng = resolve_rng(rng, owner=self.name)[0]
         u = as_utilities(values, owner=self.name)
         if not isinstance(rng, np.random.Generator):

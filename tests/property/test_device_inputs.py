@@ -6,8 +6,10 @@ type and the numpy path's shape, and each is a possible report of the declared l
 (``log_probability`` > −∞ on the host, and where it has a device path the same
 log-probabilities there); and a batch with one hostile value (NaN, ±∞, a
 negative, a fraction, a huge number) is either refused — an ``InvalidData`` naming
-``values``, before a single random word is drawn — or accepted by the numpy path too: a device
-never takes what the host refuses.
+``values`` (or the field the host's refusal names, e.g. a selection's ``utilities``), before a
+single random word is drawn — or accepted by the numpy path too: a device never takes what the
+host refuses. The device paths that take fast mode only (``FAST_ONLY``) refuse secure mode,
+naming ``rng``, before a word is drawn.
 
 Mechanisms whose declared inputs are text (cms, hcms and rappor's items) have no tensor form:
 their integer items on the device are covered in ``tests/unit/tensors``.
@@ -32,7 +34,7 @@ from support import device_reference  # noqa: E402
 
 import dpkit  # noqa: E402
 from dpkit import SecureRandom  # noqa: E402
-from dpkit.errors import InvalidData  # noqa: E402
+from dpkit.errors import InvalidData, InvalidParameter  # noqa: E402
 from dpkit.tensors import device_random  # noqa: E402
 from dpkit.testing.inputs import Unsupported, plan_inputs  # noqa: E402
 from dpkit.testing.strategies import mechanisms, neighbouring_pairs  # noqa: E402
@@ -43,6 +45,9 @@ DEVICE_NAMES = [
     for name in REGISTRY.names()
     if "randomize" in getattr(REGISTRY.info(name).cls, "device_methods", ())
 ]
+#: Device paths that take fast mode only: secure mode is refused there (naming ``rng``, before
+#: any value is read or word drawn), its exact sampler being the host's alone.
+FAST_ONLY = frozenset({"exponential", "permute_and_flip"})
 KEY = bytes(range(3, 35))
 LAYOUTS = ("torch", "torch strided", "torch narrow", "array-api-strict")
 HOSTILE = (math.nan, math.inf, -math.inf, -1.0, 0.5, 2.0**62, 1e300)
@@ -115,6 +120,11 @@ def test_device_reports_are_reports_of_the_declared_law(
         rng = torch.Generator().manual_seed(5) if layout != "array-api-strict" else None
         rng = rng if rng is not None else np.random.default_rng(5)
     words_taken.clear()
+    if mode == "secure" and name in FAST_ONLY:
+        with pytest.raises(InvalidParameter) as refused:
+            mechanism.randomize(spelled, rng=rng)
+        assert refused.value.parameter == "rng" and not words_taken
+        return
     got = mechanism.randomize(spelled, rng=rng)
     assert words_taken, "the device path was not taken"
     assert type(got) is type(spelled)
@@ -141,10 +151,19 @@ def test_a_hostile_value_is_refused_before_any_draw_or_accepted_by_the_host_too(
     spoiled = batch.astype(np.float64)
     spoiled.flat[data.draw(st.integers(0, spoiled.size - 1))] = hostile
     words_taken.clear()
+
+    def rng() -> Any:
+        return np.random.default_rng(5) if name in FAST_ONLY else SecureRandom.from_key(KEY)
+
     try:
-        mechanism.randomize(torch.from_numpy(spoiled), rng=SecureRandom.from_key(KEY))
+        mechanism.randomize(torch.from_numpy(spoiled), rng=rng())
     except InvalidData as refused:
-        assert refused.field == "values"
         assert not words_taken, "words were drawn before the refusal"
+        try:
+            mechanism.randomize(spoiled, rng=rng())
+        except InvalidData as host:  # refused on both paths: naming the same field
+            assert refused.field == host.field
+        else:
+            assert refused.field == "values"
         return
-    mechanism.randomize(spoiled, rng=SecureRandom.from_key(KEY))  # the host takes it too
+    mechanism.randomize(spoiled, rng=rng())  # the host takes it too

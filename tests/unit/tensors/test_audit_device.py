@@ -1,6 +1,8 @@
 """The statistical auditor, unchanged, over the device paths (run on the CPU with torch tensors
 treated as an accelerator's): rr, krr, oue, olh, hr, duchi, duchi_multi, multibit, pm, hm,
-pm_multi, hm_multi, sw, graph_degree, graph_kstar, laplace, geometric, gaussian, dbitflip,
+pm_multi, hm_multi, sw, graph_degree, graph_kstar, laplace, geometric, gaussian,
+report_noisy_max (both modes), exponential and permute_and_flip (fast mode, their only device
+mode), dbitflip,
 one_bit_mean, cms, hcms, rappor (on integer items), pem and treehist keep their privacy in both randomness modes, and a device
 path that rounds its flip (or lie) probability the wrong way, or draws too little noise, is
 caught.
@@ -19,7 +21,7 @@ import pytest
 
 torch = pytest.importorskip("torch")
 
-from dpkit_central import gaussian, geometric, laplace  # noqa: E402
+from dpkit_central import exponential, gaussian, geometric, laplace, noisy_max  # noqa: E402
 from dpkit_ldp import (  # noqa: E402
     count_mean_sketch,
     dbitflip,
@@ -44,7 +46,7 @@ from dpkit_ldp.items import ItemDomain  # noqa: E402
 from support import device_reference  # noqa: E402
 
 import dpkit  # noqa: E402
-from dpkit.tensors import exact  # noqa: E402
+from dpkit.tensors import exact, selection  # noqa: E402
 from dpkit.tensors import noise as exact_noise  # noqa: E402
 from dpkit.testing import check_mechanism  # noqa: E402
 from dpkit.testing.report import DPViolation  # noqa: E402
@@ -72,6 +74,9 @@ def device_tensors(monkeypatch: pytest.MonkeyPatch) -> list[str]:
         (laplace, "laplace_noise"),
         (geometric, "geometric_noise"),
         (gaussian, "gaussian_noise"),
+        (noisy_max, "report_noisy_max_indices"),
+        (noisy_max, "permute_and_flip_indices"),
+        (exponential, "exponential_indices"),
         (dbitflip, "dbitflip_reports"),
         (one_bit_mean, "one_bit_reports"),
         (count_mean_sketch, "sketch_reports"),
@@ -228,6 +233,41 @@ def test_device_paths_keep_their_epsilon_in_both_modes(
     (report,) = check_mechanism(_through_tensors(cls)(**params), samples=samples)
     assert report.verdicts == {"fast": "pass", "secure": "pass"}
     assert device_function in device_tensors
+
+
+@pytest.mark.parametrize(
+    ("cls", "modes", "device_function"),
+    [
+        (noisy_max.ReportNoisyMax, ("fast", "secure"), "report_noisy_max_indices"),
+        (exponential.Exponential, ("fast",), "exponential_indices"),
+        (noisy_max.PermuteAndFlip, ("fast",), "permute_and_flip_indices"),
+    ],
+)
+def test_device_selections_keep_their_epsilon(
+    cls: type, modes: tuple[str, ...], device_function: str, device_tensors: list[str]
+) -> None:
+    # The exponential mechanism and permute-and-flip take fast mode only on the device (their
+    # exact secure samplers are the host's). Few samples: the secure draws take several
+    # keystream words each (ChaCha20 in torch operations on this CPU); the auditor's false-alarm
+    # rate is the same.
+    (report,) = check_mechanism(_through_tensors(cls)(epsilon=1.0), samples=2_000, modes=modes)
+    assert report.verdicts == dict.fromkeys(modes, "pass")
+    assert device_function in device_tensors
+
+
+def test_a_device_selection_with_too_little_noise_is_caught(
+    device_tensors: list[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Secure report-noisy-max's discrete Laplace at a third of its scale under a claim of
+    # ε = 1: refused.
+    mechanism = _through_tensors(noisy_max.ReportNoisyMax)(epsilon=1.0)
+    real = exact.discrete_laplace
+    monkeypatch.setattr(
+        selection, "discrete_laplace", lambda pairs, rate, n: real(pairs, 3 * rate, n)
+    )
+    with pytest.raises(DPViolation):
+        check_mechanism(mechanism, samples=2_000, modes=("secure",))
+    assert "report_noisy_max_indices" in device_tensors
 
 
 @pytest.mark.usefixtures("device_tensors")

@@ -1,0 +1,296 @@
+"""The central selections on an accelerator's arrays: report-noisy-max, exponential, permute-and-flip.
+
+Each function takes utilities of shape (..., m) (one selection per row of the last axis, as on
+the host), computes on their device with their library's operations, and returns the chosen
+indices there, int64, of shape ``utilities.shape[:-1]`` (or (size,) for the exponential
+mechanism's ``size`` draws from one row), in the caller's array type.
+
+**Checks**, in the host's order of information: the dtype (real numbers, not booleans), the
+library's 64-bit types (JAX needs x64) and the shape (at least one candidate) from the array
+alone, and ``rng`` (a key or seed is taken from it, no word drawn); then the values, as the
+host's ``as_utilities`` (the declared validation, an
+:class:`~dpkit.errors.InvalidData` naming ``utilities`` that quotes no value): no NaN, no
++inf, at least one finite utility per row (−inf is a candidate never chosen). Only then is a
+word drawn.
+
+**Secure mode** (``rng=None`` or a :class:`~dpkit.randomness.SecureRandom`, ChaCha20 words
+on the device): :func:`report_noisy_max_indices` is the host's exact release
+(``dpkit_central.noisy_max.report_noisy_max_secure``): integer lattice scores
+k = round(u/2^e) (ties to even), iid discrete Laplace noise Z of the lattice's exact scale
+(:func:`dpkit.tensors.exact.discrete_laplace`, the host sampler's word map: for at most 2¹⁵
+utilities the same 64-bit words give the host's noise, bit for bit), arg-max of k + Z with
+the lowest index on ties. The scores are formed in float64 and int64 without big integers:
+
+* u·2^(−e) is two multiplications by powers of two (exact unless the result overflows, and a
+  result that underflows is below ½, which rounds to 0 either way), rounded half to even
+  (IEEE 754 roundToIntegralTiesToEven): the host's k wherever it is a finite double;
+* the relative score k_r − k* (k* the row's largest) is formed exactly by Knuth's TwoSum
+  (Knuth, TAOCP vol. 2, §4.2.2, Theorem B): d = fl(k_r − k*) and the error k_r − k* − d are
+  both integers, and their int64 sum is exact once |d| ≤ 2⁶² + 2¹²;
+* a score that overflows float64 (|u/2^e| ≥ 2¹⁰²⁴) belongs to a utility whose ulp is at least
+  2⁹⁷¹ lattice steps, so it differs from any other score by more than 2⁶² steps unless the
+  utilities are equal: such pairs are told apart by their utilities.
+
+Relative scores are clipped at −2⁶², as on the host: a clipped candidate cannot win while
+every |Z| < 2⁶¹ (the host's argument). Where some |Z| ≥ 2⁶¹ (probability below e^(−2¹⁵) a
+draw, for every scale the lattice allows) the host recomputes the row with Python integers
+and the device keeps the clipped scores; the two laws differ on that event only.
+
+The exponential mechanism's and permute-and-flip's secure samplers are exact rejection
+samplers on the host whose coins Bernoulli(e^(−γ)) need γ = λ(u* − u) as an exact rational
+(``dpkit_central._selection``); there is no device form of them yet, so their device paths
+take fast mode only and refuse secure mode (an :class:`~dpkit.errors.InvalidParameter`
+naming ``rng``, before any value is read).
+
+**Fast mode** (a numpy or ``torch.Generator``: torch's Philox on torch tensors, ChaCha20 keyed
+from a seed elsewhere; seedable, not attack-resistant), the host's fast algorithms with
+uniforms U = m·2⁻⁵³ for the top 53 bits m of 64-bit words (numpy's ``random()`` grid):
+
+* report-noisy-max: arg-max of u + b·(ln U₂′ − ln U₁′), U′ = U + 2⁻⁵³ on (0, 1] (Laplace
+  noise as in :mod:`dpkit.tensors.noise`);
+* exponential: inverse-CDF sampling on the float weights exp(λ(u − u*)) (the host's
+  ``sample_by_weight``: the first index whose cumulative weight exceeds U·total);
+* permute-and-flip: arrival times U₁ and coins U₂ < exp(λ(u − u*)); the accepted candidate
+  with the earliest arrival.
+
+These are the host's laws up to float rounding (a device's cumulative sum may add in a
+different order than numpy's).
+"""
+
+from __future__ import annotations
+
+from fractions import Fraction
+from typing import Any
+
+import numpy as np
+
+from dpkit.errors import InvalidData, InvalidParameter
+from dpkit.randomness.discrete import laplace_scale
+from dpkit.randomness.secure_rng import SecureRandom
+from dpkit.tensors.device_random import device_words, require_64_bit
+from dpkit.tensors.duchi import uniform_53
+from dpkit.tensors.exact import WordPairs, discrete_laplace
+from dpkit.tensors.libraries import ArrayLibrary
+
+__all__ = ["exponential_indices", "permute_and_flip_indices", "report_noisy_max_indices"]
+
+_UNIT = 2.0**-53
+_CLIP = 1 << 62
+_INT64_MIN = -(1 << 63)
+#: |fl(k_r − k*)| up to this is converted to int64 with its TwoSum error (|error| ≤ 2⁹).
+_EXACT_SPAN = float((1 << 62) + (1 << 12))
+
+
+def _secure(rng: Any) -> bool:
+    return rng is None or isinstance(rng, SecureRandom)
+
+
+def _check_structure(library: ArrayLibrary, values: Any, *, owner: str, field: str) -> None:
+    """The public checks: real dtype, 64-bit types, at least one candidate (no value read)."""
+    xp = library.xp
+    require_64_bit(
+        library, owner=owner, field=field, needs="the selection needs float64 and 64-bit integers"
+    )
+    if not xp.isdtype(values.dtype, ("integral", "real floating")):
+        raise InvalidData(
+            f"{owner}: {field} must be real numbers, got a {library.name} array of {values.dtype}",
+            field=field,
+        )
+    shape = tuple(values.shape)
+    if not shape or shape[-1] == 0:
+        raise InvalidData(
+            f"{owner}: {field} must hold at least one candidate along the last axis, "
+            f"got shape {shape}",
+            field=field,
+        )
+
+
+def _utilities(library: ArrayLibrary, values: Any, *, owner: str, field: str) -> Any:
+    """``values`` as float64 rows (R, m), refused (quoting no value) as the host refuses them."""
+    xp = library.xp
+    m = int(values.shape[-1])
+    u = xp.reshape(xp.astype(values, xp.float64), (-1, m))
+    if bool(xp.any(xp.isnan(u))):
+        raise InvalidData(
+            f"{owner}: {field} contain NaN; utilities must be finite, or -inf for a candidate "
+            "that is never chosen",
+            field=field,
+        )
+    if bool(xp.any(u == xp.inf)):
+        raise InvalidData(
+            f"{owner}: {field} contain +inf; utilities must be finite, or -inf for a "
+            "candidate that is never chosen",
+            field=field,
+        )
+    if int(u.shape[0]) and bool(xp.any(xp.all(u == -xp.inf, axis=-1))):
+        raise InvalidData(
+            f"{owner}: every candidate of a selection has utility -inf, so there is nothing "
+            "to choose; give at least one finite utility",
+            field=field,
+        )
+    return u
+
+
+def _uniforms(pairs: WordPairs, shape: tuple[int, ...]) -> Any:
+    """m·2⁻⁵³ (m the top 53 bits of fresh 64-bit words), uniform on [0, 1), of ``shape``."""
+    count = 1
+    for d in shape:
+        count *= d
+    high, low = pairs.take(count)
+    return pairs.xp.reshape(uniform_53(pairs.xp, high, low), shape)
+
+
+def _scale_by_power_of_two(xp: Any, u: Any, power: int) -> Any:
+    """u·2^power in two exact multiplications (each factor a normal double)."""
+    first = power // 2
+    return (u * 2.0**first) * 2.0 ** (power - first)
+
+
+def relative_scores(xp: Any, u: Any, exponent: int) -> Any:
+    """max(k_r − max_j k_j, −2⁶²) per row (int64), k = round(u/2^``exponent``) half to even,
+    exactly (module docstring); 0 for −inf utilities (masked by the caller). Overflows to
+    ±inf and the NaN of inf − inf are expected and masked (numpy-backed libraries are not
+    warned of them)."""
+    with np.errstate(over="ignore", invalid="ignore"):
+        return _relative_scores(xp, u, exponent)
+
+
+def _relative_scores(xp: Any, u: Any, exponent: int) -> Any:
+    finite = u > -xp.inf
+    k = xp.round(_scale_by_power_of_two(xp, xp.where(finite, u, 0.0), -exponent))
+    k = xp.where(finite, k, -xp.inf)
+    top = xp.max(k, axis=-1, keepdims=True)
+    top_utility = xp.max(u, axis=-1, keepdims=True)
+    both = xp.isfinite(k) & xp.isfinite(top)
+    same = xp.where(xp.isfinite(top), k == top, u == top_utility)
+    a = xp.where(both, k, 0.0)
+    b = xp.where(both, -top, 0.0)
+    d = a + b  # TwoSum: d + error = a + b exactly unless d overflows (then d = −inf: clipped)
+    virtual = d - a
+    error = (a - (d - virtual)) + (b - virtual)
+    exact = both & (d >= -_EXACT_SPAN)  # d is finite here: an overflow is −inf
+    d = xp.where(exact, d, 0.0)
+    error = xp.where(exact, error, 0.0)
+    rel = xp.astype(d, xp.int64) + xp.astype(error, xp.int64)
+    clip = xp.asarray(-_CLIP, dtype=xp.int64, device=_device(u))
+    rel = xp.where(exact, xp.maximum(rel, clip), clip)
+    return xp.where(same | ~finite, xp.zeros_like(rel), rel)
+
+
+def _device(array: Any) -> Any:
+    import array_api_compat
+
+    return array_api_compat.device(array)
+
+
+def report_noisy_max_indices(
+    library: ArrayLibrary,
+    values: Any,
+    *,
+    scale: float,
+    lattice: tuple[int, Fraction] | None,
+    rng: Any,
+    owner: str,
+    field: str = "utilities",
+) -> Any:
+    """arg-max_r (u_r + noise) per row, int64 on the device: in secure mode the host's exact
+    lattice release (``lattice`` = (e, t): lattice 2^e, discrete Laplace of scale t steps,
+    required then); in fast mode continuous Lap(``scale``) noise (module docstring)."""
+    xp = library.xp
+    _check_structure(library, values, owner=owner, field=field)
+    secure = _secure(rng)
+    if secure:
+        if lattice is None:
+            raise InvalidParameter(
+                "lattice", lattice, "(exponent, scale) in secure mode", owner=owner
+            )
+        exponent, steps = lattice
+        exact = laplace_scale(steps, "discrete_laplace")  # public: before any value
+    pairs = WordPairs(device_words(library, rng, owner=owner))  # rng checked: no word drawn
+    u = _utilities(library, values, owner=owner, field=field)
+    rows, m = int(u.shape[0]), int(u.shape[1])
+    out_shape = tuple(values.shape[:-1])
+    if secure:
+        rel = relative_scores(xp, u, exponent)
+        noise = xp.reshape(discrete_laplace(pairs, 1 / exact, rows * m), (rows, m))
+        noisy = rel + noise
+        floor = xp.asarray(_INT64_MIN, dtype=xp.int64, device=_device(noisy))
+        noisy = xp.where(u > -xp.inf, noisy, floor)
+    else:
+        first = _uniforms(pairs, (rows, m)) + _UNIT
+        second = _uniforms(pairs, (rows, m)) + _UNIT
+        with np.errstate(over="ignore"):  # near ±1.8e308 the sum may round to ±inf: same order
+            noisy = u + scale * (xp.log(second) - xp.log(first))  # −inf stays −inf
+    chosen = xp.astype(xp.argmax(noisy, axis=-1), xp.int64)
+    return xp.reshape(chosen, out_shape)
+
+
+def _refuse_secure(rng: Any, owner: str) -> None:
+    if _secure(rng):
+        raise InvalidParameter(
+            "rng",
+            rng,
+            "a numpy or torch Generator (fast mode) for an accelerator's array: secure mode's "
+            f"exact {owner} runs on the host only (pass a host array, e.g. tensor.cpu())",
+            owner=owner,
+        )
+
+
+def exponential_indices(
+    library: ArrayLibrary,
+    values: Any,
+    *,
+    rate: float,
+    rng: Any,
+    owner: str,
+    size: int | None = None,
+    field: str = "utilities",
+) -> Any:
+    """Fast mode's exponential mechanism on the device: index r with probability
+    ∝ exp(``rate``·u_r) per row, by inverse-CDF on the float weights (the host's
+    ``sample_by_weight``); with ``size``, that many draws from one row. Secure mode is refused
+    (module docstring)."""
+    xp = library.xp
+    _refuse_secure(rng, owner)
+    _check_structure(library, values, owner=owner, field=field)
+    pairs = WordPairs(device_words(library, rng, owner=owner))  # rng checked: no word drawn
+    u = _utilities(library, values, owner=owner, field=field)
+    with np.errstate(over="ignore"):  # an overflow to −inf is weight 0
+        z = (u - xp.max(u, axis=-1, keepdims=True)) * rate
+        cumulative = xp.cumulative_sum(xp.exp(z), axis=-1)
+    total = cumulative[:, -1:]
+    if size is not None:
+        target = _uniforms(pairs, (size,)) * total[0, 0]
+        target = xp.minimum(target, xp.nextafter(total[0, 0], xp.zeros_like(total[0, 0])))
+        return xp.astype(xp.searchsorted(cumulative[0, :], target, side="right"), xp.int64)
+    target = _uniforms(pairs, (int(u.shape[0]), 1)) * total
+    target = xp.minimum(target, xp.nextafter(total, xp.zeros_like(total)))
+    chosen = xp.sum(xp.astype(cumulative <= target, xp.int64), axis=-1)
+    return xp.reshape(chosen, tuple(values.shape[:-1]))
+
+
+def permute_and_flip_indices(
+    library: ArrayLibrary,
+    values: Any,
+    *,
+    rate: float,
+    rng: Any,
+    owner: str,
+    field: str = "utilities",
+) -> Any:
+    """Fast mode's permute-and-flip on the device: arrival times U₁, coins U₂ < exp(λ(u − u*)),
+    the accepted candidate with the earliest arrival (the host's fast algorithm). Secure mode
+    is refused (module docstring)."""
+    xp = library.xp
+    _refuse_secure(rng, owner)
+    _check_structure(library, values, owner=owner, field=field)
+    pairs = WordPairs(device_words(library, rng, owner=owner))  # rng checked: no word drawn
+    u = _utilities(library, values, owner=owner, field=field)
+    with np.errstate(over="ignore"):  # a gap beyond the float range → −inf → p = 0
+        p = xp.exp(rate * (u - xp.max(u, axis=-1, keepdims=True)))
+    shape = (int(u.shape[0]), int(u.shape[1]))
+    arrival = _uniforms(pairs, shape)
+    accepted = _uniforms(pairs, shape) < p  # the maximiser has p = 1 > U₂
+    arrival = xp.where(accepted, arrival, xp.inf)
+    chosen = xp.astype(xp.argmin(arrival, axis=-1), xp.int64)
+    return xp.reshape(chosen, tuple(values.shape[:-1]))

@@ -30,8 +30,9 @@ same read, the same harness): SmartNoise bounds a person to 10 rows over all cit
 ``max_ids``), the most dpkit's 2 cities × 5 rows allow.
 
 Ratios are dpkit / contender, medians of per-round ratios (CPU — every thread's, the process's
-``process_time`` — and wall). Peak resident memory is the process's (``ru_maxrss``) after all
-contenders. Writes section ``sql`` of ``benchmarks/results.json`` (``--no-save`` prints only).
+``process_time`` — and wall). Peak resident memory is each contender's alone: a fresh process
+(this script with ``--peak-of``) runs it once on the same file and reports its high-water
+mark (``VmHWM``). Writes section ``sql`` of ``benchmarks/results.json`` (``--no-save`` prints only).
 The machine is shared: quote the ratios measured in one run, not the seconds.
 """
 
@@ -158,6 +159,45 @@ def smartnoise_rows(path: Path, keys: list[str], rounds: int, warmup: int) -> li
     ]
 
 
+def contenders(path: Path, keys: list[str]) -> dict[str, Any]:
+    """Each contender as a call on the Parquet file at ``path``."""
+    import duckdb
+
+    import dpkit
+
+    query = dpkit.sql(STATEMENT, tables={"visits": str(path)}, keys=keys)
+    pushed = dpkit.sql(STATEMENT, tables={"visits": str(path)}, keys=keys, bounding="duckdb")
+    query.check_input(None)
+    pushed.check_input(None)
+    con = duckdb.connect()
+    rng = np.random.default_rng(0)
+    return {
+        "dpkit": lambda: query.run(rng=rng),
+        "dpkit_bounded_in_duckdb": lambda: pushed.run(rng=rng),
+        "duckdb_group_by": lambda: con.sql(PLAIN.format(path=path)).fetchall(),
+        "duckdb_truncation": lambda: con.sql(FLOOR.format(path=path)).fetchall(),
+    }
+
+
+def high_water_gib() -> float:
+    """This process's peak resident memory in GiB: ``VmHWM``, which ``execve`` resets (Linux's
+    ``ru_maxrss`` keeps the parent's peak across it), or ``ru_maxrss`` without ``/proc``."""
+    status = Path("/proc/self/status")
+    if status.exists():
+        for line in status.read_text().splitlines():
+            if line.startswith("VmHWM:"):
+                return int(line.split()[1]) / 2**20  # KiB -> GiB
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 2**20
+
+
+def peak_of(label: str, path: Path, keys: list[str]) -> float:
+    """GiB: the peak resident memory of a fresh process that runs ``label`` once on ``path``."""
+    command = [sys.executable, __file__, "--peak-of", label, "--parquet", str(path)]
+    command += ["--cities", str(len(keys))]
+    done = subprocess.run(command, capture_output=True, text=True, check=True)
+    return float(done.stdout.strip().splitlines()[-1])
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--rows", type=int, default=10_000_000)
@@ -168,11 +208,14 @@ def main() -> None:
     parser.add_argument("--peer-rows", type=int, default=0, help="0: no SmartNoise comparison")
     parser.add_argument("--scratch", type=Path, default=None)
     parser.add_argument("--no-save", action="store_true")
+    parser.add_argument("--peak-of", default=None, help=argparse.SUPPRESS)
+    parser.add_argument("--parquet", type=Path, default=None, help=argparse.SUPPRESS)
     args = parser.parse_args()
-
-    import duckdb
-
-    import dpkit
+    if args.peak_of:  # a child of peak_of: one call, then the peak in GiB
+        keys = [f"city{i:03d}" for i in range(args.cities)]
+        contenders(args.parquet, keys)[args.peak_of]()
+        print(high_water_gib())
+        return
 
     users = args.users or max(1, args.rows // 20)
     run = Run(
@@ -184,40 +227,13 @@ def main() -> None:
         path = Path(scratch) / "visits.parquet"
         write_parquet(path, args.rows, users, args.cities)
         keys = [f"city{i:03d}" for i in range(args.cities)]
-        query = dpkit.sql(STATEMENT, tables={"visits": str(path)}, keys=keys)
-        pushed = dpkit.sql(STATEMENT, tables={"visits": str(path)}, keys=keys, bounding="duckdb")
-        query.check_input(None)
-        pushed.check_input(None)
-        con = duckdb.connect()
-        rng = np.random.default_rng(0)
-
-        def private() -> object:
-            return query.run(rng=rng)
-
-        def private_in_duckdb() -> object:
-            return pushed.run(rng=rng)
-
-        def plain() -> object:
-            return con.sql(PLAIN.format(path=path)).fetchall()
-
-        def floor() -> object:
-            return con.sql(FLOOR.format(path=path)).fetchall()
-
-        timed = measure(
-            {
-                "dpkit": private,
-                "dpkit_bounded_in_duckdb": private_in_duckdb,
-                "duckdb_group_by": plain,
-                "duckdb_truncation": floor,
-            },
-            rounds=args.rounds,
-            warmup=args.warmup,
-        )
+        calls = contenders(path, keys)
+        timed = measure(calls, rounds=args.rounds, warmup=args.warmup)
+        peaks = {label: peak_of(label, path, keys) for label in calls}
         if args.peer_rows:
             path.unlink()
             write_parquet(path, args.peer_rows, max(1, args.peer_rows // 20), args.cities)
             peers = smartnoise_rows(path, keys, args.rounds, args.warmup)
-    peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 2**20  # KiB -> GiB
     rows = []
     for mine in ("dpkit", "dpkit_bounded_in_duckdb"):
         for label in ("duckdb_group_by", "duckdb_truncation"):
@@ -238,7 +254,8 @@ def main() -> None:
             f"{row['dpkit']:23s} / {row['contender']:18s}: CPU {row['ratio_cpu']:.2f}x, wall "
             f"{row['ratio_wall']:.2f}x  ({row['dpkit_cpu_s']} s CPU vs {row['contender_cpu_s']} s)"
         )
-    print(f"rows {args.rows:,}, users {users:,}, cities {args.cities}; peak RSS {peak:.2f} GiB")
+    memory = ", ".join(f"{label} {gib:.2f} GiB" for label, gib in peaks.items())
+    print(f"rows {args.rows:,}, users {users:,}, cities {args.cities}; peak RSS alone: {memory}")
     if not args.no_save:
         run.save(
             title=f"SQL: grouped id-level count + sum + mean over {args.rows:,} Parquet rows",
@@ -252,7 +269,7 @@ def main() -> None:
             ],
             rows=rows,
             notes=[
-                f"peak resident memory {peak:.2f} GiB (the whole process)",
+                f"peak resident memory, each alone in a fresh process: {memory}",
                 "dpkit bounds each aggregate separately (in numpy after DuckDB's per-record "
                 "steps, or in DuckDB); the truncation floor bounds once, in DuckDB",
             ],

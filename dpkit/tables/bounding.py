@@ -162,6 +162,15 @@ def row_priority(
     return mix((inner + occurrence.astype(np.uint64) * _ODD) ^ key.word(3))
 
 
+def _lengths(starts: NDArray[np.int64], n: int) -> NDArray[np.int64]:
+    """The length of each run of ``n`` sorted rows, from the runs' ``starts``."""
+    lengths = np.empty_like(starts)
+    if starts.size:
+        np.subtract(starts[1:], starts[:-1], out=lengths[:-1])
+        lengths[-1] = n - starts[-1]
+    return lengths
+
+
 def _runs(*sorted_keys: NDArray[Any]) -> NDArray[np.int64]:
     """Start of each run of equal keys (all arrays sorted together)."""
     n = sorted_keys[0].shape[0]
@@ -204,9 +213,11 @@ def keep_mask(
         if content is None
         else lexsort_codes(pairs, mix(content ^ _ODD), content)
     )
+    # Arrays are deleted as soon as they are spent: at 10⁷ rows each is 80 MB, and the
+    # bounding's peak memory is the sum of those alive at once.
     sorted_pairs = pairs[order]
     starts = _runs(sorted_pairs)
-    lengths = np.diff(np.r_[starts, n])
+    lengths = _lengths(starts, n)
     if content is not None:
         # Only the rows of a pair with more than R rows need priorities (a pair with at most
         # R keeps them all): rank those, within their pair, by priority, highest first; equal
@@ -216,25 +227,36 @@ def keep_mask(
             rows = order[crowded]
             crowded_pairs, crowded_content = sorted_pairs[crowded], content[rows]
             equal = _runs(crowded_pairs, crowded_content)
-            occurrence = np.arange(rows.size) - np.repeat(equal, np.diff(np.r_[equal, rows.size]))
+            occurrence = np.arange(rows.size) - np.repeat(equal, _lengths(equal, rows.size))
             priority = row_priority(pair_words[rows], crowded_content, occurrence, key)
             order[crowded] = rows[lexsort_codes(crowded_pairs, ~priority)]
-    rank = np.arange(n) - np.repeat(starts, lengths)
+    del sorted_pairs
     pair_kept = np.ones(starts.shape[0], dtype=np.bool_)
     if max_groups is not None:
         # Every row of a pair has the pair's words (see above): its first row's will do.
         heads = order[starts]
         priority = pair_priority(pair_words[heads], key)
         pair_ids = ids[heads]
+        del heads
         ranked = lexsort_codes(pair_ids, ~priority)
         ids_sorted, priority_sorted = pair_ids[ranked], priority[ranked]
+        del pair_ids, priority
+        pairs_count = ranked.shape[0]
         id_starts = _runs(ids_sorted)
-        id_first = np.repeat(id_starts, np.diff(np.r_[id_starts, ranked.shape[0]]))
+        id_first = np.repeat(id_starts, _lengths(id_starts, pairs_count))
+        del id_starts
         tie_starts = _runs(ids_sorted, priority_sorted)
-        tie_ends = np.r_[tie_starts[1:], ranked.shape[0]] - 1
-        tie_last = np.repeat(tie_ends, np.diff(np.r_[tie_starts, ranked.shape[0]]))
+        del ids_sorted, priority_sorted
+        tie_last = np.repeat(
+            np.r_[tie_starts[1:], pairs_count] - 1, _lengths(tie_starts, pairs_count)
+        )
+        del tie_starts
         # At most G pairs of the id have a priority ≥ this pair's (ties counted in full).
-        pair_kept[ranked] = tie_last - id_first + 1 <= max_groups
+        tie_last -= id_first
+        del id_first
+        pair_kept[ranked] = tie_last + 1 <= max_groups
+        del ranked, tie_last
+    rank = np.arange(n) - np.repeat(starts, lengths)
     kept = (rank < max_rows) & np.repeat(pair_kept, lengths)
     keep[order] = kept
     first[order] = kept & (rank == 0)

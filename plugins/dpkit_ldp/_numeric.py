@@ -212,6 +212,14 @@ class NumericMechanism(Mechanism):
         result: NDArray[np.float64] = np.clip((values - self.centre) / self.scale, low, high)
         return result
 
+    def standard_operands(self, xp: Any, outputs: Any, inputs: Any) -> tuple[Any, Any]:
+        """(``from_data(outputs)``, ``standardize(inputs)``) of float64 arrays of the namespace
+        ``xp`` (numpy's on the host, an accelerator's for ``log_probability`` there): the same
+        IEEE 754 operations in the same order, so the same numbers on either."""
+        low, high = self.standard
+        y = (outputs - self.centre) / self.scale
+        return y, xp.clip((inputs - self.centre) / self.scale, low, high)
+
     def to_data(self, standard: NDArray[np.float64]) -> NDArray[np.float64]:
         """Reports in standard units → the data's scale."""
         result: NDArray[np.float64] = self.centre + self.scale * standard

@@ -48,7 +48,13 @@ import attrs
 import numpy as np
 from numpy.typing import NDArray
 
-from dpkit.plugin import ArrayLibrary, LatticeLaw, SecureRandom, piecewise_reports
+from dpkit.plugin import (
+    ArrayLibrary,
+    LatticeLaw,
+    SecureRandom,
+    device_operands,
+    piecewise_reports,
+)
 from dpkit_ldp._lattice import BandLattice, lattice_exponent, stochastic_round
 from dpkit_ldp._numeric import NumericMechanism, check_scalar
 
@@ -89,17 +95,28 @@ def piecewise_variance(t: Any, epsilon: float) -> NDArray[np.float64]:
 
 def piecewise_log_density(y: Any, t: Any, epsilon: float) -> NDArray[np.float64]:
     """log of the density of a report y (standard units) given t; −inf outside [−C, C]."""
-    c, width = piecewise_bound(epsilon), piecewise_band_width(epsilon)
     y_arr, t_arr = np.broadcast_arrays(
         np.asarray(y, dtype=np.float64), np.asarray(t, dtype=np.float64)
     )
-    left = (1.0 + width / 2.0) * t_arr - width / 2.0  # (C + 1)/2·t − (C − 1)/2
+    return np.asarray(_log_density(np, None, y_arr, t_arr, epsilon), dtype=np.float64)
+
+
+def _log_density(xp: Any, device: Any, y: Any, t: Any, epsilon: float) -> Any:
+    """:func:`piecewise_log_density` of float64 arrays of the namespace ``xp`` on ``device``
+    (numpy's on the host): the logarithms are constants, the arrays only multiplied, added and
+    compared, so an accelerator's numbers are the host's."""
+    c, width = piecewise_bound(epsilon), piecewise_band_width(epsilon)
+    left = (1.0 + width / 2.0) * t - width / 2.0  # (C + 1)/2·t − (C − 1)/2
     right = left + width
     # log p = log(π_band/(C − 1)), computed as log π_band − log(C − 1).
     log_high = -math.log1p(math.exp(-epsilon / 2.0)) - math.log(width)
-    inside = (y_arr >= left) & (y_arr <= right)
-    within = (y_arr >= -c) & (y_arr <= c)
-    return np.where(within, np.where(inside, log_high, log_high - epsilon), -np.inf)
+    inside = (y >= left) & (y <= right)
+    within = (y >= -c) & (y <= c)
+    high, low, none = (
+        xp.asarray(value, dtype=xp.float64, device=device)
+        for value in (log_high, log_high - epsilon, -math.inf)
+    )
+    return xp.where(within, xp.where(inside, high, low), none)
 
 
 def _sample_fast(t: NDArray[np.float64], epsilon: float, rng: Any) -> NDArray[np.float64]:
@@ -247,7 +264,7 @@ class Piecewise(NumericMechanism):
     name: ClassVar[str] = "pm"
     output_type: ClassVar[Literal["discrete", "continuous"]] = "continuous"
     statistic: ClassVar[str] = "mean"
-    device_methods: ClassVar[frozenset[str]] = frozenset({"randomize"})
+    device_methods: ClassVar[frozenset[str]] = frozenset({"randomize", "log_probability"})
 
     @property
     def bound(self) -> float:
@@ -271,9 +288,20 @@ class Piecewise(NumericMechanism):
     def _standard_variance(self, t: NDArray[np.float64]) -> NDArray[np.float64]:
         return piecewise_variance(t, self.epsilon)
 
-    def log_probability(self, outputs: Any, inputs: Any, /) -> NDArray[np.float64]:
+    def log_probability(self, outputs: Any, inputs: Any, /) -> Any:
         """The log-density of a report on the data's scale (fast mode's continuous law; secure
-        mode's lattice law is :class:`PiecewiseLattice` 's, within O(g) of it)."""
+        mode's lattice law is :class:`PiecewiseLattice` 's, within O(g) of it).
+
+        An accelerator's array (either operand) is scored on its device, float64, in its type,
+        by the same operations in its namespace (:mod:`dpkit.tensors.log_probability`: a numpy
+        or list operand beside it is copied there), so the host's numbers.
+        """
+        operands = device_operands(outputs, inputs, owner=self.name)
+        if operands is not None:
+            library = operands.library
+            y, t = self.standard_operands(library.xp, *operands.reals(owner=self.name))
+            density = _log_density(library.xp, library.device, y, t, self.epsilon)
+            return density - math.log(self.scale)
         y = self.from_data(np.asarray(outputs, dtype=np.float64))
         t = self.standardize(np.asarray(inputs, dtype=np.float64))
         return piecewise_log_density(y, t, self.epsilon) - math.log(self.scale)

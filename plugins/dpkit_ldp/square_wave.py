@@ -66,6 +66,7 @@ from dpkit.plugin import (
     ReportHistogram,
     SecureRandom,
     array_library,
+    device_operands,
     parameter,
     report_histogram,
     square_wave_reports,
@@ -299,7 +300,7 @@ class SquareWave(NumericMechanism):
     output_type: ClassVar[Literal["discrete", "continuous"]] = "continuous"
     statistic: ClassVar[str] = "distribution"
     standard: ClassVar[tuple[float, float]] = (0.0, 1.0)
-    device_methods: ClassVar[frozenset[str]] = frozenset({"randomize"})
+    device_methods: ClassVar[frozenset[str]] = frozenset({"randomize", "log_probability"})
 
     lower: float = lower_parameter(0.0)
     upper: float = upper_parameter(1.0)
@@ -332,15 +333,35 @@ class SquareWave(NumericMechanism):
         """(p, q) in standard units."""
         return _densities(self.epsilon)
 
-    def log_probability(self, outputs: Any, inputs: Any, /) -> NDArray[np.float64]:
-        """The log-density of a report on the data's scale (fast mode's continuous law)."""
+    def log_probability(self, outputs: Any, inputs: Any, /) -> Any:
+        """The log-density of a report on the data's scale (fast mode's continuous law).
+
+        An accelerator's array (either operand) is scored on its device, float64, in its type,
+        by the same operations in its namespace (:mod:`dpkit.tensors.log_probability`: a numpy
+        or list operand beside it is copied there), so the host's numbers.
+        """
+        operands = device_operands(outputs, inputs, owner=self.name)
+        if operands is not None:
+            library = operands.library
+            y, v = self.standard_operands(library.xp, *operands.reals(owner=self.name))
+            return self._log_density(library.xp, library.device, y, v)
         y = self.from_data(np.asarray(outputs, dtype=np.float64))
         v = self.standardize(np.asarray(inputs, dtype=np.float64))
+        return np.asarray(self._log_density(np, None, y, v), dtype=np.float64)
+
+    def _log_density(self, xp: Any, device: Any, y: Any, v: Any) -> Any:
+        """The log-density of float64 arrays of the namespace ``xp`` on ``device`` (numpy's on
+        the host), y and v in standard units: the logarithms are constants, the arrays only
+        subtracted, compared and selected, so an accelerator's numbers are the host's."""
         b = self.half_width
         p, q = self.densities
+        high, low, none = (
+            xp.asarray(value, dtype=xp.float64, device=device)
+            for value in (math.log(p), math.log(q), -math.inf)
+        )
         within = (y >= -b) & (y <= 1.0 + b)
-        density = np.where(np.abs(y - v) <= b, math.log(p), math.log(q)) - math.log(self.scale)
-        return np.where(within, density, -np.inf)
+        density = xp.where(xp.abs(y - v) <= b, high, low) - math.log(self.scale)
+        return xp.where(within, density, none)
 
     @property
     def report_edges(self) -> NDArray[np.float64]:

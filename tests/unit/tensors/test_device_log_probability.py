@@ -1,6 +1,6 @@
 """``log_probability`` on the device path, run on the CPU (torch tensors and array-api-strict
-arrays treated as an accelerator's): for rr, krr, sue, oue, laplace, geometric and gaussian the
-device computes the host's formula with the same float64 operations in the same order, so the
+arrays treated as an accelerator's): for rr, krr, sue, oue, laplace, geometric, gaussian, pm and
+sw the device computes the host's formula with the same float64 operations in the same order, so the
 result equals the host's on the same numpy arrays exactly (NaN where the host has NaN), over the
 whole output space or a grid with outputs outside it; in the caller's type, float64, broadcast
 as on the host; numpy operands copied to the device; and the host's refusals (the same field),
@@ -18,7 +18,13 @@ torch = pytest.importorskip("torch")
 xs = pytest.importorskip("array_api_strict")
 
 from dpkit_central import gaussian, geometric, laplace  # noqa: E402
-from dpkit_ldp import kary_rr, randomized_response, unary_encoding  # noqa: E402
+from dpkit_ldp import (  # noqa: E402
+    kary_rr,
+    piecewise,
+    randomized_response,
+    square_wave,
+    unary_encoding,
+)
 from support import device_reference  # noqa: E402
 
 from dpkit.errors import InvalidData  # noqa: E402
@@ -32,6 +38,8 @@ OUE = unary_encoding.OptimizedUnaryEncoding(epsilon=2.0, k=8)  # one byte, no pa
 LAPLACE = laplace.Laplace(epsilon=0.9, sensitivity=2.0)
 GEOMETRIC = geometric.Geometric(epsilon=0.5)
 GAUSSIAN = gaussian.Gaussian(epsilon=1.0, delta=1e-6)
+PM = piecewise.Piecewise(epsilon=1.0, lower=-2.0, upper=3.0)  # reports within 0.5 ± 10.2
+SW = square_wave.SquareWave(epsilon=1.5, lower=-1.0, upper=2.0)  # reports within [-2.1, 3.1]
 
 LIBRARIES: dict[str, Callable[[np.ndarray[Any, Any]], Any]] = {
     "torch": lambda a: torch.from_numpy(np.ascontiguousarray(a)),
@@ -64,10 +72,13 @@ def _grid(mechanism: Any) -> tuple[np.ndarray[Any, Any], np.ndarray[Any, Any]]:
     if mechanism in (SUE, OUE):
         return _space(mechanism), np.arange(mechanism.k)[:, None]
     special = [np.inf, -np.inf, np.nan, 1e15 + 0.5, -7.25]
-    return np.concatenate([np.arange(-6.0, 6.5, 0.5), special]), np.array([[0.0], [2.0], [-3.5]])
+    outputs = np.concatenate([np.arange(-6.0, 6.5, 0.5), special])
+    if mechanism is PM:  # its reports reach ±10.2 around 0.5
+        outputs = np.concatenate([outputs, [-9.75, 10.75, -11.0, 12.0]])
+    return outputs, np.array([[0.0], [2.0], [-3.5], [np.nan], [0.1]])
 
 
-CASES = [RR, KRR, SUE, OUE, LAPLACE, GEOMETRIC, GAUSSIAN]
+CASES = [RR, KRR, SUE, OUE, LAPLACE, GEOMETRIC, GAUSSIAN, PM, SW]
 
 
 @pytest.mark.usefixtures("on_device")
@@ -85,6 +96,8 @@ def test_the_device_scores_every_output_as_the_host_does(mechanism: Any, library
     assert expected.shape == (inputs.shape[0], outputs.shape[0])
     if mechanism in (RR, KRR):  # the whole output space is scored, and outside it log q
         assert len(np.unique(expected)) == 2
+    if mechanism in (PM, SW):  # in the band, outside it, and outside the reports' range
+        assert np.isneginf(expected).any() and len(np.unique(expected[expected > -np.inf])) == 2
 
 
 @pytest.mark.usefixtures("on_device")
@@ -200,3 +213,28 @@ def test_a_library_without_64_bit_types_is_refused_before_any_value(
     with pytest.raises(InvalidData, match="log-probabilities are float64") as refused:
         mechanism.log_probability(torch.from_numpy(outputs), np.zeros((3, 1), dtype=np.int64))
     assert refused.value.field == "outputs"
+
+
+@pytest.mark.usefixtures("on_device")
+@pytest.mark.parametrize("library", LIBRARIES)
+@pytest.mark.parametrize("mechanism", [PM, SW], ids=lambda m: m.name)
+def test_a_report_at_the_edge_of_a_band_is_scored_as_on_the_host(
+    mechanism: Any, library: str
+) -> None:
+    # The band's ends for random inputs, on the data's scale, and one ulp either side: each
+    # compared with the host's rounding, so each on the host's side of the edge.
+    x = np.random.default_rng(7).uniform(mechanism.lower, mechanism.upper, size=64)
+    t = mechanism.standardize(x)
+    if mechanism is PM:
+        width = piecewise.piecewise_band_width(mechanism.epsilon)
+        left = (1.0 + width / 2.0) * t - width / 2.0
+        edges = np.stack([left, left + width])
+    else:
+        edges = np.stack([t - mechanism.half_width, t + mechanism.half_width])
+    edges = mechanism.to_data(edges)
+    outputs = np.concatenate([edges, np.nextafter(edges, -np.inf), np.nextafter(edges, np.inf)])
+    expected = mechanism.log_probability(outputs, x)
+    assert len(np.unique(expected)) == 2  # both levels are met
+    spell = LIBRARIES[library]
+    got = mechanism.log_probability(spell(outputs), spell(x))
+    assert np.array_equal(_numpy(got), expected)

@@ -91,7 +91,8 @@ square wave's, :func:`noisy_list_counts` the noisy degrees and k-stars of neighb
 the device or the host, :func:`device_operands` puts its two operands on one device (or
 says the numpy path runs), :func:`where_equal` scores randomized response (and
 ``DeviceOperands.reals`` reads a density's operands as float64),
-:func:`unary_log_probability` scores packed unary reports. A
+:func:`unary_log_probability` scores packed unary reports, :func:`hadamard_log_probability`
+Hadamard response's. A
 mechanism or estimator that computes on such arrays names those methods in ``device_methods``;
 host arrays of every library reach every mechanism as numpy views (:mod:`dpkit.tensors.methods`).
 
@@ -197,7 +198,7 @@ from dpkit.tensors.dbitflip import dbitflip_counts, dbitflip_reports
 from dpkit.tensors.device_random import DeviceWords, device_words, host_rng, uniform_below
 from dpkit.tensors.duchi import duchi_reports
 from dpkit.tensors.duchi_multi import duchi_multi_reports
-from dpkit.tensors.hadamard import hadamard_reports
+from dpkit.tensors.hadamard import hadamard_log_probability, hadamard_reports
 from dpkit.tensors.hashing import hashed_reports, hashed_support_counts
 from dpkit.tensors.lattice import LatticeLaw
 from dpkit.tensors.libraries import ArrayLibrary, StandardUnits, array_library
@@ -321,6 +322,7 @@ __all__ = [
     "gaussian_noise",
     "geometric_digits",
     "geometric_noise",
+    "hadamard_log_probability",
     "hadamard_reports",
     "hadamard_sketch_counts",
     "hadamard_sketch_reports",

@@ -56,6 +56,8 @@ from dpkit.plugin import (
     SecureRandom,
     array_library,
     category_counts,
+    device_operands,
+    hadamard_log_probability,
     hadamard_reports,
     lie_threshold,
     parameter,
@@ -125,7 +127,7 @@ class HadamardResponse(CategoricalInput, Mechanism):
 
     name: ClassVar[str] = "hr"
     kind: ClassVar[Literal["local", "central"]] = "local"
-    device_methods: ClassVar[frozenset[str]] = frozenset({"randomize"})
+    device_methods: ClassVar[frozenset[str]] = frozenset({"randomize", "log_probability"})
 
     epsilon: float = parameter(EPSILON, doc="privacy loss ε per report", typical=(0.05, 6.0))
     k: int = parameter(  # the estimator holds K = 2^⌈log₂(k+1)⌉ counts
@@ -210,11 +212,27 @@ class HadamardResponse(CategoricalInput, Mechanism):
         reports: NDArray[np.int64] = y.astype(np.int64)
         return reports
 
-    def log_probability(self, outputs: Any, inputs: Any, /) -> NDArray[np.float64]:
-        """log P[y | x]: log(2e^ε/(K(e^ε+1))) for y ∈ C_x, log(2/(K(e^ε+1))) otherwise."""
+    def log_probability(self, outputs: Any, inputs: Any, /) -> Any:
+        """log P[y | x]: log(2e^ε/(K(e^ε+1))) for y ∈ C_x, log(2/(K(e^ε+1))) otherwise.
+
+        An accelerator's array (either operand) is scored on its device, float64, in its type:
+        the same two numbers chosen by the same parity
+        (:func:`dpkit.plugin.hadamard_log_probability`; a numpy or list operand beside it is
+        copied there), refused as here (the same fields).
+        """
+        base = math.log(2.0 / self.output_size) - math.log1p(math.exp(-self.epsilon))
+        operands = device_operands(outputs, inputs, owner=self.name)
+        if operands is not None:
+            return hadamard_log_probability(
+                operands.library,
+                operands.outputs,
+                operands.inputs,
+                k=self.k,
+                log_terms=(base, base - self.epsilon),
+                owner=self.name,
+            )
         y = as_category_indices(outputs, self.output_size, owner=self.name, field="outputs")
         x = as_category_indices(inputs, self.k, owner=self.name, field="inputs")
-        base = math.log(2.0 / self.output_size) - math.log1p(math.exp(-self.epsilon))
         return np.where(self.in_support(y, x), base, base - self.epsilon)
 
     def output_space(self) -> NDArray[np.int64]:

@@ -158,6 +158,7 @@ PLUGIN_FACE = {
     "hashed_reports",
     "hashed_support_counts",
     "hadamard_reports",
+    "hadamard_log_probability",
     "duchi_reports",
     "multibit_reports",
     "piecewise_reports",

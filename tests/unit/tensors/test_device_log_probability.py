@@ -1,6 +1,6 @@
 """``log_probability`` on the device path, run on the CPU (torch tensors and array-api-strict
-arrays treated as an accelerator's): for rr, krr, sue, oue, laplace, geometric, gaussian, pm and
-sw the device computes the host's formula with the same float64 operations in the same order, so the
+arrays treated as an accelerator's): for rr, krr, sue, oue, hr, laplace, geometric, gaussian, pm
+and sw the device computes the host's formula with the same float64 operations in the same order, so the
 result equals the host's on the same numpy arrays exactly (NaN where the host has NaN), over the
 whole output space or a grid with outputs outside it; in the caller's type, float64, broadcast
 as on the host; numpy operands copied to the device; and the host's refusals (the same field),
@@ -8,6 +8,7 @@ the dtypes and shapes before any value."""
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable
 from typing import Any
 
@@ -19,6 +20,7 @@ xs = pytest.importorskip("array_api_strict")
 
 from dpkit_central import gaussian, geometric, laplace  # noqa: E402
 from dpkit_ldp import (  # noqa: E402
+    hadamard,
     kary_rr,
     piecewise,
     randomized_response,
@@ -35,6 +37,7 @@ RR = randomized_response.RandomizedResponse(epsilon=1.3)
 KRR = kary_rr.KaryRandomizedResponse(epsilon=0.7, k=5)
 SUE = unary_encoding.SymmetricUnaryEncoding(epsilon=1.0, k=10)  # two bytes, six padding bits
 OUE = unary_encoding.OptimizedUnaryEncoding(epsilon=2.0, k=8)  # one byte, no padding
+HR = hadamard.HadamardResponse(epsilon=1.1, k=6)  # reports in [8]
 LAPLACE = laplace.Laplace(epsilon=0.9, sensitivity=2.0)
 GEOMETRIC = geometric.Geometric(epsilon=0.5)
 GAUSSIAN = gaussian.Gaussian(epsilon=1.0, delta=1e-6)
@@ -71,6 +74,8 @@ def _grid(mechanism: Any) -> tuple[np.ndarray[Any, Any], np.ndarray[Any, Any]]:
         return np.arange(-1, k + 2), np.arange(k)[:, None]
     if mechanism in (SUE, OUE):
         return _space(mechanism), np.arange(mechanism.k)[:, None]
+    if mechanism is HR:  # the host refuses an output outside [K]
+        return np.arange(mechanism.output_size), np.arange(mechanism.k)[:, None]
     special = [np.inf, -np.inf, np.nan, 1e15 + 0.5, -7.25]
     outputs = np.concatenate([np.arange(-6.0, 6.5, 0.5), special])
     if mechanism is PM:  # its reports reach ±10.2 around 0.5
@@ -78,7 +83,7 @@ def _grid(mechanism: Any) -> tuple[np.ndarray[Any, Any], np.ndarray[Any, Any]]:
     return outputs, np.array([[0.0], [2.0], [-3.5], [np.nan], [0.1]])
 
 
-CASES = [RR, KRR, SUE, OUE, LAPLACE, GEOMETRIC, GAUSSIAN, PM, SW]
+CASES = [RR, KRR, SUE, OUE, HR, LAPLACE, GEOMETRIC, GAUSSIAN, PM, SW]
 
 
 @pytest.mark.usefixtures("on_device")
@@ -94,7 +99,7 @@ def test_the_device_scores_every_output_as_the_host_does(mechanism: Any, library
     # The same operations in the same order: equal to the bit (NaN where the host has NaN).
     assert np.array_equal(_numpy(got), expected, equal_nan=True)
     assert expected.shape == (inputs.shape[0], outputs.shape[0])
-    if mechanism in (RR, KRR):  # the whole output space is scored, and outside it log q
+    if mechanism in (RR, KRR, HR):  # the whole output space is scored (rr, krr: outside it)
         assert len(np.unique(expected)) == 2
     if mechanism in (PM, SW):  # in the band, outside it, and outside the reports' range
         assert np.isneginf(expected).any() and len(np.unique(expected[expected > -np.inf])) == 2
@@ -112,6 +117,9 @@ def test_the_operands_broadcast_and_a_numpy_operand_is_copied_to_the_device(
     elif mechanism in (RR, KRR):
         outputs = rng.integers(0, 2 if mechanism is RR else mechanism.k, size=(2, 1, 3))
         inputs = rng.integers(0, 2 if mechanism is RR else mechanism.k, size=(4, 1))
+    elif mechanism is HR:
+        outputs = rng.integers(0, mechanism.output_size, size=(2, 1, 3)).astype(np.uint8)
+        inputs = rng.integers(0, mechanism.k, size=(4, 1))
     else:
         outputs = rng.integers(-4, 5, size=(2, 1, 3)).astype(np.float64)
         inputs = rng.integers(-4, 5, size=(4, 1)).astype(np.float32)
@@ -168,6 +176,65 @@ def test_unary_reports_are_refused_as_on_the_host(
         with pytest.raises(InvalidData) as on_device:
             SUE.log_probability(spell(reports), spell(indices))
         assert on_device.value.field == on_host.value.field == field
+
+
+@pytest.mark.usefixtures("on_device")
+@pytest.mark.parametrize(
+    ("reports", "indices", "field"),
+    [
+        (np.zeros(3, dtype=np.float64), np.zeros(3, dtype=np.int64), "outputs"),
+        (np.zeros(3, dtype=np.bool_), np.zeros(3, dtype=np.int64), "outputs"),  # K = 8
+        (np.zeros(3, dtype=np.int8), np.zeros(3, dtype=np.float32), "inputs"),
+        (np.zeros(3, dtype=np.int8), np.zeros(3, dtype=np.bool_), "inputs"),  # k = 6
+        (np.array([0, 8, 1], dtype=np.int8), np.zeros(3, dtype=np.int64), "outputs"),
+        (np.array([0, -1, 1]), np.zeros(3, dtype=np.int64), "outputs"),
+        (np.array([2**63, 0, 1], dtype=np.uint64), np.zeros(3, dtype=np.int64), "outputs"),
+        (np.zeros(3, dtype=np.int64), np.array([0, 6, 1], dtype=np.uint8), "inputs"),
+        (np.zeros(3, dtype=np.int64), np.array([0, -1, 1], dtype=np.int16), "inputs"),
+    ],
+    ids=[
+        "float outputs",
+        "boolean outputs",
+        "float inputs",
+        "boolean inputs",
+        "output K",
+        "output -1",
+        "output 2^63",
+        "input k",
+        "input -1",
+    ],
+)
+def test_hadamard_reports_are_refused_as_on_the_host(
+    reports: np.ndarray[Any, Any], indices: np.ndarray[Any, Any], field: str
+) -> None:
+    with pytest.raises(InvalidData) as on_host:
+        HR.log_probability(reports, indices)
+    assert on_host.value.field == field
+    for spell in LIBRARIES.values():
+        with pytest.raises(InvalidData) as on_device:
+            HR.log_probability(spell(reports), spell(indices))
+        assert on_device.value.field == field
+        assert not re.search(r"contain -?\d", str(on_device.value))  # quotes no value
+
+
+@pytest.mark.usefixtures("on_device")
+def test_hadamard_decides_dtypes_and_shapes_before_any_value_and_takes_empty_inputs() -> None:
+    out_of_range = torch.tensor([0, 9, 1])  # a value refusal for outputs, read last
+    with pytest.raises(InvalidData) as refused:
+        HR.log_probability(out_of_range, torch.zeros(3))  # float inputs: a dtype refusal
+    assert refused.value.field == "inputs"
+    with pytest.raises(ValueError):  # the shapes do not broadcast: numpy's error first
+        HR.log_probability(out_of_range, torch.zeros(2, dtype=torch.int64))
+    outputs = np.arange(HR.output_size)
+    empty = np.zeros((0, 1), dtype=np.float64)  # an empty input of any dtype
+    assert HR.log_probability(outputs, empty).shape == (0, 8)
+    assert HR.log_probability(torch.from_numpy(outputs), empty).shape == (0, 8)
+    two = hadamard.HadamardResponse(epsilon=0.5, k=2)  # booleans index as 0/1 (k = 2)
+    inputs = np.array([[True], [False]])
+    expected = two.log_probability(np.arange(4), inputs)
+    assert np.array_equal(expected, two.log_probability(np.arange(4), inputs.astype(np.int64)))
+    got = two.log_probability(torch.arange(4), torch.from_numpy(inputs))
+    assert np.array_equal(got.numpy(), expected)
 
 
 @pytest.mark.usefixtures("on_device")

@@ -232,3 +232,23 @@ def test_selections_on_cuda_stay_there_and_have_their_laws(name: str, rng: str |
     keep = p > 0
     expected = p[keep] / p[keep].sum() * counts.sum()
     assert stats.chisquare(counts[keep], expected).pvalue > 1e-6
+
+
+@pytest.mark.parametrize(
+    ("name", "parameters"),
+    [("pm", {"lower": -2.0, "upper": 3.0}), ("sw", {}), ("hr", {"k": 6})],
+)
+def test_a_density_and_a_parity_are_scored_on_cuda_as_the_host_does(
+    name: str, parameters: dict[str, float]
+) -> None:
+    mechanism = dpkit.mechanism(name, epsilon=1.0, **parameters)
+    if name == "hr":
+        outputs, inputs = np.arange(8), np.arange(6)[:, None]
+    else:  # reports drawn by the mechanism, and a grid through and beyond their range
+        inputs = np.linspace(mechanism.lower, mechanism.upper, 33)[:, None]
+        drawn = mechanism.randomize(np.repeat(inputs[:, 0], 8), rng=np.random.default_rng(3))
+        outputs = np.concatenate([drawn, np.linspace(-12.0, 12.0, 97)])
+    expected = mechanism.log_probability(outputs, inputs)
+    got = mechanism.log_probability(torch.from_numpy(outputs).cuda(), inputs)
+    assert got.device.type == "cuda" and got.dtype == torch.float64
+    assert np.array_equal(got.cpu().numpy(), expected)

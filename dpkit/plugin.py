@@ -92,7 +92,7 @@ the device or the host, :func:`device_operands` puts its two operands on one dev
 says the numpy path runs), :func:`where_equal` scores randomized response (and
 ``DeviceOperands.reals`` reads a density's operands as float64),
 :func:`unary_log_probability` scores packed unary reports, :func:`hadamard_log_probability`
-Hadamard response's. A
+Hadamard response's and :func:`dbitflip_log_probability` dBitFlip's. A
 mechanism or estimator that computes on such arrays names those methods in ``device_methods``;
 host arrays of every library reach every mechanism as numpy views (:mod:`dpkit.tensors.methods`).
 
@@ -194,7 +194,7 @@ from dpkit.tables import (
 )
 from dpkit.tensors.bits import flip_bits, flip_graph
 from dpkit.tensors.categories import category_counts, check_categories, kary_response
-from dpkit.tensors.dbitflip import dbitflip_counts, dbitflip_reports
+from dpkit.tensors.dbitflip import dbitflip_counts, dbitflip_log_probability, dbitflip_reports
 from dpkit.tensors.device_random import DeviceWords, device_words, host_rng, uniform_below
 from dpkit.tensors.duchi import duchi_reports
 from dpkit.tensors.duchi_multi import duchi_multi_reports
@@ -304,6 +304,7 @@ __all__ = [
     "check_rng",
     "column_kinds",
     "dbitflip_counts",
+    "dbitflip_log_probability",
     "dbitflip_reports",
     "density_log_probability",
     "describe_dtype",

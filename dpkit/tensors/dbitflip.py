@@ -18,11 +18,13 @@ rejected word), each draw starting on a fresh block; then bit p of report i is d
 (torch: a ``torch.uint64`` tensor, as its host path returns), so 64-bit integers are needed
 (JAX without x64 is refused before any value is read). The counts are (N_v, B_v): the reports
 whose buckets hold v, and the sum of their bits at v, counted on the device as the 2k cells
-2·j + b; only those come back.
+2·j + b; only those come back. :func:`dbitflip_log_probability` scores reports there as the CPU
+does: the number of bits flipped, times log φ, plus the others', times log(1 − φ).
 """
 
 from __future__ import annotations
 
+import math
 from typing import Any
 
 import numpy as np
@@ -34,7 +36,7 @@ from dpkit.tensors.device_random import device_words, require_64_bit, uniform_be
 from dpkit.tensors.duchi import below_64
 from dpkit.tensors.libraries import ArrayLibrary
 
-__all__ = ["dbitflip_counts", "dbitflip_reports"]
+__all__ = ["dbitflip_counts", "dbitflip_log_probability", "dbitflip_reports"]
 
 
 def _as_uint64(library: ArrayLibrary, array: Any) -> Any:
@@ -118,3 +120,81 @@ def dbitflip_counts(
     cells = category_counts(library, 2 * buckets + bits, 2 * k, owner=owner, field=field)
     ones = cells[1::2]
     return cells[0::2] + ones, ones, shape[0]
+
+
+def dbitflip_log_probability(
+    library: ArrayLibrary,
+    reports: Any,
+    indices: Any,
+    *,
+    k: int,
+    d: int,
+    repeats: int,
+    log_terms: tuple[float, float, float],
+    owner: str,
+) -> Any:
+    """log P[report | x] of reports (…, d, 2), or (…, T, d, 2) for ``repeats`` = T > 1, and
+    bucket indices x (broadcasting over …), float64 on their device, by the CPU's operations:
+    with f the bits flipped (a one off x's bucket or a zero on it) and ``log_terms`` =
+    (log φ, log(1 − φ), ln(k!/(k − d)!)), f·log φ + (d − f)·log(1 − φ) − ln(k!/(k − d)!);
+    −inf unless the d buckets are distinct and in 0 … k − 1, the bits 0/1 and the T reports
+    identical.
+
+    Refused as on the CPU (the same fields): indices not integers (booleans for k = 2) in
+    0 … k − 1 (``inputs``; an empty array of any dtype is accepted); shapes that the CPU's
+    indexing and broadcasting refuse, with numpy's error. Reports must be integers or booleans
+    (``outputs``: the CPU casts a float to uint64, truncating, and a NaN as the platform does,
+    which the device does not copy). The dtypes and shapes are checked before any value is
+    read, and a refused value is not quoted."""
+    xp, device = library.xp, library.device
+    if not xp.isdtype(reports.dtype, ("bool", "integral")):
+        raise InvalidData(
+            f"{owner}: outputs must be integer reports (bucket, bit), got a {library.name} "
+            f"array of {reports.dtype}",
+            field="outputs",
+        )
+    empty = 0 in tuple(indices.shape)
+    if not empty and not (
+        xp.isdtype(indices.dtype, "integral") or (indices.dtype == xp.bool and k == 2)
+    ):
+        raise InvalidData(
+            f"{owner}: inputs must be integer category indices 0..{k - 1}, got a "
+            f"{library.name} array of {indices.dtype}",
+            field="inputs",
+        )
+    # The CPU's indexing and broadcasting, on a view of no memory: its errors, before any value.
+    layout = np.broadcast_to(np.zeros((), dtype=np.int8), tuple(reports.shape))
+    if repeats > 1:
+        layout = layout[..., 0, :, :]
+    shape = np.broadcast_shapes(layout.shape[:-2], tuple(indices.shape))
+    np.broadcast_to(layout, (*shape, d, 2))
+    if library.name == "torch" and reports.dtype == xp.uint64:
+        reports = reports.view(xp.int64)  # the same bits, with arithmetic (≥ 2⁶³: negative)
+    out = xp.astype(reports, xp.int64)
+    if repeats > 1:
+        same = xp.all(out == out[..., :1, :, :], axis=(-3, -2, -1))
+        out = out[..., 0, :, :]
+    else:
+        same = xp.ones(tuple(out.shape[:-2]), dtype=xp.bool, device=device)
+    x = xp.astype(indices, xp.int64)
+    if not empty and bool(xp.any((x < 0) | (x >= k))):
+        raise InvalidData(f"{owner}: inputs contain indices outside 0..{k - 1}", field="inputs")
+    out = xp.broadcast_to(out, (*shape, d, 2))
+    same = xp.broadcast_to(same, shape)
+    buckets, bits = out[..., 0], out[..., 1]
+    ordered = xp.sort(buckets, axis=-1)
+    valid = (
+        same
+        & xp.all((buckets >= 0) & (buckets < k), axis=-1)
+        & xp.all((bits >= 0) & (bits < 2), axis=-1)
+        & xp.all(ordered[..., 1:] != ordered[..., :-1], axis=-1)
+    )
+    hit = buckets == xp.expand_dims(xp.broadcast_to(x, shape), axis=-1)
+    flips = xp.sum(xp.astype((bits == 1) != hit, xp.int64), axis=-1)
+    log_flip, log_keep, draws = log_terms
+    total = (
+        xp.astype(flips, xp.float64) * log_flip
+        + xp.astype(d - flips, xp.float64) * log_keep
+        - draws
+    )
+    return xp.where(valid, total, xp.asarray(-math.inf, dtype=xp.float64, device=device))

@@ -70,8 +70,10 @@ from dpkit.plugin import (
     array_library,
     as_array,
     dbitflip_counts,
+    dbitflip_log_probability,
     dbitflip_reports,
     describe_dtype,
+    device_operands,
     lie_threshold,
     parameter,
     resolve_rng,
@@ -112,7 +114,7 @@ class DBitFlip(CategoricalInput, Mechanism):
     name: ClassVar[str] = "dbitflip"
     kind: ClassVar[Literal["local", "central"]] = "local"
     statistic: ClassVar[str] = "telemetry_frequency"
-    device_methods: ClassVar[frozenset[str]] = frozenset({"randomize"})
+    device_methods: ClassVar[frozenset[str]] = frozenset({"randomize", "log_probability"})
 
     epsilon: float = parameter(EPSILON, doc="privacy loss ε per report", typical=(0.5, 6.0))
     k: int = parameter(Integer(low=2, high=1 << 24), doc="number of buckets", typical=(2, 6))
@@ -207,9 +209,31 @@ class DBitFlip(CategoricalInput, Mechanism):
         generator, _ = resolve_rng(rng, owner=self.name)
         return DBitFlipClient(self, draw_buckets(generator, 1, self.k, self.d)[0])
 
-    def log_probability(self, outputs: Any, inputs: Any, /) -> NDArray[np.float64]:
+    def log_probability(self, outputs: Any, inputs: Any, /) -> Any:
         """log P[report | x] = −ln(k!/(k − d)!) + Σ_p ln P[b_p | 1{x = j_p}] (−inf unless the
-        d buckets are distinct and the bits 0/1; T reports must be identical)."""
+        d buckets are distinct and the bits 0/1; T reports must be identical). The sum is
+        taken as f·ln φ + (d − f)·ln(1 − φ), f the bits flipped (a one off x's bucket or a
+        zero on it).
+
+        An accelerator's array (either operand) is scored on its device, float64, in its type,
+        by the same operations (:func:`dpkit.plugin.dbitflip_log_probability`; a numpy or list
+        operand beside it is copied there); there the reports must be integers or booleans.
+        """
+        phi = self.flip_probability
+        draws = math.lgamma(self.k + 1) - math.lgamma(self.k - self.d + 1)
+        log_terms = (math.log(phi), math.log1p(-phi), draws)
+        operands = device_operands(outputs, inputs, owner=self.name)
+        if operands is not None:
+            return dbitflip_log_probability(
+                operands.library,
+                operands.outputs,
+                operands.inputs,
+                k=self.k,
+                d=self.d,
+                repeats=self.reports,
+                log_terms=log_terms,
+                owner=self.name,
+            )
         out = np.asarray(outputs, dtype=np.uint64)
         if self.reports > 1:
             same = np.all(out == out[..., :1, :, :], axis=(-3, -2, -1))
@@ -229,11 +253,13 @@ class DBitFlip(CategoricalInput, Mechanism):
             & np.all(ordered[..., 1:] != ordered[..., :-1], axis=-1)
         )
         hit = buckets == np.broadcast_to(x, shape)[..., None].astype(np.uint64)
-        phi = self.flip_probability
-        one = np.where(hit, math.log1p(-phi), math.log(phi))
-        zero = np.where(hit, math.log(phi), math.log1p(-phi))
-        draws = math.lgamma(self.k + 1) - math.lgamma(self.k - self.d + 1)
-        total = np.where(bits == 1, one, zero).sum(axis=-1) - draws
+        flips = np.sum((bits == 1) != hit, axis=-1, dtype=np.int64)
+        log_flip, log_keep, draws = log_terms
+        total = (
+            flips.astype(np.float64) * log_flip
+            + (self.d - flips).astype(np.float64) * log_keep
+            - draws
+        )
         return np.where(valid, total, -np.inf)
 
     def output_space(self) -> NDArray[np.uint64]:

@@ -175,6 +175,7 @@ PLUGIN_FACE = {
     "gaussian_noise",
     "dbitflip_reports",
     "dbitflip_counts",
+    "dbitflip_log_probability",
     "one_bit_reports",
     "one_bit_counts",
     "sketch_reports",

@@ -1,6 +1,6 @@
 """``log_probability`` on the device path, run on the CPU (torch tensors and array-api-strict
-arrays treated as an accelerator's): for rr, krr, sue, oue, hr, laplace, geometric, gaussian, pm
-and sw the device computes the host's formula with the same float64 operations in the same order, so the
+arrays treated as an accelerator's): for rr, krr, sue, oue, hr, dbitflip, laplace, geometric,
+gaussian, pm and sw the device computes the host's formula with the same float64 operations in the same order, so the
 result equals the host's on the same numpy arrays exactly (NaN where the host has NaN), over the
 whole output space or a grid with outputs outside it; in the caller's type, float64, broadcast
 as on the host; numpy operands copied to the device; and the host's refusals (the same field),
@@ -20,6 +20,7 @@ xs = pytest.importorskip("array_api_strict")
 
 from dpkit_central import gaussian, geometric, laplace  # noqa: E402
 from dpkit_ldp import (  # noqa: E402
+    dbitflip,
     hadamard,
     kary_rr,
     piecewise,
@@ -38,6 +39,8 @@ KRR = kary_rr.KaryRandomizedResponse(epsilon=0.7, k=5)
 SUE = unary_encoding.SymmetricUnaryEncoding(epsilon=1.0, k=10)  # two bytes, six padding bits
 OUE = unary_encoding.OptimizedUnaryEncoding(epsilon=2.0, k=8)  # one byte, no padding
 HR = hadamard.HadamardResponse(epsilon=1.1, k=6)  # reports in [8]
+DBF = dbitflip.DBitFlip(epsilon=1.0, k=5, d=3)
+DBF_T = dbitflip.DBitFlip(epsilon=2.0, k=3, d=2, reports=2)  # two memoized reports
 LAPLACE = laplace.Laplace(epsilon=0.9, sensitivity=2.0)
 GEOMETRIC = geometric.Geometric(epsilon=0.5)
 GAUSSIAN = gaussian.Gaussian(epsilon=1.0, delta=1e-6)
@@ -76,6 +79,24 @@ def _grid(mechanism: Any) -> tuple[np.ndarray[Any, Any], np.ndarray[Any, Any]]:
         return _space(mechanism), np.arange(mechanism.k)[:, None]
     if mechanism is HR:  # the host refuses an output outside [K]
         return np.arange(mechanism.output_size), np.arange(mechanism.k)[:, None]
+    if mechanism in (DBF, DBF_T):  # every report and invalid ones: a repeated or large bucket,
+        # a bit 2, a bucket 2^64 - 1 (as uint64) and differing memoized reports
+        space = mechanism.output_space()
+        if mechanism is DBF:
+            invalid = np.array(
+                [
+                    [[0, 1], [0, 0], [2, 1]],
+                    [[5, 0], [1, 1], [2, 0]],
+                    [[0, 2], [1, 0], [2, 1]],
+                    [[2**64 - 1, 0], [1, 0], [2, 0]],
+                ],
+                dtype=np.uint64,
+            )
+        else:
+            invalid = np.array([[[[0, 1], [1, 0]]] * 2] * 2, dtype=np.uint64)
+            invalid[0, 1, 1, 0], invalid[1, 1, 1, 1] = 2, 1  # the second report differs
+        reports = np.concatenate([space, invalid])
+        return reports, np.arange(mechanism.k)[:, None]
     special = [np.inf, -np.inf, np.nan, 1e15 + 0.5, -7.25]
     outputs = np.concatenate([np.arange(-6.0, 6.5, 0.5), special])
     if mechanism is PM:  # its reports reach ±10.2 around 0.5
@@ -83,7 +104,7 @@ def _grid(mechanism: Any) -> tuple[np.ndarray[Any, Any], np.ndarray[Any, Any]]:
     return outputs, np.array([[0.0], [2.0], [-3.5], [np.nan], [0.1]])
 
 
-CASES = [RR, KRR, SUE, OUE, HR, LAPLACE, GEOMETRIC, GAUSSIAN, PM, SW]
+CASES = [RR, KRR, SUE, OUE, HR, DBF, DBF_T, LAPLACE, GEOMETRIC, GAUSSIAN, PM, SW]
 
 
 @pytest.mark.usefixtures("on_device")
@@ -101,6 +122,12 @@ def test_the_device_scores_every_output_as_the_host_does(mechanism: Any, library
     assert expected.shape == (inputs.shape[0], outputs.shape[0])
     if mechanism in (RR, KRR, HR):  # the whole output space is scored (rr, krr: outside it)
         assert len(np.unique(expected)) == 2
+    if mechanism in (DBF, DBF_T):  # the whole output space, then four or two invalid reports
+        invalid = 4 if mechanism is DBF else 2
+        assert (
+            np.isfinite(expected[:, :-invalid]).all() and np.isneginf(expected[:, -invalid:]).all()
+        )
+        assert np.allclose(np.exp(expected[:, :-invalid]).sum(axis=1), 1.0)
     if mechanism in (PM, SW):  # in the band, outside it, and outside the reports' range
         assert np.isneginf(expected).any() and len(np.unique(expected[expected > -np.inf])) == 2
 
@@ -119,6 +146,9 @@ def test_the_operands_broadcast_and_a_numpy_operand_is_copied_to_the_device(
         inputs = rng.integers(0, 2 if mechanism is RR else mechanism.k, size=(4, 1))
     elif mechanism is HR:
         outputs = rng.integers(0, mechanism.output_size, size=(2, 1, 3)).astype(np.uint8)
+        inputs = rng.integers(0, mechanism.k, size=(4, 1))
+    elif mechanism in (DBF, DBF_T):
+        outputs = mechanism.output_space()[rng.integers(0, 8, size=(2, 1, 3))].astype(np.int64)
         inputs = rng.integers(0, mechanism.k, size=(4, 1))
     else:
         outputs = rng.integers(-4, 5, size=(2, 1, 3)).astype(np.float64)
@@ -223,8 +253,9 @@ def test_hadamard_decides_dtypes_and_shapes_before_any_value_and_takes_empty_inp
     with pytest.raises(InvalidData) as refused:
         HR.log_probability(out_of_range, torch.zeros(3))  # float inputs: a dtype refusal
     assert refused.value.field == "inputs"
-    with pytest.raises(ValueError):  # the shapes do not broadcast: numpy's error first
+    with pytest.raises(ValueError) as refused:  # the shapes do not broadcast: numpy's error
         HR.log_probability(out_of_range, torch.zeros(2, dtype=torch.int64))
+    assert not isinstance(refused.value, InvalidData)  # not the value's refusal
     outputs = np.arange(HR.output_size)
     empty = np.zeros((0, 1), dtype=np.float64)  # an empty input of any dtype
     assert HR.log_probability(outputs, empty).shape == (0, 8)
@@ -305,3 +336,32 @@ def test_a_report_at_the_edge_of_a_band_is_scored_as_on_the_host(
     spell = LIBRARIES[library]
     got = mechanism.log_probability(spell(outputs), spell(x))
     assert np.array_equal(_numpy(got), expected)
+
+
+@pytest.mark.usefixtures("on_device")
+def test_dbitflip_reports_are_refused_as_on_the_host_and_shapes_first() -> None:
+    reports = DBF.output_space()[:4]
+    for inputs in (np.zeros(4, dtype=np.float64), np.zeros(4, dtype=np.bool_), [0, 5, 1, 2]):
+        with pytest.raises(InvalidData) as on_host:
+            DBF.log_probability(reports, inputs)
+        with pytest.raises(InvalidData) as on_device:
+            DBF.log_probability(torch.from_numpy(reports), inputs)
+        assert on_device.value.field == on_host.value.field == "inputs"
+        assert not re.search(r"contain -?\d", str(on_device.value))  # quotes no value
+    for layout in ((4, 3, 3), (4, 2, 2)):  # not (d, 2) rows: numpy's error, before any value
+        wrong = np.zeros(layout, dtype=np.uint64)
+        with pytest.raises(ValueError):
+            DBF.log_probability(wrong, [0, 9, 1, 2])
+        with pytest.raises(ValueError) as refused:
+            DBF.log_probability(torch.from_numpy(wrong), [0, 9, 1, 2])
+        assert not isinstance(refused.value, InvalidData)  # not the value's refusal
+    with pytest.raises(IndexError):  # T > 1 needs the reports' axis
+        DBF_T.log_probability(np.zeros((2, 2), dtype=np.uint64), 0)
+    with pytest.raises(IndexError):
+        DBF_T.log_probability(torch.zeros((2, 2), dtype=torch.int64), 0)
+    with pytest.raises(InvalidData) as refused:  # the host truncates floats; the device refuses
+        DBF.log_probability(torch.from_numpy(reports.astype(np.float64)), [0, 9, 1, 2])
+    assert refused.value.field == "outputs"
+    empty = np.zeros((0, 1), dtype=np.float64)  # an empty input of any dtype
+    assert DBF.log_probability(torch.from_numpy(reports), empty).shape == (0, 4)
+    assert DBF.log_probability(reports, empty).shape == (0, 4)

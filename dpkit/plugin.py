@@ -92,7 +92,8 @@ the device or the host, :func:`device_operands` puts its two operands on one dev
 says the numpy path runs), :func:`where_equal` scores randomized response (and
 ``DeviceOperands.reals`` reads a density's operands as float64),
 :func:`unary_log_probability` scores packed unary reports, :func:`hadamard_log_probability`
-Hadamard response's and :func:`dbitflip_log_probability` dBitFlip's. A
+Hadamard response's, :func:`hashed_log_probability` local hashing's and
+:func:`dbitflip_log_probability` dBitFlip's. A
 mechanism or estimator that computes on such arrays names those methods in ``device_methods``;
 host arrays of every library reach every mechanism as numpy views (:mod:`dpkit.tensors.methods`).
 
@@ -199,7 +200,11 @@ from dpkit.tensors.device_random import DeviceWords, device_words, host_rng, uni
 from dpkit.tensors.duchi import duchi_reports
 from dpkit.tensors.duchi_multi import duchi_multi_reports
 from dpkit.tensors.hadamard import hadamard_log_probability, hadamard_reports
-from dpkit.tensors.hashing import hashed_reports, hashed_support_counts
+from dpkit.tensors.hashing import (
+    hashed_log_probability,
+    hashed_reports,
+    hashed_support_counts,
+)
 from dpkit.tensors.lattice import LatticeLaw
 from dpkit.tensors.libraries import ArrayLibrary, StandardUnits, array_library
 from dpkit.tensors.list_counts import noisy_list_counts
@@ -327,6 +332,7 @@ __all__ = [
     "hadamard_reports",
     "hadamard_sketch_counts",
     "hadamard_sketch_reports",
+    "hashed_log_probability",
     "hashed_reports",
     "hashed_support_counts",
     "hookimpl",

@@ -24,6 +24,9 @@ split into 16-bit halves (:func:`multiply_wide`), so that every intermediate sta
 exact in ``uint32`` and in ``int64`` alike. Only the report itself needs 64-bit integers:
 ``uint64`` as on the CPU (a torch tensor of ``torch.uint64``, as its host path returns), so
 JAX without x64 is refused.
+
+:func:`hashed_log_probability` scores reports there: log P[(a, b, y) | x] is one of two
+constants, chosen by whether y = H_{a,b}(x), the CPU's hash, so the CPU's choice.
 """
 
 from __future__ import annotations
@@ -46,7 +49,13 @@ from dpkit.tensors.device_random import (
 )
 from dpkit.tensors.libraries import ArrayLibrary
 
-__all__ = ["hashed_reports", "hashed_support_counts", "multiply_add_shift_words", "multiply_wide"]
+__all__ = [
+    "hashed_log_probability",
+    "hashed_reports",
+    "hashed_support_counts",
+    "multiply_add_shift_words",
+    "multiply_wide",
+]
 
 _HALF = 0xFFFF
 _CELLS = 1 << 22  # (report, category) cells per counting pass: bounds the device temporaries
@@ -203,3 +212,63 @@ def hashed_support_counts(
         pieces.append(total)
     counts = xp.concat(pieces)  # k ≥ 2: at least one piece
     return np.asarray(library.small_to_host(counts), dtype=np.int64), n
+
+
+def hashed_log_probability(
+    library: ArrayLibrary,
+    reports: Any,
+    indices: Any,
+    *,
+    k: int,
+    g: int,
+    log_terms: tuple[float, float, float],
+    owner: str,
+) -> Any:
+    """log P[(a, b, y) | x] of reports (…, 3) and category indices x (broadcasting over …),
+    float64 on their device: with ``log_terms`` = (kept, lied, seeds), kept − seeds where
+    y = H_{a,b}(x) (the CPU's hash, bit for bit), lied − seeds elsewhere, as the CPU chooses
+    between the same numbers (a y outside [g] never equals the hash).
+
+    Refused as on the CPU (the same fields): indices not integers (booleans for k = 2) in
+    0 … k − 1 (``inputs``; an empty array of any dtype is accepted); shapes that the CPU's
+    indexing and broadcasting refuse, with numpy's error. Reports must be integers or booleans
+    (``outputs``: the CPU casts a float to uint64, truncating, and a NaN as the platform does,
+    which the device does not copy); other integers are read as the CPU casts them to uint64
+    (a negative one in two's complement). The dtypes and shapes are checked before any value
+    is read, and a refused value is not quoted."""
+    xp, device = library.xp, library.device
+    if not xp.isdtype(reports.dtype, ("bool", "integral")):
+        raise InvalidData(
+            f"{owner}: outputs must be integer reports (a, b, y), got a {library.name} array "
+            f"of {reports.dtype}",
+            field="outputs",
+        )
+    empty = 0 in tuple(indices.shape)
+    if not empty and not (
+        xp.isdtype(indices.dtype, "integral") or (indices.dtype == xp.bool and k == 2)
+    ):
+        raise InvalidData(
+            f"{owner}: inputs must be integer category indices 0..{k - 1}, got a "
+            f"{library.name} array of {indices.dtype}",
+            field="inputs",
+        )
+    # The CPU's indexing and broadcasting, on a view of no memory: its errors, before any value.
+    layout = np.broadcast_to(np.zeros((), dtype=np.int8), tuple(reports.shape))
+    seeds = layout[..., :2]
+    np.broadcast_shapes(seeds[..., 0].shape, seeds[..., 1].shape, tuple(indices.shape))
+    _ = layout[..., 2]
+    if not (reports.dtype == xp.uint64 or reports.dtype == xp.int64):
+        reports = xp.astype(reports, xp.int64)  # sign-extended: the CPU's cast to uint64
+    wide = xp.astype(indices, xp.int64)  # uint64 above 2⁶³ wraps negative: refused too
+    if not empty and bool(xp.any((wide < 0) | (wide >= k))):
+        raise InvalidData(f"{owner}: inputs contain indices outside 0..{k - 1}", field="inputs")
+    x = xp.astype(wide, word_dtype(xp))  # below k ≤ 2³²: a 32-bit word
+    a_hi, a_lo = _split(library, reports[..., 0])
+    b_hi, b_lo = _split(library, reports[..., 1])
+    y_hi, y = _split(library, reports[..., 2])
+    hashed = multiply_add_shift_words(a_hi, a_lo, b_hi, b_lo, x, g, wide=_wide(xp))
+    same = (y_hi == 0) & (y == hashed)
+    kept, lied, seeds_term = (
+        xp.asarray(term, dtype=xp.float64, device=device) for term in log_terms
+    )
+    return xp.where(same, kept, lied) - seeds_term

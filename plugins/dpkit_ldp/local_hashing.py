@@ -64,6 +64,8 @@ from dpkit.plugin import (
     array_library,
     as_array,
     describe_dtype,
+    device_operands,
+    hashed_log_probability,
     hashed_reports,
     hashed_support_counts,
     lie_threshold,
@@ -128,7 +130,7 @@ class OptimalLocalHashing(CategoricalInput, Mechanism):
 
     name: ClassVar[str] = "olh"
     kind: ClassVar[Literal["local", "central"]] = "local"
-    device_methods: ClassVar[frozenset[str]] = frozenset({"randomize"})
+    device_methods: ClassVar[frozenset[str]] = frozenset({"randomize", "log_probability"})
 
     epsilon: float = parameter(EPSILON, doc="privacy loss ε per report", typical=(0.05, 6.0))
     k: int = parameter(Integer(low=2, high=_MAX_K), doc="number of categories", typical=(2, 1024))
@@ -241,13 +243,31 @@ class OptimalLocalHashing(CategoricalInput, Mechanism):
         reports[:, 0], reports[:, 1], reports[:, 2] = a, b, y
         return reports.reshape((*indices.shape, 3))
 
-    def log_probability(self, outputs: Any, inputs: Any, /) -> NDArray[np.float64]:
-        """log P[(a, b, y) | x] = −128 ln 2 + log P[y | H_{a,b}(x)] (seed uniform on 2¹²⁸)."""
+    def log_probability(self, outputs: Any, inputs: Any, /) -> Any:
+        """log P[(a, b, y) | x] = −128 ln 2 + log P[y | H_{a,b}(x)] (seed uniform on 2¹²⁸).
+
+        An accelerator's array (either operand) is scored on its device, float64, in its type:
+        the same numbers chosen by the same hash (:func:`dpkit.plugin.hashed_log_probability`;
+        a numpy or list operand beside it is copied there); there the reports must be integers
+        or booleans.
+        """
+        log_norm = math.log1p((self.range - 1) * math.exp(-self.epsilon))
+        seeds = 128.0 * math.log(2.0)
+        operands = device_operands(outputs, inputs, owner=self.name)
+        if operands is not None:
+            return hashed_log_probability(
+                operands.library,
+                operands.outputs,
+                operands.inputs,
+                k=self.k,
+                g=self.range,
+                log_terms=(-log_norm, -self.epsilon - log_norm, seeds),
+                owner=self.name,
+            )
         reports = np.asarray(outputs, dtype=np.uint64)
         x = as_category_indices(inputs, self.k, owner=self.name, field="inputs")
         same = self.hash(reports[..., :2], x) == reports[..., 2]
-        log_norm = math.log1p((self.range - 1) * math.exp(-self.epsilon))
-        return np.where(same, -log_norm, -self.epsilon - log_norm) - 128.0 * math.log(2.0)
+        return np.where(same, -log_norm, -self.epsilon - log_norm) - seeds
 
 
 class OptimalLocalHashingEstimator(_oracle.PureProtocolEstimator):

@@ -156,6 +156,7 @@ PLUGIN_FACE = {
     "device_operands",
     "where_equal",
     "hashed_reports",
+    "hashed_log_probability",
     "hashed_support_counts",
     "hadamard_reports",
     "hadamard_log_probability",

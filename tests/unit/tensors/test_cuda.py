@@ -181,9 +181,9 @@ def test_a_mechanism_without_a_device_path_refuses_a_cuda_tensor() -> None:
 
 
 def test_a_method_without_a_device_path_refuses_a_cuda_tensor_by_name() -> None:
-    olh = dpkit.mechanism("olh", epsilon=1.0, k=4)
-    with pytest.raises(InvalidData, match=r"olh\.log_probability has no device path yet"):
-        olh.log_probability(torch.zeros((2, 3), device="cuda"), [0, 1])
+    duchi = dpkit.mechanism("duchi", epsilon=1.0)  # a logarithm of the input: host only
+    with pytest.raises(InvalidData, match=r"duchi\.log_probability has no device path yet"):
+        duchi.log_probability(torch.zeros(3, dtype=torch.float64, device="cuda"), [0.0, 0.5, 1.0])
 
 
 def test_log_probability_scores_a_cuda_tensor_there_as_the_host_does() -> None:
@@ -236,14 +236,17 @@ def test_selections_on_cuda_stay_there_and_have_their_laws(name: str, rng: str |
 
 @pytest.mark.parametrize(
     ("name", "parameters"),
-    [("pm", {"lower": -2.0, "upper": 3.0}), ("sw", {}), ("hr", {"k": 6})],
+    [("pm", {"lower": -2.0, "upper": 3.0}), ("sw", {}), ("hr", {"k": 6}), ("olh", {"k": 6})],
 )
-def test_a_density_and_a_parity_are_scored_on_cuda_as_the_host_does(
+def test_a_density_a_parity_and_a_hash_are_scored_on_cuda_as_the_host_does(
     name: str, parameters: dict[str, float]
 ) -> None:
     mechanism = dpkit.mechanism(name, epsilon=1.0, **parameters)
     if name == "hr":
         outputs, inputs = np.arange(8), np.arange(6)[:, None]
+    elif name == "olh":  # reports of every category, scored against each: the host's hash
+        outputs = mechanism.randomize(np.repeat(np.arange(6), 50), rng=np.random.default_rng(3))
+        inputs = np.arange(6)[:, None]
     else:  # reports drawn by the mechanism, and a grid through and beyond their range
         inputs = np.linspace(mechanism.lower, mechanism.upper, 33)[:, None]
         drawn = mechanism.randomize(np.repeat(inputs[:, 0], 8), rng=np.random.default_rng(3))

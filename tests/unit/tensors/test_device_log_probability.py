@@ -1,6 +1,6 @@
 """``log_probability`` on the device path, run on the CPU (torch tensors and array-api-strict
-arrays treated as an accelerator's): for rr, krr, sue, oue, hr, dbitflip, laplace, geometric,
-gaussian, pm and sw the device computes the host's formula with the same float64 operations in the same order, so the
+arrays treated as an accelerator's): for rr, krr, sue, oue, olh, hr, dbitflip, laplace,
+geometric, gaussian, pm and sw the device computes the host's formula with the same float64 operations in the same order, so the
 result equals the host's on the same numpy arrays exactly (NaN where the host has NaN), over the
 whole output space or a grid with outputs outside it; in the caller's type, float64, broadcast
 as on the host; numpy operands copied to the device; and the host's refusals (the same field),
@@ -23,6 +23,7 @@ from dpkit_ldp import (  # noqa: E402
     dbitflip,
     hadamard,
     kary_rr,
+    local_hashing,
     piecewise,
     randomized_response,
     square_wave,
@@ -39,6 +40,7 @@ KRR = kary_rr.KaryRandomizedResponse(epsilon=0.7, k=5)
 SUE = unary_encoding.SymmetricUnaryEncoding(epsilon=1.0, k=10)  # two bytes, six padding bits
 OUE = unary_encoding.OptimizedUnaryEncoding(epsilon=2.0, k=8)  # one byte, no padding
 HR = hadamard.HadamardResponse(epsilon=1.1, k=6)  # reports in [8]
+OLH = local_hashing.OptimalLocalHashing(epsilon=1.2, k=5)
 DBF = dbitflip.DBitFlip(epsilon=1.0, k=5, d=3)
 DBF_T = dbitflip.DBitFlip(epsilon=2.0, k=3, d=2, reports=2)  # two memoized reports
 LAPLACE = laplace.Laplace(epsilon=0.9, sensitivity=2.0)
@@ -79,6 +81,8 @@ def _grid(mechanism: Any) -> tuple[np.ndarray[Any, Any], np.ndarray[Any, Any]]:
         return _space(mechanism), np.arange(mechanism.k)[:, None]
     if mechanism is HR:  # the host refuses an output outside [K]
         return np.arange(mechanism.output_size), np.arange(mechanism.k)[:, None]
+    if mechanism is OLH:
+        return _olh_reports(), np.arange(mechanism.k)[:, None]
     if mechanism in (DBF, DBF_T):  # every report and invalid ones: a repeated or large bucket,
         # a bit 2, a bucket 2^64 - 1 (as uint64) and differing memoized reports
         space = mechanism.output_space()
@@ -104,7 +108,20 @@ def _grid(mechanism: Any) -> tuple[np.ndarray[Any, Any], np.ndarray[Any, Any]]:
     return outputs, np.array([[0.0], [2.0], [-3.5], [np.nan], [0.1]])
 
 
-CASES = [RR, KRR, SUE, OUE, HR, DBF, DBF_T, LAPLACE, GEOMETRIC, GAUSSIAN, PM, SW]
+def _olh_reports() -> np.ndarray[Any, Any]:
+    """Reports of every category, hash seeds with their high bits set (so that a·x + b wraps
+    2⁶⁴), and reports with y outside [g] or with high bits (scored as a lie by the host)."""
+    rng = np.random.default_rng(11)
+    reports = OLH.randomize(np.repeat(np.arange(OLH.k), 8), rng=rng)
+    reports[::2, :2] |= np.uint64(1 << 63)
+    reports[::2, 2] = OLH.hash(reports[::2, :2], np.repeat(np.arange(OLH.k), 8)[::2])
+    odd = reports[:6].copy()
+    odd[:3, 2] = np.uint64(OLH.range)
+    odd[3:, 2] |= np.uint64(1 << 40)
+    return np.concatenate([reports, odd])
+
+
+CASES = [RR, KRR, SUE, OUE, OLH, HR, DBF, DBF_T, LAPLACE, GEOMETRIC, GAUSSIAN, PM, SW]
 
 
 @pytest.mark.usefixtures("on_device")
@@ -120,7 +137,7 @@ def test_the_device_scores_every_output_as_the_host_does(mechanism: Any, library
     # The same operations in the same order: equal to the bit (NaN where the host has NaN).
     assert np.array_equal(_numpy(got), expected, equal_nan=True)
     assert expected.shape == (inputs.shape[0], outputs.shape[0])
-    if mechanism in (RR, KRR, HR):  # the whole output space is scored (rr, krr: outside it)
+    if mechanism in (RR, KRR, HR, OLH):  # the whole output space (rr, krr: outside it)
         assert len(np.unique(expected)) == 2
     if mechanism in (DBF, DBF_T):  # the whole output space, then four or two invalid reports
         invalid = 4 if mechanism is DBF else 2
@@ -147,6 +164,9 @@ def test_the_operands_broadcast_and_a_numpy_operand_is_copied_to_the_device(
     elif mechanism is HR:
         outputs = rng.integers(0, mechanism.output_size, size=(2, 1, 3)).astype(np.uint8)
         inputs = rng.integers(0, mechanism.k, size=(4, 1))
+    elif mechanism is OLH:
+        outputs = _olh_reports()[rng.integers(0, 40, size=(2, 1, 3))]
+        inputs = rng.integers(0, mechanism.k, size=(4, 1))
     elif mechanism in (DBF, DBF_T):
         outputs = mechanism.output_space()[rng.integers(0, 8, size=(2, 1, 3))].astype(np.int64)
         inputs = rng.integers(0, mechanism.k, size=(4, 1))
@@ -161,8 +181,12 @@ def test_the_operands_broadcast_and_a_numpy_operand_is_copied_to_the_device(
         mechanism.log_probability(outputs, tensor),  # numpy outputs: copied to the device
         mechanism.log_probability(torch.from_numpy(outputs), inputs.tolist()),
     ]
-    if mechanism not in (SUE, OUE):  # a list of bytes is int64, refused as reports by both
+    if mechanism not in (SUE, OUE, OLH):  # a list of bytes is int64, refused as reports by both
         results.append(mechanism.log_probability(outputs.tolist(), tensor))
+    if mechanism is OLH:  # numpy reads a list of seeds above 2⁶³ as float64: refused, not rounded
+        with pytest.raises(InvalidData) as refused:
+            mechanism.log_probability(outputs.tolist(), tensor)
+        assert refused.value.field == "outputs"
     for got in results:
         assert isinstance(got, torch.Tensor) and got.dtype == torch.float64
         assert np.array_equal(got.numpy(), expected)
@@ -365,3 +389,35 @@ def test_dbitflip_reports_are_refused_as_on_the_host_and_shapes_first() -> None:
     empty = np.zeros((0, 1), dtype=np.float64)  # an empty input of any dtype
     assert DBF.log_probability(torch.from_numpy(reports), empty).shape == (0, 4)
     assert DBF.log_probability(reports, empty).shape == (0, 4)
+
+
+@pytest.mark.usefixtures("on_device")
+def test_local_hashing_reads_reports_as_the_host_casts_them_and_refuses_as_it_does() -> None:
+    reports, inputs = _olh_reports(), np.arange(OLH.k)[:, None]
+    expected = OLH.log_probability(reports, inputs)
+    signed = reports.view(np.int64)  # the same bits, two's complement: read as the host reads
+    assert np.array_equal(OLH.log_probability(signed, inputs), expected)
+    for spell in LIBRARIES.values():
+        got = OLH.log_probability(spell(signed), spell(inputs))
+        assert np.array_equal(_numpy(got), expected)
+    small = reports[:, :3].astype(np.uint8)  # narrower integers: zero-extended on both paths
+    got = OLH.log_probability(torch.from_numpy(small), inputs)
+    assert np.array_equal(got.numpy(), OLH.log_probability(small, inputs))
+    for bad in (np.zeros(4, dtype=np.float64), np.zeros(4, dtype=np.bool_), [0, 5, 1, 2]):
+        with pytest.raises(InvalidData) as on_host:
+            OLH.log_probability(reports[:4], bad)
+        with pytest.raises(InvalidData) as on_device:
+            OLH.log_probability(torch.from_numpy(reports[:4]), bad)
+        assert on_device.value.field == on_host.value.field == "inputs"
+        assert not re.search(r"contain -?\d", str(on_device.value))  # quotes no value
+    for wrong in (reports[:4, :2], reports[0, 0]):  # no y column, or no report axis at all
+        with pytest.raises(IndexError):
+            OLH.log_probability(wrong, [0, 3, 1, 2])
+        with pytest.raises(IndexError):  # numpy's error, before the inputs' values are read
+            OLH.log_probability(torch.from_numpy(np.asarray(wrong)), [0, 9, 1, 2])
+    with pytest.raises(InvalidData) as refused:  # the host truncates floats; the device refuses
+        OLH.log_probability(torch.from_numpy(reports.astype(np.float64)), 0)
+    assert refused.value.field == "outputs"
+    empty = np.zeros((0, 1), dtype=np.float64)  # an empty input of any dtype
+    assert OLH.log_probability(torch.from_numpy(reports[:4]), empty).shape == (0, 4)
+    assert OLH.log_probability(reports[:4], empty).shape == (0, 4)

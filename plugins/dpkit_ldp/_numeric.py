@@ -112,6 +112,14 @@ def check_vector(name: str, dimension: int, scalar: str | None = None) -> None:
         )
 
 
+def float64_constants(xp: Any, device: Any, *values: float) -> tuple[Any, ...]:
+    """``values`` as float64 scalars of the namespace ``xp`` on ``device``: numpy's own (its
+    ``asarray`` takes no device before numpy 2), or 0-d arrays of an accelerator's library."""
+    if xp is np:
+        return tuple(np.float64(value) for value in values)
+    return tuple(xp.asarray(value, dtype=xp.float64, device=device) for value in values)
+
+
 @attrs.frozen
 class NumericMechanism(Mechanism):
     """Base of the local mechanisms on one value of ``[lower, upper]``: bounds, scaling, the

@@ -56,7 +56,7 @@ from dpkit.plugin import (
     piecewise_reports,
 )
 from dpkit_ldp._lattice import BandLattice, lattice_exponent, stochastic_round
-from dpkit_ldp._numeric import NumericMechanism, check_scalar
+from dpkit_ldp._numeric import NumericMechanism, check_scalar, float64_constants
 
 __all__ = [
     "Piecewise",
@@ -112,10 +112,7 @@ def _log_density(xp: Any, device: Any, y: Any, t: Any, epsilon: float) -> Any:
     log_high = -math.log1p(math.exp(-epsilon / 2.0)) - math.log(width)
     inside = (y >= left) & (y <= right)
     within = (y >= -c) & (y <= c)
-    high, low, none = (
-        xp.asarray(value, dtype=xp.float64, device=device)
-        for value in (log_high, log_high - epsilon, -math.inf)
-    )
+    high, low, none = float64_constants(xp, device, log_high, log_high - epsilon, -math.inf)
     return xp.where(within, xp.where(inside, high, low), none)
 
 

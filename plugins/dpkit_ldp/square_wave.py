@@ -74,6 +74,7 @@ from dpkit.plugin import (
 from dpkit_ldp._lattice import BandLattice, lattice_exponent, stochastic_round
 from dpkit_ldp._numeric import (
     NumericMechanism,
+    float64_constants,
     lower_parameter,
     real_reports,
     upper_parameter,
@@ -355,10 +356,7 @@ class SquareWave(NumericMechanism):
         subtracted, compared and selected, so an accelerator's numbers are the host's."""
         b = self.half_width
         p, q = self.densities
-        high, low, none = (
-            xp.asarray(value, dtype=xp.float64, device=device)
-            for value in (math.log(p), math.log(q), -math.inf)
-        )
+        high, low, none = float64_constants(xp, device, math.log(p), math.log(q), -math.inf)
         within = (y >= -b) & (y <= 1.0 + b)
         density = xp.where(xp.abs(y - v) <= b, high, low) - math.log(self.scale)
         return xp.where(within, density, none)

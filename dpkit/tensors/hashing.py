@@ -48,6 +48,7 @@ from dpkit.tensors.device_random import (
     uniform_below,
 )
 from dpkit.tensors.libraries import ArrayLibrary
+from dpkit.tensors.log_probability import index_inputs
 
 __all__ = [
     "hashed_log_probability",
@@ -243,15 +244,7 @@ def hashed_log_probability(
             f"of {reports.dtype}",
             field="outputs",
         )
-    empty = 0 in tuple(indices.shape)
-    if not empty and not (
-        xp.isdtype(indices.dtype, "integral") or (indices.dtype == xp.bool and k == 2)
-    ):
-        raise InvalidData(
-            f"{owner}: inputs must be integer category indices 0..{k - 1}, got a "
-            f"{library.name} array of {indices.dtype}",
-            field="inputs",
-        )
+    empty = index_inputs(library, indices, k=k, owner=owner)
     # The CPU's indexing and broadcasting, on a view of no memory: its errors, before any value.
     layout = np.broadcast_to(np.zeros((), dtype=np.int8), tuple(reports.shape))
     seeds = layout[..., :2]

@@ -40,6 +40,7 @@ __all__ = [
     "density_log_probability",
     "device_operands",
     "equal_values",
+    "index_inputs",
     "real_values",
     "where_equal",
 ]
@@ -144,6 +145,24 @@ def where_equal(operands: DeviceOperands, *, equal: float, other: float) -> Any:
         xp.asarray(equal, dtype=xp.float64, device=device),
         xp.asarray(other, dtype=xp.float64, device=device),
     )
+
+
+def index_inputs(library: ArrayLibrary, indices: Any, *, k: int, owner: str) -> bool:
+    """Whether the category ``indices`` scored against are empty, after the CPU's dtype rule
+    (decided by the dtype alone): integers, or booleans for k = 2, unless empty (an empty
+    array of any dtype is accepted); :class:`~dpkit.errors.InvalidData` naming ``inputs``
+    otherwise."""
+    xp = library.xp
+    empty = 0 in tuple(indices.shape)
+    if not empty and not (
+        xp.isdtype(indices.dtype, "integral") or (indices.dtype == xp.bool and k == 2)
+    ):
+        raise InvalidData(
+            f"{owner}: inputs must be integer category indices 0..{k - 1}, got a "
+            f"{library.name} array of {indices.dtype}",
+            field="inputs",
+        )
+    return empty
 
 
 def real_values(library: ArrayLibrary, values: Any, *, owner: str, field: str) -> Any:

@@ -21,6 +21,7 @@ from dpkit.tensors.categories import check_categories
 from dpkit.tensors.chacha import word_dtype
 from dpkit.tensors.device_random import device_words, index_dtype
 from dpkit.tensors.libraries import ArrayLibrary
+from dpkit.tensors.log_probability import index_inputs
 
 __all__ = ["unary_counts", "unary_log_probability", "unary_reports"]
 
@@ -127,15 +128,7 @@ def unary_log_probability(
             f"report), got shape {shape}",
             field="reports",
         )
-    empty_indices = 0 in tuple(indices.shape)
-    if not empty_indices and not (
-        xp.isdtype(indices.dtype, "integral") or (indices.dtype == xp.bool and k == 2)
-    ):
-        raise InvalidData(
-            f"{owner}: inputs must be integer category indices 0..{k - 1}, got a "
-            f"{library.name} array of {indices.dtype}",
-            field="inputs",
-        )
+    empty_indices = index_inputs(library, indices, k=k, owner=owner)
     out_shape = tuple(np.broadcast_shapes(shape[:-1], tuple(indices.shape)))
     rows = xp.astype(reports, xp.int64)
     if k % 8 and bool(xp.any((rows[..., -1] % (1 << (8 - k % 8))) != 0)):

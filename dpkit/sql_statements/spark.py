@@ -176,8 +176,15 @@ def row_level(statement: str) -> tuple[list[str], str | None, list[str]]:
 
 
 def apply(frame: Any, alias: str, items: list[str], where: str | None) -> Any:
-    """The row-level rows of ``frame`` (lazy): ``alias``, then ``where``, then the items."""
+    """The row-level rows of ``frame`` (lazy): ``alias``, then ``where``, then the items. An
+    item of Spark's ``void`` type (a column or an expression that is always NULL: Spark infers
+    it for a pandas column of only missing values) becomes text, every value missing, which
+    the table queries read as DuckDB's NULL-typed column: no key, no value."""
     found = frame.alias(alias)
     if where is not None:
         found = found.where(where)
-    return found.selectExpr(*items)
+    rows = found.selectExpr(*items)
+    void = [f.name for f in rows.schema.fields if type(f.dataType).__name__ == "NullType"]
+    if void:
+        rows = rows.withColumns({name: rows[name].cast("string") for name in void})
+    return rows

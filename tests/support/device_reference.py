@@ -117,3 +117,42 @@ class Drawless:
 
     def take(self, count: int) -> Any:
         raise AssertionError("a word was drawn before the refusal")
+
+
+class RecordingWords:
+    """A call's DeviceWords that keeps every word it hands out (as numpy, in order)."""
+
+    def __init__(self, words: Any) -> None:
+        self.real = words
+        self.library = words.library
+        self.taken: list[np.ndarray[Any, Any]] = []
+
+    @property
+    def secure(self) -> bool:
+        return bool(self.real.secure)
+
+    def take(self, count: int) -> Any:
+        out = self.real.take(count)
+        self.taken.append(np.from_dlpack(out).astype(np.uint64))
+        return out
+
+    def words64(self) -> np.ndarray[Any, Any]:
+        w = np.concatenate(self.taken) if self.taken else np.zeros(0, np.uint64)
+        return (w[0::2] << np.uint64(32)) | w[1::2]
+
+
+def recording_calls(monkeypatch: pytest.MonkeyPatch, module: Any) -> list[RecordingWords]:
+    """torch and array-api-strict host arrays take the device path (:func:`on_device`), and
+    ``module``'s ``device_words`` records each call's words: the list holds one
+    :class:`RecordingWords` per call (none for a call refused before drawing)."""
+    made: list[RecordingWords] = []
+    on_device(monkeypatch)
+    real = module.device_words
+
+    def recorded(*args: Any, **kwargs: Any) -> Any:
+        words = RecordingWords(real(*args, **kwargs))
+        made.append(words)
+        return words
+
+    monkeypatch.setattr(module, "device_words", recorded)
+    return made

@@ -7,7 +7,6 @@ and dtype, and the refusals before any word is drawn."""
 from __future__ import annotations
 
 import math
-from collections.abc import Iterator
 from fractions import Fraction
 from typing import Any
 
@@ -36,42 +35,10 @@ GAUSSIAN = gaussian.Gaussian(epsilon=1.0, delta=1e-6)
 
 
 @pytest.fixture
-def device_arrays(monkeypatch: pytest.MonkeyPatch) -> Iterator[list[Any]]:
+def device_arrays(monkeypatch: pytest.MonkeyPatch) -> list[device_reference.RecordingWords]:
     """torch and array-api-strict host arrays take the device path (as a CUDA tensor would);
     the list holds the DeviceWords of each call (none when a call is refused before drawing)."""
-    calls: list[Any] = []
-    device_reference.on_device(monkeypatch)
-    real_words = noise.device_words
-
-    def recorded(*args: Any, **kwargs: Any) -> Any:
-        words = _Recording(real_words(*args, **kwargs))
-        calls.append(words)
-        return words
-
-    monkeypatch.setattr(noise, "device_words", recorded)
-    yield calls
-
-
-class _Recording:
-    """A call's DeviceWords that keeps every word it hands out (as numpy, in order)."""
-
-    def __init__(self, words: Any) -> None:
-        self.real = words
-        self.library = words.library
-        self.taken: list[np.ndarray] = []
-
-    @property
-    def secure(self) -> bool:
-        return bool(self.real.secure)
-
-    def take(self, count: int) -> Any:
-        out = self.real.take(count)
-        self.taken.append(np.from_dlpack(out).astype(np.uint64))
-        return out
-
-    def words64(self) -> np.ndarray:
-        w = np.concatenate(self.taken) if self.taken else np.zeros(0, np.uint64)
-        return (w[0::2] << np.uint64(32)) | w[1::2]
+    return device_reference.recording_calls(monkeypatch, noise)
 
 
 class _Given:

@@ -10,7 +10,6 @@ False-positive rate: each χ² test passes a correct sampler unless its p-value 
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from typing import Any
 
 import array_api_compat
@@ -36,43 +35,11 @@ PERMUTE_AND_FLIP = noisy_max.PermuteAndFlip(epsilon=1.0)
 UTILITIES = np.array([0.0, 1.0, -np.inf, 2.5])
 
 
-class _Recording:
-    """A call's DeviceWords that keeps every word it hands out (as numpy, in order)."""
-
-    def __init__(self, words: Any) -> None:
-        self.real = words
-        self.library = words.library
-        self.taken: list[np.ndarray] = []
-
-    @property
-    def secure(self) -> bool:
-        return bool(self.real.secure)
-
-    def take(self, count: int) -> Any:
-        out = self.real.take(count)
-        self.taken.append(np.from_dlpack(out).astype(np.uint64))
-        return out
-
-    def words64(self) -> np.ndarray:
-        w = np.concatenate(self.taken) if self.taken else np.zeros(0, np.uint64)
-        return (w[0::2] << np.uint64(32)) | w[1::2]
-
-
 @pytest.fixture
-def calls(monkeypatch: pytest.MonkeyPatch) -> Iterator[list[_Recording]]:
+def calls(monkeypatch: pytest.MonkeyPatch) -> list[device_reference.RecordingWords]:
     """torch and array-api-strict host arrays take the device path; the list holds each call's
     words (none for a call refused before drawing)."""
-    made: list[_Recording] = []
-    device_reference.on_device(monkeypatch)
-    real = selection.device_words
-
-    def recorded(*args: Any, **kwargs: Any) -> Any:
-        words = _Recording(real(*args, **kwargs))
-        made.append(words)
-        return words
-
-    monkeypatch.setattr(selection, "device_words", recorded)
-    yield made
+    return device_reference.recording_calls(monkeypatch, selection)
 
 
 def _host(array: Any) -> np.ndarray:
@@ -94,7 +61,7 @@ def _chi_square(chosen: np.ndarray, log_pmf: np.ndarray) -> float:
 
 @pytest.mark.parametrize("spell", ["torch", "strict"])
 def test_secure_report_noisy_max_is_the_hosts_release_on_the_same_words(
-    spell: str, calls: list[_Recording]
+    spell: str, calls: list[device_reference.RecordingWords]
 ) -> None:
     # Ties between candidates, −inf, scores rounded half to even, scores far apart (clipped)
     # and beyond float64 on the lattice: the host's release fed the same 64-bit words.
@@ -130,7 +97,7 @@ def test_relative_scores_are_the_hosts_exactly() -> None:
 
 @pytest.mark.parametrize("mode", ["secure", "fast"])
 def test_report_noisy_max_has_the_exact_selection_probabilities(
-    mode: str, calls: list[_Recording]
+    mode: str, calls: list[device_reference.RecordingWords]
 ) -> None:
     n = 10_000 if mode == "secure" else 20_000  # the secure draws cost a few words each
     batch = torch.from_numpy(np.tile(UTILITIES, (n, 1)))
@@ -146,7 +113,7 @@ def test_report_noisy_max_has_the_exact_selection_probabilities(
 
 @pytest.mark.parametrize("spell", ["torch", "strict"])
 def test_fast_exponential_and_permute_and_flip_have_their_laws(
-    spell: str, calls: list[_Recording]
+    spell: str, calls: list[device_reference.RecordingWords]
 ) -> None:
     n = 20_000
     batch = _spelled(np.tile(UTILITIES, (n, 1)), spell)
@@ -167,7 +134,9 @@ def test_fast_exponential_and_permute_and_flip_have_their_laws(
 
 
 @pytest.mark.parametrize("mechanism", [RNM, EXPONENTIAL, PERMUTE_AND_FLIP], ids=lambda m: m.name)
-def test_fast_mode_is_reproducible_from_a_seed(mechanism: Any, calls: list[_Recording]) -> None:
+def test_fast_mode_is_reproducible_from_a_seed(
+    mechanism: Any, calls: list[device_reference.RecordingWords]
+) -> None:
     batch = torch.from_numpy(np.tile(np.array([0.0, 0.3, 0.1, 0.2]), (200, 1)))
 
     def draw(seed: int) -> np.ndarray:
@@ -192,7 +161,7 @@ def test_fast_mode_is_reproducible_from_a_seed(mechanism: Any, calls: list[_Reco
     ids=["nan", "inf", "empty-row", "bool", "no-candidate", "scalar"],
 )
 def test_values_the_host_refuses_are_refused_before_any_word(
-    mechanism: Any, values: np.ndarray, field: str, calls: list[_Recording]
+    mechanism: Any, values: np.ndarray, field: str, calls: list[device_reference.RecordingWords]
 ) -> None:
     with pytest.raises(InvalidData) as refused:
         mechanism.randomize(torch.from_numpy(np.asarray(values)), rng=np.random.default_rng(0))
@@ -205,7 +174,7 @@ def test_values_the_host_refuses_are_refused_before_any_word(
 @pytest.mark.parametrize("mechanism", [EXPONENTIAL, PERMUTE_AND_FLIP], ids=lambda m: m.name)
 @pytest.mark.parametrize("rng", [None, "keyed"])
 def test_secure_exponential_and_permute_and_flip_are_refused_on_the_device(
-    mechanism: Any, rng: Any, calls: list[_Recording]
+    mechanism: Any, rng: Any, calls: list[device_reference.RecordingWords]
 ) -> None:
     # Before any value is read: the NaN would otherwise be the refusal.
     generator = SecureRandom.from_key(KEY) if rng == "keyed" else None
@@ -215,14 +184,14 @@ def test_secure_exponential_and_permute_and_flip_are_refused_on_the_device(
 
 
 def test_secure_report_noisy_max_refuses_a_tiny_epsilon_before_reading_values(
-    calls: list[_Recording],
+    calls: list[device_reference.RecordingWords],
 ) -> None:
     with pytest.raises(InvalidParameter) as refused:
         noisy_max.ReportNoisyMax(epsilon=1e-9).randomize(torch.tensor([[0.0, float("nan")]]))
     assert refused.value.parameter == "epsilon" and not calls
 
 
-def test_a_batch_size_with_a_batch_is_refused(calls: list[_Recording]) -> None:
+def test_a_batch_size_with_a_batch_is_refused(calls: list[device_reference.RecordingWords]) -> None:
     with pytest.raises(InvalidParameter) as refused:
         EXPONENTIAL.randomize(torch.zeros(2, 3), rng=np.random.default_rng(0), size=4)
     assert refused.value.parameter == "size" and not calls

@@ -88,6 +88,20 @@ def require_64_bit(
         )
 
 
+def require_real_64_bit(
+    library: ArrayLibrary, values: Any, *, owner: str, field: str, needs: str
+) -> None:
+    """:func:`require_64_bit`, then real numbers (integers or floats; booleans refused, as on
+    the host): decided by the library and the dtype, before any value is read."""
+    xp = library.xp
+    require_64_bit(library, owner=owner, field=field, needs=needs)
+    if not xp.isdtype(values.dtype, ("integral", "real floating")):
+        raise InvalidData(
+            f"{owner}: {field} must be real numbers, got a {library.name} array of {values.dtype}",
+            field=field,
+        )
+
+
 def _is_torch_generator(rng: Any) -> bool:
     return type(rng).__module__.partition(".")[0] == "torch" and type(rng).__name__ == "Generator"
 

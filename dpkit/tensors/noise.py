@@ -48,7 +48,7 @@ from typing import Any
 from dpkit.errors import InvalidData, InvalidParameter
 from dpkit.randomness.discrete import laplace_scale
 from dpkit.randomness.secure_rng import SecureRandom
-from dpkit.tensors.device_random import device_words, require_64_bit
+from dpkit.tensors.device_random import device_words, require_real_64_bit
 from dpkit.tensors.duchi import uniform_53
 from dpkit.tensors.exact import WordPairs, discrete_gaussian, discrete_laplace
 from dpkit.tensors.libraries import ArrayLibrary
@@ -65,15 +65,13 @@ _GAUSSIAN_STEPS = (1 << 8, 1 << 62)
 
 def _check(library: ArrayLibrary, values: Any, *, owner: str, field: str) -> None:
     """The 64-bit types the exact law needs, and real numbers (no booleans, as on the host)."""
-    xp = library.xp
-    require_64_bit(
-        library, owner=owner, field=field, needs="the noise needs float64 and 64-bit integers"
+    require_real_64_bit(
+        library,
+        values,
+        owner=owner,
+        field=field,
+        needs="the noise needs float64 and 64-bit integers",
     )
-    if not xp.isdtype(values.dtype, ("integral", "real floating")):
-        raise InvalidData(
-            f"{owner}: {field} must be real numbers, got a {library.name} array of {values.dtype}",
-            field=field,
-        )
 
 
 def _finite(library: ArrayLibrary, values: Any, *, owner: str, field: str) -> Any:

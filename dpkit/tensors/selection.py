@@ -67,7 +67,7 @@ import numpy as np
 from dpkit.errors import InvalidData, InvalidParameter
 from dpkit.randomness.discrete import laplace_scale
 from dpkit.randomness.secure_rng import SecureRandom
-from dpkit.tensors.device_random import device_words, require_64_bit
+from dpkit.tensors.device_random import device_words, require_real_64_bit
 from dpkit.tensors.duchi import uniform_53
 from dpkit.tensors.exact import WordPairs, discrete_laplace
 from dpkit.tensors.libraries import ArrayLibrary
@@ -87,15 +87,13 @@ def _secure(rng: Any) -> bool:
 
 def _check_structure(library: ArrayLibrary, values: Any, *, owner: str, field: str) -> None:
     """The public checks: real dtype, 64-bit types, at least one candidate (no value read)."""
-    xp = library.xp
-    require_64_bit(
-        library, owner=owner, field=field, needs="the selection needs float64 and 64-bit integers"
+    require_real_64_bit(
+        library,
+        values,
+        owner=owner,
+        field=field,
+        needs="the selection needs float64 and 64-bit integers",
     )
-    if not xp.isdtype(values.dtype, ("integral", "real floating")):
-        raise InvalidData(
-            f"{owner}: {field} must be real numbers, got a {library.name} array of {values.dtype}",
-            field=field,
-        )
     shape = tuple(values.shape)
     if not shape or shape[-1] == 0:
         raise InvalidData(

@@ -270,8 +270,9 @@ def main() -> None:
             rows=rows,
             notes=[
                 f"peak resident memory, each alone in a fresh process: {memory}",
-                "dpkit bounds each aggregate separately (in numpy after DuckDB's per-record "
-                "steps, or in DuckDB); the truncation floor bounds once, in DuckDB",
+                "dpkit bounds each person's rows once for the statement's three aggregates "
+                "(in numpy after DuckDB's per-record steps, or in DuckDB), as the truncation "
+                "floor does in DuckDB",
             ],
         )
 

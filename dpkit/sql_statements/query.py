@@ -34,7 +34,7 @@ from __future__ import annotations
 
 import contextlib
 import math
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from fractions import Fraction
 from typing import Any
 
@@ -48,6 +48,7 @@ from dpkit.sql_statements.plan import RELEASED, SOURCE, Aggregate, Plan, plan_st
 from dpkit.sql_statements.sources import connect, describe, relation
 from dpkit.sql_statements.spark import is_spark
 from dpkit.tables._duckdb import connection
+from dpkit.tables.frame import as_frame, implementation
 from dpkit.units import IdUnit, RecordUnit
 
 __all__ = ["SqlQuery", "SqlResult", "sql"]
@@ -250,11 +251,10 @@ class SqlQuery:
         if isinstance(self.unit, IdUnit):
             items.append(f"{alias}.{_quote(self.unit.column)} AS {_quote(self.unit.column)}")
         items += [f"TRY({g.expression}) AS {_quote(g.name)}" for g in plan.groups]
-        seen: set[str] = set()
-        for index, (aggregate, _) in enumerate(self.queries):
-            if aggregate.argument is not None and f"__v{index}" not in seen:
-                items.append(f"TRY({aggregate.argument}) AS {_quote(f'__v{index}')}")
-                seen.add(f"__v{index}")
+        arguments = [aggregate.argument for aggregate, _ in self.queries]
+        for column, argument in dict(zip(value_columns(arguments), arguments, strict=True)).items():
+            if column is not None:
+                items.append(f"TRY({argument}) AS {_quote(column)}")
         if not items:
             items.append("1 AS __dpkit_row")
         where = f" WHERE COALESCE(TRY(({plan.where})::BOOLEAN), FALSE)" if plan.where else ""
@@ -444,7 +444,8 @@ class SqlQuery:
         tables = self._tables(data)
         with self._engine(tables) as con:
             rows = self._rows(tables, empty=False, con=con)
-            return tuple(query.aggregate(rows, rng=generator) for _, query in self.queries)
+            aggregate = self._aggregator(rows, generator)
+            return tuple(aggregate(query) for _, query in self.queries)
 
     def run(self, data: Any = None, /, *, rng: Any = None) -> SqlResult:
         """Release the statement on ``data`` (the tables by name; default: those given to
@@ -457,11 +458,27 @@ class SqlQuery:
             rows = self._rows(tables, empty=False, con=con)
             return self._run(rows, generator)
 
+    def _aggregator(self, rows: Any, generator: Any) -> Callable[[Any], Any]:
+        """How a table query of the statement aggregates ``rows``: under an id unit, over the
+        rows bounded once for the whole statement (:mod:`dpkit_central.shared_bounding`),
+        drawing the bounding's key now; under a record unit, each on its own."""
+        if not isinstance(self.unit, IdUnit):
+            return lambda query: query.aggregate(rows, rng=generator)
+        every = [query for _, query in self.queries]
+        if self.selector is not None:
+            every.insert(0, self.selector)
+        aggregate: Callable[[Any], Any] = (
+            every[0].bound_with(every[1:], rows, rng=generator).aggregate
+        )
+        return aggregate
+
     def _run(self, rows: Any, generator: Any) -> SqlResult:
         queries = [query for _, query in self.queries]
         keys: tuple[tuple[Any, ...], ...] | None = None
+        aggregate = self._aggregator(rows, generator)
+        backend = implementation(as_frame(rows, owner=self.name))
         if self.selector is not None:
-            found = self.selector.aggregate(rows, rng=generator)
+            found = aggregate(self.selector)
             keep = self.selector.selection.select(found.values["units"], rng=generator)
             keys = tuple(k for k, kept in zip(found.keys, keep, strict=True) if kept)
             # The selected groups, as public keys: one value each for one group column.
@@ -470,10 +487,11 @@ class SqlQuery:
                 attrs.evolve(query, keys=selected) if selected else None for query in queries
             ]
         results = []
-        for (aggregate, _), query in zip(self.queries, queries, strict=True):
+        for (statement_aggregate, _), query in zip(self.queries, queries, strict=True):
             if query is None:
                 continue
-            results.append((aggregate, query.run(rows, rng=generator)))
+            released = query.release(aggregate(query), rng=generator, backend=backend)
+            results.append((statement_aggregate, released))
         return self._assemble(results, keys)
 
     def _assemble(self, results: list[tuple[Aggregate, Any]], keys: Any) -> SqlResult:
@@ -514,6 +532,16 @@ class SqlQuery:
                 f"({str(error).splitlines()[0][:160]})",
                 clause="post-processing",
             ) from None
+
+
+def value_columns(arguments: list[str | None]) -> list[str | None]:
+    """The row-level column each aggregate reads (``__v0``, ...; None for none): aggregates
+    of one argument (``SUM(x)`` and ``AVG(x)``) read one column, computed once."""
+    first: dict[str, str] = {}
+    return [
+        None if argument is None else first.setdefault(argument, f"__v{index}")
+        for index, argument in enumerate(arguments)
+    ]
 
 
 def _quote(name: str) -> str:
@@ -740,10 +768,10 @@ def sql(
         else ({"epsilon": share, "delta": delta_share} if private else None)
     )
     queries = []
-    for index, aggregate in enumerate(aggregates):
+    columns = value_columns([aggregate.argument for aggregate in aggregates])
+    for aggregate, column in zip(aggregates, columns, strict=True):
         statistic = _statistic(aggregate, share, delta_share, noise, registry)
         aggregate_unit: Any = unit
-        column: str | None = None if aggregate.argument is None else f"__v{index}"
         if aggregate.kind == "count_distinct":
             assert isinstance(unit, IdUnit)
             aggregate_unit = IdUnit(unit.column, max_rows=1, max_groups=unit.max_groups)

@@ -32,6 +32,7 @@ from __future__ import annotations
 
 import contextlib
 import contextvars
+import inspect
 import itertools
 from collections.abc import Callable, Iterator, Mapping
 from typing import Any
@@ -47,6 +48,7 @@ from dpkit.tables.bounding import (
     content_bits,
     pair_priority,
     row_priority,
+    values_content,
 )
 from dpkit.tables.encoding import encode_column, mix
 from dpkit.tables.frame import narwhals
@@ -88,6 +90,18 @@ def _functions(con: Any, bounding: Bounding) -> dict[str, str]:
     def content(v: Any) -> Any:
         return pa.array(content_bits(v.to_numpy(zero_copy_only=False)), pa.uint64())
 
+    def values(*columns: Any) -> Any:
+        found = [c.to_numpy(zero_copy_only=False) for c in columns]
+        return pa.array(values_content(found), pa.uint64())
+
+    # DuckDB reads a function's arity from its signature: one parameter per value column.
+    values.__signature__ = inspect.Signature(  # type: ignore[attr-defined]
+        [
+            inspect.Parameter(f"v{i}", inspect.Parameter.POSITIONAL_ONLY)
+            for i in range(len(bounding.values))
+        ]
+    )
+
     def p(g: Any, v: Any, j: Any) -> Any:
         occurrence = np.asarray(j.to_numpy(zero_copy_only=False), dtype=np.int64)
         return pa.array(row_priority(_words(g), _words(v), occurrence, key), pa.uint64())
@@ -96,12 +110,18 @@ def _functions(con: Any, bounding: Bounding) -> dict[str, str]:
         return pa.array(mix(_words(v) ^ _ODD), pa.uint64())
 
     made: list[tuple[str, Callable[..., Any], list[str]]] = [
-        (names["content"], content, ["BIGINT"]),
+        (names["content"], values, ["DOUBLE"] * len(bounding.values))
+        if bounding.values
+        else (names["content"], content, ["BIGINT"]),
         (names["p"], p, ["UBIGINT", "UBIGINT", "BIGINT"]),
         (names["tie"], tie, ["UBIGINT"]),
     ]
     for name, function, parameters in made:
-        con.create_function(name, function, parameters, "UBIGINT", type="arrow")
+        # "special": a missing value reaches the function (as NaN), which gives it the word
+        # the numpy bounding gives it, instead of DuckDB's NULL for any missing argument.
+        con.create_function(
+            name, function, parameters, "UBIGINT", type="arrow", null_handling="special"
+        )
     return names
 
 
@@ -142,16 +162,29 @@ def bounding_statement(
     partition = ", ".join(pair_columns)
     keep = ", ".join(_quote(c) for c in columns)
     steps = [f"__w AS (SELECT * FROM {source} JOIN {pairs} USING ({partition}))"]
-    if bounding.content is not None:
-        content = _quote(bounding.content)
-        steps.append(
-            f"__c AS (SELECT *, {names['content']}({content}) AS __v, "
-            f"ROW_NUMBER() OVER (PARTITION BY {partition}, {content}) - 1 AS __j FROM __w)"
-        )
+    if bounding.content is not None or bounding.values:
+        if bounding.values:  # the content is a hash of the values: rows numbered by it
+            values = ", ".join(_quote(c) for c in bounding.values)
+            steps.append(f"__u AS (SELECT *, {names['content']}({values}) AS __v FROM __w)")
+            steps.append(
+                f"__c AS (SELECT *, ROW_NUMBER() OVER (PARTITION BY {partition}, __v) - 1 "
+                f"AS __j, COUNT(*) OVER (PARTITION BY {partition}) AS __n FROM __u)"
+            )
+        else:
+            content = _quote(bounding.content)  # type: ignore[arg-type]
+            steps.append(
+                f"__c AS (SELECT *, {names['content']}({content}) AS __v, "
+                f"ROW_NUMBER() OVER (PARTITION BY {partition}, {content}) - 1 AS __j, "
+                f"COUNT(*) OVER (PARTITION BY {partition}) AS __n FROM __w)"
+            )
+        # Only a crowded pair's rows are ranked by priority (as the numpy bounding ranks
+        # them); every pair's rows are in the order of their content's hash otherwise, so the
+        # first row of a pair, the FIRST one, is the numpy bounding's too.
+        rows = int(bounding.max_rows)
         steps.append(
             f"__r AS (SELECT *, ROW_NUMBER() OVER (PARTITION BY {partition} ORDER BY "
-            f"{names['p']}(__g, __v, __j) DESC, {names['tie']}(__v) ASC, __v ASC) - 1 AS __k "
-            "FROM __c)"
+            f"CASE WHEN __n > {rows} THEN {names['p']}(__g, __v, __j) ELSE 0::UBIGINT END "
+            f"DESC, {names['tie']}(__v) ASC, __v ASC) - 1 AS __k FROM __c)"
         )
     else:
         steps.append(

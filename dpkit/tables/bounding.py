@@ -16,7 +16,9 @@ row's content (:mod:`dpkit.tables.encoding` turns values into 64-bit words):
 * the pair priority q = F(key, id, group keys) — one word per pair;
 * the row priority p = F(key, id, group keys, v, j), where v is the *content* the aggregate
   reads from the row (a sum's fixed-point integer, a histogram cell, a quantile's lattice
-  cell; nothing for a count) and j numbers the rows of equal (id, group, v) 0, 1, 2, …
+  cell; nothing for a count; for rows bounded once for several aggregates, a chained hash
+  of the float64 values they all read) and j numbers the rows of equal (id, group, v)
+  0, 1, 2, …
 
 F chains MurmurHash3's finaliser (:func:`~dpkit.tables.encoding.mix`) over the words, each step
 keyed by a word of the key. Rows with equal content are interchangeable — they add the same
@@ -87,6 +89,7 @@ __all__ = [
     "lexsort_codes",
     "pair_priority",
     "row_priority",
+    "values_content",
 ]
 
 #: The column bounding adds: 1 on exactly one kept row of each kept (id, group) pair and 0
@@ -341,11 +344,26 @@ def content_bits(values: NDArray[Any]) -> NDArray[np.uint64]:
     return np.asarray(array, dtype=np.int64).view(np.uint64)
 
 
+def values_content(columns: list[NDArray[Any]]) -> NDArray[np.uint64]:
+    """The 64-bit content of rows that several aggregates read, one float64 value each: each
+    value's bits (every NaN as one NaN, −0.0 as 0.0), chained by :func:`mix` — equal for rows
+    whose values are all equal, so such rows are interchangeable for every aggregate (and,
+    for two rows of unequal values, with probability about 2⁻⁶⁴: they are then numbered in
+    input order, which changes which rows are kept, never how many)."""
+    out = np.zeros(columns[0].shape[0] if columns else 0, dtype=np.uint64)
+    for column in columns:
+        values = np.asarray(column, dtype=np.float64)
+        out = mix(out ^ content_bits(np.where(np.isnan(values), np.nan, values)))
+    return out
+
+
 @attrs.frozen
 class Bounding:
     """One release's contribution bounding: which columns, which bounds, which key.
 
     ``content`` names the column whose value the aggregate reads (None for a count);
+    ``values`` instead names several float64 columns, the values that the several aggregates
+    of one statement read (:func:`values_content`; rows bounded once for all of them);
     ``max_groups`` is None for an ungrouped query. :meth:`apply` bounds a pandas DataFrame
     holding all the rows of its ids (an engine's partition after a shuffle by id, or a whole
     table); :meth:`masks` is the same on columns given by a getter. Picklable, so that an
@@ -358,6 +376,7 @@ class Bounding:
     max_rows: int
     max_groups: int | None
     key: BoundingKey
+    values: tuple[str, ...] = ()
 
     def masks(
         self, column: Callable[[str], Any], rows: int
@@ -375,9 +394,9 @@ class Bounding:
         words = ChainedWords([w for _, w in encoded], self.key)
         content = None
         if self.content is not None:
-            native = column(self.content)
-            values = native.to_numpy() if hasattr(native, "to_numpy") else np.asarray(native)
-            content = content_bits(values)
+            content = content_bits(_numbers(column(self.content)))
+        elif self.values:
+            content = values_content([_numbers(column(c)) for c in self.values])
         groups = self.max_groups if self.by else None
         return keep_mask(ids, pairs, words, content, self.max_rows, groups, self.key)
 
@@ -389,6 +408,10 @@ class Bounding:
         out = frame.take(kept).reset_index(drop=True)
         out[FIRST] = first[kept].astype(np.int64)
         return out
+
+
+def _numbers(native: Any) -> NDArray[Any]:
+    return np.asarray(native.to_numpy() if hasattr(native, "to_numpy") else native)
 
 
 def _return_arrow_pages() -> None:

@@ -73,9 +73,9 @@ from __future__ import annotations
 
 import functools
 import math
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from fractions import Fraction
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import attrs
 import numpy as np
@@ -117,6 +117,9 @@ from dpkit_central.records import (
 )
 from dpkit_central.statistic import Contribution, TableStatistic
 from dpkit_central.table_result import TableResult
+
+if TYPE_CHECKING:
+    from dpkit_central.shared_bounding import BoundedRows
 
 __all__ = ["TableQuery"]
 
@@ -472,35 +475,70 @@ class TableQuery:
         kinds: dict[str, ColumnKind],
         schema: dict[str, Any],
         keys: tuple[tuple[Any, ...], ...] | None,
+        bounded: bool = False,
     ) -> Any:
         """Step 1 on ``frame`` (any rows of the table: a whole table or one partition): the
         needed columns, the per-record drops, and the statistic's value (its fixed point,
-        lattice cell or category)."""
+        lattice cell or category). ``bounded``: the rows were bounded already
+        (:mod:`dpkit_central.shared_bounding`), their :data:`FIRST` column is kept."""
         nw = narwhals()
         stat = self.statistic
-        columns = list(self._needs())
+        columns = [*self._needs(), *([FIRST] if bounded else [])]
+        frame, keep = self._key_steps(frame, columns, kinds=kinds, schema=schema, keys=keys)
+        kind = kinds[self.column] if self.column is not None else "other"
+        dtype = schema[self.column] if self.column is not None else None
+        frame, value_keep = stat.table_value(nw, frame, self.column, kind, dtype)
+        # One filter for every per-record drop: a missing key or id, a missing value (the
+        # statistic's policy), a key not among the public ones (one column: is_in).
+        frame = self._drop(frame, [*keep, *value_keep], schema=schema, keys=keys)
+        return stat.table_cells(nw, frame, self.column, kind, dtype)
+
+    def _key_steps(
+        self,
+        frame: Any,
+        columns: list[str],
+        *,
+        kinds: Mapping[str, ColumnKind],
+        schema: Mapping[str, Any],
+        keys: tuple[tuple[Any, ...], ...] | None,
+        values: bool = True,
+    ) -> tuple[Any, list[Any]]:
+        """The per-record steps of the group and id columns (and of the value column when it
+        holds labels, with ``values``): ``columns`` selected, object columns read as text,
+        float columns' −0.0 as 0.0; and the expressions of the rows to keep (a key and an
+        id present, a key among the public ones of one group column)."""
+        nw = narwhals()
         if columns:  # a row count needs no column at all
             frame = frame.select(*columns)
         for column in columns:  # object columns: keys, ids and labels as text, per record
-            labels = column == self.column and stat.reads_labels
-            if kinds[column] == "object" and (column in self.by or labels or self._is_id(column)):
+            labels = values and column == self.column and self.statistic.reads_labels
+            if column == FIRST or not (column in self.by or labels or self._is_id(column)):
+                continue
+            if kinds[column] == "object":
                 frame = plain_labels(nw, frame, column)
-            elif _as_float(schema[column]) and (column in self.by or labels or self._is_id(column)):
+            elif _as_float(schema[column]):
                 frame = frame.with_columns(unsigned_zero(nw, column))
-        kind = kinds[self.column] if self.column is not None else "other"
-        dtype = schema[self.column] if self.column is not None else None
-        frame, keep = stat.table_value(nw, frame, self.column, kind, dtype)
-        # One filter for every per-record drop: a missing key or id, a missing value (the
-        # statistic's policy), a key not among the public ones (one column: is_in).
         drops = [*self.by, *([self.unit.column] if isinstance(self.unit, IdUnit) else [])]
-        keep = [*(~missing(nw, column, schema[column]) for column in drops), *keep]
+        keep = [~missing(nw, column, schema[column]) for column in drops]
         if keys is not None and len(self.by) == 1:
             keep.append(only_keys_expr(nw, self.by[0], keys, schema))
+        return frame, keep
+
+    def _drop(
+        self,
+        frame: Any,
+        keep: list[Any],
+        *,
+        schema: Mapping[str, Any],
+        keys: tuple[tuple[Any, ...], ...] | None,
+    ) -> Any:
+        """The rows ``keep`` keeps, then (several group columns) those of a public key."""
+        nw = narwhals()
         if keep:
             frame = frame.filter(nw.all_horizontal(*keep, ignore_nulls=False))
         if keys is not None and len(self.by) > 1:
             frame = only_keys(nw, frame, self.by, keys, schema)
-        return stat.table_cells(nw, frame, self.column, kind, dtype)
+        return frame
 
     def _grouped(self, frame: Any) -> Any:
         """Step 3's plan (lazy on a lazy frame): per group (and cell) the elementary
@@ -544,7 +582,36 @@ class TableQuery:
         generator = resolve_rng(rng, owner=self.name)[0]
         frame = as_frame(data, owner=self.name)
         keys = self._coerced_keys(column_kinds(frame), dict(frame.collect_schema()))
-        found = self._aggregate(self._prepared(frame, generator))
+        return self._aligned(self._aggregate(self._prepared(frame, generator)), keys)
+
+    def bound_with(
+        self, others: Sequence[TableQuery], data: Any, /, *, rng: Any = None
+    ) -> BoundedRows:
+        """The rows of ``data`` bounded once for this query and ``others`` (one statement's
+        aggregates under one id unit), each query then aggregated over them by
+        :meth:`~dpkit_central.shared_bounding.BoundedRows.aggregate`
+        (:mod:`dpkit_central.shared_bounding`)."""
+        from dpkit_central.shared_bounding import bound_together
+
+        return bound_together([self, *others], data, rng=rng)
+
+    def _bounded_aggregate(self, frame: Any) -> Aggregates:
+        """Steps 1 and 3 on a narwhals frame of rows bounded already, with their
+        :data:`FIRST` column (:mod:`dpkit_central.shared_bounding` bounds them under this
+        query's unit, or with more rows per group when this one allows one: then the
+        first kept row of each pair is its one)."""
+        schema = dict(frame.collect_schema())
+        kinds = column_kinds(frame)
+        keys = self._coerced_keys(kinds, schema)
+        records = functools.partial(
+            self._records, kinds=kinds, schema=schema, keys=keys, bounded=True
+        )
+        if isinstance(self.unit, IdUnit) and self.unit.max_rows == 1:
+            frame = frame.filter(narwhals().col(FIRST) == 1)
+        return self._aligned(self._aggregate(per_record(frame, records)), keys)
+
+    def _aligned(self, found: Aggregates, keys: tuple[tuple[Any, ...], ...] | None) -> Aggregates:
+        """The aggregates of the public keys (absent ones as zeros), or of the groups found."""
         if isinstance(self.keys, PublicKeys):
             assert keys is not None
             return aligned(found, self.keys.values, keys)

@@ -1,11 +1,15 @@
-"""A SQL statement and the equivalent table query give the same pre-noise aggregates.
+"""A SQL statement and the equivalent table queries give the same pre-noise aggregates.
 
-For every statistic SQL offers, :meth:`SqlQuery.aggregates` on a pandas, Polars, PyArrow,
-DuckDB or Parquet input — the contributions bounded in numpy after DuckDB's per-record steps,
-or inside DuckDB (``bounding="duckdb"``) — and ``.on(...).aggregate`` of the same statistic on
-the pandas frame, with one seed (so one bounding key), must be :meth:`Aggregates.identical`:
-the same groups and the same values, bit for bit. The SQL path adds nothing to a statistic's sensitivity: it is the
-table query's, on the rows the statement's WHERE keeps.
+A statement bounds each person's rows once for all its aggregates
+(:mod:`dpkit_central.shared_bounding`); its Python equivalent is the ``.on(...)`` queries of
+the same statistics bounded together (``query.bound_with(others, frame)``) and each
+aggregated over those rows. For every statistic SQL offers, :meth:`SqlQuery.aggregates` on a
+pandas, Polars, PyArrow, DuckDB or Parquet input — the contributions bounded in numpy after
+DuckDB's per-record steps, or inside DuckDB (``bounding="duckdb"``) — and that Python path
+on the pandas frame, with one seed (so one bounding key), must be
+:meth:`Aggregates.identical`: the same groups and the same values, bit for bit. The SQL path
+adds nothing to a statistic's sensitivity: it is the table query's, on the rows the
+statement's WHERE keeps.
 """
 
 from __future__ import annotations
@@ -123,7 +127,8 @@ def test_sql_and_the_table_query_aggregate_alike(
     unit = dpkit.IdUnit("user", max_rows=rows, max_groups=2)
     key_spec: Any = public if public is not None else {"epsilon": 0.5, "delta": 1e-6}
     reference = statistic.on(column, by="city", keys=key_spec, unit=unit)
-    expected = reference.aggregate(frame, rng=np.random.default_rng(5))
+    bounded = reference.bound_with([], frame, rng=np.random.default_rng(5))
+    expected = bounded.aggregate(reference)
     (found,) = query.aggregates(rng=np.random.default_rng(5))
     assert found.identical(expected), (found.values, expected.values)
 
@@ -138,10 +143,9 @@ def test_a_where_clause_is_the_same_rows_filtered_first(tmp_path: Path) -> None:
         keys=["Lyon", "Paris"],
     )
     kept = frame[(frame.minutes > 30) & (frame.city != "Nice")]
-    reference = dpkit.get_registry().query("sum", epsilon=1.0, lower=0, upper=100)
-    expected = reference.on("minutes", by="city", keys=["Lyon", "Paris"], unit=UNIT).aggregate(
-        kept, rng=np.random.default_rng(8)
-    )
+    statistic = dpkit.get_registry().query("sum", epsilon=1.0, lower=0, upper=100)
+    reference = statistic.on("minutes", by="city", keys=["Lyon", "Paris"], unit=UNIT)
+    expected = reference.bound_with([], kept, rng=np.random.default_rng(8)).aggregate(reference)
     (found,) = query.aggregates(rng=np.random.default_rng(8))
     assert found.identical(expected)
 
@@ -174,8 +178,11 @@ def test_a_spread_is_a_count_and_two_centred_sums(tmp_path: Path, kind: str, bou
     ]
     found = query.aggregates(rng=np.random.default_rng(6))
     assert len(found) == 3
-    rng = np.random.default_rng(6)  # one generator, drawn from in the statement's order
-    for (statistic, column), aggregates in zip(references, found, strict=True):
-        reference = statistic.on(column, by="city", keys=["Lyon", "Paris", "Rome"], unit=UNIT)
-        expected = reference.aggregate(derived, rng=rng)
-        assert aggregates.identical(expected), (column, aggregates.values, expected.values)
+    queries = [
+        statistic.on(column, by="city", keys=["Lyon", "Paris", "Rome"], unit=UNIT)
+        for statistic, column in references
+    ]
+    bounded = queries[0].bound_with(queries[1:], derived, rng=np.random.default_rng(6))
+    for query, aggregates in zip(queries, found, strict=True):
+        expected = bounded.aggregate(query)
+        assert aggregates.identical(expected), (query.column, aggregates.values, expected.values)

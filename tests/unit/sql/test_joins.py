@@ -100,9 +100,8 @@ def test_a_join_is_the_join_done_by_hand_first(
     joined = frame.merge(REGIONS, on="city", how=how)
     joined = joined.assign(value=joined.minutes * joined.weight)
     reference = dpkit.get_registry().query("sum", epsilon=1.0, lower=0, upper=100)
-    expected = reference.on("value", by="region", keys=keys, unit=UNIT).aggregate(
-        joined, rng=np.random.default_rng(3)
-    )
+    summed = reference.on("value", by="region", keys=keys, unit=UNIT)
+    expected = summed.bound_with([], joined, rng=np.random.default_rng(3)).aggregate(summed)
     (found,) = query.aggregates(rng=np.random.default_rng(3))
     assert found.identical(expected), (found.values, expected.values)
 

@@ -201,7 +201,7 @@ def test_olh_and_hr_on_cuda_stay_there_and_either_estimator_counts_them(rng: str
         assert np.array_equal(on_device.counts, on_host.counts)
 
 
-def test_a_mechanism_without_a_device_path_refuses_a_cuda_tensor() -> None:
+def test_a_graph_mechanisms_host_only_randomize_graph_refuses_a_cuda_tensor() -> None:
     graph_rr = dpkit.mechanism("graph_rr", epsilon=1.0, nodes=2)
     with pytest.raises(InvalidData, match=r"graph_rr\.randomize_graph has no device path yet"):
         graph_rr.randomize_graph(torch.zeros((2, 2), device="cuda"))

@@ -14,8 +14,9 @@ probabilities are the CPU's, T₁/2⁶⁴ and T₀/2⁶⁴.
 half) and 2i + 1 (low half) of the call's stream (:func:`~dpkit.tensors.device_random.device_words`:
 ChaCha20 on the device in secure mode, the framework's generator in fast mode). The CPU's
 secure sampler fed the same 64-bit words, in that order, gives the same bits. The words are
-drawn a pass of :data:`_PASS` bits at a time, in order (the same words as one draw), so the
-temporaries stay bounded whatever the number of bits.
+drawn a pass of :data:`_PASS` bits at a time, in order — a pass is a whole number of ChaCha20
+blocks (16 words, 8 bits), so the passes take the words of one draw — and the temporaries stay
+bounded whatever the number of bits.
 
 **Output**: booleans of the input's shape, on its device (the CPU's reports). Only this dense
 form: the other encodings of the mechanisms' ``output`` parameter are ``randomize_graph``'s,
@@ -36,7 +37,8 @@ from dpkit.tensors.libraries import ArrayLibrary
 
 __all__ = ["noisy_list_bits"]
 
-#: Bits per pass: two 32-bit words each, so at most 2²³ words (64 MiB as int64) at a time.
+#: Bits per pass: two 32-bit words each, so at most 2²³ words (64 MiB as int64) at a time; a
+#: multiple of 8, so each pass starts a block (a draw starts one) where the last ended.
 _PASS = 1 << 22
 
 

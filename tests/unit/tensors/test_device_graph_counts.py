@@ -153,6 +153,20 @@ def test_secure_bits_are_the_cpus_on_the_same_words(
     assert len(bit_calls) == 3
 
 
+def test_bits_drawn_a_pass_at_a_time_take_the_same_words(
+    bit_calls: list[device_reference.RecordingWords], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Passes of 8 bits (one block of words each, 25 of them): the words of one draw, in order,
+    # so the same bits as one pass under the same key, and the host's on those words.
+    lists = np.random.default_rng(5).random((40, 5)) < 0.5
+    whole = _host(ARR.randomize(torch.from_numpy(lists), rng=SecureRandom.from_key(KEY)))
+    monkeypatch.setattr(list_bits, "_PASS", 8)
+    got = _host(ARR.randomize(torch.from_numpy(lists), rng=SecureRandom.from_key(KEY)))
+    assert len(bit_calls[-1].taken) == 25 and np.array_equal(got, whole)
+    host = ARR.randomize(lists, rng=device_reference.replaying(bit_calls[-1].words64()))
+    assert np.array_equal(got, host)
+
+
 class _Chosen:
     """Secure device words chosen by the test, for one ``take`` (the halves of given 64-bit
     words)."""

@@ -86,7 +86,8 @@ secure samplers on the device), :func:`report_noisy_max_indices` report-noisy-ma
 RAPPOR's (integer items, hashed as on the host; counted by :func:`sketch_counts`),
 :func:`prefix_reports` the prefix extending method's and :func:`tree_reports` TreeHist's,
 :func:`mean_sums` the numeric mechanisms' server statistic, :func:`report_histogram` the
-square wave's, :func:`noisy_list_counts` the noisy degrees and k-stars of neighbour lists;
+square wave's, :func:`noisy_list_counts` the noisy degrees and k-stars of neighbour lists,
+:func:`noisy_list_bits` their bits through ``graph_rr``'s and ``graph_arr``'s channel;
 ``log_probability`` there: :func:`density_log_probability` scores a density's one formula on
 the device or the host, :func:`device_operands` puts its two operands on one device (or
 says the numpy path runs), :func:`where_equal` scores randomized response (and
@@ -207,6 +208,7 @@ from dpkit.tensors.hashing import (
 )
 from dpkit.tensors.lattice import LatticeLaw
 from dpkit.tensors.libraries import ArrayLibrary, StandardUnits, array_library
+from dpkit.tensors.list_bits import noisy_list_bits
 from dpkit.tensors.list_counts import noisy_list_counts
 from dpkit.tensors.log_probability import (
     density_log_probability,
@@ -350,6 +352,7 @@ __all__ = [
     "mean_sums",
     "multibit_reports",
     "narwhals",
+    "noisy_list_bits",
     "noisy_list_counts",
     "one_bit_counts",
     "one_bit_reports",

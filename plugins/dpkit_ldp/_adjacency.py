@@ -12,7 +12,9 @@ threshold: T₁ = ⌊p₁·2⁶⁴⌋ (rounded down) for a 1, T₀ = ⌈p₀·2�
 p₁, p₀ evaluated in 60-digit decimal arithmetic from the exact binary values of ε and μ. Then
 p₁′/p₀′ ≤ p₁/p₀ and (1 − p₀′)/(1 − p₁′) ≤ (1 − p₀)/(1 − p₁): the realised ε never exceeds the
 declared one. In fast mode (a numpy ``Generator``) the words are the generator's and the
-thresholds the same.
+thresholds the same. ``randomize`` on an accelerator's array compares the device's 64-bit words
+(ChaCha20 there in secure mode) with the same T₁ and T₀ (:mod:`dpkit.tensors.list_bits`): the
+same words give the same bits; ``randomize_graph`` stays on the host.
 
 **Sparse reports** never touch the bits that stay 0. The channel is written as a union,
 (each existing edge kept with probability s) ∪ (a noise set, each pair in it with probability r,
@@ -48,8 +50,10 @@ from dpkit.plugin import (
     PrivacyEvent,
     RandomizedResponseDP,
     SecureRandom,
+    array_library,
     as_array,
     geometric_digits,
+    noisy_list_bits,
     parameter,
     resolve_rng,
 )
@@ -181,6 +185,7 @@ class AdjacencyMechanism(NeighbourListInput, Mechanism):
 
     kind: ClassVar[Literal["local", "central"]] = "local"
     statistic: ClassVar[str] = "graph"
+    device_methods: ClassVar[frozenset[str]] = frozenset({"randomize"})
 
     epsilon: float
     nodes: int
@@ -252,13 +257,27 @@ class AdjacencyMechanism(NeighbourListInput, Mechanism):
 
     def randomize(
         self, values: Any, /, *, rng: np.random.Generator | SecureRandom | None = None
-    ) -> NDArray[np.bool_]:
+    ) -> Any:
         """Report every bit of ``values`` (0/1 of any shape: one neighbour list, or a batch of
-        them along the first axis) through the channel; booleans of the same shape.
+        them along the first axis) through the channel; booleans of the same shape (whatever
+        ``output`` says: it is ``randomize_graph``'s encoding).
 
         ``rng``: None (secure mode, the default), a :class:`dpkit.SecureRandom`, or a numpy
-        ``Generator`` (fast mode).
+        ``Generator`` (fast mode); for torch tensors also a ``torch.Generator``. An
+        accelerator's array is reported there, with the same thresholds T₁, T₀ on the same
+        64-bit words (:mod:`dpkit.tensors.list_bits`), in its own type, on its device.
         """
+        library = array_library(values, owner=self.name)
+        if library is not None:  # an accelerator's array (host arrays arrive as numpy views)
+            one, zero = self._thresholds()
+            return noisy_list_bits(
+                library,
+                values,
+                one_threshold64=one,
+                zero_threshold64=zero,
+                rng=rng,
+                owner=self.name,
+            )
         generator, _ = resolve_rng(rng, owner=self.name)
         bits = _as_bits(values, self.name)
         return self._report_bits(bits.reshape(-1), generator).reshape(bits.shape)

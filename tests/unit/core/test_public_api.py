@@ -189,6 +189,7 @@ PLUGIN_FACE = {
     "mean_sums",
     "report_histogram",
     "noisy_list_counts",
+    "noisy_list_bits",
     "duchi_multi_reports",
     # errors
     "DPKitError",

@@ -1,6 +1,6 @@
 """The statistical auditor, unchanged, over the device paths (run on the CPU with torch tensors
 treated as an accelerator's): rr, krr, oue, olh, hr, duchi, duchi_multi, multibit, pm, hm,
-pm_multi, hm_multi, sw, graph_degree, graph_kstar, laplace, geometric, gaussian,
+pm_multi, hm_multi, sw, graph_degree, graph_kstar, graph_rr, graph_arr, laplace, geometric, gaussian,
 report_noisy_max (both modes), exponential and permute_and_flip (fast mode, their only device
 mode), dbitflip,
 one_bit_mean, cms, hcms, rappor (on integer items), pem and treehist keep their privacy in both randomness modes, and a device
@@ -23,11 +23,14 @@ torch = pytest.importorskip("torch")
 
 from dpkit_central import exponential, gaussian, geometric, laplace, noisy_max  # noqa: E402
 from dpkit_ldp import (  # noqa: E402
+    _adjacency,
     count_mean_sketch,
     dbitflip,
     duchi,
+    graph_arr,
     graph_degree,
     graph_features,
+    graph_rr,
     hadamard,
     hybrid,
     kary_rr,
@@ -66,6 +69,7 @@ def device_tensors(monkeypatch: pytest.MonkeyPatch) -> list[str]:
         (duchi, "duchi_multi_reports"),
         (graph_features, "multibit_reports"),
         (graph_degree, "noisy_list_counts"),
+        (_adjacency, "noisy_list_bits"),
         (piecewise, "piecewise_reports"),
         (hybrid, "hybrid_reports"),
         (sampled, "piecewise_multi_reports"),
@@ -181,6 +185,12 @@ def _through_tensors(cls: type) -> type:
             graph_degree.LocalKStars,
             {"epsilon": 1.0, "nodes": 4, "max_degree": 2, "k": 2},
             "noisy_list_counts",
+        ),
+        (graph_rr.GraphRandomizedResponse, {"epsilon": 1.0, "nodes": 3}, "noisy_list_bits"),
+        (
+            graph_arr.AsymmetricRandomizedResponse,
+            {"epsilon": 1.0, "nodes": 3, "mu": 0.4},
+            "noisy_list_bits",
         ),
         (laplace.Laplace, {"epsilon": 1.0}, "laplace_noise"),
         (geometric.Geometric, {"epsilon": 1.0}, "geometric_noise"),

@@ -117,6 +117,33 @@ def test_non_binary_values_on_the_device_are_refused() -> None:
         RR.randomize_graph(torch.tensor([[0, 1], [0, 0]], device="cuda"))
 
 
+@pytest.mark.parametrize("name", ["graph_rr", "graph_arr"])
+def test_neighbour_list_bits_stay_on_cuda_and_are_the_hosts_on_the_same_words(name: str) -> None:
+    # Bit i takes the 64-bit word of keystream words 2i (high) and 2i + 1 (low): the host's
+    # sampler fed those words gives the same bits. Then the channel's rates in both modes,
+    # |z| < 5.3 for each of p₁ and p₀: false-positive rate 2.4e-7 per mode.
+    params = {"mu": 0.3} if name == "graph_arr" else {}
+    mech = dpkit.mechanism(name, epsilon=1.0, nodes=7, **params)
+    lists = torch.randint(0, 2, (33, 7), dtype=torch.uint8, device="cuda")
+    got = mech.randomize(lists, rng=SecureRandom.from_key(KEY))
+    assert got.device == lists.device and got.dtype == torch.bool and got.shape == lists.shape
+    w = device_reference.stream(device_reference.call_key(KEY), 29).reshape(-1)[: 2 * 33 * 7]
+    w = w.astype(np.uint64)
+    words64 = (w[0::2] << np.uint64(32)) | w[1::2]
+    host = mech.randomize(lists.cpu().numpy(), rng=device_reference.replaying(words64))
+    assert np.array_equal(got.cpu().numpy(), host)
+    one, zero = (t / 2.0**64 for t in mech._thresholds())
+    truth = torch.zeros(2_000_000, dtype=torch.bool, device="cuda")
+    truth[::2] = True
+    for rng in (None, torch.Generator(device="cuda").manual_seed(5)):
+        noisy = mech.randomize(truth, rng=rng)
+        assert noisy.device == truth.device
+        ones = int(noisy[::2].sum().item())
+        zeros = int(noisy[1::2].sum().item())
+        assert abs(_binomial_z(ones, 1_000_000, one)) < 5.3
+        assert abs(_binomial_z(zeros, 1_000_000, zero)) < 5.3
+
+
 def test_keystream_kernel_matches_the_portable_chacha20() -> None:
     # The raw keystream kernel against the portable reference (which test_chacha checks
     # against OpenSSL and RFC 8439), across the 32-bit counter word.
@@ -174,7 +201,7 @@ def test_olh_and_hr_on_cuda_stay_there_and_either_estimator_counts_them(rng: str
         assert np.array_equal(on_device.counts, on_host.counts)
 
 
-def test_a_mechanism_without_a_device_path_refuses_a_cuda_tensor() -> None:
+def test_a_graph_mechanisms_host_only_randomize_graph_refuses_a_cuda_tensor() -> None:
     graph_rr = dpkit.mechanism("graph_rr", epsilon=1.0, nodes=2)
     with pytest.raises(InvalidData, match=r"graph_rr\.randomize_graph has no device path yet"):
         graph_rr.randomize_graph(torch.zeros((2, 2), device="cuda"))

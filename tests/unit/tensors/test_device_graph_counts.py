@@ -1,7 +1,12 @@
-"""Noisy degrees and noisy k-stars on the device path, run on the CPU (torch tensors and
-array-api-strict arrays treated as an accelerator's): the counts of the lists (the projection
-included), the exact discrete Laplace law of the noise in both modes against the mechanism's
-own ``log_probability``, and the CPU's refusals before any word is drawn.
+"""The local graph mechanisms on neighbour lists on the device path, run on the CPU (torch
+tensors and array-api-strict arrays treated as an accelerator's).
+
+Noisy degrees and noisy k-stars: the counts of the lists (the projection included), the exact
+discrete Laplace law of the noise in both modes against the mechanism's own
+``log_probability``, and the CPU's refusals before any word is drawn. graph_rr and graph_arr:
+the reported bits are the CPU's on the same 64-bit words (the keystream's, in the stated order;
+thresholds tied on the high half decided by the low), the channel's law in both modes, the
+caller's array type, and the CPU's refusals before any word is drawn.
 
 χ² tests below: each refuses a correct law with probability at most ALPHA = 1e-6."""
 
@@ -16,15 +21,19 @@ from scipy import stats
 torch = pytest.importorskip("torch")
 xs = pytest.importorskip("array_api_strict")
 
-from dpkit_ldp import graph_degree  # noqa: E402
+from dpkit_ldp import graph_arr, graph_degree, graph_rr  # noqa: E402
 from support import device_reference  # noqa: E402
 
-from dpkit.errors import InvalidData  # noqa: E402
-from dpkit.tensors import device_random, list_counts  # noqa: E402
+from dpkit import SecureRandom  # noqa: E402
+from dpkit.errors import InvalidData, InvalidParameter  # noqa: E402
+from dpkit.tensors import array_library, device_random, list_bits, list_counts  # noqa: E402
 
 ALPHA = 1e-6
 DEGREE = graph_degree.NoisyDegree(epsilon=1.0, nodes=9)
 KSTAR = graph_degree.LocalKStars(epsilon=2.0, nodes=9, max_degree=4, k=2)
+RR = graph_rr.GraphRandomizedResponse(epsilon=1.0, nodes=5)
+ARR = graph_arr.AsymmetricRandomizedResponse(epsilon=1.0, nodes=5, mu=0.3)
+KEY = bytes(range(32))
 
 
 @pytest.fixture
@@ -104,3 +113,159 @@ def test_the_device_path_refuses_what_the_cpu_refuses(monkeypatch: pytest.Monkey
 
 def _no_noise_expected(*args: Any, **kwargs: Any) -> Any:
     raise AssertionError("noise was drawn before the refusal")
+
+
+# -- graph_rr and graph_arr: the neighbour-list bits --------------------------------------
+
+
+@pytest.fixture
+def bit_calls(monkeypatch: pytest.MonkeyPatch) -> list[device_reference.RecordingWords]:
+    """torch and array-api-strict host arrays take the device path; the list holds the words of
+    each call of the neighbour-list bits there (none for a call refused before drawing)."""
+    return device_reference.recording_calls(monkeypatch, list_bits)
+
+
+def _spelled(values: np.ndarray, spell: str) -> Any:
+    return torch.from_numpy(values.copy()) if spell == "torch" else xs.asarray(values)
+
+
+@pytest.mark.parametrize("spell", ["torch", "strict"])
+@pytest.mark.parametrize("mech", [RR, ARR], ids=["rr", "arr"])
+def test_secure_bits_are_the_cpus_on_the_same_words(
+    spell: str, mech: Any, bit_calls: list[device_reference.RecordingWords]
+) -> None:
+    # 40 lists of 5 bits as booleans, integers and floats: bit i takes the 64-bit word of
+    # keystream words 2i (high) and 2i + 1 (low); the CPU's sampler fed those words in that
+    # order gives the same bits.
+    lists = np.random.default_rng(4).random((40, 5)) < 0.5
+    for dtype in (np.bool_, np.int32, np.float32):
+        values = _spelled(lists.astype(dtype), spell)
+        got = mech.randomize(values, rng=SecureRandom.from_key(KEY))
+        assert type(got) is type(values) and tuple(got.shape) == (40, 5)
+        assert got.dtype == (torch.bool if spell == "torch" else xs.bool)
+        call = bit_calls[-1]
+        assert call.secure and call.real.key == device_reference.call_key(KEY)
+        words = device_reference.stream(call.real.key, 25).reshape(-1).astype(np.uint64)
+        assert np.array_equal(np.concatenate(call.taken), words)  # blocks 0 … 24, in order
+        host = mech.randomize(lists, rng=device_reference.replaying(call.words64()))
+        assert np.array_equal(_host(got), host)
+        assert 0 < np.count_nonzero(host != lists) < lists.size
+    assert len(bit_calls) == 3
+
+
+def test_bits_drawn_a_pass_at_a_time_take_the_same_words(
+    bit_calls: list[device_reference.RecordingWords], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Passes of 8 bits (one block of words each, 25 of them): the words of one draw, in order,
+    # so the same bits as one pass under the same key, and the host's on those words.
+    lists = np.random.default_rng(5).random((40, 5)) < 0.5
+    whole = _host(ARR.randomize(torch.from_numpy(lists), rng=SecureRandom.from_key(KEY)))
+    monkeypatch.setattr(list_bits, "_PASS", 8)
+    got = _host(ARR.randomize(torch.from_numpy(lists), rng=SecureRandom.from_key(KEY)))
+    assert len(bit_calls[-1].taken) == 25 and np.array_equal(got, whole)
+    host = ARR.randomize(lists, rng=device_reference.replaying(bit_calls[-1].words64()))
+    assert np.array_equal(got, host)
+
+
+class _Chosen:
+    """Secure device words chosen by the test, for one ``take`` (the halves of given 64-bit
+    words)."""
+
+    secure = True
+
+    def __init__(self, words64: np.ndarray) -> None:
+        halves = np.stack([words64 >> np.uint64(32), words64 & np.uint64(2**32 - 1)], axis=1)
+        self._halves = halves.reshape(-1)
+        self.library = array_library(torch.zeros(1), owner="test")
+
+    def take(self, count: int) -> Any:
+        assert count == self._halves.size
+        return torch.from_numpy(self._halves.astype(np.int64))
+
+
+@pytest.mark.usefixtures("bit_calls")
+@pytest.mark.parametrize("mech", [RR, ARR], ids=["rr", "arr"])
+def test_thresholds_tied_on_the_high_half_are_decided_by_the_low(
+    mech: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Words T − 1 and T for each threshold: their high halves are T's, so only the low
+    # halves (the exact 64-bit comparison) report the first and not the second.
+    one, zero = mech._thresholds()
+    words = np.array([one - 1, one, zero - 1, zero], dtype=np.uint64)
+    assert len(set((words[:2] >> np.uint64(32)).tolist())) == 1
+    assert len(set((words[2:] >> np.uint64(32)).tolist())) == 1
+    monkeypatch.setattr(list_bits, "device_words", lambda *a, **k: _Chosen(words))
+    truth = np.array([1, 1, 0, 0], dtype=np.uint8)
+    got = mech.randomize(torch.from_numpy(truth))
+    assert got.tolist() == [True, False, True, False]
+    host = mech.randomize(truth, rng=device_reference.replaying(words))
+    assert np.array_equal(_host(got), host)
+
+
+@pytest.mark.parametrize("rng", ["secure", "fast"])
+@pytest.mark.parametrize("mech", [RR, ARR], ids=["rr", "arr"])
+def test_bits_have_the_channels_law_in_both_modes(
+    rng: str, mech: Any, bit_calls: list[device_reference.RecordingWords]
+) -> None:
+    # 20 000 reports of the list (1, 0, 1): the counts of the 8 reports against the product
+    # law of the exact channel (p₁ = T₁/2⁶⁴ for a 1, p₀ = T₀/2⁶⁴ for a 0), which also sees
+    # bits that share a word.
+    truth = np.array([1, 0, 1], dtype=np.int64)
+    lists = np.broadcast_to(truth, (20_000, 3)).copy()
+    generator = None if rng == "secure" else torch.Generator().manual_seed(2)
+    out = _host(mech.randomize(torch.from_numpy(lists), rng=generator))
+    assert out.dtype == np.bool_ and len(bit_calls) == 1
+    assert bit_calls[0].secure == (rng == "secure")
+    one, zero = (t / 2.0**64 for t in mech._thresholds())
+    p = np.where(truth == 1, one, zero)
+    space = ((np.arange(8)[:, None] >> np.arange(2, -1, -1)) & 1).astype(bool)
+    law = np.prod(np.where(space, p, 1.0 - p), axis=1)
+    observed = np.bincount(out.astype(np.int64) @ np.array([4, 2, 1]), minlength=8)
+    assert stats.chisquare(observed, law * out.shape[0]).pvalue > ALPHA
+
+
+@pytest.mark.parametrize("spell", ["torch", "strict"])
+def test_bits_keep_the_shape_of_any_list_batch(
+    spell: str, bit_calls: list[device_reference.RecordingWords]
+) -> None:
+    # One list, a batch of batches, none, and a 0-d bit, as on the CPU; the dense booleans
+    # whatever the output parameter (randomize_graph's encoding).
+    sparse = graph_arr.AsymmetricRandomizedResponse(epsilon=1.0, nodes=5, mu=0.3, output="sparse")
+    for shape in ((5,), (2, 3, 5), (0, 5), ()):
+        values = _spelled(np.ones(shape, dtype=np.uint8), spell)
+        for mech in (RR, sparse):
+            got = mech.randomize(values, rng=SecureRandom.from_key(KEY))
+            assert type(got) is type(values) and tuple(got.shape) == shape
+            expected = mech.randomize(np.ones(shape), rng=np.random.default_rng(0))
+            assert _host(got).dtype == expected.dtype == np.bool_
+    assert len(bit_calls) == 8  # the empty batches draw no word, but take the device path
+
+
+def test_the_bits_device_path_refuses_what_the_cpu_refuses(
+    bit_calls: list[device_reference.RecordingWords], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    for bad, message in (
+        (torch.tensor([0, 2, 1]), "must hold 0 or 1"),
+        (torch.tensor([0.0, float("nan")]), "must hold 0 or 1"),
+        (torch.tensor([0.5, 1.0]), "must hold 0 or 1"),
+        (torch.tensor([1 + 0j]), "must hold 0/1"),  # the dtype alone: no value is read
+    ):
+        for mech in (RR, ARR):
+            with pytest.raises(InvalidData, match=message) as refused:
+                mech.randomize(bad)
+            assert refused.value.field == "values"
+            with pytest.raises(InvalidData, match=message):
+                mech.randomize(_host(bad))  # the CPU says the same
+    assert all(not call.taken for call in bit_calls)  # nothing drawn before a refusal
+    with pytest.raises(InvalidParameter, match="rng"):
+        RR.randomize(torch.tensor([0, 1]), rng=42)  # type: ignore[arg-type]
+    with pytest.raises(InvalidData, match=r"randomize_graph has no device path yet") as refused:
+        RR.randomize_graph(torch.zeros((5, 5)))  # the graph's reports stay on the host
+    assert refused.value.field == "adjacency"
+
+    def read(*args: Any, **kwargs: Any) -> Any:
+        raise AssertionError("a value was read before the dtype's refusal")
+
+    monkeypatch.setattr(torch.Tensor, "__ne__", read)
+    with pytest.raises(InvalidData, match="must hold 0/1"):
+        ARR.randomize(torch.tensor([1 + 0j]))

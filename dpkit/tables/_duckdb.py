@@ -25,7 +25,8 @@ bounding module's: the rows kept of an id depend on that id's rows only.
 
 The engine needs the relation's connection (to register those functions): it is given by
 :func:`connection` around the call (the SQL front end owns its connection); a relation with
-no connection given is collected and bounded as an eager table.
+no connection given is bounded in this process (:func:`bounded_in_parts`: as an eager table
+while it fits in memory, else spilled to disk by id and bounded part by part).
 """
 
 from __future__ import annotations
@@ -34,6 +35,7 @@ import contextlib
 import contextvars
 import inspect
 import itertools
+import os
 from collections.abc import Callable, Iterator, Mapping
 from typing import Any
 
@@ -45,6 +47,7 @@ from dpkit.tables.bounding import (
     FIRST,
     Bounding,
     _pair_words,
+    bound_eager,
     content_bits,
     pair_priority,
     row_priority,
@@ -53,7 +56,7 @@ from dpkit.tables.bounding import (
 from dpkit.tables.encoding import encode_column, mix
 from dpkit.tables.frame import narwhals
 
-__all__ = ["DuckDB", "connection"]
+__all__ = ["DuckDB", "bounded_in_parts", "connection", "spilling_after"]
 
 _CONNECTION: contextvars.ContextVar[Any] = contextvars.ContextVar("dpkit_duckdb", default=None)
 _COUNTER = itertools.count()
@@ -207,6 +210,137 @@ def bounding_statement(
     )
 
 
+#: Rows held in memory at once by the bounding in this process; beyond them, the rows are
+#: spilled to disk in :data:`PARTS` parts by id and bounded one part at a time.
+SPILL_ROWS = 4_000_000
+PARTS = 32
+_BATCH_ROWS = 1_000_000
+
+
+_SPILL_ROWS: contextvars.ContextVar[int | None] = contextvars.ContextVar(
+    "dpkit_spill_rows", default=None
+)
+
+
+@contextlib.contextmanager
+def spilling_after(rows: int) -> Iterator[None]:
+    """Within the block, :func:`bounded_in_parts` spills beyond ``rows`` rows (for tests: the
+    spilled path on small tables)."""
+    token = _SPILL_ROWS.set(rows)
+    try:
+        yield
+    finally:
+        _SPILL_ROWS.reset(token)
+
+
+def bounded_in_parts(
+    frame: Any,
+    bounding: Bounding,
+    *,
+    spill_rows: int | None = None,
+    batch_rows: int = _BATCH_ROWS,
+) -> Any:
+    """The rows ``bounding`` keeps of a DuckDB relation, bounded in this process in memory
+    of about ``spill_rows`` rows (default :data:`SPILL_ROWS`, or :func:`spilling_after`'s)
+    whatever the relation's size.
+
+    The relation is streamed in batches; while they fit, they are bounded as one table (as
+    the eager engine would). Beyond that, every row goes to one of :data:`PARTS` files on
+    disk (Arrow IPC streams, in a temporary directory removed afterwards) chosen by a keyed
+    hash of its id's word — a function of the id's value
+    (:func:`~dpkit.tables.encoding.encode_column`), so all the rows of one id are in one part,
+    in their order — and each part is bounded alone. Bounding is per id (its kept rows are a
+    function of its own rows: :mod:`dpkit.tables.bounding`), so the parts together keep
+    exactly the rows the whole table would. Only the kept rows are held together."""
+    import pyarrow as pa
+
+    nw = narwhals()
+    limit = spill_rows if spill_rows is not None else _SPILL_ROWS.get() or SPILL_ROWS
+    native = frame.to_native()
+    # to_arrow_reader is DuckDB ≥ 1.4's name of fetch_arrow_reader (deprecated there).
+    reader = getattr(native, "to_arrow_reader", native.fetch_arrow_reader)(batch_rows)
+    held: list[Any] = []
+    count = 0
+    spill: _Spill | None = None
+    try:
+        for batch in reader:
+            if spill is not None:
+                spill.add(batch)
+                continue
+            held.append(batch)
+            count += batch.num_rows
+            if count > limit:
+                spill = _Spill(reader.schema, bounding)
+                for kept in held:
+                    spill.add(kept)
+                held = []
+        if spill is None:
+            table = pa.Table.from_batches(held, schema=reader.schema)
+            return bound_eager(nw.from_native(table, eager_only=True), bounding)
+        parts = [
+            bound_eager(nw.from_native(part, eager_only=True), bounding).to_native()
+            for part in spill.parts()
+        ]
+        return nw.from_native(pa.concat_tables(parts), eager_only=True)
+    finally:
+        if spill is not None:
+            spill.close()
+
+
+class _Spill:
+    """Rows written to :data:`PARTS` Arrow IPC streams on disk by a keyed hash of their id."""
+
+    def __init__(self, schema: Any, bounding: Bounding) -> None:
+        import tempfile
+
+        import pyarrow as pa
+
+        self.bounding = bounding
+        self.schema = schema
+        self.directory = tempfile.TemporaryDirectory(prefix="dpkit-bounding-")
+        self.paths = [f"{self.directory.name}/part{i}.arrows" for i in range(PARTS)]
+        self.sinks = [pa.OSFile(path, "wb") for path in self.paths]
+        self.writers = [pa.ipc.new_stream(sink, schema) for sink in self.sinks]
+
+    def add(self, batch: Any) -> None:
+        if batch.num_rows == 0:
+            return
+        key = self.bounding.key
+        words = encode_column(batch.column(self.bounding.id_column), key.lanes)[1]
+        part = (mix(words ^ key.word(0)) % np.uint64(PARTS)).astype(np.intp)
+        order = np.argsort(part, kind="stable")  # a part's rows stay in their order
+        ends = np.cumsum(np.bincount(part, minlength=PARTS))
+        ordered = batch.take(order)
+        start = 0
+        for index, end in enumerate(ends.tolist()):
+            if end > start:
+                self.writers[index].write_batch(ordered.slice(start, end - start))
+            start = end
+
+    def parts(self) -> Iterator[Any]:
+        """Each part as a PyArrow table, read back once."""
+        import pyarrow as pa
+
+        for writer, sink in zip(self.writers, self.sinks, strict=True):
+            writer.close()
+            sink.close()
+        self.writers, self.sinks = [], []
+        for path in self.paths:
+            with pa.OSFile(path, "rb") as source:
+                table = pa.ipc.open_stream(source).read_all()
+            os.remove(path)
+            yield table
+
+    def close(self) -> None:
+        for writer in self.writers:
+            with contextlib.suppress(Exception):
+                writer.close()
+        for sink in self.sinks:
+            with contextlib.suppress(Exception):
+                sink.close()
+        self.directory.cleanup()
+
+
 @attrs.frozen
 class DuckDB:
     """The :class:`~dpkit.tables.engines.Engine` of a DuckDB relation: the eager engine's
@@ -220,7 +354,7 @@ class DuckDB:
         bounded eagerly when no connection was given."""
         con = _CONNECTION.get()
         if con is None:
-            return Eager().by_id(frame, bounding)
+            return bounded_in_parts(frame, bounding)
         nw = narwhals()
         relation = frame.to_native()
         columns = [str(c) for c in relation.columns]

@@ -41,7 +41,7 @@ DuckDB reads by its type rules (:func:`reading`): every text type as ``VARCHAR``
 type as ``BLOB``, a dictionary or run-end encoded column as its values' type; it has no
 ``float16`` (a table with one is unrepresentable there). ``"duckdb"`` is the relation as a user
 hands it to a table query (dpkit's per-record steps and group-by run in DuckDB, the bounding on
-the collected rows); ``"duckdb[bounded]"`` is run within :func:`held`, which gives dpkit the
+the collected rows, spilled by id: :func:`held`); ``"duckdb[bounded]"`` is run within :func:`held`, which gives dpkit the
 relation's connection, so that the bounding runs in DuckDB too (as ``dpkit.sql(...,
 bounding="duckdb")`` runs it).
 
@@ -686,17 +686,19 @@ _CONNECTIONS: weakref.WeakKeyDictionary[Any, Any] = weakref.WeakKeyDictionary()
 def held(frame: Any) -> Iterator[None]:
     """Within the block, dpkit runs ``frame`` (a table's form on an engine of :data:`ENGINES`)
     as that engine holds it: a relation of ``"duckdb[bounded]"`` with its connection given
-    (:func:`dpkit.tables._duckdb.connection`), so that the bounding runs in DuckDB; any other
-    frame as it is."""
+    (:func:`dpkit.tables._duckdb.connection`), so that the bounding runs in DuckDB; a
+    relation of ``"duckdb"`` bounded in this process as a relation larger than memory is —
+    spilled to disk in parts by id (:func:`dpkit.tables._duckdb.bounded_in_parts`), here
+    from its fourth row on; any other frame as it is."""
     duckdb = sys.modules.get("duckdb")  # not imported: no relation was made
     relation = duckdb is not None and isinstance(frame, duckdb.DuckDBPyRelation)
-    con = _CONNECTIONS.get(frame) if relation else None
-    if con is None:
+    if not relation:
         yield
         return
-    from dpkit.tables._duckdb import connection
+    from dpkit.tables._duckdb import connection, spilling_after
 
-    with connection(con):
+    con = _CONNECTIONS.get(frame)
+    with connection(con) if con is not None else spilling_after(3):
         yield
 
 

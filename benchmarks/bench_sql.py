@@ -1,7 +1,9 @@
 """A grouped, id-level count + sum + mean over Parquet: ``dpkit.sql`` against plain DuckDB.
 
 Run: ``nice .venv/bin/python benchmarks/bench_sql.py [--rows 10000000] [--users N]
-[--cities 50] [--rounds 1] [--warmup 0] [--peer-rows 10000000] [--scratch DIR] [--no-save]``
+[--cities 50] [--rounds 1] [--warmup 0] [--peer-rows 10000000] [--scratch DIR] [--no-save]
+[--no-pushdown] [--section sql]`` (the issue's size: ``--rows 100000000 --no-pushdown
+--section sql_large``)
 
 The Parquet file has ``--rows`` rows of ``user`` (``--users`` distinct ids, default rows/20),
 ``city`` (``--cities`` names) and ``minutes`` (uniform in [0, 150]), written once into a
@@ -32,7 +34,7 @@ same read, the same harness): SmartNoise bounds a person to 10 rows over all cit
 Ratios are dpkit / contender, medians of per-round ratios (CPU — every thread's, the process's
 ``process_time`` — and wall). Peak resident memory is each contender's alone: a fresh process
 (this script with ``--peak-of``) runs it once on the same file and reports its high-water
-mark (``VmHWM``). Writes section ``sql`` of ``benchmarks/results.json`` (``--no-save`` prints only).
+mark (``VmHWM``). Writes section ``sql`` (``--section``) of ``benchmarks/results.json`` (``--no-save`` prints only).
 The machine is shared: quote the ratios measured in one run, not the seconds.
 """
 
@@ -208,6 +210,12 @@ def main() -> None:
     parser.add_argument("--peer-rows", type=int, default=0, help="0: no SmartNoise comparison")
     parser.add_argument("--scratch", type=Path, default=None)
     parser.add_argument("--no-save", action="store_true")
+    parser.add_argument(
+        "--no-pushdown",
+        action="store_true",
+        help="leave out dpkit bounded in DuckDB (slow at 10^8 rows)",
+    )
+    parser.add_argument("--section", default="sql", help="results.json section to write")
     parser.add_argument("--peak-of", default=None, help=argparse.SUPPRESS)
     parser.add_argument("--parquet", type=Path, default=None, help=argparse.SUPPRESS)
     args = parser.parse_args()
@@ -219,7 +227,7 @@ def main() -> None:
 
     users = args.users or max(1, args.rows // 20)
     run = Run(
-        "sql",
+        args.section,
         "python benchmarks/bench_sql.py " + " ".join(sys.argv[1:]),
         harness={"rounds": args.rounds, "warmup": args.warmup, "clock": "cpu and wall"},
     )
@@ -228,6 +236,8 @@ def main() -> None:
         write_parquet(path, args.rows, users, args.cities)
         keys = [f"city{i:03d}" for i in range(args.cities)]
         calls = contenders(path, keys)
+        if args.no_pushdown:
+            del calls["dpkit_bounded_in_duckdb"]
         timed = measure(calls, rounds=args.rounds, warmup=args.warmup)
         peaks = {label: peak_of(label, path, keys) for label in calls}
         if args.peer_rows:
@@ -235,7 +245,7 @@ def main() -> None:
             write_parquet(path, args.peer_rows, max(1, args.peer_rows // 20), args.cities)
             peers = smartnoise_rows(path, keys, args.rounds, args.warmup)
     rows = []
-    for mine in ("dpkit", "dpkit_bounded_in_duckdb"):
+    for mine in [label for label in ("dpkit", "dpkit_bounded_in_duckdb") if label in calls]:
         for label in ("duckdb_group_by", "duckdb_truncation"):
             rows.append(
                 {

@@ -17,7 +17,10 @@ its own policy drops (a missing value, a key not among its public keys) — a pe
 which can only remove rows — and aggregates the rest: its pre-noise aggregates move by at
 most its bounded sensitivity (:mod:`dpkit_central.tables`), as if it had bounded on its own.
 An aggregate that allows one row per (id, group) (``COUNT(DISTINCT id)``) reads the first
-kept row of each pair (:data:`~dpkit.tables.bounding.FIRST`).
+kept row of each pair (:data:`~dpkit.tables.bounding.FIRST`), and a query with private keys
+counts a group's ids (what partition selection reads) by those first rows that its own drops
+keep — at most one per id and group, so the selection's sensitivity holds; a SQL statement
+selects its groups with a count of rows, which drops none.
 
 **The rows' content.** A row's priority is keyed by the float64 value each numeric statistic
 reads (its :func:`~dpkit_central.records.numeric_value`) and by whether each other query's

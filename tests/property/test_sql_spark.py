@@ -7,10 +7,11 @@ DuckDB). What an engine can add is a failure: Spark raises on the row, after the
 DuckDB's ``TRY`` gives NULL (a text that is no number, a zero divisor, an overflow, a ``LIKE``
 pattern ending in a backslash). Here the rows are drawn to hit those cases — numbers spelled
 as text, zero and negative divisors, int64's extremes, NaN and ±∞, backslashes, ``%`` and
-``_`` in the texts matched as patterns, missing values in every column — and each statement is
-released on Spark by a session, which must complete; where the statement's functions mean the
-same on both engines, its pre-noise aggregates are compared with DuckDB's on the same rows
-with the same generator.
+``_`` in the texts matched as patterns, missing values in every column (one statement joins
+public lookup tables: a LEFT join USING a text key, an INNER join ON a number) — and each
+statement is released on Spark by a session, which must complete; where the statement's
+functions mean the same on both engines, its pre-noise aggregates are compared with DuckDB's
+on the same rows with the same generator.
 
 False-positive rate: 0 (deterministic engines, one generator seed per example; Hypothesis
 derandomized).

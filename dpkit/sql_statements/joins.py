@@ -85,6 +85,13 @@ def _family(kind: str) -> str:
     return base
 
 
+def _compare(a: str, b: str) -> bool:
+    """Whether columns of DuckDB types ``a`` and ``b`` compare without a cast that could
+    fail: of one family, or one of them of the NULL type (every value missing, so it matches
+    nothing: a frame's column of only missing values, which Spark types ``void``)."""
+    return _family(a) == _family(b) or "NULL" in (a.upper().strip('"'), b.upper().strip('"'))
+
+
 def _side(
     key: KeyColumn,
     private_alias: str,
@@ -152,7 +159,7 @@ def check_joins(
                     column=left.column,
                 )
             mine, theirs = (left, right) if sides[0] == "private" else (right, left)
-            if _family(private[mine.name]) != _family(schema[theirs.name]):
+            if not _compare(private[mine.name], schema[theirs.name]):
                 raise SqlError(
                     f"the join columns {mine.name} ({private[mine.name]}) and "
                     f"{join.table}.{theirs.name} ({schema[theirs.name]}) have types that do not "

@@ -361,35 +361,128 @@ class SqlQuery:
         bound to the schema and run on ``frame.limit(0)``, with ANSI mode off as in the private
         phase, and each date format tried on a fixed timestamp), else the lazy Spark DataFrame
         of the rows, which the caller runs inside :func:`~dpkit.sql_statements.spark.ansi_off`.
-        A JOIN is refused: its public tables would have to become Spark tables."""
+        A joined public table is checked as on DuckDB and joined as a Spark DataFrame of
+        ``frame``'s session (:meth:`_spark_lookups`)."""
         from dpkit.sql_statements import spark
 
-        if self.plan.joins:
-            join = self.plan.joins[0]
-            raise SqlError(
-                f"a JOIN with the public table {join.table!r} is not run on a Spark DataFrame: "
-                "join in Spark first, or give the private table to DuckDB (a file, a pandas, "
-                "Polars or Arrow table)",
-                clause="JOIN",
-                line=join.line,
-                column=join.column,
-            )
         columns = spark.schema(frame, name=self.plan.table)
-        self._check_columns(columns, {})
-        items, where, probes = spark.row_level(self.row_level())
+        lookups, pairs = self._spark_lookups(frame, columns, empty=empty)
+        statement = self.row_level(pairs)
+        items, where, probes = spark.row_level(statement)
+        joins: list[spark.SparkJoin] = [
+            (lookup, join.alias, join.kind, [a for a, _ in keys] if on is None else on)
+            for lookup, join, keys, on in zip(
+                lookups, self.plan.joins, pairs, spark.join_conditions(statement), strict=True
+            )
+        ]
         if not empty:
-            return spark.apply(frame, self.plan.alias, items, where)
+            return spark.apply(frame, self.plan.alias, items, where, joins)
+        with spark.ansi_off(frame.sparkSession):
+            for index, join in enumerate(self.plan.joins):
+                try:
+                    _ = spark.joined(frame.limit(0), self.plan.alias, joins[: index + 1]).schema
+                except Exception as error:
+                    raise _spark_join_error(join, error) from None
         try:
             with spark.ansi_off(frame.sparkSession):
                 if probes:
                     frame.sparkSession.range(1).selectExpr(*probes).collect()
-                return spark.apply(frame.limit(0), self.plan.alias, items, where).toArrow()
+                return spark.apply(frame.limit(0), self.plan.alias, items, where, joins).toArrow()
         except Exception as error:
             raise SqlError(
                 f"the statement does not apply to the table's column types {columns} "
                 f"({str(error).strip().splitlines()[0][:160]})",
                 clause="expression",
             ) from None
+
+    def _spark_lookups(
+        self, frame: Any, columns: Mapping[str, str], *, empty: bool
+    ) -> tuple[list[Any], tuple[tuple[tuple[str, str], ...], ...]]:
+        """The public tables a statement on the Spark DataFrame ``frame`` joins, as Spark
+        DataFrames of ``frame``'s session restricted to the rows whose key is unique in them
+        (lazy; :mod:`dpkit.sql_statements.spark`), and each join's (private, public) key
+        columns. The columns, their types and, when ``empty`` (the public phase), the key's
+        uniqueness are checked as on DuckDB (:func:`~dpkit.sql_statements.joins.check_joins`),
+        on each public table read whole — it is public — and on the DuckDB types of the
+        private key columns' Arrow form (the schema only: no row is read). A public Spark
+        DataFrame of another session is refused."""
+        from dpkit.sql_statements import spark
+
+        joins = self.plan.joins
+        if not joins:
+            self._check_columns(columns, {})
+            return [], ()
+        con = connect()
+        relations: dict[str, Any] = {}
+        frames: dict[str, Any] = {}
+        for join in joins:
+            given = self._public[join.table]
+            if spark.is_spark(given):
+                if not spark.same_session(given, frame):
+                    raise SqlError(
+                        f"the public table {join.table!r} is a Spark DataFrame of another "
+                        "session than the private table's: give it in the same SparkSession, "
+                        "or as a pandas, Polars or Arrow table or a file",
+                        clause="JOIN",
+                        line=join.line,
+                        column=join.column,
+                    )
+                frames[join.alias] = given
+                try:  # its rows for the uniqueness check; its schema afterwards
+                    relations[join.alias] = con.from_arrow(
+                        (given if empty else given.limit(0)).toArrow()
+                    )
+                except Exception:
+                    raise InvalidData(
+                        f"sql: the public Spark table {join.table!r} cannot be read by DuckDB",
+                        field="tables",
+                    ) from None
+                continue
+            try:
+                relations[join.alias] = relation(con, given, name=join.table, empty=False)
+                arrow = relations[join.alias].to_arrow_table()
+            except InvalidData:
+                raise
+            except Exception:
+                raise InvalidData(
+                    f"sql: the table {join.table!r} cannot be read by DuckDB", field="tables"
+                ) from None
+            try:
+                frames[join.alias] = frame.sparkSession.createDataFrame(arrow)
+            except Exception as error:
+                raise InvalidData(
+                    f"sql: the public table {join.table!r} cannot be made a Spark DataFrame "
+                    f"({str(error).strip().splitlines()[0][:160]})",
+                    field="tables",
+                ) from None
+        schemas = {alias: describe(found) for alias, found in relations.items()}
+        self._check_columns(columns, schemas)
+        keys = sorted(
+            {key.name for join in joins for pair in join.keys for key in pair} & set(columns)
+        )
+        try:
+            typed = frame.limit(0).selectExpr(*(spark.quote(k) for k in keys)) if keys else None
+            private = describe(con.from_arrow(typed.toArrow())) if typed is not None else {}
+        except Exception:
+            raise InvalidData(
+                f"sql: the join columns of the Spark table {self.plan.table!r} have types "
+                "DuckDB cannot read",
+                field="tables",
+            ) from None
+        pairs = check_joins(
+            joins,
+            self.plan.alias,
+            private,
+            {alias: (schemas[alias], found) for alias, found in relations.items()},
+            unique=empty,
+        )
+        lookups = []
+        for join, pair in zip(joins, pairs, strict=True):
+            try:  # classic Spark analyses it now, Spark Connect when it runs (_spark_rows)
+                lookups.append(spark.unique_rows(frames[join.alias], [b for _, b in pair]))
+            except Exception as error:
+                raise _spark_join_error(join, error) from None
+        return lookups, pairs
 
     @contextlib.contextmanager
     def _engine(self, tables: Mapping[str, Any]) -> Iterator[Any]:
@@ -532,6 +625,18 @@ class SqlQuery:
                 f"({str(error).splitlines()[0][:160]})",
                 clause="post-processing",
             ) from None
+
+
+def _spark_join_error(join: Any, error: Exception) -> SqlError:
+    """A join Spark refuses to analyse (a key type it cannot compare or partition by), as the
+    public phase's refusal of the JOIN (:meth:`SqlQuery._spark_rows`)."""
+    return SqlError(
+        f"the join with {join.table!r} does not apply to the tables' column types on Spark "
+        f"({str(error).strip().splitlines()[0][:160]})",
+        clause="JOIN",
+        line=join.line,
+        column=join.column,
+    )
 
 
 def value_columns(arguments: list[str | None]) -> list[str | None]:

@@ -36,17 +36,44 @@ the same typing rules. A date format (``strftime``) is checked on a fixed timest
 public phase: Spark builds its formatter, and refuses a bad pattern, only when a row is
 formatted; a format that is not a literal is refused (whether it is valid would depend on a
 value).
+
+**Joins.** A JOIN with a public lookup table (:mod:`dpkit.sql_statements.joins`: its key
+unique, so the join is a per-record map of the private table) is checked as on DuckDB, on
+the public table read whole, in the public phase. The public table then joins the private
+frame as a Spark DataFrame of the private frame's session: a pandas, Polars or Arrow table
+or a file is read by DuckDB as on the DuckDB path and made a Spark DataFrame from its Arrow
+form (``createDataFrame``), so that Spark joins the very values DuckDB would; a Spark
+DataFrame is used as it is, and must be of the private frame's session (:func:`same_session`).
+Like DuckDB's, the join reads only the public rows whose key is unique in the public table
+(:func:`unique_rows`), so it stays a per-record map even if the public table changed between
+the phases. The join is the DataFrame's own (``frame.alias(a).join(lookup.alias(b), ...)``,
+no temporary view, as above), with the ON condition of the row-level statement rewritten as
+its expressions are (:func:`join_conditions`: an ANDed equality of columns, unchanged by the
+rewriting) or the USING columns; the public phase runs it on ``frame.limit(0)`` too, so that
+a key type Spark cannot compare is refused before the spend.
 """
 
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from typing import Any
 
 from dpkit.errors import InvalidData, SqlError
 
-__all__ = ["ANSI", "ansi_off", "is_spark", "row_level", "schema"]
+__all__ = [
+    "ANSI",
+    "ansi_off",
+    "apply",
+    "is_spark",
+    "join_conditions",
+    "joined",
+    "quote",
+    "row_level",
+    "same_session",
+    "schema",
+    "unique_rows",
+]
 
 #: Spark's ANSI mode setting (``true`` by default in Spark 4).
 ANSI = "spark.sql.ansi.enabled"
@@ -175,12 +202,86 @@ def row_level(statement: str) -> tuple[list[str], str | None, list[str]]:
     return items, condition, probes
 
 
-def apply(frame: Any, alias: str, items: list[str], where: str | None) -> Any:
-    """The row-level rows of ``frame`` (lazy): ``alias``, then ``where``, then the items. An
-    item of Spark's ``void`` type (a column or an expression that is always NULL: Spark infers
-    it for a pandas column of only missing values) becomes text, every value missing, which
-    the table queries read as DuckDB's NULL-typed column: no key, no value."""
+def join_conditions(statement: str) -> list[str | None]:
+    """The ON condition of each JOIN of the DuckDB row-level statement as Spark SQL, rewritten
+    as its expressions are (module docstring); None for a join USING columns."""
+    import sqlglot
+
+    tree = sqlglot.parse_one(statement, read="duckdb").transform(_total)
+    found: list[str | None] = []
+    for join in tree.args.get("joins") or []:
+        on = join.args.get("on")
+        found.append(None if on is None else _spark(on))
+    return found
+
+
+def same_session(a: Any, b: Any) -> bool:
+    """Whether two Spark DataFrames are of one SparkSession: the same session object, or on
+    classic Spark two handles of one JVM session."""
+    first, second = a.sparkSession, b.sparkSession
+    if first is second:
+        return True
+    left, right = (getattr(s, "_jsparkSession", None) for s in (first, second))
+    if left is None or right is None:
+        return False
+    try:
+        return bool(left.equals(right))
+    except Exception:
+        return False
+
+
+def quote(name: str) -> str:
+    """A column name as a Spark SQL identifier."""
+    return "`" + name.replace("`", "``") + "`"
+
+
+def unique_rows(frame: Any, keys: list[str]) -> Any:
+    """The rows of a public Spark DataFrame whose ``keys`` are unique in it (lazy; module
+    docstring): a row whose key another row repeats joins nothing."""
+    partition = ", ".join(quote(k) for k in keys)
+    counted = frame.selectExpr("*", f"COUNT(1) OVER (PARTITION BY {partition}) AS __dpkit_n")
+    return counted.where("__dpkit_n = 1").drop("__dpkit_n")
+
+
+def _functions(frame: Any) -> Any:
+    """The ``functions`` module of ``frame``'s Spark API (classic or Connect)."""
+    if type(frame).__module__.startswith("pyspark.sql.connect"):
+        from pyspark.sql.connect import functions as connect
+
+        return connect
+    from pyspark.sql import functions as classic
+
+    return classic
+
+
+#: A join of the row-level statement: the public Spark DataFrame, its alias, INNER or LEFT,
+#: and its ON condition (Spark SQL) or its USING columns.
+SparkJoin = tuple[Any, str, str, str | list[str]]
+
+
+def joined(frame: Any, alias: str, joins: Sequence[SparkJoin] = ()) -> Any:
+    """``frame`` under ``alias``, joined with each public DataFrame under its own alias (lazy;
+    module docstring)."""
     found = frame.alias(alias)
+    for lookup, name, kind, on in joins:
+        condition = _functions(frame).expr(on) if isinstance(on, str) else on
+        found = found.join(lookup.alias(name), on=condition, how=kind.lower())
+    return found
+
+
+def apply(
+    frame: Any,
+    alias: str,
+    items: list[str],
+    where: str | None,
+    joins: Sequence[SparkJoin] = (),
+) -> Any:
+    """The row-level rows of ``frame`` (lazy): ``alias`` and the ``joins`` (:func:`joined`),
+    then ``where``, then the items. An item of Spark's ``void`` type (a column or an
+    expression that is always NULL: Spark infers it for a pandas column of only missing
+    values) becomes text, every value missing, which the table queries read as DuckDB's
+    NULL-typed column: no key, no value."""
+    found = joined(frame, alias, joins)
     if where is not None:
         found = found.where(where)
     rows = found.selectExpr(*items)

@@ -7,10 +7,11 @@ DuckDB). What an engine can add is a failure: Spark raises on the row, after the
 DuckDB's ``TRY`` gives NULL (a text that is no number, a zero divisor, an overflow, a ``LIKE``
 pattern ending in a backslash). Here the rows are drawn to hit those cases — numbers spelled
 as text, zero and negative divisors, int64's extremes, NaN and ±∞, backslashes, ``%`` and
-``_`` in the texts matched as patterns, missing values in every column — and each statement is
-released on Spark by a session, which must complete; where the statement's functions mean the
-same on both engines, its pre-noise aggregates are compared with DuckDB's on the same rows
-with the same generator.
+``_`` in the texts matched as patterns, missing values in every column (one statement joins
+public lookup tables: a LEFT join USING a text key, an INNER join ON a number) — and each
+statement is released on Spark by a session, which must complete; where the statement's
+functions mean the same on both engines, its pre-noise aggregates are compared with DuckDB's
+on the same rows with the same generator.
 
 False-positive rate: 0 (deterministic engines, one generator seed per example; Hypothesis
 derandomized).
@@ -47,7 +48,17 @@ SHARED = [
     f"SELECT city, PERCENTILE_CONT(CAST(code AS DOUBLE) / divisor, 0.5, {B}) FROM t GROUP BY city",
     "SELECT UPPER(city) AS c, COUNT(*) FROM t WHERE LENGTH(code) > 1 GROUP BY c",
     f"SELECT city, SUM(big - 1, {B}), SUM(minutes / big, {B}) FROM t GROUP BY city",
+    f"SELECT city, SUM(minutes * p.factor, {B}), COUNT(p.label) FROM t LEFT JOIN codes AS p "
+    "USING (city) JOIN sizes AS z ON t.divisor = z.divisor WHERE z.size > 1 GROUP BY city",
 ]
+#: Public lookup tables (each key unique): some cities and every divisor but 2 match.
+PUBLIC = {
+    "codes": pd.DataFrame(
+        {"city": ["a", "a\\", "%", "zz"], "label": ["A", None, "P", "Z"],
+         "factor": pd.array([2**62, -1, 3, 7], dtype="int64")}
+    ),
+    "sizes": pd.DataFrame({"divisor": [-1, 0, 1], "size": [2.0, 5.0, 0.5]}),
+}  # fmt: skip
 #: Statements that meet a documented difference between the engines (``docs/sql.md``, On
 #: Spark): an integer division of the most negative integer by -1, a text cast to an integer,
 #: a failed cast seen by COALESCE. Spark must complete them; their answers may differ.
@@ -108,9 +119,13 @@ def test_spark_completes_a_statement_with_duckdbs_aggregates(
     keys: Any = None
     if public and "GROUP BY" in statement:
         keys = [c.upper() for c in CITIES] if "UPPER" in statement else CITIES
-    duck = dpkit.sql(statement, tables={"t": frame}, options=options, keys=keys)
+    duck = dpkit.sql(statement, tables={"t": frame}, public=PUBLIC, options=options, keys=keys)
     on_spark = dpkit.sql(
-        statement, tables={"t": spark.createDataFrame(frame)}, options=options, keys=keys
+        statement,
+        tables={"t": spark.createDataFrame(frame)},
+        public=PUBLIC,
+        options=options,
+        keys=keys,
     )
     with dpkit.Session(budget=(1.0, 1e-6)) as session:
         session.release(on_spark, None, rng=np.random.default_rng(seed))

@@ -259,3 +259,16 @@ def test_dpkit_sql_reads_a_public_table_given_on_the_command_line(
     assert main(argv[:4] + argv[6:]) == 2  # without --public the join is refused
     refused = capsys.readouterr()
     assert "JOIN" in refused.out + refused.err
+
+
+def test_a_key_column_of_only_missing_values_joins_nothing() -> None:
+    """A private key column of the NULL type (every value missing: an Arrow null column, or a
+    pandas column of only missing values on Spark, typed ``void``) compares with any key
+    without a cast that could fail: it is joined, and matches no public row."""
+    frame = _visits(200)
+    table = pa.Table.from_pandas(frame, preserve_index=False)
+    table = table.set_column(1, "city", pa.nulls(len(frame)))
+    query = _sql("SELECT COUNT(*), COUNT(r.region) FROM visits v LEFT JOIN regions r USING (city)",
+                 table)  # fmt: skip
+    rows, joined = query.aggregates(rng=np.random.default_rng(1))
+    assert rows.values["count"][0] > 0 and joined.values["count"][0] == 0

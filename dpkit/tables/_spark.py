@@ -26,7 +26,8 @@ class Spark(Eager):
 
     def by_id(self, frame: Any, bounding: Bounding) -> Any:
         """Each id's rows brought into one partition (``repartition(id)``), then
-        :meth:`~dpkit.tables.bounding.Bounding.apply` on every partition (``mapInPandas``)."""
+        :meth:`~dpkit.tables.bounding.Bounding.apply_arrow` on every partition
+        (``mapInArrow``)."""
         with quiet():
             return narwhals().from_native(_by_id(frame.to_native(), bounding))
 
@@ -51,16 +52,18 @@ class Spark(Eager):
 def _by_id(native: Any, bounding: Bounding) -> Any:
     from pyspark.sql import types
 
-    schema = types.StructType(
-        [*native.schema.fields, types.StructField(FIRST, types.LongType(), False)]
-    )
-    apply = bounding.apply
+    # Every column may hold nulls (as the rows bounded); FIRST never does.
+    fields = [types.StructField(f.name, f.dataType, True) for f in native.schema.fields]
+    schema = types.StructType([*fields, types.StructField(FIRST, types.LongType(), False)])
+    apply = bounding.apply_arrow
 
     def run(batches: Iterator[Any]) -> Iterator[Any]:
-        import pandas as pd
+        import pyarrow as pa
 
         parts = list(batches)  # every Arrow batch of the partition: all rows of its ids
         if parts:
-            yield apply(pd.concat(parts, ignore_index=True))
+            yield from apply(pa.Table.from_batches(parts)).to_batches()
 
-    return native.repartition(bounding.id_column).mapInPandas(run, schema)
+    # Arrow batches, not pandas frames: a 64-bit integer column with nulls would become
+    # float64 in pandas (large values rounded, refused on the way back), a NaN a null.
+    return native.repartition(bounding.id_column).mapInArrow(run, schema)

@@ -409,6 +409,14 @@ class Bounding:
         out[FIRST] = first[kept].astype(np.int64)
         return out
 
+    def apply_arrow(self, table: Any) -> Any:
+        """The kept rows of a PyArrow table, with the :data:`FIRST` column."""
+        import pyarrow as pa
+
+        keep, first = self.masks(table.column, table.num_rows)
+        kept = np.flatnonzero(keep)
+        return table.take(kept).append_column(FIRST, pa.array(first[kept].astype(np.int64)))
+
 
 def _numbers(native: Any) -> NDArray[Any]:
     return np.asarray(native.to_numpy() if hasattr(native, "to_numpy") else native)

@@ -10,7 +10,7 @@ partition-wise primitive, calling the *same* pandas function that bounds an eage
   are brought together by the engine's shuffle on the id column — Dask
   ``DataFrame.shuffle(on=id)``, Spark ``repartition(id)`` — and
   :meth:`~dpkit.tables.bounding.Bounding.apply` runs on every resulting partition
-  (``map_partitions``; ``mapInPandas``). A shuffle puts all the rows of one id in one partition
+  (``map_partitions``; ``mapInArrow``). A shuffle puts all the rows of one id in one partition
   however many partitions they started in, and the priorities are keyed hashes of each row's
   content, so each partition keeps exactly the rows the whole table would keep (narwhals on
   Dask has no ranking window, and no engine can draw a per-row random number that a retried

@@ -75,10 +75,11 @@ def test_a_statement_with_private_keys_passes_in_both_modes() -> None:
     assert report.verdicts == {"fast": "pass", "secure": "pass"}, report.format_text()
 
 
-def _caught(report: Any) -> None:
+def _caught(report: Any, *, above: float = 2 * EPSILON) -> None:
+    """A violation in both modes, each certifying an ε above ``above``."""
     assert report.verdict == "violation", report.format_text()
     bounds = [report.mode(mode).epsilon_lower_bound for mode in ("fast", "secure")]
-    assert all(bound > 2 * EPSILON for bound in bounds), report.format_text()
+    assert all(bound > above for bound in bounds), report.format_text()
 
 
 def test_a_statement_without_a_privacy_unit_is_caught() -> None:
@@ -87,7 +88,9 @@ def test_a_statement_without_a_privacy_unit_is_caught() -> None:
 
 def test_the_duckdb_bounding_without_its_cap_is_caught(monkeypatch: pytest.MonkeyPatch) -> None:
     """The bounding pushed into DuckDB, keeping every row of every person: the statement still
-    declares its unit and its noise is calibrated to it, so only the audit can see the leak."""
+    declares its unit and its noise is calibrated to it, so only the audit can see the leak.
+    The statement allows two rows per person and city (an aggregate allowing one reads only
+    the first kept row of each person and city, which would cap the rows again)."""
     statement = duckdb_engine.bounding_statement
 
     def uncapped(bounding: Any, *args: Any) -> str:
@@ -95,7 +98,11 @@ def test_the_duckdb_bounding_without_its_cap_is_caught(monkeypatch: pytest.Monke
         return statement(wide, *args)
 
     monkeypatch.setattr(duckdb_engine, "bounding_statement", uncapped)
-    _caught(_audit(STATEMENT, bounding="duckdb"))
+    two_rows = STATEMENT.replace("= 1) city", "= 1, max_rows_contributed = 2) city")
+    assert two_rows != STATEMENT
+    # Its noise is calibrated to two rows per person and city, against which x's 8 rows in
+    # each of 3 cities are a smaller leak: certified above ε in both modes (not above 2ε).
+    _caught(_audit(two_rows, bounding="duckdb"), above=EPSILON)
 
 
 TABLES = {with_x: replicated(with_x, REPLICAS) for with_x in (False, True)}

@@ -4,13 +4,14 @@ A table query runs as narwhals expressions on every backend (:mod:`dpkit_central
 its per-record transformations and its per-group aggregations are the engine's own, partition
 by partition, and only the small aggregates are collected. A few steps need more than narwhals'
 lazy API offers on Dask and Spark; an :class:`Engine` does them with the engine's own
-partition-wise primitive, calling the *same* pandas function that bounds an eager table:
+partition-wise primitive, calling the *same* function that bounds an eager table:
 
 * **contribution bounding** (:meth:`Engine.by_id`, :func:`bound_contributions`): each id's rows
   are brought together by the engine's shuffle on the id column — Dask
   ``DataFrame.shuffle(on=id)``, Spark ``repartition(id)`` — and
-  :meth:`~dpkit.tables.bounding.Bounding.apply` runs on every resulting partition
-  (``map_partitions``; ``mapInArrow``). A shuffle puts all the rows of one id in one partition
+  :meth:`~dpkit.tables.bounding.Bounding.apply` runs on every resulting pandas partition
+  (``map_partitions``), :meth:`~dpkit.tables.bounding.Bounding.apply_arrow` on Spark's
+  Arrow batches (``mapInArrow``). A shuffle puts all the rows of one id in one partition
   however many partitions they started in, and the priorities are keyed hashes of each row's
   content, so each partition keeps exactly the rows the whole table would keep (narwhals on
   Dask has no ranking window, and no engine can draw a per-row random number that a retried

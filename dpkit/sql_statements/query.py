@@ -269,19 +269,12 @@ class SqlQuery:
         if is_spark(tables[self.plan.table]):
             return self._spark_rows(tables[self.plan.table], empty=empty)
         con = con if con is not None else connect()
-        try:
-            source = relation(con, tables[self.plan.table], name=self.plan.table, empty=empty)
-            columns = describe(source)
-            lookups = {
-                join.alias: relation(con, self._public[join.table], name=join.table, empty=False)
-                for join in self.plan.joins
-            }
-        except InvalidData:
-            raise
-        except Exception:
-            raise InvalidData(
-                f"sql: the table {self.plan.table!r} cannot be read by DuckDB", field="tables"
-            ) from None
+        source = _read(con, tables[self.plan.table], self.plan.table, empty=empty)
+        columns = describe(source)
+        lookups = {
+            join.alias: _read(con, self._public[join.table], join.table, empty=False)
+            for join in self.plan.joins
+        }
         schemas = {alias: describe(found) for alias, found in lookups.items()}
         self._check_columns(columns, schemas)
         pairs: tuple[tuple[tuple[str, str], ...], ...] = ()
@@ -438,11 +431,9 @@ class SqlQuery:
                         field="tables",
                     ) from None
                 continue
+            relations[join.alias] = _read(con, given, join.table, empty=False)
             try:
-                relations[join.alias] = relation(con, given, name=join.table, empty=False)
                 arrow = relations[join.alias].to_arrow_table()
-            except InvalidData:
-                raise
             except Exception:
                 raise InvalidData(
                     f"sql: the table {join.table!r} cannot be read by DuckDB", field="tables"
@@ -625,6 +616,19 @@ class SqlQuery:
                 f"({str(error).splitlines()[0][:160]})",
                 clause="post-processing",
             ) from None
+
+
+def _read(con: Any, table: Any, name: str, *, empty: bool) -> Any:
+    """``table`` as a DuckDB relation of ``con`` (:func:`~dpkit.sql_statements.sources.relation`);
+    an ``InvalidData`` naming it where DuckDB cannot read it."""
+    try:
+        return relation(con, table, name=name, empty=empty)
+    except InvalidData:
+        raise
+    except Exception:
+        raise InvalidData(
+            f"sql: the table {name!r} cannot be read by DuckDB", field="tables"
+        ) from None
 
 
 def _spark_join_error(join: Any, error: Exception) -> SqlError:

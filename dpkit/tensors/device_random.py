@@ -6,9 +6,10 @@
   computed on the device (:mod:`dpkit.tensors.chacha`, or the fused kernels of
   :mod:`dpkit.tensors._kernels` on CUDA). Never the framework's Philox or XORWOW. With
   ``SecureRandom.from_key(key)`` the device stream is a function of ``key`` (mode ``"keyed"``).
-* **fast** (a ``numpy.random.Generator`` or a ``torch.Generator``): a 64-bit seed drawn from the
-  caller's generator; the words are torch's Philox stream on the device, or, where there is no
-  framework generator, ChaCha20 keyed from that seed — seedable, not attack-resistant.
+* **fast** (a ``numpy.random.Generator``, a ``torch.Generator`` for torch arrays or a JAX key
+  for JAX arrays): a 62-bit seed drawn from the caller's generator (from a JAX key's own
+  bits); the words are torch's Philox stream on torch's device, and elsewhere ChaCha20 keyed
+  from that seed — seedable, not attack-resistant.
 
 Word ``j`` of a call's stream is word ``j mod 16`` of block ``j div 16``; :class:`DeviceWords`
 hands out consecutive ranges of it, so two draws of one call never share a word.
@@ -106,6 +107,33 @@ def _is_torch_generator(rng: Any) -> bool:
     return type(rng).__module__.partition(".")[0] == "torch" and type(rng).__name__ == "Generator"
 
 
+def _is_jax_key(rng: Any) -> bool:
+    """A JAX typed PRNG key (``jax.random.key(seed)``; legacy raw ``uint32[2]`` keys are not
+    told apart from data, so they are not taken)."""
+    if type(rng).__module__.partition(".")[0] not in ("jax", "jaxlib"):
+        return False
+    import jax
+
+    dtype = getattr(rng, "dtype", None)
+    return dtype is not None and bool(jax.numpy.issubdtype(dtype, jax.dtypes.prng_key))
+
+
+def _framework_seed(rng: Any, owner: str) -> int:
+    """A 62-bit seed drawn from a ``torch.Generator`` or taken from a JAX key (the key's own
+    bits: the same key gives the same seed, as JAX's keys are meant to be split by the caller)."""
+    if _is_torch_generator(rng):
+        import torch
+
+        return int(torch.randint(0, 2**62, (1,), generator=rng, device=rng.device).item())
+    import jax
+    import jax.numpy as jnp
+
+    if rng.shape != ():
+        raise InvalidParameter("rng", rng, "a single JAX key, not an array of keys", owner=owner)
+    high, low = (int(w) for w in jax.device_get(jax.random.bits(rng, (2,), dtype=jnp.uint32)))
+    return ((high << 32) | low) >> 2
+
+
 class DeviceWords:
     """The words of one call: ``take(n)`` returns the next ``n`` words as ``int64`` values in
     [0, 2³²) on the library's device."""
@@ -191,16 +219,14 @@ def _seed_key(seed: int) -> tuple[int, ...]:
 
 def device_words(library: ArrayLibrary, rng: Any, *, owner: str) -> DeviceWords:
     """The :class:`DeviceWords` of one call for ``rng`` (None, a :class:`SecureRandom`, a numpy
-    ``Generator`` or, for torch arrays, a ``torch.Generator``)."""
-    if _is_torch_generator(rng):
-        if library.name != "torch":
+    ``Generator``, or the array's own framework's: a ``torch.Generator``, a JAX key)."""
+    framework = "torch" if _is_torch_generator(rng) else "jax" if _is_jax_key(rng) else None
+    if framework is not None:
+        if library.name != framework:
             raise InvalidParameter(
                 "rng", rng, f"a generator of the array's own library ({library.name})", owner=owner
             )
-        import torch
-
-        seed = int(torch.randint(0, 2**62, (1,), generator=rng, device=rng.device).item())
-        return DeviceWords(library, mode="fast", seed=seed)
+        return DeviceWords(library, mode="fast", seed=_framework_seed(rng, owner))
     generator, mode = resolve_rng(rng, owner=owner)
     if isinstance(generator, SecureRandom):
         key = tuple(int(w) for w in generator.words(4).view(np.uint32))
@@ -224,12 +250,9 @@ def uniform_below(words: DeviceWords, count: int, bound: int) -> Any:
 
 
 def host_rng(rng: Any, *, owner: str) -> Any:
-    """``rng`` for dpkit's numpy path on a host array: a ``torch.Generator`` becomes a numpy
-    ``Generator`` seeded from it (fast mode, still reproducible from the torch seed); anything
-    else is passed on unchanged (and checked there)."""
-    if not _is_torch_generator(rng):
+    """``rng`` for dpkit's numpy path on a host array: a ``torch.Generator`` or a JAX key
+    becomes a numpy ``Generator`` seeded from it (fast mode, still reproducible from the torch
+    seed or the key); anything else is passed on unchanged (and checked there)."""
+    if not (_is_torch_generator(rng) or _is_jax_key(rng)):
         return rng
-    import torch
-
-    seed = int(torch.randint(0, 2**62, (1,), generator=rng, device=rng.device).item())
-    return np.random.default_rng(seed)
+    return np.random.default_rng(_framework_seed(rng, owner))

@@ -10,6 +10,9 @@ caller's device. :func:`array_library` tells the two cases apart before any valu
 * an array on an accelerator (CUDA torch, CuPy) is computed there (:mod:`dpkit.tensors.bits`),
   never copied to the host.
 
+A library without 64-bit types (JAX unless ``jax_enable_x64`` is set) is refused from its
+configuration alone: dpkit's results are float64 and int64, which it would round or wrap.
+
 Lists, tuples, scalars and numpy arrays are not "libraries" here: :func:`array_library` returns
 ``None`` for them and the caller's numpy path runs unchanged. The array libraries are imported
 only when such an array is passed (``array-api-compat`` is the ``tensors`` extra).
@@ -111,8 +114,28 @@ def array_library(values: Any, *, owner: str, field: str = "values") -> ArrayLib
     if not array_api_compat.is_array_api_obj(values):
         return None
     xp = array_api_compat.array_namespace(values)
+    name = "jax" if module == "jaxlib" else module  # JAX's arrays are jaxlib's type
+    if not _has_64_bit_types(xp):
+        raise InvalidData(
+            f"{owner}: {field} is a {name} array without 64-bit types, and dpkit's results "
+            "are float64 and int64 (narrower ones would round or wrap them); enable them, "
+            "e.g. jax.config.update('jax_enable_x64', True)",
+            field=field,
+        )
     device = array_api_compat.device(values)
-    return ArrayLibrary(xp=xp, name=module, device=device, on_host=_on_host(values, module))
+    return ArrayLibrary(xp=xp, name=name, device=device, on_host=_on_host(values, module))
+
+
+def _has_64_bit_types(xp: Any) -> bool:
+    """Whether the namespace's default integer is int64 (JAX's is int32 unless x64 is enabled,
+    and then it has no float64 either): decided by the library's configuration alone."""
+    info = getattr(xp, "__array_namespace_info__", None)
+    if info is None:
+        return True
+    try:
+        return bool(info().default_dtypes()["integral"] == xp.int64)
+    except (AttributeError, KeyError, TypeError):
+        return True
 
 
 def _on_host(values: Any, module: str) -> bool:

@@ -30,7 +30,7 @@ from hypothesis import strategies as st
 torch = pytest.importorskip("torch")
 xs = pytest.importorskip("array_api_strict")
 
-from support import device_reference  # noqa: E402
+from support import device_reference, jax_arrays  # noqa: E402
 
 import dpkit  # noqa: E402
 from dpkit import SecureRandom  # noqa: E402
@@ -66,6 +66,8 @@ def _spelled(array: np.ndarray[Any, Any], layout: str) -> Any:
         return torch.from_numpy(np.repeat(array, 2, axis=0).copy())[::2]
     if layout == "torch":
         return torch.from_numpy(array.copy())
+    if layout == "jax":
+        return jax_arrays.asarray(array)
     return xs.asarray(array.copy())
 
 
@@ -92,7 +94,7 @@ def _same(device: tuple[str, Any], host: tuple[str, Any]) -> None:
         np.testing.assert_allclose(_host(found), expected, rtol=1e-9, atol=1e-9)
 
 
-LAYOUTS = st.sampled_from(["torch", "torch strided", "array-api-strict"])
+LAYOUTS = st.sampled_from(["torch", "torch strided", "array-api-strict", *jax_arrays.LAYOUTS])
 #: A graph, its layout, the steps and the neighbourhood; the values or reports are drawn inside.
 PROPAGATION_CASES = given(
     graph=graphs(),

@@ -23,6 +23,8 @@ from hypothesis import strategies as st
 torch = pytest.importorskip("torch")
 xs = pytest.importorskip("array_api_strict")
 
+from support import jax_arrays  # noqa: E402
+
 import dpkit  # noqa: E402
 from dpkit import SecureRandom  # noqa: E402
 from dpkit.testing.inputs import Unsupported, plan_inputs  # noqa: E402
@@ -31,12 +33,14 @@ from dpkit.testing.strategies import mechanisms, neighbouring_pairs  # noqa: E40
 REGISTRY = dpkit.load_registry()
 NAMES = REGISTRY.names()
 KEY = bytes(range(7, 39))
-LAYOUTS = ("torch", "torch strided", "torch narrow", "array-api-strict")
+LAYOUTS = ("torch", "torch strided", "torch narrow", "array-api-strict", *jax_arrays.LAYOUTS)
 
 
 def _plain(value: Any) -> np.ndarray[Any, Any]:
     if isinstance(value, torch.Tensor):
         return value.numpy()
+    if jax_arrays.is_jax(value):
+        return jax_arrays.to_numpy(value)
     return np.from_dlpack(value) if hasattr(value, "__dlpack__") else np.asarray(value)
 
 
@@ -51,6 +55,8 @@ def _spelled(batch: np.ndarray[Any, Any], layout: str) -> Any:
         return (
             torch.from_numpy(narrow) if np.array_equal(narrow, batch) else torch.from_numpy(batch)
         )
+    if layout == "jax":
+        return jax_arrays.asarray(batch)
     return xs.asarray(batch)
 
 

@@ -6,10 +6,10 @@
   computed on the device (:mod:`dpkit.tensors.chacha`, or the fused kernels of
   :mod:`dpkit.tensors._kernels` on CUDA). Never the framework's Philox or XORWOW. With
   ``SecureRandom.from_key(key)`` the device stream is a function of ``key`` (mode ``"keyed"``).
-* **fast** (a ``numpy.random.Generator``, a ``torch.Generator`` for torch arrays or a JAX key
-  for JAX arrays): a 62-bit seed drawn from the caller's generator (from a JAX key's own
-  bits); the words are torch's Philox stream on torch's device, and elsewhere ChaCha20 keyed
-  from that seed — seedable, not attack-resistant.
+* **fast** (a ``numpy.random.Generator``, or the array's own library's: a ``torch.Generator``,
+  a CuPy ``Generator``, a JAX key): a 62-bit seed drawn from the caller's generator (from a JAX
+  key's own bits); the words are torch's Philox stream on torch's device, and elsewhere
+  ChaCha20 keyed from that seed — seedable, not attack-resistant.
 
 Word ``j`` of a call's stream is word ``j mod 16`` of block ``j div 16``; :class:`DeviceWords`
 hands out consecutive ranges of it, so two draws of one call never share a word.
@@ -107,6 +107,10 @@ def _is_torch_generator(rng: Any) -> bool:
     return type(rng).__module__.partition(".")[0] == "torch" and type(rng).__name__ == "Generator"
 
 
+def _is_cupy_generator(rng: Any) -> bool:
+    return type(rng).__module__.partition(".")[0] == "cupy" and type(rng).__name__ == "Generator"
+
+
 def _is_jax_key(rng: Any) -> bool:
     """A JAX typed PRNG key (``jax.random.key(seed)``; legacy raw ``uint32[2]`` keys are not
     told apart from data, so they are not taken)."""
@@ -118,13 +122,25 @@ def _is_jax_key(rng: Any) -> bool:
     return dtype is not None and bool(jax.numpy.issubdtype(dtype, jax.dtypes.prng_key))
 
 
+def _framework(rng: Any) -> str | None:
+    """The array library whose own generator ``rng`` is, or None."""
+    if _is_torch_generator(rng):
+        return "torch"
+    if _is_cupy_generator(rng):
+        return "cupy"
+    return "jax" if _is_jax_key(rng) else None
+
+
 def _framework_seed(rng: Any, owner: str) -> int:
-    """A 62-bit seed drawn from a ``torch.Generator`` or taken from a JAX key (the key's own
-    bits: the same key gives the same seed, as JAX's keys are meant to be split by the caller)."""
+    """A 62-bit seed drawn from a ``torch.Generator`` or a CuPy ``Generator``, or taken from a
+    JAX key (the key's own bits: the same key gives the same seed, as JAX's keys are meant to
+    be split by the caller)."""
     if _is_torch_generator(rng):
         import torch
 
         return int(torch.randint(0, 2**62, (1,), generator=rng, device=rng.device).item())
+    if _is_cupy_generator(rng):
+        return int(rng.integers(0, 2**62, size=1, dtype=np.int64).get()[0])
     import jax
     import jax.numpy as jnp
 
@@ -219,8 +235,9 @@ def _seed_key(seed: int) -> tuple[int, ...]:
 
 def device_words(library: ArrayLibrary, rng: Any, *, owner: str) -> DeviceWords:
     """The :class:`DeviceWords` of one call for ``rng`` (None, a :class:`SecureRandom`, a numpy
-    ``Generator``, or the array's own framework's: a ``torch.Generator``, a JAX key)."""
-    framework = "torch" if _is_torch_generator(rng) else "jax" if _is_jax_key(rng) else None
+    ``Generator``, or the array's own library's: a ``torch.Generator``, a CuPy ``Generator``, a
+    JAX key)."""
+    framework = _framework(rng)
     if framework is not None:
         if library.name != framework:
             raise InvalidParameter(
@@ -250,9 +267,10 @@ def uniform_below(words: DeviceWords, count: int, bound: int) -> Any:
 
 
 def host_rng(rng: Any, *, owner: str) -> Any:
-    """``rng`` for dpkit's numpy path on a host array: a ``torch.Generator`` or a JAX key
-    becomes a numpy ``Generator`` seeded from it (fast mode, still reproducible from the torch
-    seed or the key); anything else is passed on unchanged (and checked there)."""
-    if not (_is_torch_generator(rng) or _is_jax_key(rng)):
+    """``rng`` for dpkit's numpy path on a host array: an array library's own generator (a
+    ``torch.Generator``, a JAX key) becomes a numpy ``Generator`` seeded from it (fast mode,
+    still reproducible from the generator's seed or the key); anything else is passed on
+    unchanged (and checked there)."""
+    if _framework(rng) is None:
         return rng
     return np.random.default_rng(_framework_seed(rng, owner))

@@ -193,6 +193,34 @@ def test_the_device_scores_every_output_as_the_host_does(mechanism: Any, library
         assert np.isneginf(expected).any() and len(np.unique(expected[expected > -np.inf])) == 2
 
 
+def _assert_the_law(
+    mechanism: Any, outputs: np.ndarray[Any, Any], inputs: np.ndarray[Any, Any], got: Any
+) -> None:
+    """The device's values are the mechanism's law, not only the host's numbers: over the
+    output space they are probabilities whose mean report is the input (each mechanism is
+    unbiased), for the inputs within the domain; an input beyond it (rows 2, 3 and 5 of
+    :func:`_log_grid`) is scored as the end it is clipped to (rows 0 and 1)."""
+    if isinstance(mechanism, duchi.DuchiMulti):
+        space = mechanism.output_space()
+        x = inputs[:, 0, :]
+        mean = np.exp(got[:, : len(space)]) @ space
+        total = np.exp(got[:, : len(space)]).sum(axis=1)
+    else:
+        if isinstance(mechanism, duchi.Duchi):
+            reports = outputs[:2]
+        else:  # the estimator's x̂ of a 0 and of a 1 (the first two reports)
+            reports = mechanism.to_data(mechanism.from_bits(np.array([0, 1])))
+        x = inputs
+        mean = np.exp(got[:, :2]) @ reports[:, None]
+        total = np.exp(got[:, :2]).sum(axis=1)
+    within = np.all((x >= mechanism.lower) & (x <= mechanism.upper), axis=1)
+    assert within.sum() > 300
+    assert np.allclose(total[within], 1.0, rtol=0.0, atol=1e-12)
+    assert np.allclose(mean[within], x[within], rtol=0.0, atol=1e-9)
+    for beyond, end in ((2, 0), (3, 1), (5, 1)):
+        assert np.array_equal(got[beyond], got[end])
+
+
 @pytest.mark.usefixtures("on_device")
 @pytest.mark.parametrize("mechanism", LOG_CASES, ids=lambda m: f"{m.name}-{m.epsilon:g}")
 def test_the_logarithm_of_the_input_is_the_devices_within_two_ulps_of_the_hosts(
@@ -208,6 +236,7 @@ def test_the_logarithm_of_the_input_is_the_devices_within_two_ulps_of_the_hosts(
     got = mechanism.log_probability(torch.from_numpy(outputs), torch.from_numpy(inputs))
     assert isinstance(got, torch.Tensor) and got.dtype == torch.float64
     device_reference.assert_log_agrees(got.numpy(), expected)
+    _assert_the_law(mechanism, outputs, inputs, got.numpy())
     # array-api-strict's log is numpy's: every other operation the same, so the same bits.
     got = mechanism.log_probability(xs.asarray(outputs), xs.asarray(inputs))
     assert isinstance(got, type(xs.asarray(outputs))) and got.dtype == xs.float64

@@ -26,8 +26,8 @@ A mechanism whose log P[y | x] is the logarithm of a value that depends on the i
 the host's order, so the host's double, and takes the device's ``log`` (or ``log1p``) of it.
 IEEE 754 does not fix how a logarithm rounds, so the result is the host's up to that one
 rounding: within **two ulps** of the host's (at most two representable doubles apart), and
-exactly the host's where that is −inf, NaN or 0 (log 0 = −inf, log 1 = +0, NaN in, NaN out:
-IEEE 754-2019, §9.2.1). One ulp for each side: CUDA's double ``log`` and ``log1p`` are within
+exactly the host's where that is −inf, NaN or 0 (log 0 = −inf and log 1 = +0, IEEE
+754-2019's special values in §9.2, and NaN in, NaN out). One ulp for each side: CUDA's double ``log`` and ``log1p`` are within
 1 ulp of the correctly rounded result (CUDA C++ Programming Guide, Mathematical Functions
 appendix, double-precision table; found by extensive, not exhaustive, tests), and numpy's were
 measured within 1 ulp of it (against 60-digit mpmath); nothing but a selection follows the

@@ -20,6 +20,20 @@ operands:
 
 The result is the accelerator's array type on its device, float64, of the operands'
 broadcast shape (numpy's rule, the same error for shapes that do not broadcast).
+
+A mechanism whose log P[y | x] is the logarithm of a value that depends on the input (``duchi``,
+``duchi_multi``, ``one_bit_mean``) computes that value with the host's IEEE 754 operations in
+the host's order, so the host's double, and takes the device's ``log`` (or ``log1p``) of it.
+IEEE 754 does not fix how a logarithm rounds, so the result is the host's up to that one
+rounding: within **two ulps** of the host's (at most two representable doubles apart), and
+exactly the host's where that is −inf, NaN or 0 (log 0 = −inf and log 1 = +0, IEEE
+754-2019's special values in §9.2, and NaN in, NaN out). One ulp for each side: CUDA's double ``log`` and ``log1p`` are within
+1 ulp of the correctly rounded result (CUDA C++ Programming Guide, Mathematical Functions
+appendix, double-precision table; found by extensive, not exhaustive, tests), and numpy's were
+measured within 1 ulp of it (against 60-digit mpmath); nothing but a selection follows the
+logarithm. Measured: torch's CPU float64 ``log`` and ``log1p`` are one ulp from numpy's on
+0.33 % and 3.1 % of uniform arguments in (0, 1), never more (6·10⁷ arguments);
+array-api-strict's are numpy's (docs/tensors.md).
 """
 
 from __future__ import annotations

@@ -59,7 +59,9 @@ fixed values (±B or ±B_d on the data's scale), so no low bit depends on the in
 On an accelerator's array, ``duchi``'s ``randomize`` runs on the device with the same law in
 either mode, the secure rounding and lie decided exactly as here (:mod:`dpkit.tensors.duchi`:
 the same words give the same reports), and float64 reports as here; ``duchi_multi``'s too,
-with the same law (:mod:`dpkit.tensors.duchi_multi`).
+with the same law (:mod:`dpkit.tensors.duchi_multi`). Both score ``log_probability`` there:
+the probability by this module's float64 operations in its order, its logarithm by the
+device's, within two ulps of the host's value (:mod:`dpkit.tensors.log_probability`).
 """
 
 from __future__ import annotations
@@ -77,13 +79,20 @@ from numpy.typing import NDArray
 from dpkit.plugin import (
     ArrayLibrary,
     SecureRandom,
+    device_operands,
     duchi_multi_reports,
     duchi_reports,
     lie_threshold,
 )
 from dpkit_ldp._bits import random_words
 from dpkit_ldp._lattice import band_threshold
-from dpkit_ldp._numeric import NumericMechanism, VectorMechanism, check_scalar, check_vector
+from dpkit_ldp._numeric import (
+    NumericMechanism,
+    VectorMechanism,
+    check_scalar,
+    check_vector,
+    float64_constants,
+)
 
 __all__ = [
     "Duchi",
@@ -162,9 +171,14 @@ def duchi_sample(t: NDArray[np.float64], epsilon: float, generator: Any) -> NDAr
 def plus_probability(t: Any, epsilon: float) -> NDArray[np.float64]:
     """P[+B | t] = 1/2 + t/(2B), as ((1 + t) + (1 − t)e^{−ε})/(2(1 + e^{−ε})): no cancellation
     (the form 1/2 + t/(2B) loses the relative precision of the small probabilities at large ε)."""
-    tail = math.exp(-epsilon)
     t_arr = np.asarray(t, dtype=np.float64)
-    return np.asarray(((1.0 + t_arr) + (1.0 - t_arr) * tail) / (2.0 * (1.0 + tail)))
+    return np.asarray(_plus_probability(t_arr, math.exp(-epsilon)))
+
+
+def _plus_probability(t: Any, tail: float) -> Any:
+    """:func:`plus_probability` of a float64 array of any array namespace, ``tail`` = e^{−ε}:
+    the same IEEE 754 operations in the same order on the host and on a device."""
+    return ((1.0 + t) + (1.0 - t) * tail) / (2.0 * (1.0 + tail))
 
 
 def _signs(generator: Any, n: int, d: int) -> NDArray[np.int8]:
@@ -209,7 +223,7 @@ class Duchi(NumericMechanism):
 
     name: ClassVar[str] = "duchi"
     statistic: ClassVar[str] = "mean"
-    device_methods: ClassVar[frozenset[str]] = frozenset({"randomize"})
+    device_methods: ClassVar[frozenset[str]] = frozenset({"randomize", "log_probability"})
 
     @property
     def bound(self) -> float:
@@ -238,15 +252,36 @@ class Duchi(NumericMechanism):
     def output_space(self) -> NDArray[np.float64]:
         return self.to_data(np.array([-self.bound, self.bound]))
 
-    def log_probability(self, outputs: Any, inputs: Any, /) -> NDArray[np.float64]:
-        """log P[y | x]: log(1/2 ± t/(2B)) at the two report values, −inf elsewhere."""
-        low, high = self.output_space()
+    def log_probability(self, outputs: Any, inputs: Any, /) -> Any:
+        """log P[y | x]: log(1/2 ± t/(2B)) at the two report values, −inf elsewhere.
+
+        An accelerator's array (either operand) is scored on its device, float64, in its type
+        (:mod:`dpkit.tensors.log_probability`: a numpy or list operand beside it is copied
+        there): the probability with the host's operations in the host's order, so the same
+        double, and its logarithm by the device's ``log`` — within two ulps of the host's
+        value, −inf, NaN and 0 where the host's are (the bound:
+        :mod:`dpkit.tensors.log_probability`).
+        """
+        operands = device_operands(outputs, inputs, owner=self.name)
+        if operands is not None:
+            y, x = operands.reals(owner=self.name)
+            with np.errstate(divide="ignore"):  # a numpy-backed namespace's warning for log 0
+                return self._log_probability(operands.library.xp, operands.library.device, y, x)
         y = np.asarray(outputs, dtype=np.float64)
-        t = self.standardize(np.asarray(inputs, dtype=np.float64))
+        x = np.asarray(inputs, dtype=np.float64)
         with np.errstate(divide="ignore"):
-            log_plus = np.log(plus_probability(t, self.epsilon))
-            log_minus = np.log(plus_probability(-t, self.epsilon))
-        return np.where(y == high, log_plus, np.where(y == low, log_minus, -np.inf))
+            return np.asarray(self._log_probability(np, None, y, x), dtype=np.float64)
+
+    def _log_probability(self, xp: Any, device: Any, y: Any, x: Any) -> Any:
+        """log P[y | x] of float64 arrays of the namespace ``xp`` on ``device`` (numpy's on the
+        host): y on the data's scale, x the inputs."""
+        low, high = (float(report) for report in self.output_space())
+        _, t = self.standard_operands(xp, y, x)
+        tail = math.exp(-self.epsilon)
+        log_plus = xp.log(_plus_probability(t, tail))
+        log_minus = xp.log(_plus_probability(-t, tail))
+        (none,) = float64_constants(xp, device, -math.inf)
+        return xp.where(y == high, log_plus, xp.where(y == low, log_minus, none))
 
     def report_bound(self) -> NDArray[np.float64]:
         """The largest report magnitude in standard units: B."""
@@ -264,17 +299,16 @@ class Duchi(NumericMechanism):
         return duchi_bound(epsilon) ** 2 / n
 
 
-def _agreement_law(p: NDArray[np.float64]) -> NDArray[np.float64]:
-    """P[A = a], a = 0..d, for A a sum of independent Bernoulli(p_j) (last axis), by dynamic
-    programming (the Poisson-binomial law)."""
-    shape = p.shape[:-1]
-    d = p.shape[-1]
-    law = np.zeros((*shape, d + 1))
-    law[..., 0] = 1.0
-    for j in range(d):
+def _agreement_law(xp: Any, p: Any) -> Any:
+    """P[A = a], a = 0..d, for A a sum of independent Bernoulli(p_j) (last axis of a float64
+    array of the namespace ``xp``), by dynamic programming (the Poisson-binomial law): after
+    coordinate j, P[A = a] ← P[A = a]·(1 − p_j) + P[A = a − 1]·p_j, every a at once."""
+    join = xp.concat if hasattr(xp, "concat") else xp.concatenate  # numpy < 2: concatenate
+    law = join([xp.ones_like(p[..., :1]), xp.zeros_like(p)], axis=-1)
+    for j in range(p.shape[-1]):
         pj = p[..., j : j + 1]
-        law[..., 1:] = law[..., 1:] * (1.0 - pj) + law[..., :-1] * pj
-        law[..., 0] *= 1.0 - p[..., j]
+        keep = 1.0 - pj
+        law = join([law[..., :1] * keep, law[..., 1:] * keep + law[..., :-1] * pj], axis=-1)
     return law
 
 
@@ -288,7 +322,7 @@ class DuchiMulti(VectorMechanism):
 
     name: ClassVar[str] = "duchi_multi"
     statistic: ClassVar[str] = "multivariate_mean"
-    device_methods: ClassVar[frozenset[str]] = frozenset({"randomize"})
+    device_methods: ClassVar[frozenset[str]] = frozenset({"randomize", "log_probability"})
 
     @property
     def bound(self) -> float:
@@ -336,28 +370,59 @@ class DuchiMulti(VectorMechanism):
         vertices = np.array(list(product((-1.0, 1.0), repeat=self.dimension)))
         return self.to_data(vertices * self.bound)
 
-    def log_probability(self, outputs: Any, inputs: Any, /) -> NDArray[np.float64]:
-        """log P[z | x] = log Σ_a P[A = a]·g(2a − d) (outputs and inputs of shape (..., d)).
+    def log_probability(self, outputs: Any, inputs: Any, /) -> Any:
+        """log P[z | x] = log Σ_a P[A = a]·g(2a − d) (outputs and inputs broadcasting to
+        (..., d); ``ValueError`` for another last axis).
 
         A, the number of coordinates where v agrees with the signs of z, is a sum of independent
         Bernoulli((1 + s_j t_j)/2) (its law by dynamic programming); g is h = π_d/A where
-        ⟨z, v⟩ = 2A − d > 0 and l = (1 − π_d)/(A + b) elsewhere (module docstring). Outputs
-        that are not a vertex have probability 0.
+        ⟨z, v⟩ = 2A − d > 0 and l = (1 − π_d)/(A + b) elsewhere (module docstring), the sum
+        taken in the order a = 0, 1, …, d. Outputs that are not a vertex have probability 0.
+
+        An accelerator's array (either operand) is scored on its device, float64, in its type
+        (:mod:`dpkit.tensors.log_probability`: a numpy or list operand beside it is copied
+        there): the sum with the host's operations in the host's order, so the same double, and
+        its logarithm by the device's ``log`` — within two ulps of the host's value, −inf and
+        NaN where the host's are (the bound: :mod:`dpkit.tensors.log_probability`).
         """
-        z = self.from_data(np.asarray(outputs, dtype=np.float64))
-        t = self.standardize(np.asarray(inputs, dtype=np.float64))
-        z, t = np.broadcast_arrays(z, t)
-        d = self.dimension
-        signs = np.sign(z)
-        vertex = np.all(np.isclose(np.abs(z), self.bound, rtol=1e-12, atol=0.0), axis=-1)
-        law = _agreement_law((1.0 + signs * t) / 2.0)
-        inner = 2 * np.arange(d + 1) - d
+        operands = device_operands(outputs, inputs, owner=self.name)
+        if operands is not None:
+            self._check_rows(operands.shape)
+            y, x = operands.reals(owner=self.name)
+            with np.errstate(divide="ignore"):  # a numpy-backed namespace's warning for log 0
+                return self._log_probability(operands.library.xp, operands.library.device, y, x)
+        y = np.asarray(outputs, dtype=np.float64)
+        x = np.asarray(inputs, dtype=np.float64)
+        self._check_rows(np.broadcast_shapes(y.shape, x.shape))
+        with np.errstate(divide="ignore"):
+            return np.asarray(self._log_probability(np, None, y, x), dtype=np.float64)
+
+    def _check_rows(self, shape: tuple[int, ...]) -> None:
+        """The operands' broadcast shape must end in d (decided from the shapes alone)."""
+        if not shape or shape[-1] != self.dimension:
+            raise ValueError(
+                f"{self.name}: outputs and inputs must broadcast to rows of {self.dimension} "
+                f"values, got shape {shape}"
+            )
+
+    def _log_probability(self, xp: Any, device: Any, y: Any, x: Any) -> Any:
+        """log P[z | x] of float64 arrays of the namespace ``xp`` on ``device`` (numpy's on the
+        host), broadcasting to (..., d): z = y in standard units, x the inputs."""
+        z, t = self.standard_operands(xp, y, x)
+        shape = tuple(np.broadcast_shapes(tuple(z.shape), tuple(t.shape)))
+        z, t = xp.broadcast_to(z, shape), xp.broadcast_to(t, shape)
+        d, bound = self.dimension, self.bound
+        # numpy's isclose(|z|, B, rtol=1e-12, atol=0): |(|z| − B)| ≤ 0 + 1e-12·|B|
+        vertex = xp.all(xp.abs(xp.abs(z) - bound) <= 0.0 + 1e-12 * abs(bound), axis=-1)
+        law = _agreement_law(xp, (1.0 + xp.sign(z) * t) / 2.0)
         pi = self.heads_probability
         sides, on_plane = vertex_sides(d)
-        weight = np.where(inner > 0, pi / sides, (1.0 - pi) / (sides + on_plane))
-        total = np.sum(law * weight, axis=-1)
-        with np.errstate(divide="ignore"):
-            return np.where(vertex, np.log(total), -np.inf)
+        high, low = pi / sides, (1.0 - pi) / (sides + on_plane)
+        total = law[..., 0] * low  # a = 0: ⟨z, v⟩ = −d
+        for a in range(1, d + 1):
+            total = total + law[..., a] * (high if 2 * a - d > 0 else low)
+        (none,) = float64_constants(xp, device, -math.inf)
+        return xp.where(vertex, xp.log(total), none)
 
     def report_bound(self) -> NDArray[np.float64]:
         """The largest report magnitude per coordinate in standard units: B_d."""

@@ -35,9 +35,11 @@ is a double on the 2⁻⁵³ grid, which moves a rounding probability by at most
 
 On an accelerator's array, ``randomize`` and the estimator's ``accumulate`` run on the device
 with this law exactly, α on the same grid and the bit on the same 64-bit thresholds
-(:mod:`dpkit.tensors.one_bit_mean`: the same words give the same bits). The client
-(memoization) is a host object: :meth:`OneBitMeanClient.report` refuses an accelerator's
-array.
+(:mod:`dpkit.tensors.one_bit_mean`: the same words give the same bits), and
+``log_probability`` is scored there: π by this module's float64 operations, its logarithm by
+the device's, within two ulps of the host's value (:mod:`dpkit.tensors.log_probability`). The
+client (memoization) is a host object: :meth:`OneBitMeanClient.report` refuses an
+accelerator's array.
 """
 
 from __future__ import annotations
@@ -61,6 +63,7 @@ from dpkit.plugin import (
     array_library,
     as_array,
     describe_dtype,
+    device_operands,
     lie_threshold,
     one_bit_counts,
     one_bit_reports,
@@ -69,7 +72,7 @@ from dpkit.plugin import (
 )
 from dpkit_ldp._biased_bits import uniform_words
 from dpkit_ldp._memo import MemoizingDevice
-from dpkit_ldp._numeric import NumericMechanism
+from dpkit_ldp._numeric import NumericMechanism, float64_constants
 
 __all__ = ["OneBitMean", "OneBitMeanClient", "OneBitMeanEstimator"]
 
@@ -85,7 +88,7 @@ class OneBitMean(NumericMechanism):
 
     name: ClassVar[str] = "one_bit_mean"
     statistic: ClassVar[str] = "telemetry_mean"
-    device_methods: ClassVar[frozenset[str]] = frozenset({"randomize"})
+    device_methods: ClassVar[frozenset[str]] = frozenset({"randomize", "log_probability"})
     standard: ClassVar[tuple[float, float]] = (0.0, 1.0)
 
     intervals: int = parameter(
@@ -181,21 +184,53 @@ class OneBitMean(NumericMechanism):
         """ε, for any number of memoized reports of one value."""
         return PureDP(epsilon=self.epsilon)
 
-    def log_probability(self, outputs: Any, inputs: Any, /) -> NDArray[np.float64]:
+    def log_probability(self, outputs: Any, inputs: Any, /) -> Any:
         """log P[b | x] = log of π_0 + z(π_s − π_0) for b = 1 (its complement for 0), over α
-        (T reports must be identical)."""
+        (T reports must be identical).
+
+        An accelerator's array (either operand) is scored on its device, float64, in its type
+        (:mod:`dpkit.tensors.log_probability`: a numpy or list operand beside it is copied
+        there; the reports must be real numbers there): the probability with the host's
+        operations in the host's order, so the same double, and ``log`` and ``log1p`` by the
+        device's — within two ulps of the host's value, −inf, NaN and 0 where the host's are
+        (the bound: :mod:`dpkit.tensors.log_probability`).
+        """
+        operands = device_operands(outputs, inputs, owner=self.name)
+        if operands is not None:
+            library = operands.library
+            xp = library.xp
+            reports = operands.outputs
+            if self.reports > 1:
+                # The host's indexing, on a view of no memory: its error, before any value.
+                np.broadcast_to(np.zeros((), dtype=np.int8), tuple(reports.shape))[..., :1]
+                operands = attrs.evolve(operands, outputs=reports[..., 0])
+            b, x = operands.reals(owner=self.name)  # the broadcast shape, then the dtypes
+            # As float64: a boolean or integer report is 0 or 1 exactly when its double is.
+            with np.errstate(divide="ignore"):  # a numpy-backed namespace's warning for log 0
+                log_p = self._log_probability(xp, library.device, b == 1.0, b == 0.0, x)
+            if self.reports == 1:
+                return log_p
+            (none,) = float64_constants(xp, library.device, -math.inf)
+            return xp.where(xp.all(reports == reports[..., :1], axis=-1), log_p, none)
         b = np.asarray(outputs)
         if self.reports > 1:
             same = np.all(b == b[..., :1], axis=-1)
             b = b[..., 0]
         else:
             same = np.ones(b.shape, dtype=bool)
-        z = self.standardize(np.asarray(inputs, dtype=np.float64))
+        x = np.asarray(inputs, dtype=np.float64)
+        with np.errstate(divide="ignore"):
+            log_p = self._log_probability(np, None, b == 1, b == 0, x)
+        return np.where(same, log_p, -np.inf)
+
+    def _log_probability(self, xp: Any, device: Any, one: Any, zero: Any, x: Any) -> Any:
+        """log P[b | x] of the reports' masks ``one`` (b = 1) and ``zero`` (b = 0) and float64
+        inputs x, arrays of the namespace ``xp`` on ``device`` (numpy's on the host)."""
+        _, z = self.standard_operands(xp, x, x)  # standardize(x), with its clip
         low, _ = self._thresholds
         pi = low / _U64 + z * self.gap
-        with np.errstate(divide="ignore"):
-            log_p = np.where(b == 1, np.log(pi), np.where(b == 0, np.log1p(-pi), -np.inf))
-        return np.where(same, log_p, -np.inf)
+        (none,) = float64_constants(xp, device, -math.inf)
+        return xp.where(one, xp.log(pi), xp.where(zero, xp.log1p(-pi), none))
 
     def output_space(self) -> NDArray[np.uint8]:
         base = np.array([0, 1], dtype=np.uint8)

@@ -156,3 +156,30 @@ def recording_calls(monkeypatch: pytest.MonkeyPatch, module: Any) -> list[Record
 
     monkeypatch.setattr(module, "device_words", recorded)
     return made
+
+
+#: How far a device's log-probability may be from the host's where it takes the logarithm of a
+#: value that depends on the input (duchi, duchi_multi, one_bit_mean): both libraries' ``log``
+#: (and ``log1p``) of the same double within one ulp of the correctly rounded result, so two
+#: representable doubles between them at most (docs/tensors.md states the contract).
+LOG_ULPS = 2
+
+
+def ulps_apart(a: Any, b: Any) -> np.ndarray[Any, Any]:
+    """How many representable doubles lie between a and b, elementwise (0 where equal; −0.0
+    and 0.0 count as one): the float64 bit patterns on one increasing integer scale."""
+    bits = [np.asarray(v, dtype=np.float64).view(np.int64) for v in (a, b)]
+    sign = np.int64(0x7FFF_FFFF_FFFF_FFFF)
+    scale = [np.where(v < 0, -(v & sign), v) for v in bits]
+    return np.abs(scale[0] - scale[1])
+
+
+def assert_log_agrees(got: Any, expected: Any) -> None:
+    """A device's log-probabilities against the host's: the same shape, NaN, ±inf and 0
+    exactly where the host has them, every other value within :data:`LOG_ULPS`."""
+    got, expected = np.asarray(got), np.asarray(expected)
+    assert got.shape == expected.shape
+    exact = ~np.isfinite(expected) | (expected == 0.0)
+    assert np.array_equal(got[exact], expected[exact], equal_nan=True)
+    assert np.all(np.isfinite(got[~exact]))
+    assert int(ulps_apart(got[~exact], expected[~exact]).max(initial=0)) <= LOG_ULPS

@@ -1,10 +1,16 @@
 """``log_probability`` on the device path, run on the CPU (torch tensors and array-api-strict
 arrays treated as an accelerator's): for rr, krr, sue, oue, olh, hr, dbitflip, laplace,
-geometric, gaussian, pm and sw the device computes the host's formula with the same float64 operations in the same order, so the
-result equals the host's on the same numpy arrays exactly (NaN where the host has NaN), over the
-whole output space or a grid with outputs outside it; in the caller's type, float64, broadcast
-as on the host; numpy operands copied to the device; and the host's refusals (the same field),
-the dtypes and shapes before any value."""
+geometric, gaussian, pm and sw the device computes the host's formula with the same float64
+operations in the same order, so the result equals the host's on the same numpy arrays exactly
+(NaN where the host has NaN), over the whole output space or a grid with outputs outside it;
+for duchi, duchi_multi and one_bit_mean, which take the logarithm of a value that depends on
+the input, the same operations up to that value and the device's ``log`` (``log1p``) of it: on
+torch within two ulps of the host's value (``support.device_reference.LOG_ULPS``; torch's CPU
+``log`` and ``log1p`` are measured one ulp from numpy's on about 0.3 % and 3 % of arguments),
+NaN, ±inf and 0 exactly where the host has them, and on array-api-strict, whose ``log`` is
+numpy's, equal to the bit; in the caller's type, float64, broadcast as on the host; numpy
+operands copied to the device; and the host's refusals (the same field), the dtypes and shapes
+before any value."""
 
 from __future__ import annotations
 
@@ -21,9 +27,11 @@ xs = pytest.importorskip("array_api_strict")
 from dpkit_central import gaussian, geometric, laplace  # noqa: E402
 from dpkit_ldp import (  # noqa: E402
     dbitflip,
+    duchi,
     hadamard,
     kary_rr,
     local_hashing,
+    one_bit_mean,
     piecewise,
     randomized_response,
     square_wave,
@@ -48,6 +56,14 @@ GEOMETRIC = geometric.Geometric(epsilon=0.5)
 GAUSSIAN = gaussian.Gaussian(epsilon=1.0, delta=1e-6)
 PM = piecewise.Piecewise(epsilon=1.0, lower=-2.0, upper=3.0)  # reports within 0.5 ± 10.2
 SW = square_wave.SquareWave(epsilon=1.5, lower=-1.0, upper=2.0)  # reports within [-2.1, 3.1]
+# The logarithm of a value that depends on the input; at ε = 700 probabilities of exactly 1
+# (log 0) and, for duchi_multi and one_bit_mean, 0 (−inf).
+DUCHI = duchi.Duchi(epsilon=0.8, lower=-2.0, upper=3.0)
+DUCHI_700 = duchi.Duchi(epsilon=700.0, lower=-2.0, upper=3.0)
+DUCHI_MULTI = duchi.DuchiMulti(epsilon=1.0, lower=0.0, upper=1.0, dimension=3)
+DUCHI_MULTI_700 = duchi.DuchiMulti(epsilon=700.0, lower=-1.0, upper=2.0, dimension=4)
+OBM = one_bit_mean.OneBitMean(epsilon=1.3, lower=0.0, upper=2.0, intervals=3)
+OBM_700 = one_bit_mean.OneBitMean(epsilon=700.0, lower=-1.0, upper=1.0, reports=2)
 
 LIBRARIES: dict[str, Callable[[np.ndarray[Any, Any]], Any]] = {
     "torch": lambda a: torch.from_numpy(np.ascontiguousarray(a)),
@@ -122,6 +138,34 @@ def _olh_reports() -> np.ndarray[Any, Any]:
 
 
 CASES = [RR, KRR, SUE, OUE, OLH, HR, DBF, DBF_T, LAPLACE, GEOMETRIC, GAUSSIAN, PM, SW]
+LOG_CASES = [DUCHI, DUCHI_700, DUCHI_MULTI, DUCHI_MULTI_700, OBM, OBM_700]
+
+
+def _log_grid(mechanism: Any) -> tuple[np.ndarray[Any, Any], np.ndarray[Any, Any]]:
+    """(outputs, inputs) of a mechanism taking the logarithm of an input-dependent value,
+    broadcasting to (inputs, outputs): every report and reports outside the output space, and
+    inputs at the domain's ends, beyond them (clipped), NaN and 1500 drawn uniformly."""
+    lower, upper = mechanism.lower, mechanism.upper
+    ends = [lower, upper, lower - 1.0, upper + 4.0, np.nan, np.nextafter(upper, np.inf)]
+    rng = np.random.default_rng(5)
+    if isinstance(mechanism, duchi.DuchiMulti):
+        d = mechanism.dimension
+        rows = np.concatenate(
+            [np.array(ends)[:, None] * np.ones(d), rng.uniform(lower, upper, (300, d))]
+        )
+        rows[-1, 0] = np.nan  # one coordinate NaN
+        vertices = mechanism.output_space()
+        off = np.stack([vertices[0] * 0.5, np.full(d, np.nan), vertices[-1] + 1e-9])
+        return np.concatenate([vertices, off])[None], rows[:, None]
+    inputs = np.concatenate([ends, rng.uniform(lower, upper, 1500)])[:, None]
+    if isinstance(mechanism, duchi.Duchi):
+        low, high = mechanism.output_space()
+        outputs = np.array([low, high, np.nextafter(high, np.inf), 0.0, np.nan, np.inf])
+    elif mechanism.reports == 1:
+        outputs = np.array([0.0, 1.0, 2.0, 0.5, np.nan, -1.0])
+    else:  # memoized reports: identical ones, and differing ones (scored −inf)
+        outputs = np.array([[0, 0], [1, 1], [0, 1], [1, 0], [2, 2]], dtype=np.uint8)
+    return outputs, inputs
 
 
 @pytest.mark.usefixtures("on_device")
@@ -147,6 +191,111 @@ def test_the_device_scores_every_output_as_the_host_does(mechanism: Any, library
         assert np.allclose(np.exp(expected[:, :-invalid]).sum(axis=1), 1.0)
     if mechanism in (PM, SW):  # in the band, outside it, and outside the reports' range
         assert np.isneginf(expected).any() and len(np.unique(expected[expected > -np.inf])) == 2
+
+
+def _assert_the_law(
+    mechanism: Any, outputs: np.ndarray[Any, Any], inputs: np.ndarray[Any, Any], got: Any
+) -> None:
+    """The device's values are the mechanism's law, not only the host's numbers: over the
+    output space they are probabilities whose mean report is the input (each mechanism is
+    unbiased), for the inputs within the domain; an input beyond it (rows 2, 3 and 5 of
+    :func:`_log_grid`) is scored as the end it is clipped to (rows 0 and 1)."""
+    if isinstance(mechanism, duchi.DuchiMulti):
+        space = mechanism.output_space()
+        x = inputs[:, 0, :]
+        mean = np.exp(got[:, : len(space)]) @ space
+        total = np.exp(got[:, : len(space)]).sum(axis=1)
+    else:
+        if isinstance(mechanism, duchi.Duchi):
+            reports = outputs[:2]
+        else:  # the estimator's x̂ of a 0 and of a 1 (the first two reports)
+            reports = mechanism.to_data(mechanism.from_bits(np.array([0, 1])))
+        x = inputs
+        mean = np.exp(got[:, :2]) @ reports[:, None]
+        total = np.exp(got[:, :2]).sum(axis=1)
+    within = np.all((x >= mechanism.lower) & (x <= mechanism.upper), axis=1)
+    assert within.sum() > 300
+    assert np.allclose(total[within], 1.0, rtol=0.0, atol=1e-12)
+    assert np.allclose(mean[within], x[within], rtol=0.0, atol=1e-9)
+    for beyond, end in ((2, 0), (3, 1), (5, 1)):
+        assert np.array_equal(got[beyond], got[end])
+
+
+@pytest.mark.usefixtures("on_device")
+@pytest.mark.parametrize("mechanism", LOG_CASES, ids=lambda m: f"{m.name}-{m.epsilon:g}")
+def test_the_logarithm_of_the_input_is_the_devices_within_two_ulps_of_the_hosts(
+    mechanism: Any,
+) -> None:
+    outputs, inputs = _log_grid(mechanism)
+    expected = mechanism.log_probability(outputs, inputs)
+    # The grid reaches finite values, −inf (outputs outside the space, or a probability 0),
+    # NaN (a NaN input) and, for a bit or ±B at ε = 700, 0 (a probability of exactly 1).
+    assert np.isfinite(expected).any() and np.isneginf(expected).any()
+    assert np.isnan(expected).any()
+    assert (expected == 0.0).any() == (mechanism in (DUCHI_700, OBM_700))
+    got = mechanism.log_probability(torch.from_numpy(outputs), torch.from_numpy(inputs))
+    assert isinstance(got, torch.Tensor) and got.dtype == torch.float64
+    device_reference.assert_log_agrees(got.numpy(), expected)
+    _assert_the_law(mechanism, outputs, inputs, got.numpy())
+    # array-api-strict's log is numpy's: every other operation the same, so the same bits.
+    got = mechanism.log_probability(xs.asarray(outputs), xs.asarray(inputs))
+    assert isinstance(got, type(xs.asarray(outputs))) and got.dtype == xs.float64
+    assert np.array_equal(_numpy(got), expected, equal_nan=True)
+
+
+@pytest.mark.usefixtures("on_device")
+@pytest.mark.parametrize("mechanism", LOG_CASES, ids=lambda m: f"{m.name}-{m.epsilon:g}")
+def test_a_logarithm_of_the_input_broadcasts_and_takes_numpy_operands(mechanism: Any) -> None:
+    outputs, inputs = _log_grid(mechanism)
+    if isinstance(mechanism, duchi.DuchiMulti):  # (1, V, d) against (2, 3, 1, d)
+        outputs, inputs = outputs[:, :6], inputs[6:12].reshape(2, 3, 1, -1)
+        shape = (2, 3, 6)
+    else:  # (2, 1, R…) against (3, 1): R the memoized reports
+        outputs, inputs = outputs[None, None, :3], inputs[10:13].astype(np.float32)
+        shape = (1, 3, 3)
+    expected = mechanism.log_probability(outputs, inputs)
+    assert expected.shape == shape
+    tensor = torch.from_numpy(inputs)
+    for got in (
+        mechanism.log_probability(torch.from_numpy(outputs), tensor),
+        mechanism.log_probability(outputs, tensor),  # numpy outputs: copied to the device
+        mechanism.log_probability(torch.from_numpy(outputs), inputs.tolist()),
+        mechanism.log_probability(outputs.tolist(), tensor),
+    ):
+        assert isinstance(got, torch.Tensor) and got.dtype == torch.float64
+        device_reference.assert_log_agrees(got.numpy(), expected)
+    mismatched = np.zeros((4, 5), dtype=inputs.dtype)  # does not broadcast with the outputs
+    for inputs in (mismatched, torch.from_numpy(mismatched)):  # numpy's error, before values
+        with pytest.raises(ValueError) as refused:
+            mechanism.log_probability(torch.from_numpy(outputs), inputs)
+        assert not isinstance(refused.value, InvalidData)
+
+
+@pytest.mark.usefixtures("on_device")
+def test_a_logarithm_of_the_input_refuses_as_the_host_shapes_and_dtypes_first() -> None:
+    # duchi_multi: rows of d values; a 0-d operand or another last axis is the host's error.
+    for outputs, inputs in ((np.zeros(()), np.zeros(())), (np.zeros((2, 3)), np.zeros((2, 1)))):
+        with pytest.raises(ValueError, match="rows of 4 values"):
+            DUCHI_MULTI_700.log_probability(outputs, inputs)
+        with pytest.raises(ValueError, match="rows of 4 values"):
+            DUCHI_MULTI_700.log_probability(torch.from_numpy(outputs), inputs)
+    # one_bit_mean with T memoized reports: a 0-d report has no reports' axis.
+    with pytest.raises(IndexError):
+        OBM_700.log_probability(np.uint8(1), 0.0)
+    with pytest.raises(IndexError):
+        OBM_700.log_probability(torch.tensor(1, dtype=torch.uint8), 0.0)
+    # Dtypes: the device reads real numbers only (the host casts, or compares, others).
+    with pytest.raises(InvalidData) as refused:
+        OBM.log_probability(torch.zeros(3, dtype=torch.complex128), [0.0, 1.0, 2.0])
+    assert refused.value.field == "outputs"
+    with pytest.raises(InvalidData) as refused:
+        DUCHI.log_probability(torch.zeros(3), torch.zeros(3, dtype=torch.complex128))
+    assert refused.value.field == "inputs"
+    # Booleans and integers are reports as on the host.
+    bits = np.array([True, False, True])
+    for spelled in (torch.from_numpy(bits), torch.from_numpy(bits.astype(np.int16))):
+        got = OBM.log_probability(spelled, [0.5, 1.0, 2.0])
+        assert np.array_equal(got.numpy(), OBM.log_probability(bits, [0.5, 1.0, 2.0]))
 
 
 @pytest.mark.usefixtures("on_device")
@@ -306,9 +455,9 @@ def test_unary_encoding_takes_empty_and_boolean_indices_as_the_host() -> None:
 
 
 @pytest.mark.usefixtures("on_device")
-@pytest.mark.parametrize("mechanism", CASES, ids=lambda m: m.name)
+@pytest.mark.parametrize("mechanism", CASES + LOG_CASES, ids=lambda m: m.name)
 def test_two_libraries_are_refused_naming_the_field(mechanism: Any) -> None:
-    outputs, inputs = _grid(mechanism)
+    outputs, inputs = (_log_grid if mechanism in LOG_CASES else _grid)(mechanism)
     with pytest.raises(InvalidData, match="give both on one device") as refused:
         mechanism.log_probability(torch.from_numpy(outputs), xs.asarray(inputs))
     assert refused.value.field == "inputs"
@@ -325,7 +474,9 @@ def test_complex_numbers_and_text_are_refused_naming_the_field() -> None:
 
 
 @pytest.mark.usefixtures("on_device")
-@pytest.mark.parametrize("mechanism", [RR, SUE, GAUSSIAN], ids=lambda m: m.name)
+@pytest.mark.parametrize(
+    "mechanism", [RR, SUE, GAUSSIAN, DUCHI_MULTI, OBM_700], ids=lambda m: m.name
+)
 def test_a_library_without_64_bit_types_is_refused_before_any_value(
     mechanism: Any, monkeypatch: pytest.MonkeyPatch
 ) -> None:

@@ -353,7 +353,9 @@ class TwoRoundView(Mechanism):
         flat = graphs.reshape(-1, n, n)
         pairs = n * (n - 1) // 2
         out = np.empty((flat.shape[0], pairs + n))
-        distinct, inverse = np.unique(flat.reshape(flat.shape[0], -1), axis=0, return_inverse=True)
+        distinct, inverse = np.unique(
+            flat.reshape(flat.shape[0], n * n), axis=0, return_inverse=True
+        )
         for index, adjacency in enumerate(distinct):
             members = np.flatnonzero(inverse.reshape(-1) == index)
             out[members] = self._copies(adjacency.reshape(n, n), members.size, generator)

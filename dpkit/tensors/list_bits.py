@@ -20,7 +20,8 @@ bounded whatever the number of bits.
 
 **Output**: booleans of the input's shape, on its device (the CPU's reports). Only this dense
 form: the other encodings of the mechanisms' ``output`` parameter are ``randomize_graph``'s,
-which stays on the host.
+which stays on the host. The channel itself (:func:`channel_bits`) also reports the graphs'
+pairs of the mechanisms' views on whole graphs (:mod:`dpkit.tensors.graph_views`).
 
 **Checks**, as the CPU's, quoting no value: a boolean, integer or real floating dtype (decided
 by the dtype alone), then every entry 0 or 1, before any word is drawn.

@@ -46,15 +46,18 @@ whatever the data) — and mirrored, zero diagonal, int64: the host's law (there
    the host's law and word map), released as float64 (k_i + Z_i)·g.
 
 The output is float64 (…, pairs + n): the round-1 bits as 0.0/1.0, then the n releases.
-**Words**, in stream order: 2·pairs·B for round 1 (B graphs), then 2·n·B for the coins (user i
-of graph b: words 2(P + b·n + i) and the next, P the round-1 bits), then the discrete Laplace's
-(:mod:`dpkit.tensors.exact`: its digit tables' words, then the signs'). The host groups a batch
-by distinct graph and draws round 1, the coins and the noise for each group in that order; so
-for a batch of copies of one graph (what the auditor draws) with at most 2¹⁵ releases (one chunk
-of the host's sampler), the host's view fed the same 64-bit words gives the same output, bit for
-bit; for a batch of several graphs the words are assigned otherwise and the law is the same. In
-fast mode the words are the framework's, the law the same (the coin on the same grid, the noise
-the exact sampler's).
+**Words**, three draws in this order, each starting a fresh block of the call's stream
+(:class:`~dpkit.tensors.device_random.DeviceWords` hands out whole ChaCha20 blocks): 2·P·B for
+round 1 (P pairs, B graphs: bit k of the flattened (B, P) bits takes the draw's words 2k and
+2k + 1), then 2·n·B for the coins (user i of graph b: the draw's words 2(b·n + i) and the
+next, the high and low halves), then the discrete Laplace's (:mod:`dpkit.tensors.exact`: its
+digit tables' words, then the signs'). The host groups a batch by distinct graph and draws
+round 1, the coins and the noise for each group in that order; so for a batch of copies of one
+graph (what the auditor draws) with at most 2¹⁵ releases (one chunk of the host's sampler), the
+host's view fed the same 64-bit words gives the same output, bit for bit; for a batch of
+several graphs the words are assigned otherwise and the law is the same. In fast mode the words
+are the framework's, the law the same (the coin on the same grid, the noise the exact
+sampler's).
 
 **Checks**, before any value is read and quoting no value: the shape (…, n, n), a boolean,
 integer or real dtype, 64-bit integers in the library (JAX needs x64), the rng; then, as the

@@ -87,7 +87,9 @@ RAPPOR's (integer items, hashed as on the host; counted by :func:`sketch_counts`
 :func:`prefix_reports` the prefix extending method's and :func:`tree_reports` TreeHist's,
 :func:`mean_sums` the numeric mechanisms' server statistic, :func:`report_histogram` the
 square wave's, :func:`noisy_list_counts` the noisy degrees and k-stars of neighbour lists,
-:func:`noisy_list_bits` their bits through ``graph_rr``'s and ``graph_arr``'s channel;
+:func:`noisy_list_bits` their bits through ``graph_rr``'s and ``graph_arr``'s channel,
+:func:`relationship_bits` and :func:`coerced_graphs` those protocols on whole graphs and
+:func:`two_round_reports` the two-round triangle protocol's;
 ``log_probability`` there: :func:`density_log_probability` scores a density's one formula on
 the device or the host, :func:`device_operands` puts its two operands on one device (or
 says the numpy path runs), :func:`where_equal` scores randomized response (and
@@ -200,6 +202,7 @@ from dpkit.tensors.dbitflip import dbitflip_counts, dbitflip_log_probability, db
 from dpkit.tensors.device_random import DeviceWords, device_words, host_rng, uniform_below
 from dpkit.tensors.duchi import duchi_reports
 from dpkit.tensors.duchi_multi import duchi_multi_reports
+from dpkit.tensors.graph_views import coerced_graphs, relationship_bits, two_round_reports
 from dpkit.tensors.hadamard import hadamard_log_probability, hadamard_reports
 from dpkit.tensors.hashing import (
     hashed_log_probability,
@@ -309,6 +312,7 @@ __all__ = [
     "category_counts",
     "check_categories",
     "check_rng",
+    "coerced_graphs",
     "column_kinds",
     "dbitflip_counts",
     "dbitflip_log_probability",
@@ -369,6 +373,7 @@ __all__ = [
     "probability_threshold",
     "rappor_reports",
     "readable",
+    "relationship_bits",
     "report_histogram",
     "report_noisy_max_indices",
     "require_columns",
@@ -378,6 +383,7 @@ __all__ = [
     "square_wave_reports",
     "total_floats",
     "tree_reports",
+    "two_round_reports",
     "unary_counts",
     "unary_log_probability",
     "unary_reports",

@@ -20,7 +20,8 @@ bounded whatever the number of bits.
 
 **Output**: booleans of the input's shape, on its device (the CPU's reports). Only this dense
 form: the other encodings of the mechanisms' ``output`` parameter are ``randomize_graph``'s,
-which stays on the host.
+which stays on the host. The channel itself (:func:`channel_bits`) also reports the graphs'
+pairs of the mechanisms' views on whole graphs (:mod:`dpkit.tensors.graph_views`).
 
 **Checks**, as the CPU's, quoting no value: a boolean, integer or real floating dtype (decided
 by the dtype alone), then every entry 0 or 1, before any word is drawn.
@@ -31,11 +32,11 @@ from __future__ import annotations
 from typing import Any
 
 from dpkit.errors import InvalidData
-from dpkit.tensors.device_random import device_words
+from dpkit.tensors.device_random import DeviceWords, device_words
 from dpkit.tensors.duchi import below_64
 from dpkit.tensors.libraries import ArrayLibrary
 
-__all__ = ["noisy_list_bits"]
+__all__ = ["channel_bits", "noisy_list_bits"]
 
 #: Bits per pass: two 32-bit words each, so at most 2²³ words (64 MiB as int64) at a time; a
 #: multiple of 8, so each pass starts a block (a draw starts one) where the last ended.
@@ -64,11 +65,21 @@ def noisy_list_bits(
         if bool(xp.any((values != 0) & (values != 1))):
             raise InvalidData(f"{owner}: neighbour lists must hold 0 or 1", field=field)
         ones = values != 0
-    flat = xp.reshape(ones, (-1,))
-    n = int(flat.shape[0])
+    reported = channel_bits(words, xp.reshape(ones, (-1,)), one_threshold64, zero_threshold64)
+    return xp.reshape(reported, tuple(values.shape))
+
+
+def channel_bits(words: DeviceWords, ones: Any, one_threshold64: int, zero_threshold64: int) -> Any:
+    """The reports of the flat booleans ``ones``: bit i reported 1 when the 64-bit word of the
+    next words 2i (high half) and 2i + 1 (low half) of ``words`` is below ``one_threshold64``
+    (a 1) or ``zero_threshold64`` (a 0); drawn a pass of :data:`_PASS` bits at a time, in
+    order. Flat booleans on the words' device."""
+    library = words.library
+    xp = library.xp
+    n = int(ones.shape[0])
     pieces = []
     for start in range(0, n, _PASS):
-        bits = flat[start : min(start + _PASS, n)]  # the standard has no slice past the end
+        bits = ones[start : min(start + _PASS, n)]  # the standard has no slice past the end
         count = int(bits.shape[0])
         halves = xp.reshape(words.take(2 * count), (count, 2))
         high, low = halves[:, 0], halves[:, 1]
@@ -80,6 +91,5 @@ def noisy_list_bits(
             )
         )
     if not pieces:
-        return xp.zeros(tuple(values.shape), dtype=xp.bool, device=library.device)
-    reported = pieces[0] if len(pieces) == 1 else xp.concat(pieces)
-    return xp.reshape(reported, tuple(values.shape))
+        return xp.zeros((0,), dtype=xp.bool, device=library.device)
+    return pieces[0] if len(pieces) == 1 else xp.concat(pieces)

@@ -14,7 +14,9 @@ p₁′/p₀′ ≤ p₁/p₀ and (1 − p₀′)/(1 − p₁′) ≤ (1 − p�
 declared one. In fast mode (a numpy ``Generator``) the words are the generator's and the
 thresholds the same. ``randomize`` on an accelerator's array compares the device's 64-bit words
 (ChaCha20 there in secure mode) with the same T₁ and T₀ (:mod:`dpkit.tensors.list_bits`): the
-same words give the same bits; ``randomize_graph`` stays on the host.
+same words give the same bits; so does the whole-graph view's ``randomize``
+(:class:`RelationshipView`, :mod:`dpkit.tensors.graph_views`); ``randomize_graph`` stays on
+the host.
 
 **Sparse reports** never touch the bits that stay 0. The channel is written as a union,
 (each existing edge kept with probability s) ∪ (a noise set, each pair in it with probability r,
@@ -52,9 +54,11 @@ from dpkit.plugin import (
     SecureRandom,
     array_library,
     as_array,
+    coerced_graphs,
     geometric_digits,
     noisy_list_bits,
     parameter,
+    relationship_bits,
     resolve_rng,
 )
 from dpkit_ldp._arrays import category_codes
@@ -441,12 +445,14 @@ class RelationshipView(Mechanism):
     the reported bits of all users — the lower-triangle pairs (i, j), i > j, in the
     ``"once"`` form, every ordered pair (i, j ≠ i) in the ``"both"`` form, row-major — and its
     cost the mechanism's ``relationship_privacy``. The auditor checks it on edge-neighbouring
-    graphs; a session charges it per edge.
+    graphs; a session charges it per edge. An accelerator's adjacency is randomized (and
+    coerced) there, with the host's law (:mod:`dpkit.tensors.graph_views`).
     """
 
     name: ClassVar[str] = "relationships"
     kind: ClassVar[Literal["local", "central"]] = "local"
     statistic: ClassVar[str] = "graph"
+    device_methods: ClassVar[frozenset[str]] = frozenset({"randomize"})
 
     mechanism: AdjacencyMechanism
 
@@ -471,8 +477,12 @@ class RelationshipView(Mechanism):
     def coerce(self, values: Any, /, *, rng: Any = None) -> NDArray[np.int64]:
         """Private phase, total: each pair's bit is read from the lower triangle (a_ij, i > j)
         — a value that is not 0/1 becomes a uniformly random bit — and mirrored, so the input
-        is a graph of the domain whatever the matrix held (one edge still moves one pair)."""
+        is a graph of the domain whatever the matrix held (one edge still moves one pair). An
+        accelerator's matrix is coerced there, by the same law (int64 on its device)."""
         n = self.mechanism.nodes
+        library = array_library(values, owner=self.name, field="graph")
+        if library is not None and not library.on_host:
+            return coerced_graphs(library, values, nodes=n, rng=rng, owner=self.name)  # type: ignore[no-any-return]
         rows, cols = np.tril_indices(n, -1)
         array = np.asarray(values)
         bits = self.mechanism.coerce(array[..., rows, cols], rng=rng)
@@ -491,7 +501,22 @@ class RelationshipView(Mechanism):
     def randomize(
         self, values: Any, /, *, rng: np.random.Generator | SecureRandom | None = None
     ) -> NDArray[np.bool_]:
-        """The reports of every user of each graph: shape (…, number of reported bits)."""
+        """The reports of every user of each graph: shape (…, number of reported bits). An
+        accelerator's adjacency is reported there, each bit's 64-bit word against the same
+        thresholds, in the same order (:func:`dpkit.plugin.relationship_bits`)."""
+        library = array_library(values, owner=self.name)
+        if library is not None:  # an accelerator's array (host arrays arrive as numpy views)
+            one, zero = self.mechanism._thresholds()
+            return relationship_bits(  # type: ignore[no-any-return]
+                library,
+                values,
+                nodes=self.mechanism.nodes,
+                pairs="once" if self.mechanism.pairs == "once" else "both",
+                one_threshold64=one,
+                zero_threshold64=zero,
+                rng=rng,
+                owner=self.name,
+            )
         generator, _ = resolve_rng(rng, owner=self.name)
         graphs = _as_bits(values, self.name)
         rows, cols = self._index()

@@ -72,8 +72,10 @@ from dpkit.plugin import (
     PureDP,
     RandomizedResponseDP,
     Real,
+    array_library,
     parameter,
     resolve_rng,
+    two_round_reports,
 )
 from dpkit_ldp import _graph_noise
 from dpkit_ldp._adjacency import AdjacencyMechanism
@@ -285,7 +287,8 @@ class TwoRoundTriangles:
         return self.randomize_graph(data, rng=rng)
 
     def on_graphs(self) -> TwoRoundView:
-        """The protocol as a mechanism on small dense graphs, for the auditor."""
+        """The protocol as a mechanism on small dense graphs, for the auditor (and its device
+        face: :class:`TwoRoundView` runs both rounds on an accelerator's adjacency)."""
         return TwoRoundView(self)
 
 
@@ -298,12 +301,18 @@ def _noisy_keys(first: AdjacencyReports) -> NDArray[np.int64]:
 class TwoRoundView(Mechanism):
     """The two-round protocol on whole graphs (n×n adjacency matrices, a batch along a first
     axis): its output is the round-1 bits (lower-triangle pairs, row-major) followed by the n
-    round-2 releases; its relation, graphs that differ in one edge; its cost, the protocol's."""
+    round-2 releases; its relation, graphs that differ in one edge; its cost, the protocol's.
+
+    This is the protocol's device face: an accelerator's adjacency runs both rounds there
+    (:mod:`dpkit.tensors.graph_views`), with the host's law; the protocol's own
+    ``randomize_graph`` and ``round_two_reports`` take :class:`~dpkit_ldp.graphs.Graph`
+    objects (sparse) and stay on the host."""
 
     name: ClassVar[str] = "graph_triangles_relationships"
     kind: ClassVar[Literal["local", "central"]] = "local"
     output_type: ClassVar[Literal["discrete", "continuous"]] = "continuous"
     statistic: ClassVar[str] = "graph"
+    device_methods: ClassVar[frozenset[str]] = frozenset({"randomize"})
 
     protocol: TwoRoundTriangles
 
@@ -317,14 +326,36 @@ class TwoRoundView(Mechanism):
 
     def randomize(self, values: Any, /, *, rng: Any = None) -> NDArray[np.float64]:
         """Both rounds on each graph; a batch is grouped by distinct graph (the auditor draws
-        many outputs of one graph), each group's rounds vectorised over its copies."""
+        many outputs of one graph), each group's rounds vectorised over its copies. An
+        accelerator's adjacency runs both rounds there (:func:`dpkit.plugin.two_round_reports`:
+        the same words give the same output for a batch of copies of one graph)."""
+        library = array_library(values, owner=self.name)
+        if library is not None:  # an accelerator's array (host arrays arrive as numpy views)
+            protocol = self.protocol
+            mechanism = protocol.first_mechanism
+            one, zero = mechanism._thresholds()
+            return two_round_reports(  # type: ignore[no-any-return]
+                library,
+                values,
+                nodes=protocol.nodes,
+                max_degree=protocol.max_degree,
+                one_threshold64=one,
+                zero_threshold64=zero,
+                report_zero=mechanism.report_zero,
+                step=protocol.step,
+                scale=protocol.scale,
+                rng=rng,
+                owner=self.name,
+            )
         generator, _ = resolve_rng(rng, owner=self.name)
         graphs = np.asarray(values)
         n = self.protocol.nodes
         flat = graphs.reshape(-1, n, n)
         pairs = n * (n - 1) // 2
         out = np.empty((flat.shape[0], pairs + n))
-        distinct, inverse = np.unique(flat.reshape(flat.shape[0], -1), axis=0, return_inverse=True)
+        distinct, inverse = np.unique(
+            flat.reshape(flat.shape[0], n * n), axis=0, return_inverse=True
+        )
         for index, adjacency in enumerate(distinct):
             members = np.flatnonzero(inverse.reshape(-1) == index)
             out[members] = self._copies(adjacency.reshape(n, n), members.size, generator)

@@ -190,6 +190,9 @@ PLUGIN_FACE = {
     "report_histogram",
     "noisy_list_counts",
     "noisy_list_bits",
+    "relationship_bits",
+    "coerced_graphs",
+    "two_round_reports",
     "duchi_multi_reports",
     # errors
     "DPKitError",

@@ -31,6 +31,7 @@ from dpkit_ldp import (  # noqa: E402
     graph_degree,
     graph_features,
     graph_rr,
+    graph_triangles,
     hadamard,
     hybrid,
     kary_rr,
@@ -49,9 +50,9 @@ from dpkit_ldp.items import ItemDomain  # noqa: E402
 from support import device_reference  # noqa: E402
 
 import dpkit  # noqa: E402
-from dpkit.tensors import exact, selection  # noqa: E402
+from dpkit.tensors import exact, graph_views, selection  # noqa: E402
 from dpkit.tensors import noise as exact_noise  # noqa: E402
-from dpkit.testing import check_mechanism  # noqa: E402
+from dpkit.testing import CHECK_ALPHA, audit, check_mechanism  # noqa: E402
 from dpkit.testing.report import DPViolation  # noqa: E402
 
 
@@ -70,6 +71,8 @@ def device_tensors(monkeypatch: pytest.MonkeyPatch) -> list[str]:
         (graph_features, "multibit_reports"),
         (graph_degree, "noisy_list_counts"),
         (_adjacency, "noisy_list_bits"),
+        (_adjacency, "relationship_bits"),
+        (graph_triangles, "two_round_reports"),
         (piecewise, "piecewise_reports"),
         (hybrid, "hybrid_reports"),
         (sampled, "piecewise_multi_reports"),
@@ -341,3 +344,50 @@ def test_a_device_path_with_too_little_noise_is_caught(
     with pytest.raises(DPViolation):
         check_mechanism(mechanism, samples=20_000)
     assert device_tensors  # the device path was the one audited
+
+
+@pytest.mark.parametrize(
+    ("view", "samples", "device_function"),
+    [
+        (
+            _through_tensors(_adjacency.RelationshipView)(
+                graph_arr.AsymmetricRandomizedResponse(epsilon=1.0, nodes=3, mu=0.4, pairs="both")
+            ),
+            10_000,
+            "relationship_bits",
+        ),
+        (
+            _through_tensors(graph_triangles.TwoRoundView)(
+                graph_triangles.TwoRoundTriangles(epsilon1=0.5, epsilon2=0.5, nodes=4, max_degree=3)
+            ),
+            2_000,
+            "two_round_reports",
+        ),
+    ],
+    ids=["arr-both", "triangles"],
+)
+def test_graph_views_keep_their_epsilon_on_the_device_in_both_modes(
+    view: Any, samples: int, device_function: str, device_tensors: list[str]
+) -> None:
+    # On edge-neighbouring graphs (the domain's worst-case pairs), statistical tier: graph_arr's
+    # view in the "both" form (graph_rr's shares its code), and the two rounds, whose releases
+    # take several keystream words each (their noise's digits): fewer samples.
+    report = audit(view, samples=samples, alpha=CHECK_ALPHA, seed=3, exact=False, random_pairs=0)
+    assert report.verdicts == {"fast": "pass", "secure": "pass"}, report.format_text()
+    assert device_function in device_tensors
+
+
+def test_a_device_triangle_round_with_too_little_noise_is_caught(
+    device_tensors: list[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # The round-2 discrete Laplace at a twentieth of its scale under the protocol's claim:
+    # refused.
+    protocol = graph_triangles.TwoRoundTriangles(epsilon1=0.5, epsilon2=0.5, nodes=4, max_degree=3)
+    view = _through_tensors(graph_triangles.TwoRoundView)(protocol)
+    real = exact.discrete_laplace
+    monkeypatch.setattr(
+        graph_views, "discrete_laplace", lambda pairs, rate, n: real(pairs, 20 * rate, n)
+    )
+    report = audit(view, samples=2_000, alpha=CHECK_ALPHA, seed=4, exact=False, random_pairs=0)
+    assert report.verdict == "violation", report.format_text()
+    assert "two_round_reports" in device_tensors

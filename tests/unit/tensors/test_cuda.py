@@ -5,6 +5,7 @@ their docs state. Skipped, with the reason, where there is no CUDA device."""
 from __future__ import annotations
 
 import math
+from typing import Any
 
 import numpy as np
 import pytest
@@ -15,12 +16,13 @@ pytestmark = [
     pytest.mark.skipif(not torch.cuda.is_available(), reason="no CUDA device on this machine"),
 ]
 
+from dpkit_ldp.graph_triangles import TwoRoundTriangles  # noqa: E402
 from support import device_reference  # noqa: E402
 
 import dpkit  # noqa: E402
 from dpkit import SecureRandom  # noqa: E402
 from dpkit.errors import InvalidData  # noqa: E402
-from dpkit.tensors import bits  # noqa: E402
+from dpkit.tensors import bits, graph_views  # noqa: E402
 
 KEY = bytes(range(32))
 RR = dpkit.mechanism("rr", epsilon=1.0)
@@ -199,6 +201,50 @@ def test_olh_and_hr_on_cuda_stay_there_and_either_estimator_counts_them(rng: str
         on_host = estimator.accumulate(reports.cpu())
         assert on_device.n == on_host.n == 3000
         assert np.array_equal(on_device.counts, on_host.counts)
+
+
+class _CudaRecording(device_reference.RecordingWords):
+    """A call's DeviceWords on CUDA that keeps every word it hands out (copied to the host)."""
+
+    def take(self, count: int) -> Any:
+        out = self.real.take(count)
+        self.taken.append(out.cpu().numpy().astype(np.uint64))
+        return out
+
+
+def test_graph_views_stay_on_cuda_and_are_the_hosts_on_the_same_words(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # graph_arr's view in the "both" form on a batch of matrices, the two-round triangle view
+    # on 50 copies of the complete graph (degrees above D = 2): the host's views fed the
+    # device's words give the same output; the coercion of NaN entries stays there too.
+    calls: list[_CudaRecording] = []
+    real = graph_views.device_words
+
+    def recorded(*args: Any, **kwargs: Any) -> Any:
+        calls.append(_CudaRecording(real(*args, **kwargs)))
+        return calls[-1]
+
+    monkeypatch.setattr(graph_views, "device_words", recorded)
+    view = dpkit.mechanism("graph_arr", epsilon=1.0, nodes=6, mu=0.3, pairs="both").on_graphs()
+    graphs = torch.randint(0, 2, (4, 6, 6), dtype=torch.uint8, device="cuda")
+    got = view.randomize(graphs, rng=SecureRandom.from_key(KEY))
+    assert got.device == graphs.device and got.dtype == torch.bool and got.shape == (4, 30)
+    host = view.randomize(graphs.cpu().numpy(), rng=device_reference.replaying(calls[-1].words64()))
+    assert np.array_equal(got.cpu().numpy(), host)
+    protocol = TwoRoundTriangles(epsilon1=1.0, epsilon2=1.0, nodes=6, max_degree=2)
+    complete = torch.ones((6, 6), dtype=torch.int64, device="cuda") - torch.eye(
+        6, dtype=torch.int64, device="cuda"
+    )
+    batch = complete.expand(50, 6, 6).contiguous()
+    released = protocol.on_graphs().randomize(batch, rng=SecureRandom.from_key(KEY))
+    assert released.device == batch.device and released.dtype == torch.float64
+    replay = device_reference.replaying(calls[-1].words64())
+    host = protocol.on_graphs().randomize(batch.cpu().numpy(), rng=replay)
+    assert np.array_equal(released.cpu().numpy(), host)
+    coerced = view.coerce(torch.full((2, 6, 6), float("nan"), device="cuda"))
+    assert coerced.device == batch.device and coerced.dtype == torch.int64
+    assert torch.equal(coerced, coerced.transpose(1, 2))
 
 
 def test_a_graph_mechanisms_host_only_randomize_graph_refuses_a_cuda_tensor() -> None:

@@ -419,6 +419,17 @@ def _bernoulli_positions(rate: Fraction, total: int, generator: Any) -> NDArray[
     return np.concatenate(found) if found else np.zeros(0, dtype=np.int64)
 
 
+def check_graphs(values: Any, nodes: int, *, owner: str) -> None:
+    """Refuse anything but ``nodes``×``nodes`` adjacency matrices (or a batch of them), from
+    the shape alone (an ``InvalidData`` naming ``graph``)."""
+    shape = np.shape(as_array(values, owner=owner, field="graph"))
+    if len(shape) < 2 or shape[-2:] != (nodes, nodes):
+        raise InvalidData(
+            f"{owner}: a graph is an {nodes}×{nodes} adjacency matrix, got shape {shape}",
+            field="graph",
+        )
+
+
 def _as_bits(values: Any, owner: str) -> NDArray[np.bool_]:
     array = as_array(values, owner=owner)
     if array.dtype.kind not in "biuf":
@@ -466,13 +477,7 @@ class RelationshipView(Mechanism):
 
     def check_input(self, values: Any, /) -> None:
         """Public phase: an n×n matrix (or a batch of them), from the shape alone."""
-        n = self.mechanism.nodes
-        shape = np.shape(as_array(values, owner=self.name, field="graph"))
-        if len(shape) < 2 or shape[-2:] != (n, n):
-            raise InvalidData(
-                f"{self.name}: a graph is an {n}×{n} adjacency matrix, got shape {shape}",
-                field="graph",
-            )
+        check_graphs(values, self.mechanism.nodes, owner=self.name)
 
     def coerce(self, values: Any, /, *, rng: Any = None) -> NDArray[np.int64]:
         """Private phase, total: each pair's bit is read from the lower triangle (a_ij, i > j)
@@ -517,6 +522,7 @@ class RelationshipView(Mechanism):
                 rng=rng,
                 owner=self.name,
             )
+        self.check_input(values)
         generator, _ = resolve_rng(rng, owner=self.name)
         graphs = _as_bits(values, self.name)
         rows, cols = self._index()

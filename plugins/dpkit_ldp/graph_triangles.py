@@ -78,7 +78,7 @@ from dpkit.plugin import (
     two_round_reports,
 )
 from dpkit_ldp import _graph_noise
-from dpkit_ldp._adjacency import AdjacencyMechanism
+from dpkit_ldp._adjacency import AdjacencyMechanism, check_graphs
 from dpkit_ldp.graph_arr import AsymmetricRandomizedResponse
 from dpkit_ldp.graph_reports import ENCODINGS, AdjacencyReports
 from dpkit_ldp.graph_rr import GraphRandomizedResponse
@@ -324,6 +324,10 @@ class TwoRoundView(Mechanism):
     def privacy(self) -> PrivacyEvent:
         return self.protocol.privacy
 
+    def check_input(self, values: Any, /) -> None:
+        """Public phase: an n×n matrix (or a batch of them), from the shape alone."""
+        check_graphs(values, self.protocol.nodes, owner=self.name)
+
     def randomize(self, values: Any, /, *, rng: Any = None) -> NDArray[np.float64]:
         """Both rounds on each graph; a batch is grouped by distinct graph (the auditor draws
         many outputs of one graph), each group's rounds vectorised over its copies. An
@@ -347,6 +351,7 @@ class TwoRoundView(Mechanism):
                 rng=rng,
                 owner=self.name,
             )
+        self.check_input(values)
         generator, _ = resolve_rng(rng, owner=self.name)
         graphs = np.asarray(values)
         n = self.protocol.nodes

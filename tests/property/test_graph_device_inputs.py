@@ -223,3 +223,44 @@ def test_graph_layouts_on_the_device_answer_or_refuse_as_the_host(
         expected = np.nonzero(np.triu(truth, 1))
         assert np.array_equal(rows, expected[0]) and np.array_equal(cols, expected[1])
     assert np.array_equal(truth, truth.T) and not np.any(np.diag(truth))
+
+
+def _views(n: int) -> list[Any]:
+    """The protocols' views on whole n-node graphs: graph_rr's ("once"), graph_arr's ("both")
+    and the two-round triangle protocol's (D = 2: the projection drops neighbours)."""
+    from dpkit_ldp.graph_triangles import TwoRoundTriangles
+
+    return [
+        dpkit.mechanism("graph_rr", epsilon=1.0, nodes=n).on_graphs(),
+        dpkit.mechanism("graph_arr", epsilon=1.0, nodes=n, mu=0.4, pairs="both").on_graphs(),
+        TwoRoundTriangles(epsilon1=1.0, epsilon2=1.0, nodes=n, max_degree=2).on_graphs(),
+    ]
+
+
+@SETTINGS
+@given(adjacency=adjacencies(), layout=LAYOUTS, view=st.integers(0, 2), batch=st.booleans())
+def test_graph_views_on_the_device_answer_or_refuse_as_the_host(
+    adjacency: np.ndarray[Any, Any], layout: str, view: int, batch: bool, monkeypatch: Any
+) -> None:
+    """The protocols' views on hostile adjacencies (alone or as a batch of two): refused on
+    the device iff on the host (the same field); answered, the device's output has the host's
+    shape and is an output the view can give (bits, and releases on the lattice)."""
+    n = max(adjacency.shape[0], 2)
+    mechanism = _views(n)[view]
+    graphs = np.stack([adjacency, adjacency]) if batch else adjacency
+    host = _outcome(lambda: mechanism.randomize(graphs, rng=np.random.default_rng(1)))
+    with monkeypatch.context() as patched:
+        device_reference.on_device(patched)
+        spelled = _spelled(graphs, layout)
+        found = _outcome(lambda: mechanism.randomize(spelled, rng=SecureRandom.from_key(b"k" * 32)))
+    assert found[0] == host[0], (found, host)
+    if found[0] == "refused":
+        assert found[1] == host[1]
+        return
+    got, expected = _host(found[1]), np.asarray(host[1], dtype=np.float64)
+    assert got.shape == expected.shape
+    pairs = got.shape[-1] - (n if view == 2 else 0)
+    assert np.all((got[..., :pairs] == 0) | (got[..., :pairs] == 1))
+    if view == 2:
+        steps = got[..., pairs:] / mechanism.protocol.step
+        assert np.array_equal(steps, np.round(steps))

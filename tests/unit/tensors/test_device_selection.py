@@ -27,7 +27,7 @@ from scipy import stats
 torch = pytest.importorskip("torch")
 xs = pytest.importorskip("array_api_strict")
 
-from dpkit_central import exponential, noisy_max  # noqa: E402
+from dpkit_central import _selection, exponential, noisy_max  # noqa: E402
 from support import device_reference  # noqa: E402
 
 from dpkit import SecureRandom  # noqa: E402
@@ -265,6 +265,23 @@ def test_uniform_below_rejects_the_top_words_and_draws_fresh_ones() -> None:
     pairs = WordPairs(_ScriptedWords(script))  # type: ignore[arg-type]
     got = selection.uniform_below_64(pairs, torch.tensor([3, 1 << 62], dtype=torch.int64))
     assert got.tolist() == [5 % 3, (top - 2) % (1 << 62)] and pairs.used == 4
+
+
+def test_the_device_brackets_e_to_the_minus_k_over_64_with_the_hosts_table() -> None:
+    host = _selection._bucket_weights()
+    assert all(np.array_equal(a, b) for a, b in zip(exp_coins.bucket_brackets(), host, strict=True))
+
+
+@pytest.mark.parametrize("function", ["exponential_indices", "permute_and_flip_indices"])
+def test_secure_mode_without_the_exact_rate_is_refused_before_reading_values(
+    function: str, calls: list[device_reference.RecordingWords]
+) -> None:
+    values = torch.tensor([[0.0, float("nan")]])
+    library = libraries.array_library(values, owner="test")
+    assert library is not None
+    with pytest.raises(InvalidParameter) as refused:
+        getattr(selection, function)(library, values, rate=0.5, rng=None, owner="test")
+    assert refused.value.parameter == "exact_rate" and not calls
 
 
 @pytest.mark.parametrize("with_weights", [False, True])

@@ -78,7 +78,8 @@ described by a :class:`LatticeLaw`), :func:`piecewise_multi_reports` /
 :func:`geometric_noise` and :func:`gaussian_noise` the central mechanisms' noise (the host's exact
 secure samplers on the device), :func:`report_noisy_max_indices` report-noisy-max's selections
 (both modes; secure: the host's exact lattice release) and :func:`exponential_indices` /
-:func:`permute_and_flip_indices` the exponential mechanism's and permute-and-flip's (fast mode), :func:`dbitflip_reports` /
+:func:`permute_and_flip_indices` the exponential mechanism's and permute-and-flip's (both
+modes; secure: the host's exact samplers), :func:`dbitflip_reports` /
 :func:`dbitflip_counts` dBitFlip's reports and counts, :func:`one_bit_reports` /
 :func:`one_bit_counts` 1BitMean's bits and their count, :func:`sketch_reports` /
 :func:`sketch_counts` the count mean sketch's and :func:`hadamard_sketch_reports` /

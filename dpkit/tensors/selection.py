@@ -36,11 +36,34 @@ every |Z| < 2⁶¹ (the host's argument). Where some |Z| ≥ 2⁶¹ (probability
 draw, for every scale the lattice allows) the host recomputes the row with Python integers
 and the device keeps the clipped scores; the two laws differ on that event only.
 
-The exponential mechanism's and permute-and-flip's secure samplers are exact rejection
-samplers on the host whose coins Bernoulli(e^(−γ)) need γ = λ(u* − u) as an exact rational
-(``dpkit_central._selection``); there is no device form of them yet, so their device paths
-take fast mode only and refuse secure mode (an :class:`~dpkit.errors.InvalidParameter`
-naming ``rng``, before any value is read).
+:func:`exponential_indices` and :func:`permute_and_flip_indices` are the host's exact secure
+samplers (``dpkit_central._selection``: ``exponential_secure``, ``permute_and_flip_secure``),
+with the same output law, exactly: the mechanism on the double utilities given, γ_r = λ(u* −
+u_r) an exact rational at the binary values of ε and Δu (``exact_rate``). Their coins are
+:func:`dpkit.tensors.exp_coins.exp_coins`: [U < p] for a uniform U given by the device's words,
+p = e^(−γ_r) (times 2^b/V_r for a proposal), decided on the device against a float bracket of
+p with rigorously bounded error, the rare undecided ones (about 2⁻⁴² of them) settled on the
+host with p's exact digits and U's next words; each coin is exactly Bernoulli(p) (see there).
+The words are read differently from the host's, so the same words do not give the host's
+indices; the law is the same:
+
+* permute-and-flip (McKenna & Sheldon 2020, Algorithm 1): every candidate's coin
+  Bernoulli(e^(−γ_r)), then a uniform choice among the heads (the maximiser's coin is heads,
+  p = 1): the first heads in a uniform visiting order is a uniform element of the set of
+  heads, as on the host. The choice is a rank exactly uniform below the row's number of heads
+  (:func:`uniform_below_64`, rejection on 63-bit integers), located in the running count.
+* the exponential mechanism (McSherry & Talwar 2007), by von Neumann's rejection as on the
+  host: integer weights V_r = ⌈e^(−k_r/64)·2^b⌉ (the host's buckets k_r ≤ 64γ_r and its table's
+  upper brackets, 2^b·m < 2⁶¹), int64 prefix sums per row (exact), a proposal r with
+  probability V_r/ΣV exactly (a uniform integer below the row's total, located in the sums),
+  accepted with probability e^(−γ_r)·2^b/V_r ≤ 1 (one exact coin, where the host flips two
+  whose product has that probability); the rows not yet accepted propose again. An accepted
+  r has probability ∝ V_r·e^(−γ_r)·2^b/V_r ∝ e^(λu_r). With ``size``, that many draws from
+  one row, each its own rejection loop.
+
+−inf utilities have V = 0 and coin probability 0: never chosen. The number of rounds and of
+undecided coins depends on the words and the utilities; nothing raised after the values are
+read depends on them.
 
 **Fast mode** (a numpy or ``torch.Generator``: torch's Philox on torch tensors, ChaCha20 keyed
 from a seed elsewhere; seedable, not attack-resistant), the host's fast algorithms with
@@ -69,7 +92,8 @@ from dpkit.randomness.discrete import laplace_scale
 from dpkit.randomness.secure_rng import SecureRandom
 from dpkit.tensors.device_random import device_words, require_real_64_bit
 from dpkit.tensors.duchi import uniform_53
-from dpkit.tensors.exact import WordPairs, discrete_laplace
+from dpkit.tensors.exact import WordPairs, _count, _spread, discrete_laplace
+from dpkit.tensors.exp_coins import CAP, bucket_brackets, exp_coins, rate_double
 from dpkit.tensors.libraries import ArrayLibrary
 
 __all__ = ["exponential_indices", "permute_and_flip_indices", "report_noisy_max_indices"]
@@ -223,15 +247,111 @@ def report_noisy_max_indices(
     return xp.reshape(chosen, out_shape)
 
 
-def _refuse_secure(rng: Any, owner: str) -> None:
-    if _secure(rng):
+_INT64_MAX = (1 << 63) - 1
+_LOW_63 = 0x7FFFFFFF
+
+
+def uniform_below_64(pairs: WordPairs, bounds: Any) -> Any:
+    """Integers exactly uniform on {0, …, B − 1}, one per element of the int64 ``bounds``
+    (each B in [1, 2⁶²]), by rejection: x, the low 63 bits of a fresh word, is kept when
+    x < 2⁶³ − (2⁶³ mod B) (a multiple of B), and gives x mod B; a rejected element draws a
+    fresh word (probability (2⁶³ mod B)/2⁶³ < ½ a draw), the others keep theirs."""
+    xp = pairs.xp
+    largest = xp.asarray(_INT64_MAX, dtype=xp.int64, device=pairs.device)
+    remainder = ((largest % bounds) + 1) % bounds  # 2⁶³ mod B, in int64
+    limit = largest - remainder  # keep x ≤ 2⁶³ − 1 − (2⁶³ mod B)
+
+    def draw(count: int) -> Any:
+        high, low = pairs.take(count)
+        return ((high & _LOW_63) << 32) | low
+
+    x = draw(int(bounds.shape[0]))
+    rejected = x > limit
+    while count := _count(xp, rejected):
+        x = _spread(xp, rejected, draw(count), x)
+        rejected = rejected & (x > limit)
+    return x % bounds
+
+
+def _exact_rate(exact_rate: Fraction | None, owner: str) -> Fraction:
+    if exact_rate is None:
         raise InvalidParameter(
-            "rng",
-            rng,
-            "a numpy or torch Generator (fast mode) for an accelerator's array: secure mode's "
-            f"exact {owner} runs on the host only (pass a host array, e.g. tensor.cpu())",
-            owner=owner,
+            "exact_rate", exact_rate, "λ as a Fraction in secure mode", owner=owner
         )
+    return exact_rate
+
+
+def _proposal_weights(xp: Any, u: Any, top: Any, rate: Fraction, bits: int) -> Any:
+    """V_r = ⌈e^(−k_r/64)·2^bits⌉_up (the table's upper bracket), int64, k_r = ⌊c·fl(u* − u_r)⌋
+    ≤ 64γ_r (capped at 64·512), c = 64·λ̃·(1 − 2⁻⁵⁰): the host's ``_proposal_weights``; V = 0 for
+    −inf utilities (never proposed), V = 2^bits for the row's largest (k = 0)."""
+    upper, _ = bucket_brackets()
+    scale = rate_double(rate) or 0.0
+    c = 64.0 * scale * (1.0 - 2.0**-50)
+    finite = u > -xp.inf
+    with np.errstate(over="ignore", invalid="ignore"):
+        t = xp.floor((top - xp.where(finite, u, top)) * c)
+    t = xp.where(finite, xp.minimum(t, float(CAP)), float(CAP))  # an overflow (inf) → the cap
+    table = xp.asarray(upper, device=_device(u))
+    bucket = xp.astype(xp.reshape(t, (-1,)), xp.int64)
+    weights = xp.astype(xp.ceil(xp.take(table, bucket, axis=0) * float(1 << bits)), xp.int64)
+    weights = xp.reshape(weights, tuple(u.shape))
+    return xp.where(finite, weights, xp.zeros_like(weights))
+
+
+def _exponential_secure(pairs: WordPairs, u: Any, rate: Fraction, size: int | None) -> Any:
+    """The host's rejection sampler (``exponential_secure``) on the device: propose r with
+    probability V_r/ΣV (an exact uniform integer below the row's total ΣV located in its int64
+    prefix sums), accept it with the exact coin e^(−γ_r)·2^b/V_r, again for the draws not yet
+    accepted. One draw per row, or ``size`` draws from row 0."""
+    xp = pairs.xp
+    rows, m = int(u.shape[0]), int(u.shape[1])
+    bits = 61 - m.bit_length()  # ΣV ≤ m·2^bits < 2⁶¹
+    top = xp.max(u, axis=-1, keepdims=True)
+    weights = _proposal_weights(xp, u, top, rate, bits)
+    prefix = xp.cumulative_sum(weights, axis=-1)
+    draws = rows if size is None else size
+    row_of = xp.arange(draws, dtype=xp.int64, device=pairs.device)
+    if size is not None:
+        row_of = xp.zeros_like(row_of)
+    flat_u, flat_v = xp.reshape(u, (-1,)), xp.reshape(weights, (-1,))
+    out = xp.zeros((draws,), dtype=xp.int64, device=pairs.device)
+    pending = xp.ones((draws,), dtype=xp.bool, device=pairs.device)
+    while _count(xp, pending):
+        row = row_of[pending]
+        target = uniform_below_64(pairs, xp.take(prefix[:, -1], row, axis=0))
+        if size is not None:
+            chosen = xp.astype(xp.searchsorted(prefix[0, :], target, side="right"), xp.int64)
+        else:
+            ends = xp.take(prefix, row, axis=0)
+            chosen = xp.sum(xp.astype(ends <= target[:, None], xp.int64), axis=-1)
+        where = row * m + chosen
+        heads = exp_coins(
+            pairs,
+            xp.take(flat_u, where, axis=0),
+            xp.take(top[:, 0], row, axis=0),
+            rate,
+            xp.take(flat_v, where, axis=0),
+            bits,
+        )
+        out = _spread(xp, pending, xp.where(heads, chosen, 0), out)
+        pending = _spread(xp, pending, ~heads, pending)
+    return out
+
+
+def _permute_and_flip_secure(pairs: WordPairs, u: Any, rate: Fraction) -> Any:
+    """The host's ``permute_and_flip_secure`` on the device: every candidate's exact coin
+    Bernoulli(e^(−γ_r)), then a uniform choice among the heads (the maximiser's coin is heads):
+    a uniform rank below the row's count of heads (:func:`uniform_below_64`), located in the
+    running count."""
+    xp = pairs.xp
+    rows, m = int(u.shape[0]), int(u.shape[1])
+    top = xp.broadcast_to(xp.max(u, axis=-1, keepdims=True), (rows, m))
+    heads = exp_coins(pairs, xp.reshape(u, (-1,)), xp.reshape(top, (-1,)), rate)
+    heads = xp.astype(xp.reshape(heads, (rows, m)), xp.int64)
+    rank = uniform_below_64(pairs, xp.sum(heads, axis=-1))
+    running = xp.cumulative_sum(heads, axis=-1)
+    return xp.sum(xp.astype(running <= rank[:, None], xp.int64), axis=-1)
 
 
 def exponential_indices(
@@ -241,18 +361,24 @@ def exponential_indices(
     rate: float,
     rng: Any,
     owner: str,
+    exact_rate: Fraction | None = None,
     size: int | None = None,
     field: str = "utilities",
 ) -> Any:
-    """Fast mode's exponential mechanism on the device: index r with probability
-    ∝ exp(``rate``·u_r) per row, by inverse-CDF on the float weights (the host's
-    ``sample_by_weight``); with ``size``, that many draws from one row. Secure mode is refused
-    (module docstring)."""
+    """The exponential mechanism on the device: index r with probability ∝ exp(λ·u_r) per row;
+    with ``size``, that many draws from one row. Secure mode: the host's exact rejection sampler
+    at ``exact_rate`` (λ, required then); fast mode: inverse-CDF on the float weights at
+    ``rate`` (the host's ``sample_by_weight``) (module docstring)."""
     xp = library.xp
-    _refuse_secure(rng, owner)
     _check_structure(library, values, owner=owner, field=field)
+    secure = _secure(rng)
+    if secure:
+        exact = _exact_rate(exact_rate, owner)
     pairs = WordPairs(device_words(library, rng, owner=owner))  # rng checked: no word drawn
     u = _utilities(library, values, owner=owner, field=field)
+    if secure:
+        chosen = _exponential_secure(pairs, u, exact, size)
+        return chosen if size is not None else xp.reshape(chosen, tuple(values.shape[:-1]))
     with np.errstate(over="ignore"):  # an overflow to −inf is weight 0
         z = (u - xp.max(u, axis=-1, keepdims=True)) * rate
         cumulative = xp.cumulative_sum(xp.exp(z), axis=-1)
@@ -274,16 +400,22 @@ def permute_and_flip_indices(
     rate: float,
     rng: Any,
     owner: str,
+    exact_rate: Fraction | None = None,
     field: str = "utilities",
 ) -> Any:
-    """Fast mode's permute-and-flip on the device: arrival times U₁, coins U₂ < exp(λ(u − u*)),
-    the accepted candidate with the earliest arrival (the host's fast algorithm). Secure mode
-    is refused (module docstring)."""
+    """Permute-and-flip on the device. Secure mode: the host's exact sampler at ``exact_rate``
+    (λ, required then): every coin Bernoulli(e^(−γ_r)) exactly, uniform among the heads. Fast
+    mode: arrival times U₁, coins U₂ < exp(``rate``·(u − u*)), the accepted candidate with the
+    earliest arrival (the host's fast algorithm) (module docstring)."""
     xp = library.xp
-    _refuse_secure(rng, owner)
     _check_structure(library, values, owner=owner, field=field)
+    secure = _secure(rng)
+    if secure:
+        exact = _exact_rate(exact_rate, owner)
     pairs = WordPairs(device_words(library, rng, owner=owner))  # rng checked: no word drawn
     u = _utilities(library, values, owner=owner, field=field)
+    if secure:
+        return xp.reshape(_permute_and_flip_secure(pairs, u, exact), tuple(values.shape[:-1]))
     with np.errstate(over="ignore"):  # a gap beyond the float range → −inf → p = 0
         p = xp.exp(rate * (u - xp.max(u, axis=-1, keepdims=True)))
     shape = (int(u.shape[0]), int(u.shape[1]))

@@ -179,10 +179,10 @@ class Exponential(Selection):
         :func:`dpkit_central._selection.exponential_secure`); the output law is then exactly
         :meth:`log_probability`'s, with no rounding and the declared ε.
 
-        An accelerator's array is selected on its device in fast mode (a numpy or
-        ``torch.Generator``: the inverse-CDF sampling above, :mod:`dpkit.tensors.selection`),
-        int64 indices in its type; secure mode has no device form yet and is refused there,
-        naming ``rng``, before any value is read.
+        An accelerator's array is selected on its device, int64 indices in its type
+        (:mod:`dpkit.tensors.selection`): in secure mode by the same exact rejection sampler
+        (ChaCha20 words on the device, the exact coins of :mod:`dpkit.tensors.exp_coins`), in
+        fast mode (a numpy or ``torch.Generator``) by the inverse-CDF sampling above.
         """
         library = array_library(values, owner=self.name)
         if library is not None:  # an accelerator's array (host arrays arrive as numpy views)
@@ -193,6 +193,7 @@ class Exponential(Selection):
                 rate=self.rate,
                 rng=rng,
                 owner=self.name,
+                exact_rate=self.exact_rate,
                 size=None if size is None else int(size),
             )
         rng = resolve_rng(rng, owner=self.name)[0]

@@ -671,15 +671,20 @@ class PermuteAndFlip(Selection):
         in a uniform order); see :func:`dpkit_central._selection.permute_and_flip_secure`.
         Its output law is exactly :meth:`log_probability`'s, at the declared ε.
 
-        An accelerator's array is selected on its device in fast mode (a numpy or
-        ``torch.Generator``: the fast algorithm below, :mod:`dpkit.tensors.selection`), int64
-        indices in its type; secure mode has no device form yet and is refused there, naming
-        ``rng``, before any value is read.
+        An accelerator's array is selected on its device, int64 indices in its type
+        (:mod:`dpkit.tensors.selection`): in secure mode by the same exact sampler (ChaCha20
+        words on the device, the exact coins of :mod:`dpkit.tensors.exp_coins`), in fast mode
+        (a numpy or ``torch.Generator``) by the fast algorithm below.
         """
         library = array_library(values, owner=self.name)
         if library is not None:  # an accelerator's array (host arrays arrive as numpy views)
             return permute_and_flip_indices(
-                library, values, rate=self.rate, rng=rng, owner=self.name
+                library,
+                values,
+                rate=self.rate,
+                rng=rng,
+                owner=self.name,
+                exact_rate=self.exact_rate,
             )
         rng = resolve_rng(rng, owner=self.name)[0]
         u = as_utilities(values, owner=self.name)

@@ -9,8 +9,7 @@ depending on the input); and a batch with one hostile value (NaN, ±∞, a
 negative, a fraction, a huge number) is either refused — an ``InvalidData`` naming
 ``values`` (or the field the host's refusal names, e.g. a selection's ``utilities``), before a
 single random word is drawn — or accepted by the numpy path too: a device never takes what the
-host refuses. The device paths that take fast mode only (``FAST_ONLY``) refuse secure mode,
-naming ``rng``, before a word is drawn.
+host refuses.
 
 Mechanisms whose declared inputs are text (cms, hcms and rappor's items) have no tensor form:
 their integer items on the device are covered in ``tests/unit/tensors``.
@@ -35,7 +34,7 @@ from support import device_reference, jax_arrays  # noqa: E402
 
 import dpkit  # noqa: E402
 from dpkit import SecureRandom  # noqa: E402
-from dpkit.errors import InvalidData, InvalidParameter  # noqa: E402
+from dpkit.errors import InvalidData  # noqa: E402
 from dpkit.tensors import device_random  # noqa: E402
 from dpkit.testing.inputs import Unsupported, plan_inputs  # noqa: E402
 from dpkit.testing.strategies import mechanisms, neighbouring_pairs  # noqa: E402
@@ -49,9 +48,6 @@ DEVICE_NAMES = [
 #: Device log-probabilities that take the device's logarithm of a value depending on the
 #: input: within ``device_reference.LOG_ULPS`` of the host's (array-api-strict's log is numpy's).
 LOG_OF_INPUT = frozenset({"duchi", "duchi_multi", "one_bit_mean"})
-#: Device paths that take fast mode only: secure mode is refused there (naming ``rng``, before
-#: any value is read or word drawn), its exact sampler being the host's alone.
-FAST_ONLY = frozenset({"exponential", "permute_and_flip"})
 KEY = bytes(range(3, 35))
 LAYOUTS = ("torch", "torch strided", "torch narrow", "array-api-strict", *jax_arrays.LAYOUTS)
 HOSTILE = (math.nan, math.inf, -math.inf, -1.0, 0.5, 2.0**62, 1e300)
@@ -133,11 +129,6 @@ def test_device_reports_are_reports_of_the_declared_law(
             else np.random.default_rng(5)
         )
     words_taken.clear()
-    if mode == "secure" and name in FAST_ONLY:
-        with pytest.raises(InvalidParameter) as refused:
-            mechanism.randomize(spelled, rng=rng)
-        assert refused.value.parameter == "rng" and not words_taken
-        return
     got = mechanism.randomize(spelled, rng=rng)
     assert words_taken, "the device path was not taken"
     assert type(got) is type(spelled)
@@ -171,7 +162,7 @@ def test_a_hostile_value_is_refused_before_any_draw_or_accepted_by_the_host_too(
     words_taken.clear()
 
     def rng() -> Any:
-        return np.random.default_rng(5) if name in FAST_ONLY else SecureRandom.from_key(KEY)
+        return SecureRandom.from_key(KEY)
 
     try:
         mechanism.randomize(torch.from_numpy(spoiled), rng=rng())

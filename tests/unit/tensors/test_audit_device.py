@@ -1,11 +1,9 @@
 """The statistical auditor, unchanged, over the device paths (run on the CPU with torch tensors
 treated as an accelerator's): rr, krr, oue, olh, hr, duchi, duchi_multi, multibit, pm, hm,
 pm_multi, hm_multi, sw, graph_degree, graph_kstar, graph_rr, graph_arr, laplace, geometric, gaussian,
-report_noisy_max (both modes), exponential and permute_and_flip (fast mode, their only device
-mode), dbitflip,
-one_bit_mean, cms, hcms, rappor (on integer items), pem and treehist keep their privacy in both randomness modes, and a device
+report_noisy_max, exponential, permute_and_flip, dbitflip, one_bit_mean, cms, hcms, rappor (on integer items), pem and treehist keep their privacy in both randomness modes, and a device
 path that rounds its flip (or lie) probability the wrong way, or draws too little noise, is
-caught.
+caught, as is a secure selection whose coins are too steep.
 
 False-positive rate: the auditor's own, CHECK_ALPHA (1e-6) per audit: a passing mechanism is
 reported as violating with at most that probability (dpkit.testing); the seeds are fixed.
@@ -249,22 +247,41 @@ def test_device_paths_keep_their_epsilon_in_both_modes(
 
 
 @pytest.mark.parametrize(
-    ("cls", "modes", "device_function"),
+    ("cls", "device_function"),
     [
-        (noisy_max.ReportNoisyMax, ("fast", "secure"), "report_noisy_max_indices"),
-        (exponential.Exponential, ("fast",), "exponential_indices"),
-        (noisy_max.PermuteAndFlip, ("fast",), "permute_and_flip_indices"),
+        (noisy_max.ReportNoisyMax, "report_noisy_max_indices"),
+        (exponential.Exponential, "exponential_indices"),
+        (noisy_max.PermuteAndFlip, "permute_and_flip_indices"),
     ],
 )
 def test_device_selections_keep_their_epsilon(
-    cls: type, modes: tuple[str, ...], device_function: str, device_tensors: list[str]
+    cls: type, device_function: str, device_tensors: list[str]
 ) -> None:
-    # The exponential mechanism and permute-and-flip take fast mode only on the device (their
-    # exact secure samplers are the host's). Few samples: the secure draws take several
-    # keystream words each (ChaCha20 in torch operations on this CPU); the auditor's false-alarm
-    # rate is the same.
-    (report,) = check_mechanism(_through_tensors(cls)(epsilon=1.0), samples=2_000, modes=modes)
-    assert report.verdicts == dict.fromkeys(modes, "pass")
+    # Few samples: the secure draws take several keystream words each (ChaCha20 in torch
+    # operations on this CPU); the auditor's false-alarm rate is the same.
+    (report,) = check_mechanism(_through_tensors(cls)(epsilon=1.0), samples=2_000)
+    assert report.verdicts == {"fast": "pass", "secure": "pass"}
+    assert device_function in device_tensors
+
+
+@pytest.mark.parametrize(
+    ("cls", "device_function"),
+    [
+        (exponential.Exponential, "exponential_indices"),
+        (noisy_max.PermuteAndFlip, "permute_and_flip_indices"),
+    ],
+)
+def test_a_secure_device_selection_with_steep_coins_is_caught(
+    cls: type, device_function: str, device_tensors: list[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # The secure coins Bernoulli(e^(−γ)) at twice the gap λ(u* − u) under a claim of
+    # ε = 1 (the mechanism at ε = 2): refused.
+    real = selection.exp_coins
+    monkeypatch.setattr(
+        selection, "exp_coins", lambda pairs, u, top, rate, *a: real(pairs, u, top, 2 * rate, *a)
+    )
+    with pytest.raises(DPViolation):
+        check_mechanism(_through_tensors(cls)(epsilon=1.0), samples=2_000, modes=("secure",))
     assert device_function in device_tensors
 
 

@@ -179,6 +179,7 @@ from dpkit.randomness import (
     probability_threshold,
     resolve_rng,
 )
+from dpkit.randomness.exp_table import EXP_TABLE_CAP, EXP_TABLE_STEPS, exp_table
 from dpkit.randomness.geometric import geometric_digits
 from dpkit.registry import MechanismInfo
 from dpkit.tables import (
@@ -249,6 +250,8 @@ __all__ = [
     "CENTRAL_EPSILON",
     "DELTA",
     "EPSILON",
+    "EXP_TABLE_CAP",
+    "EXP_TABLE_STEPS",
     "FIRST",
     "MAX_BOUND",
     "SENSITIVITY",
@@ -327,6 +330,7 @@ __all__ = [
     "duchi_multi_reports",
     "duchi_reports",
     "exact",
+    "exp_table",
     "exponential_indices",
     "flip_bits",
     "flip_graph",

@@ -44,8 +44,9 @@ values are read.
    f_b = fl(γ_hi − k/64) is below 1/32 unless γ_lo ≥ 512 or γ_hi = ∞, and one rounding below
    γ_hi − k/64 (costing a relative u·f_b < 2⁻⁵⁸ in e^(−f_b)). Then
    e^(−k/64)·e^(−f_b) ≤ e^(−γ) ≤ e^(−k/64)·e^(−f_a).
-3. e^(−k/64) is bracketed by the table of :func:`bucket_brackets` (the host's bucket weights:
-   40-digit powers of e^(−1/64), two doubles outward), copied to the device.
+3. e^(−k/64) is bracketed by the table of :func:`dpkit.randomness.exp_table.exp_table` (the
+   host's bucket weights: 40-digit powers of e^(−1/64), two doubles outward), copied to the
+   device.
 4. e^(−f) for 0 ≤ f ≤ 1/32 is the degree-8 Taylor polynomial T(f) = Σ (−f)^j/j!, in Horner's
    form: the alternating series' truncation error is below f⁹/9! < 2⁻⁶³ (Leibniz), and the
    rounding of the coefficients and of Horner's 16 operations is below (16 + 1)·u·Σ|c_j|f^j
@@ -62,7 +63,6 @@ table value; hi is capped at 1; u = u* gives p = 1 exactly (lo = hi = 1) and u =
 from __future__ import annotations
 
 import decimal
-import functools
 import math
 from fractions import Fraction
 from typing import Any
@@ -71,12 +71,13 @@ import numpy as np
 from numpy.typing import NDArray
 
 from dpkit.randomness._exact import ExactReal
+from dpkit.randomness.exp_table import EXP_TABLE_CAP, exp_table
 from dpkit.tensors.exact import WordPairs, _count, _spread, compare_64
 
-__all__ = ["MARGIN", "brackets", "bucket_brackets", "exp_coins", "rate_double"]
+__all__ = ["MARGIN", "brackets", "exp_coins", "rate_double"]
 
 #: e^(−k/64) is tabulated for k = 0 … 64·512 (the host's bucket range).
-CAP = 64 * 512
+CAP = EXP_TABLE_CAP
 #: The final relative widening of every bracket: above the sum of the errors (module docstring).
 MARGIN = 2.0**-44
 _GAP_MARGIN = 2.0**-50
@@ -87,26 +88,6 @@ _TAYLOR = tuple(float(Fraction((-1) ** j, math.factorial(j))) for j in range(9))
 _HALF = 2.0**32
 #: An upper bound 2^(−n) of a tiny p is used with n at most this (deeper digits are evaluated).
 _UPPER_BITS = 1 << 16
-
-
-@functools.lru_cache(maxsize=1)
-def bucket_brackets() -> tuple[NDArray[np.float64], NDArray[np.float64]]:
-    """(upper, lower): doubles bracketing e^(−k/64) for k = 0 … 64·512, as the host's
-    ``dpkit_central._selection._bucket_weights``: powers of q = e^(−1/64) (correctly rounded to
-    40 digits) by repeated 40-digit multiplication, relative error below 32769·10⁻³⁹, so the
-    double nearest each value is within one ulp of e^(−k/64) and two steps outward bracket it."""
-    context = decimal.Context(prec=40)
-    q = context.exp(context.divide(-1, 64))
-    power = decimal.Decimal(1)
-    values = [1.0]
-    for _ in range(CAP):
-        power = context.multiply(power, q)
-        values.append(float(power))
-    nearest = np.array(values)
-    upper = np.nextafter(np.nextafter(nearest, np.inf), np.inf)
-    lower = np.nextafter(np.nextafter(nearest, 0.0), 0.0)
-    upper[0] = lower[0] = 1.0  # e^0 exactly
-    return upper, lower
 
 
 def rate_double(rate: Fraction) -> float | None:
@@ -140,7 +121,7 @@ def brackets(
     (``top`` = u*, same shape as ``u``; s = 1, or 2^``bits``/``weights`` (int64 V, with
     V = 2^bits where u = u*)); the bounds of the module docstring."""
     device = _device(u)
-    upper_table, lower_table = (xp.asarray(t, device=device) for t in bucket_brackets())
+    upper_table, lower_table = (xp.asarray(t, device=device) for t in exp_table())
     finite = u > -xp.inf
     same = u == top
     scale = rate_double(rate)

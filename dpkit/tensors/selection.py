@@ -89,11 +89,12 @@ import numpy as np
 
 from dpkit.errors import InvalidData, InvalidParameter
 from dpkit.randomness.discrete import laplace_scale
+from dpkit.randomness.exp_table import exp_table
 from dpkit.randomness.secure_rng import SecureRandom
 from dpkit.tensors.device_random import device_words, require_real_64_bit
 from dpkit.tensors.duchi import uniform_53
 from dpkit.tensors.exact import WordPairs, _count, _spread, discrete_laplace
-from dpkit.tensors.exp_coins import CAP, bucket_brackets, exp_coins, rate_double
+from dpkit.tensors.exp_coins import CAP, exp_coins, rate_double
 from dpkit.tensors.libraries import ArrayLibrary
 
 __all__ = ["exponential_indices", "permute_and_flip_indices", "report_noisy_max_indices"]
@@ -285,7 +286,7 @@ def _proposal_weights(xp: Any, u: Any, top: Any, rate: Fraction, bits: int) -> A
     """V_r = ⌈e^(−k_r/64)·2^bits⌉_up (the table's upper bracket), int64, k_r = ⌊c·fl(u* − u_r)⌋
     ≤ 64γ_r (capped at 64·512), c = 64·λ̃·(1 − 2⁻⁵⁰): the host's ``_proposal_weights``; V = 0 for
     −inf utilities (never proposed), V = 2^bits for the row's largest (k = 0)."""
-    upper, _ = bucket_brackets()
+    upper, _ = exp_table()
     scale = rate_double(rate) or 0.0
     c = 64.0 * scale * (1.0 - 2.0**-50)
     finite = u > -xp.inf

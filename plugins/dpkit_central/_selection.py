@@ -13,7 +13,6 @@ row of −inf only → zeros.
 from __future__ import annotations
 
 import decimal
-import functools
 import math
 from fractions import Fraction
 from typing import Any, ClassVar, Literal
@@ -24,6 +23,8 @@ from numpy.typing import NDArray
 
 from dpkit.plugin import (
     CENTRAL_EPSILON,
+    EXP_TABLE_CAP,
+    EXP_TABLE_STEPS,
     SENSITIVITY,
     Boolean,
     InvalidData,
@@ -34,6 +35,7 @@ from dpkit.plugin import (
     VectorDomain,
     bernoulli_bracketed,
     bernoulli_exp_bracketed,
+    exp_table,
     parameter,
 )
 from dpkit_central._validation import as_array, check_kind, total_utilities
@@ -266,33 +268,12 @@ def permute_and_flip_secure(
 
 
 #: Proposal buckets: candidate r goes to bucket k_r = ⌊64·γ_r⌋ (from a lower bound of γ_r),
-#: capped at 64·512 (a weight below e^(−512) per candidate is still a valid upper bound).
-BUCKETS_PER_UNIT = 64
-_BUCKET_CAP = 64 * 512
+#: capped at 64·512 (a weight below e^(−512) per candidate is still a valid upper bound); the
+#: weights are the table of :func:`dpkit.plugin.exp_table`.
+BUCKETS_PER_UNIT = EXP_TABLE_STEPS
+_BUCKET_CAP = EXP_TABLE_CAP
 #: Candidates whose proposal weights are computed per pass (bounds the temporaries).
 _PASS = 1 << 20
-
-
-@functools.lru_cache(maxsize=1)
-def _bucket_weights() -> tuple[NDArray[np.float64], NDArray[np.float64]]:
-    """(upper, lower): doubles bracketing e^(−k/64) for k = 0 … 64·512.
-
-    Powers of q = e^(−1/64) (correctly rounded to 40 digits) by repeated 40-digit
-    multiplication: relative error below 32769·10⁻³⁹, so the correctly rounded double of each
-    value is within one ulp of e^(−k/64), and two steps outward bracket it.
-    """
-    context = decimal.Context(prec=40)
-    q = context.exp(context.divide(-1, 64))
-    power = decimal.Decimal(1)
-    values = [1.0]
-    for _ in range(_BUCKET_CAP):
-        power = context.multiply(power, q)
-        values.append(float(power))
-    nearest = np.array(values)
-    upper = np.nextafter(np.nextafter(nearest, np.inf), np.inf)
-    lower = np.nextafter(np.nextafter(nearest, 0.0), 0.0)
-    upper[0] = lower[0] = 1.0  # e^0 exactly
-    return upper, lower
 
 
 def _proposal_weights(
@@ -301,7 +282,7 @@ def _proposal_weights(
     """(V, k) for every candidate of ``block`` (flat, row by row; ``top`` broadcasts against
     ``block``): k_r ≤ 64·γ_r and V_r = ⌈e^(−k_r/64)·2^bits⌉_up, an integer upper bound of
     e^(−γ_r)·2^bits; V = 0 for −inf utilities (never proposed)."""
-    upper, _ = _bucket_weights()
+    upper, _ = exp_table()
     scale = float(rate) if 1e-300 < rate < 1e300 else 0.0
     # c·fl(u* − u) ≤ 64γ: u* − u is rounded once (relative 2⁻⁵³), λ and c once each, the
     # product once; the factor (1 − 2⁻⁵⁰) covers the four roundings.
@@ -335,7 +316,7 @@ def _second_coin(
     k: NDArray[np.int64], v: NDArray[np.uint64], bits: int, rng: Any
 ) -> NDArray[np.bool_]:
     """Exact Bernoulli(e^(−k/64)·2^bits/V) for each proposal (≤ 1 by the choice of V)."""
-    upper, lower = _bucket_weights()
+    upper, lower = exp_table()
     scale = float(1 << bits) / v.astype(np.float64)  # two roundings: covered by the margins
     lo = lower[k] * scale * (1.0 - 2.0**-50)
     hi = np.minimum(upper[k] * scale * (1.0 + 2.0**-50), 1.0)

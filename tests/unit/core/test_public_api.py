@@ -127,6 +127,9 @@ PLUGIN_FACE = {
     "bernoulli_bracketed",
     "bernoulli_exp_bracketed",
     "geometric_digits",
+    "exp_table",
+    "EXP_TABLE_CAP",
+    "EXP_TABLE_STEPS",
     "lie_threshold",
     "probability_threshold",
     # arrays

@@ -15,6 +15,7 @@ per candidate, 16 such candidates); the other checks are exact.
 
 from __future__ import annotations
 
+import decimal
 import math
 from fractions import Fraction
 from typing import Any
@@ -27,11 +28,12 @@ from scipy import stats
 torch = pytest.importorskip("torch")
 xs = pytest.importorskip("array_api_strict")
 
-from dpkit_central import _selection, exponential, noisy_max  # noqa: E402
+from dpkit_central import exponential, noisy_max  # noqa: E402
 from support import device_reference  # noqa: E402
 
 from dpkit import SecureRandom  # noqa: E402
 from dpkit.errors import InvalidData, InvalidParameter  # noqa: E402
+from dpkit.randomness.exp_table import exp_table  # noqa: E402
 from dpkit.tensors import exp_coins, libraries, selection  # noqa: E402
 from dpkit.tensors.exact import WordPairs  # noqa: E402
 
@@ -267,9 +269,17 @@ def test_uniform_below_rejects_the_top_words_and_draws_fresh_ones() -> None:
     assert got.tolist() == [5 % 3, (top - 2) % (1 << 62)] and pairs.used == 4
 
 
-def test_the_device_brackets_e_to_the_minus_k_over_64_with_the_hosts_table() -> None:
-    host = _selection._bucket_weights()
-    assert all(np.array_equal(a, b) for a, b in zip(exp_coins.bucket_brackets(), host, strict=True))
+def test_the_table_brackets_e_to_the_minus_k_over_64() -> None:
+    # An independent evaluation: e^(−k/64) to 60 digits, one exp per entry, against the
+    # table's doubles (two ulps outward of the nearest: lower < e^(−k/64) < upper strictly).
+    upper, lower = exp_table()
+    context = decimal.Context(prec=60)
+    for k in [*range(0, 200), *range(32_768 - 100, 32_769), 777, 12_345]:
+        exact = context.exp(decimal.Decimal(-k) / 64)
+        assert decimal.Decimal(lower[k]) <= exact <= decimal.Decimal(upper[k])
+        if k:
+            assert decimal.Decimal(lower[k]) < exact < decimal.Decimal(upper[k])
+            assert upper[k] <= np.nextafter(np.nextafter(float(exact), 2.0), 2.0)
 
 
 @pytest.mark.parametrize("function", ["exponential_indices", "permute_and_flip_indices"])

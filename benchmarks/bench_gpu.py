@@ -18,9 +18,9 @@ adjacency (uint8) on the device, n = 32 768 by default (1.07·10⁹ entries). Co
 * dpkit ``rr.randomize`` (every entry drawn) and ``rr.randomize_graph`` (one draw per pair
   i < j, mirrored), secure (ChaCha20 on the device, ``rng=None``) and fast (a
   ``torch.Generator``);
-* the same graph in ``randomize_graph``'s bit-packed and coordinate layouts
-  (``output="packed"``, ``"coo"``; a table of its own, with each call's peak device memory:
-  n² bytes dense, n²/8 packed, 16 a reported pair as coordinates);
+* the same graph in ``randomize_graph``'s bit-packed, coordinate and compressed-row layouts
+  (``output="packed"``, ``"coo"``, ``"csr"``; a table of its own, with each call's peak
+  device memory: n² bytes dense, n²/8 packed, 16 a reported pair as coordinates or rows);
 * dpkit's numpy path on the CPU, on a smaller matrix (``--cpu-nodes``), scaled per entry;
 * a torch CPU tensor against a numpy array of the same size through dpkit (same numpy path).
 
@@ -215,8 +215,8 @@ def _mechanism_rows(device: Any, n: int, reps: int, timer: Any) -> list[dict[str
 def _graph_layout_rows(
     adjacency: Any, rr: Any, generator: Any, reps: int, timer: Any
 ) -> list[dict[str, Any]]:
-    """``rr.randomize_graph`` in its three layouts (dense n×n, bit-packed rows, the upper
-    triangle's coordinates), secure and fast; with CUDA, each call's peak device memory beyond
+    """``rr.randomize_graph`` in its four layouts (dense n×n, bit-packed rows, the upper
+    triangle's coordinates, compressed rows), secure and fast; with CUDA, each call's peak device memory beyond
     what was allocated before it (the adjacency), the figure the packed layout exists for."""
     import torch
 
@@ -226,7 +226,7 @@ def _graph_layout_rows(
     print(
         f"randomize_graph layouts, {n} x {n} ({'peak memory beyond the input' if cuda else 'host path'})"
     )
-    for output in ("dense", "packed", "coo"):
+    for output in ("dense", "packed", "coo", "csr"):
         for mode, rng in (("secure", None), ("fast", generator)):
             ms = timer(
                 lambda rng=rng, output=output: rr.randomize_graph(

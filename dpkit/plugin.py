@@ -198,7 +198,7 @@ from dpkit.tables import (
     positions,
     require_columns,
 )
-from dpkit.tensors.bits import flip_bits, flip_graph
+from dpkit.tensors.bits import csr_from_upper, flip_bits, flip_graph
 from dpkit.tensors.categories import category_counts, check_categories, kary_response
 from dpkit.tensors.dbitflip import dbitflip_counts, dbitflip_log_probability, dbitflip_reports
 from dpkit.tensors.device_random import DeviceWords, device_words, host_rng, uniform_below
@@ -318,6 +318,7 @@ __all__ = [
     "check_rng",
     "coerced_graphs",
     "column_kinds",
+    "csr_from_upper",
     "dbitflip_counts",
     "dbitflip_log_probability",
     "dbitflip_reports",

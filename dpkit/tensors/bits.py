@@ -28,6 +28,8 @@ from __future__ import annotations
 import importlib.util
 from typing import Any, Literal
 
+import numpy as np
+
 from dpkit.errors import InvalidData
 from dpkit.tensors.device_random import (
     DeviceWords,
@@ -39,11 +41,11 @@ from dpkit.tensors.device_random import (
 )
 from dpkit.tensors.libraries import ArrayLibrary
 
-__all__ = ["GraphOutput", "flip_bits", "flip_graph"]
+__all__ = ["GraphOutput", "csr_from_upper", "flip_bits", "flip_graph"]
 
 #: The layouts of a randomized graph: the n×n matrix, its rows bit-packed, or the upper
 #: triangle's ones as coordinates.
-GraphOutput = Literal["dense", "packed", "coo"]
+GraphOutput = Literal["dense", "packed", "coo", "csr"]
 
 _LANES = 128  # ChaCha20 blocks per program: 2048 elements
 _TILE = 64  # a graph tile is 64 × 64 pairs (256 blocks)
@@ -162,12 +164,24 @@ def flip_graph(
     asymmetric or non-0/1 adjacency is an :class:`~dpkit.errors.InvalidData`.
 
     ``output``: ``"dense"`` (n×n, the adjacency's dtype), ``"packed"`` (uint8, n × ⌈n/8⌉, the
-    layout of ``numpy.packbits(dense, axis=1)``) or ``"coo"`` (int64 ``(rows, cols)`` of the
-    upper triangle's ones, i < j, row-major). Each pair takes the same word in the three, so
-    with the same key (or seed) they describe the same noisy graph. They are built a band of
-    rows at a time (:func:`_flip_graph_banded`), except the dense output of the fused CUDA
-    kernel, which writes the n×n matrix in one pass.
+    layout of ``numpy.packbits(dense, axis=1)``), ``"coo"`` (int64 ``(rows, cols)`` of the
+    upper triangle's ones, i < j, row-major) or ``"csr"`` (int64 ``(indptr, indices)`` of the
+    whole symmetric matrix, :func:`csr_from_upper`). Each pair takes the same word in all of
+    them, so with the same key (or seed) they describe the same noisy graph. They are built a
+    band of rows at a time (:func:`_flip_graph_banded`), except the dense output of the fused
+    CUDA kernel, which writes the n×n matrix in one pass.
     """
+    if output == "csr":
+        rows, cols = _flip_graph_banded(
+            library,
+            adjacency,
+            threshold64=threshold64,
+            rng=rng,
+            owner=owner,
+            field=field,
+            output="coo",
+        )
+        return csr_from_upper(library.xp, rows, cols, int(adjacency.shape[0]), library.device)
     if output == "dense" and _fused(library, adjacency):
         threshold = threshold32(threshold64)
         words = device_words(library, rng, owner=owner)
@@ -184,6 +198,26 @@ def flip_graph(
         field=field,
         output=output,
     )
+
+
+def csr_from_upper(xp: Any, rows: Any, cols: Any, n: int, device: Any = None) -> tuple[Any, Any]:
+    """The whole symmetric n×n 0/1 matrix whose upper triangle's ones are (rows, cols), i < j,
+    in compressed sparse row form: ``(indptr, indices)``, int64, row i's columns
+    ``indices[indptr[i]:indptr[i + 1]]`` in ascending order — the layout of
+    ``scipy.sparse.csr_matrix((ones, indices, indptr))`` and ``torch.sparse_csr_tensor``. Each
+    edge is listed twice, (i, j) and (j, i): 16 bytes a reported pair, as the coordinates.
+    ``xp`` is an array-API namespace on ``device``, or numpy itself (the host path)."""
+    join = np.concatenate if xp is np else xp.concat
+    both_rows = join([rows, cols])
+    both_cols = join([cols, rows])
+    order = xp.argsort(both_rows * n + both_cols)  # distinct keys: any sort gives this order
+    sorted_rows = xp.take(both_rows, order)
+    indices = xp.take(both_cols, order)
+    if xp is np:  # numpy before 2.0 has no concat, astype or device arguments
+        return np.searchsorted(sorted_rows, np.arange(n + 1)).astype(np.int64), indices
+    starts = xp.arange(n + 1, dtype=xp.int64, device=device)
+    indptr = xp.astype(xp.searchsorted(sorted_rows, starts), xp.int64)
+    return indptr, indices
 
 
 def _flip_graph_fused(

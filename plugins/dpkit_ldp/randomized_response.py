@@ -24,6 +24,7 @@ from dpkit.plugin import (
     SecureRandom,
     array_library,
     category_counts,
+    csr_from_upper,
     device_operands,
     flip_bits,
     flip_graph,
@@ -39,8 +40,8 @@ from dpkit_ldp._arrays import CategoricalInput, as_binary
 __all__ = ["RandomizedResponse", "RandomizedResponseEstimator"]
 
 _CHUNK = 1 << 16  # values per chunk: keeps the temporaries in cache
-_GRAPH_OUTPUTS = ("dense", "packed", "coo")
-GraphOutput = Literal["dense", "packed", "coo"]  # randomize_graph's layouts
+_GRAPH_OUTPUTS = ("dense", "packed", "coo", "csr")
+GraphOutput = Literal["dense", "packed", "coo", "csr"]  # randomize_graph's layouts
 
 
 @attrs.frozen
@@ -188,27 +189,32 @@ class RandomizedResponse(CategoricalInput, Mechanism):
           n²/8 bytes, ``numpy.unpackbits(packed, axis=1, count=n)`` gives the dense matrix;
         * ``"coo"``: the upper triangle's ones as two int64 arrays ``(rows, cols)``, i < j,
           row-major — each undirected edge once (the symmetric matrix also has (j, i)); 16
-          bytes a reported edge.
+          bytes a reported edge;
+        * ``"csr"``: the whole symmetric matrix in compressed sparse rows, two int64 arrays
+          ``(indptr, indices)`` (n + 1 row starts; each row's columns ascending), each edge
+          as (i, j) and (j, i): 16 bytes a reported edge, the layout of
+          ``scipy.sparse.csr_matrix`` and ``torch.sparse_csr_tensor``.
 
         The adjacency itself is always a dense 0/1 (or bool) matrix: a packed one is not
-        accepted. ``packed`` and ``coo`` are for undirected graphs only. With the same ``rng``
-        (the same key, or seed) the three layouts describe the same noisy graph.
+        accepted. ``packed``, ``coo`` and ``csr`` are for undirected graphs only. With the same
+        ``rng`` (the same key, or seed) the four layouts describe the same noisy graph.
 
         A tensor on an accelerator stays there: only the n(n − 1)/2 pairs i < j are drawn (one
         ChaCha20 word each in secure mode) and mirrored (:mod:`dpkit.tensors.bits`); the packed
-        and coo layouts are built a band of rows at a time, so the device holds the result and
-        one band, never the n×n matrix. A host array is perturbed dense and then packed.
+        and sparse layouts are built a band of rows at a time, so the device holds the result
+        and one band, never the n×n matrix. A host array is perturbed dense and then packed or
+        listed.
         """
         if not isinstance(output, str) or output not in _GRAPH_OUTPUTS:
             raise InvalidParameter(
-                "output", output, "one of 'dense', 'packed', 'coo'", owner=self.name
+                "output", output, "one of 'dense', 'packed', 'coo', 'csr'", owner=self.name
             )
         if output != "dense" and not undirected:
             raise InvalidParameter(
                 "output",
                 output,
-                "'dense' for a directed graph (undirected=False): 'packed' and 'coo' hold "
-                "undirected graphs",
+                "'dense' for a directed graph (undirected=False): 'packed', 'coo' and "
+                "'csr' hold undirected graphs",
                 owner=self.name,
             )
         library = array_library(adjacency, owner=self.name, field="adjacency")
@@ -235,9 +241,11 @@ class RandomizedResponse(CategoricalInput, Mechanism):
         np.fill_diagonal(noisy, 0)
         if output == "packed":
             return np.packbits(noisy != 0, axis=1)
-        if output == "coo":
-            rows, cols = np.nonzero(np.triu(noisy, 1))
-            return rows.astype(np.int64), cols.astype(np.int64)
+        if output in ("coo", "csr"):
+            rows, cols = (a.astype(np.int64) for a in np.nonzero(np.triu(noisy, 1)))
+            if output == "csr":
+                return csr_from_upper(np, rows, cols, int(matrix.shape[0]))
+            return rows, cols
         return noisy
 
     def _randomize_device_graph(

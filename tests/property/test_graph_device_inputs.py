@@ -5,7 +5,7 @@ as a CUDA tensor would), on hostile inputs:
   duplicate edges, both orientations and isolated nodes; values with NaN, ±∞, huge numbers,
   integer and boolean dtypes, strided views; reports out of range, negative, boolean or
   fractional;
-* ``rr.randomize_graph`` in its three layouts (dense, packed, coo): adjacencies of one or two
+* ``rr.randomize_graph`` in its four layouts (dense, packed, coo, csr): adjacencies of one or two
   bands of rows, in hostile dtypes, or spoiled (asymmetric, non-0/1, NaN, not square).
 
 Either both the device and the numpy path refuse, with an ``InvalidData`` naming the same
@@ -190,7 +190,11 @@ def adjacencies(draw: st.DrawFn) -> np.ndarray[Any, Any]:
 
 
 @SETTINGS
-@given(adjacency=adjacencies(), layout=LAYOUTS, output=st.sampled_from(["dense", "packed", "coo"]))
+@given(
+    adjacency=adjacencies(),
+    layout=LAYOUTS,
+    output=st.sampled_from(["dense", "packed", "coo", "csr"]),
+)
 def test_graph_layouts_on_the_device_answer_or_refuse_as_the_host(
     adjacency: np.ndarray[Any, Any], layout: str, output: str, monkeypatch: Any
 ) -> None:
@@ -222,6 +226,11 @@ def test_graph_layouts_on_the_device_answer_or_refuse_as_the_host(
         rows, cols = (np.from_dlpack(part) for part in found[1])
         expected = np.nonzero(np.triu(truth, 1))
         assert np.array_equal(rows, expected[0]) and np.array_equal(cols, expected[1])
+    elif output == "csr":
+        indptr, indices = (np.from_dlpack(part) for part in found[1])
+        assert indptr.shape == (n + 1,) and indptr[-1] == indices.size
+        for i in range(n):
+            assert np.array_equal(indices[indptr[i] : indptr[i + 1]], np.flatnonzero(truth[i]))
     assert np.array_equal(truth, truth.T) and not np.any(np.diag(truth))
 
 

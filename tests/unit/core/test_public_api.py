@@ -195,6 +195,7 @@ PLUGIN_FACE = {
     "noisy_list_bits",
     "relationship_bits",
     "coerced_graphs",
+    "csr_from_upper",
     "two_round_reports",
     "duchi_multi_reports",
     # errors

@@ -115,7 +115,7 @@ def test_integer_results_are_the_portable_paths_on_the_same_key(
     assert np.array_equal(got, _portable(values, call, monkeypatch))
 
 
-@pytest.mark.parametrize("output", ["dense", "packed", "coo"])
+@pytest.mark.parametrize("output", ["dense", "packed", "coo", "csr"])
 def test_the_graph_is_the_portable_paths_on_the_same_key(
     library: Library, output: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -124,12 +124,14 @@ def test_the_graph_is_the_portable_paths_on_the_same_key(
     adjacency = (upper | upper.T).astype(np.uint8)
     rr = dpkit.mechanism("rr", epsilon=1.0)
 
-    def call(array: Any) -> Any:
+    def call(array: Any, part: int) -> Any:
         out = rr.randomize_graph(array, rng=SecureRandom.from_key(KEY), output=output)
-        return out if output != "coo" else out[0] * 300 + out[1]
+        return out[part] if isinstance(out, tuple) else out
 
-    got = library.to_host(call(library.to_device(adjacency)))
-    assert np.array_equal(got, _portable(adjacency, call, monkeypatch))
+    for part in range(1 if output in ("dense", "packed") else 2):
+        got = library.to_host(call(library.to_device(adjacency), part))
+        expected = _portable(adjacency, lambda array, part=part: call(array, part), monkeypatch)
+        assert np.array_equal(got, expected)
 
 
 @pytest.mark.parametrize("mode", ["secure", "fast"])

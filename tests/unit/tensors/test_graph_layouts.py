@@ -63,6 +63,17 @@ def test_packed_and_coo_are_the_dense_graph_of_the_same_key(
     assert np.array_equal(np.unpackbits(_host(packed), axis=1, count=n), dense)
     expected = np.nonzero(np.triu(dense, 1))
     assert np.array_equal(_host(rows), expected[0]) and np.array_equal(_host(cols), expected[1])
+    indptr, indices = RR.randomize_graph(adjacency, rng=_rng(mode), output="csr")
+    assert type(indptr) is type(adjacency) and _host(indices).dtype == np.int64
+    _assert_csr_is(_host(indptr), _host(indices), dense)
+
+
+def _assert_csr_is(indptr: np.ndarray, indices: np.ndarray, dense: np.ndarray) -> None:
+    """CSR of the whole symmetric matrix, read back independently: row by row, ascending."""
+    n = dense.shape[0]
+    assert indptr.shape == (n + 1,) and indptr[0] == 0 and indptr[-1] == indices.size
+    for i in range(n):
+        assert np.array_equal(indices[indptr[i] : indptr[i + 1]], np.flatnonzero(dense[i]))
 
 
 @pytest.mark.parametrize("rng", ["secure", "torch"])
@@ -144,7 +155,7 @@ def test_refusals_come_before_any_word(device: pytest.MonkeyPatch) -> None:
     asymmetric = good.clone()
     asymmetric[0, 8] = 1 - asymmetric[8, 0]
     nonbinary = good * 2
-    for output in ("packed", "coo"):
+    for output in ("packed", "coo", "csr"):
         for bad, message in [
             (torch.zeros((3, 4)), "square"),
             (asymmetric, "not symmetric"),
@@ -166,3 +177,18 @@ def test_host_arrays_give_the_same_layouts() -> None:
     rows, cols = RR.randomize_graph(adjacency, rng=_rng("secure"), output="coo")
     assert rows.dtype == np.int64
     assert np.array_equal(np.stack([rows, cols]), np.nonzero(np.triu(dense, 1)))
+    indptr, indices = RR.randomize_graph(adjacency, rng=_rng("secure"), output="csr")
+    assert indptr.dtype == indices.dtype == np.int64
+    _assert_csr_is(indptr, indices, dense)
+    scipy_sparse = pytest.importorskip("scipy.sparse")  # the layout scipy reads as it is
+    matrix = scipy_sparse.csr_matrix((np.ones(indices.size), indices, indptr), shape=dense.shape)
+    assert np.array_equal(matrix.toarray(), dense)
+
+
+def test_an_empty_and_a_one_node_graph_have_empty_sparse_layouts(
+    device: pytest.MonkeyPatch,
+) -> None:
+    for n in (0, 1):
+        for adjacency in (np.zeros((n, n), dtype=np.uint8), torch.zeros((n, n), dtype=torch.uint8)):
+            indptr, indices = RR.randomize_graph(adjacency, output="csr")
+            assert _host(indptr).tolist() == [0] * (n + 1) and _host(indices).size == 0

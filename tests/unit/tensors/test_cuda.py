@@ -110,6 +110,10 @@ def test_packed_and_coo_graphs_are_the_dense_graph_of_the_same_key(
     expected = np.nonzero(np.triu(dense, 1))
     assert np.array_equal(rows.cpu().numpy(), expected[0])
     assert np.array_equal(cols.cpu().numpy(), expected[1])
+    indptr, indices = (part.cpu().numpy() for part in run("csr"))
+    assert indptr.shape == (n + 1,) and indptr[-1] == indices.size
+    for i in range(n):
+        assert np.array_equal(indices[indptr[i] : indptr[i + 1]], np.flatnonzero(dense[i]))
 
 
 def test_non_binary_values_on_the_device_are_refused() -> None:

@@ -163,9 +163,9 @@ def relations_hold(mechanism: str | None, params: dict[str, Any], epsilon: Any) 
         return True
     split = params.get("split", 0.5)
     numbers = [isinstance(v, (int, float)) and not isinstance(v, bool) for v in (split, epsilon)]
-    if not all(numbers) or abs(epsilon) > 1e300:
-        return True
-    tree = float(epsilon) * split
+    if not all(numbers) or abs(epsilon) > 1e300 or abs(split) > 1e300:
+        return True  # beyond the schema's bounds (split ≤ 1): refused by the schema anyway
+    tree = float(epsilon) * float(split)
     return tree >= 1e-12 and epsilon - tree >= 1e-12
 
 

@@ -171,17 +171,6 @@ def flip_graph(
     band of rows at a time (:func:`_flip_graph_banded`), except the dense output of the fused
     CUDA kernel, which writes the n×n matrix in one pass.
     """
-    if output == "csr":
-        rows, cols = _flip_graph_banded(
-            library,
-            adjacency,
-            threshold64=threshold64,
-            rng=rng,
-            owner=owner,
-            field=field,
-            output="coo",
-        )
-        return csr_from_upper(library.xp, rows, cols, int(adjacency.shape[0]), library.device)
     if output == "dense" and _fused(library, adjacency):
         threshold = threshold32(threshold64)
         words = device_words(library, rng, owner=owner)
@@ -189,15 +178,19 @@ def flip_graph(
         if not bool(xp.all(adjacency == xp.matrix_transpose(adjacency))):
             raise _refuse_asymmetric(owner, field)
         return _flip_graph_fused(adjacency, words, threshold, owner=owner, field=field)
-    return _flip_graph_banded(
+    graph = _flip_graph_banded(
         library,
         adjacency,
         threshold64=threshold64,
         rng=rng,
         owner=owner,
         field=field,
-        output=output,
+        output="coo" if output == "csr" else output,
     )
+    if output == "csr":
+        rows, cols = graph
+        return csr_from_upper(library.xp, rows, cols, int(adjacency.shape[0]), library.device)
+    return graph
 
 
 def csr_from_upper(xp: Any, rows: Any, cols: Any, n: int, device: Any = None) -> tuple[Any, Any]:

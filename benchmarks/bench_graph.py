@@ -34,6 +34,24 @@ absolute value of a normal error. dpkit's noise bound is the largest degree too 
 sensitivity is D − 1 where the paper adds Laplace noise of scale d_max/ε₂; LocalLap's is
 C(D − 1, 1) where the paper uses d_max), so dpkit's errors may be slightly smaller.
 
+The 2022 paper's code (section ``graph_paper_code``, only with ``--paper-binary PATH``):
+Imola, Murakami & Chaudhuri 2022 report on Gplus and IMDB only, which cannot be downloaded
+here, and publish no result files, but their code (github.com/TriangleLDP/TriangleLDP, MIT;
+build: docs/benchmarks.md) runs on any graph in its format. Its ARRFull ("alg" 2) with the
+bound d_max ("NSType 0") is the algorithm of ``graph_triangles`` with ``round_one="graph_arr"``.
+In the setting of their ``run_TriangleCounting.sh`` — n = 10,000 users drawn at random from
+the graph (Gplus: 107,614 nodes), one subset for all runs ("#itr-1"), ε split equally — on a
+Barabási–Albert graph of ``--paper-code-graph`` nodes (m = ``--paper-code-m``, this package's
+generator), both codes run on the *same* subset (the node order is handed to their code in the
+file it reads when present), at ε ∈ {0.5, 1, 2} and μ ∈ {10⁻³ (their script's), 10⁻¹}:
+their binary with no triangle clipping ("-1") and with their script's clip argument ("0"),
+dpkit's protocol with D = the subset's largest lower degree (the d_max their code uses), each
+``--paper-code-runs`` times; the mean of |T̂ − T| / max(T, 0.001·n) (their measure), and the
+expected value of both algorithms, √(2/π)·sd / max(T, 0.001·n) with the exact sd on the subset
+(their noise Lap(d_max/ε₂), dpkit's of sensitivity D − 1). Their code seeds its generators
+with constants, so every setting reuses the same draws: its column is one sample of
+``--paper-code-runs`` runs, rescaled.
+
 Time and memory (section ``graph_time``): one secure-mode release of every mechanism on the
 BA graph and of asymmetric RR (sparse) on a 10⁶-node G(n, p) graph, CPU seconds and the peak
 traced allocation (``tracemalloc``, which numpy reports to).
@@ -43,8 +61,11 @@ from __future__ import annotations
 
 import argparse
 import math
+import subprocess
+import tempfile
 import time
 import tracemalloc
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -86,8 +107,11 @@ def one_round_sd(graph: Any, counts: Any, epsilon: float) -> float:
     return math.sqrt(base + v * total / 2.0)
 
 
-def two_round_sd(graph: Any, protocol: TwoRoundTriangles) -> float:
-    """√Var T̂ of the two-round protocol, exactly, on the true graph (projection included)."""
+def two_round_sd(
+    graph: Any, protocol: TwoRoundTriangles, noise_variance: float | None = None
+) -> float:
+    """√Var T̂ of the two-round protocol, exactly, on the true graph (projection included);
+    ``noise_variance``: one user's round-2 noise variance instead of the protocol's."""
     from scipy import sparse
 
     offsets, neighbours = projected_lower(graph, protocol.max_degree)
@@ -103,7 +127,7 @@ def two_round_sd(graph: Any, protocol: TwoRoundTriangles) -> float:
     p1, p0 = protocol.first_mechanism.channel
     variance_bits = np.where(edge, p1 * (1 - p1), p0 * (1 - p0))
     wedge = float(np.sum(counts**2 * variance_bits))
-    noise = graph.nodes * protocol.noise_variance
+    noise = graph.nodes * (protocol.noise_variance if noise_variance is None else noise_variance)
     return math.sqrt((wedge + noise) / (p1 - p0) ** 2)
 
 
@@ -232,6 +256,176 @@ def papers(big_nodes: int, ms: tuple[int, ...]) -> list[dict[str, Any]]:
     return rows
 
 
+#: Imola, Murakami & Chaudhuri 2022 publish their code, not their results
+#: (github.com/TriangleLDP/TriangleLDP, ``cpp/TriangleCounting.cpp``): their ARRFull
+#: (``alg`` 2) runs here beside dpkit's two-round protocol with asymmetric RR in round 1, on the
+#: same subset (module docstring).
+PAPER_CODE_USERS = 10_000
+PAPER_CODE_EPSILONS = (0.5, 1.0, 2.0)
+#: μ = 10⁻³ is the value their ``run_TriangleCounting.sh`` passes ("1-0.001"); 10⁻¹ is a second,
+#: less sparse setting.
+PAPER_CODE_MUS = (0.001, 0.1)
+
+
+def write_paper_input(graph: Any, directory: Path, order: Any, runs: int) -> Path:
+    """The 2022 code's input in ``directory``: ``edges.csv`` as its ``python/ReadGPlus.py``
+    writes it ("#nodes", n, "node,node", then "i,j" with i < j per edge), ``deg.csv``, and the
+    node order of its runs, ``node-order_itr{runs}.csv`` (line j: "j,o,…,o,", node j kept when
+    o < the users, relabelled o) — a file the code reads, when it exists, instead of drawing
+    its own: both codes see the same subset."""
+    rows, cols = graph.lower()  # rows > cols
+    edges = directory / "edges.csv"
+    with edges.open("w") as out:
+        out.write(f"#nodes\n{graph.nodes}\nnode,node\n")
+        for start in range(0, rows.size, chunk := 1 << 20):
+            pairs = zip(
+                cols[start : start + chunk].tolist(),
+                rows[start : start + chunk].tolist(),
+                strict=True,
+            )
+            out.write("".join(f"{j},{i}\n" for j, i in pairs))
+    degrees = np.bincount(np.concatenate([rows, cols]), minlength=graph.nodes)
+    (directory / "deg.csv").write_text(
+        "node,deg\n" + "".join(f"{v},{d}\n" for v, d in enumerate(degrees.tolist()))
+    )
+    (directory / f"node-order_itr{runs}.csv").write_text(
+        "".join(f"{j}," + f"{o}," * runs + "\n" for j, o in enumerate(np.asarray(order).tolist()))
+    )
+    return edges
+
+
+def run_paper_code(
+    binary: Path, edges: Path, runs: int, epsilon: float, mu: float, clip: str
+) -> dict[str, list[float]]:
+    """Their ARRFull with the noise bound d_max ("NSType 0") on one subset (their script's
+    "#itr-1"): ``TriangleCounting edges.csv n ε-μ 0 clip runs-1 2``; each run's true count,
+    relative error and noise bound, from its output file."""
+    for old in edges.parent.glob("res_*.csv"):
+        old.unlink()
+    arguments = [str(PAPER_CODE_USERS), f"{epsilon:g}-{mu:g}", "0", clip, f"{runs}-1", "2"]
+    subprocess.run(
+        [str(binary), str(edges), *arguments], check=True, capture_output=True, cwd=edges.parent
+    )
+    (result,) = edges.parent.glob("res_*.csv")
+    fields = [line.split(",") for line in result.read_text().splitlines()[1 : 1 + runs]]
+    return {
+        "true": [float(f[0]) for f in fields],
+        "error": [float(f[2]) for f in fields],
+        "bound": [float(f[16]) for f in fields],
+    }
+
+
+def paper_code(binary: Path | None, graph_nodes: int, m: int, runs: int) -> list[dict[str, Any]]:
+    """The 2022 paper's code and dpkit on the same subset of one BA graph (module docstring)."""
+    if binary is None:
+        print("graph_paper_code: skipped (no --paper-binary: their compiled TriangleCounting)")
+        return []
+    rng = np.random.default_rng(2022)
+    graph = barabasi_albert(graph_nodes, m, rng=rng)
+    order = rng.permutation(graph_nodes)
+    sample = induced(graph, np.argsort(order)[:PAPER_CODE_USERS])
+    triangles = graph_counts(sample).triangles
+    bound = max(int(sample.lower_degrees().max()), 2)
+    floor = max(triangles, 0.001 * sample.nodes)
+    print(f"BA({graph_nodes}, {m}), subset of {sample.nodes}: {triangles} triangles, D = {bound}")
+    rows = []
+    with tempfile.TemporaryDirectory(prefix="dpkit-triangleldp-") as directory:
+        edges = write_paper_input(graph, Path(directory), order, runs)
+        for mu in PAPER_CODE_MUS:
+            for epsilon in PAPER_CODE_EPSILONS:
+                start = time.perf_counter()
+                theirs = run_paper_code(binary, edges, runs, epsilon, mu, "-1")
+                their_seconds = time.perf_counter() - start
+                clipped = run_paper_code(binary, edges, runs, epsilon, mu, "0")
+                assert set(theirs["true"]) == {triangles}, "the two codes' subsets differ"
+                assert set(theirs["bound"]) == {bound}, "the two codes' noise bounds differ"
+                protocol = TwoRoundTriangles(
+                    epsilon1=epsilon / 2,
+                    epsilon2=epsilon / 2,
+                    nodes=sample.nodes,
+                    max_degree=bound,
+                    round_one="graph_arr",
+                    mu=mu,
+                )
+                start = time.perf_counter()
+                ours = [
+                    abs(
+                        dpkit.graph.triangles(
+                            protocol, protocol.randomize_graph(sample, rng=rng)
+                        ).value
+                        - triangles
+                    )
+                    / floor
+                    for _ in range(runs)
+                ]
+                our_seconds = time.perf_counter() - start
+                laplace = 2 * (bound / (epsilon / 2)) ** 2  # their noise: Lap(d_max/ε₂)
+                mean_abs = math.sqrt(2 / math.pi) / floor
+                row = {
+                    "μ": mu,
+                    "ε": epsilon,
+                    "paper's code": float(np.mean(theirs["error"])),
+                    "dpkit": float(np.mean(ours)),
+                    "dpkit / paper's code": float(np.mean(ours) / np.mean(theirs["error"])),
+                    "expected, paper": two_round_sd(sample, protocol, laplace) * mean_abs,
+                    "expected, dpkit": two_round_sd(sample, protocol) * mean_abs,
+                    "paper's code, clip argument 0": float(np.mean(clipped["error"])),
+                    "paper's code s": round(their_seconds, 2),
+                    "dpkit s": round(our_seconds, 2),
+                }
+                print("  ".join(f"{k}: {v:.4g}" for k, v in row.items()))
+                rows.append(row)
+    return rows
+
+
+def save_paper_code(run: Any, args: Any, rows: list[dict[str, Any]]) -> None:
+    """Section ``graph_paper_code`` of results.json."""
+    command = (
+        "python benchmarks/bench_graph.py --only-paper-code --paper-binary TriangleCounting"
+        f" --paper-code-graph {args.paper_code_graph} --paper-code-m {args.paper_code_m}"
+        f" --paper-code-runs {args.paper_code_runs}"
+    )
+    run(
+        "graph_paper_code",
+        command,
+        harness={
+            "graph": args.paper_code_graph,
+            "m": args.paper_code_m,
+            "users": PAPER_CODE_USERS,
+            "runs": args.paper_code_runs,
+        },
+    ).save(
+        title=(
+            "Mean relative error |T̂ − T| / max(T, 0.001·n) of two-round triangle counting "
+            "with asymmetric RR (Imola et al. 2022's ARRFull, noise bound d_max): their code "
+            f"and dpkit, {args.paper_code_runs} runs each on the same subset of "
+            f"n = {PAPER_CODE_USERS:,} nodes of a BA graph ({args.paper_code_graph:,} nodes, "
+            f"m = {args.paper_code_m})"
+        ),
+        columns=list(rows[0]),
+        rows=rows,
+        notes=[
+            "paper's code: github.com/TriangleLDP/TriangleLDP, cpp/TriangleCounting.cpp, run as "
+            f"TriangleCounting edges.csv 10000 ε-μ 0 -1 {args.paper_code_runs}-1 2 (ARRFull, "
+            "Laplace noise of scale d_max/ε₂ with d_max the subset's largest lower degree, no "
+            "clipping, ε₁ = ε₂ = ε/2, one subset for all runs as in their script)",
+            "dpkit: graph_triangles, round_one='graph_arr', the same μ, ε₁ = ε₂ = ε/2, D = the "
+            "subset's largest lower degree (no projection; sensitivity D − 1), real runs in "
+            "fast mode",
+            "expected: √(2/π)·sd / max(T, 0.001·n), the mean absolute error of a normal with "
+            "each algorithm's exact sd on the subset (their noise Lap(d_max/ε₂), dpkit's)",
+            "their code seeds its generators with constants: every setting reuses the same "
+            "draws, so its column is one sample of the runs, rescaled (its ratio to the "
+            "expected value is the same in every row)",
+            "clip argument 0: the argument their script passes for its d_max runs; it clips "
+            "each edge's noisy triangle count at μ·d_i (docs/benchmarks.md)",
+            "each measured figure is a mean over the runs, itself noisy; times are wall "
+            "seconds of all runs of one setting (theirs: the binary's, which reads the edge "
+            "file once per run)",
+        ],
+    )
+
+
 def timed(label: str, call: Any) -> dict[str, Any]:
     tracemalloc.start()
     start = time.process_time()
@@ -313,10 +507,28 @@ def main() -> None:
         "--paper-m", type=int, nargs="*", default=[10, 50], help="the papers' m (10, 50)"
     )
     parser.add_argument("--only-papers", action="store_true")
+    parser.add_argument(
+        "--paper-binary",
+        type=Path,
+        help="the 2022 paper's compiled TriangleCounting (section graph_paper_code; docs)",
+    )
+    parser.add_argument(
+        "--paper-code-graph", type=int, default=100_000, help="nodes of graph_paper_code's BA graph"
+    )
+    parser.add_argument("--paper-code-m", type=int, default=50, help="graph_paper_code's BA m")
+    parser.add_argument("--paper-code-runs", type=int, default=10, help="subsets (their #itr)")
+    parser.add_argument("--only-paper-code", action="store_true")
     parser.add_argument("--no-save", action="store_true")
     args = parser.parse_args()
     from _results import Run
 
+    code_rows = paper_code(
+        args.paper_binary, args.paper_code_graph, args.paper_code_m, args.paper_code_runs
+    )
+    if code_rows and not args.no_save:
+        save_paper_code(Run, args, code_rows)
+    if args.only_paper_code:
+        return
     command = "python benchmarks/bench_graph.py" + (" --only-papers" if args.only_papers else "")
     paper_rows = papers(args.paper_graph, tuple(args.paper_m))
     if not args.no_save:

@@ -44,6 +44,7 @@ from dpkit_ldp import (  # noqa: E402
 )
 from support import device_reference  # noqa: E402
 
+from dpkit import SecureRandom  # noqa: E402
 from dpkit.errors import InvalidData  # noqa: E402
 from dpkit.tensors import device_random  # noqa: E402
 from dpkit.tensors import log_probability as device_log_probability  # noqa: E402, F401
@@ -607,7 +608,7 @@ def _sampled_grid(mechanism: Any) -> tuple[np.ndarray[Any, Any], np.ndarray[Any,
         space = np.concatenate(
             [
                 mechanism.randomize(within, rng=np.random.default_rng(2)),
-                mechanism.randomize(within, rng=dpkit_secure(3)),
+                mechanism.randomize(within, rng=SecureRandom.from_key(bytes([3]) * 32)),
             ]
         )
     centre = mechanism.centre
@@ -632,12 +633,6 @@ def _sampled_grid(mechanism: Any) -> tuple[np.ndarray[Any, Any], np.ndarray[Any,
     if mechanism.sampled == d:  # no attribute left to draw: all at the centre instead
         outputs[-3] = centre
     return outputs[None], inputs[:, None]
-
-
-def dpkit_secure(seed: int) -> Any:
-    from dpkit import SecureRandom
-
-    return SecureRandom.from_key(bytes([seed]) * 32)
 
 
 def _sum_of_logs(mechanism: Any) -> dict[str, Any]:

@@ -22,7 +22,7 @@ The result is the accelerator's array type on its device, float64, of the operan
 broadcast shape (numpy's rule, the same error for shapes that do not broadcast).
 
 A mechanism whose log P[y | x] is the logarithm of a value that depends on the input (``duchi``,
-``duchi_multi``, ``one_bit_mean``) computes that value with the host's IEEE 754 operations in
+``duchi_multi``, ``one_bit_mean``; ``multibit`` sums such logarithms, below) computes that value with the host's IEEE 754 operations in
 the host's order, so the host's double, and takes the device's ``log`` (or ``log1p``) of it.
 IEEE 754 does not fix how a logarithm rounds, so the result is the host's up to that one
 rounding: within **two ulps** of the host's (at most two representable doubles apart), and
@@ -34,6 +34,20 @@ measured within 1 ulp of it (against 60-digit mpmath); nothing but a selection f
 logarithm. Measured: torch's CPU float64 ``log`` and ``log1p`` are one ulp from numpy's on
 0.33 % and 3.1 % of uniform arguments in (0, 1), never more (6·10⁷ arguments);
 array-api-strict's are numpy's (docs/tensors.md).
+
+``multibit`` sums m such logarithms (its m drawn features' log P[±B | t_j; ε/m], the d
+features' terms added left to right on both, 0 for one not drawn), then subtracts the constant
+c = log C(d, m). With u = 2⁻⁵³, A = Σ_j |log P_j| and γ = (m − 1)u/(1 − (m − 1)u): each device
+logarithm is within η|log P_j| of the host's, η = 4u/(1 − 4u) (two doubles apart, a gap being at
+most 2u times the larger magnitude); a left-to-right sum of m terms of one sign is within γ of
+the exact one relative to A (Higham, *Accuracy and Stability of Numerical Algorithms*, 2nd ed.,
+§4.2), on each side; and − c rounds once on each side. So the device's value is within
+
+    (η + γ(2 + η))·A + u·((1 + γ)(2 + η)·A + 2c)  ≈  (m + 2)·2⁻⁵²·A + 2⁻⁵²·c
+
+of the host's (a few ulps of it), and the host's where that is −inf, NaN or 0.
+``pm_multi``'s terms are constants selected by comparisons, summed in the same order: the
+host's numbers.
 """
 
 from __future__ import annotations

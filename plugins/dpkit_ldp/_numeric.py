@@ -120,6 +120,17 @@ def float64_constants(xp: Any, device: Any, *values: float) -> tuple[Any, ...]:
     return tuple(xp.asarray(value, dtype=xp.float64, device=device) for value in values)
 
 
+def row_sum(values: Any) -> Any:
+    """The sum over the last axis of an array of any array namespace, left to right:
+    ``((a₀ + a₁) + a₂) + …``, so the same IEEE 754 additions in the same order on the host
+    and on a device (numpy's own order for rows of up to 7 values; its pairwise summation
+    regroups longer rows, differently by layout, and a device's reduction is its own)."""
+    total = values[..., 0]
+    for j in range(1, values.shape[-1]):
+        total = total + values[..., j]
+    return total
+
+
 @attrs.frozen
 class NumericMechanism(Mechanism):
     """Base of the local mechanisms on one value of ``[lower, upper]``: bounds, scaling, the
@@ -317,6 +328,15 @@ class VectorMechanism(NumericMechanism):
                 f"{self.name}: values must be a 2-D array of shape (users, {self.dimension}), "
                 f"one row per user, got shape {array.shape}",
                 field="values",
+            )
+
+    def _check_rows(self, shape: tuple[int, ...]) -> None:
+        """``log_probability``'s operands must broadcast to rows of d values (decided from the
+        shapes alone, before any value is read)."""
+        if not shape or shape[-1] != self.dimension:
+            raise ValueError(
+                f"{self.name}: outputs and inputs must broadcast to rows of {self.dimension} "
+                f"values, got shape {shape}"
             )
 
     def _rows(self, values: Any) -> NDArray[np.float64]:

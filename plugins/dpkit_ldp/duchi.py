@@ -397,14 +397,6 @@ class DuchiMulti(VectorMechanism):
         with np.errstate(divide="ignore"):
             return np.asarray(self._log_probability(np, None, y, x), dtype=np.float64)
 
-    def _check_rows(self, shape: tuple[int, ...]) -> None:
-        """The operands' broadcast shape must end in d (decided from the shapes alone)."""
-        if not shape or shape[-1] != self.dimension:
-            raise ValueError(
-                f"{self.name}: outputs and inputs must broadcast to rows of {self.dimension} "
-                f"values, got shape {shape}"
-            )
-
     def _log_probability(self, xp: Any, device: Any, y: Any, x: Any) -> Any:
         """log P[z | x] of float64 arrays of the namespace ``xp`` on ``device`` (numpy's on the
         host), broadcasting to (..., d): z = y in standard units, x the inputs."""

@@ -51,7 +51,8 @@ from dpkit.plugin import (
     multibit_reports,
     parameter,
 )
-from dpkit_ldp.duchi import duchi_bound, duchi_sample, plus_probability
+from dpkit_ldp._numeric import float64_constants, row_sum
+from dpkit_ldp.duchi import _plus_probability, duchi_bound, duchi_sample
 from dpkit_ldp.sampled import SampledAttributes
 
 __all__ = ["MultiBit", "optimal_m"]
@@ -76,7 +77,7 @@ class MultiBit(SampledAttributes):
     name: ClassVar[str] = "multibit"
     one_value: ClassVar[str | None] = "duchi"
     output_type: ClassVar[Literal["discrete", "continuous"]] = "discrete"
-    device_methods: ClassVar[frozenset[str]] = frozenset({"randomize"})
+    device_methods: ClassVar[frozenset[str]] = frozenset({"randomize", "log_probability"})
 
     k: int | None = parameter(
         Integer(low=1, high=1 << 12),
@@ -117,25 +118,42 @@ class MultiBit(SampledAttributes):
         m = self.sampled
         return np.full(self.dimension, self.dimension / m * duchi_bound(self.epsilon / m))
 
-    def log_probability(self, outputs: Any, inputs: Any, /) -> NDArray[np.float64]:
+    def log_probability(self, outputs: Any, inputs: Any, /) -> Any:
         """log P[report | x] = −log C(d, m) + Σ_drawn log P[±B | t_j; ε/m]; −inf for a report
-        that is not m features at ±(d/m)B and the rest at the centre."""
+        that is not m features at ±(d/m)B and the rest at the centre (outputs and inputs
+        broadcasting to (..., d); ``ValueError`` for another last axis).
+
+        The sum runs over the d features left to right (0 for one not drawn), then −log C(d, m).
+        An accelerator's array (either operand) is scored on its device, float64, in its type
+        (:mod:`dpkit.tensors.log_probability`: a numpy or list operand beside it is copied
+        there): each probability with the host's operations in the host's order, so the same
+        double, its logarithm by the device's ``log`` (within two ulps of the host's), and the
+        sum in the host's order, so within the bound that :mod:`dpkit.tensors.log_probability`
+        derives for a sum of m such logarithms; −inf and NaN where the host's are.
+        """
+        return self._scored(outputs, inputs)
+
+    def _log_probability(self, xp: Any, device: Any, y: Any, x: Any) -> Any:
+        """:meth:`log_probability` of float64 arrays of the namespace ``xp`` on ``device``
+        (numpy's on the host): y on the data's scale, x the inputs."""
         d, m = self.dimension, self.sampled
-        level = d / m * duchi_bound(self.epsilon / m)
-        y = self.from_data(np.asarray(outputs, dtype=np.float64))
-        t = self.standardize(np.asarray(inputs, dtype=np.float64))
-        y, t = np.broadcast_arrays(y, t)
+        level = d / m * duchi_bound(self.epsilon / m)  # finite: ε/m > 0
+        y, t = self._standard_rows(xp, y, x)
         drawn = y != 0.0
-        on_level = np.isclose(np.abs(y), level, rtol=1e-9) | ~drawn
-        with np.errstate(divide="ignore"):
-            per = np.where(
-                y > 0,
-                np.log(plus_probability(t, self.epsilon / m)),
-                np.log(plus_probability(-t, self.epsilon / m)),
-            )
-        total = np.sum(np.where(drawn, per, 0.0), axis=-1) - math.log(math.comb(d, m))
-        valid = (np.sum(drawn, axis=-1) == m) & np.all(on_level, axis=-1)
-        return np.where(valid, total, -np.inf)
+        # numpy's isclose(|y|, level, rtol=1e-9) (atol = 1e-8), as numpy computes it:
+        # |(|y|) − level| ≤ 1e-8 + 1e-9·|level|, for a finite level (x == level is within it).
+        on_level = (xp.abs(xp.abs(y) - level) <= 1e-8 + 1e-9 * abs(level)) | ~drawn
+        tail = math.exp(-(self.epsilon / m))  # plus_probability's e^{−ε} at ε/m
+        per = xp.where(
+            y > 0.0,
+            xp.log(_plus_probability(t, tail)),
+            xp.log(_plus_probability(-t, tail)),
+        )
+        zero, none = float64_constants(xp, device, 0.0, -math.inf)
+        total = row_sum(xp.where(drawn, per, zero)) - math.log(math.comb(d, m))
+        count = xp.sum(xp.astype(drawn, xp.int64), axis=-1)
+        valid = (count == m) & xp.all(on_level, axis=-1)
+        return xp.where(valid, total, none)
 
     def output_space(self) -> NDArray[np.float64]:
         """Every report (C(d, m)·2^m of them, up to 4096), on the data's scale."""

@@ -38,17 +38,18 @@ from dpkit.plugin import (
     ArrayLibrary,
     Integer,
     InvalidParameter,
+    device_operands,
     hybrid_multi_reports,
     lie_threshold,
     parameter,
     piecewise_multi_reports,
 )
-from dpkit_ldp._numeric import VectorMechanism, check_vector
+from dpkit_ldp._numeric import VectorMechanism, check_vector, float64_constants, row_sum
 from dpkit_ldp.duchi import duchi_bound
 from dpkit_ldp.hybrid import hybrid_alpha, hybrid_sample, hybrid_variance
 from dpkit_ldp.piecewise import (
+    _log_density,
     piecewise_lattice,
-    piecewise_log_density,
     piecewise_report_bound,
     piecewise_sample,
     piecewise_variance,
@@ -131,6 +132,32 @@ class SampledAttributes(VectorMechanism):
         one = self._one_variance(t, self.epsilon / self.sampled)
         return np.asarray(ratio * (one + t2) - t2, dtype=np.float64)
 
+    def _scored(self, outputs: Any, inputs: Any) -> Any:
+        """``log_probability`` by the subclass's ``_log_probability(xp, device, y, x)``: on the
+        device of an accelerator's operand (the shapes, then the dtypes, checked before any
+        value is read), else with numpy on the host — one formula for both."""
+        operands = device_operands(outputs, inputs, owner=self.name)
+        if operands is not None:
+            self._check_rows(operands.shape)
+            y, x = operands.reals(owner=self.name)
+            with np.errstate(divide="ignore"):  # a numpy-backed namespace's warning for log 0
+                return self._log_probability(operands.library.xp, operands.library.device, y, x)
+        y = np.asarray(outputs, dtype=np.float64)
+        x = np.asarray(inputs, dtype=np.float64)
+        self._check_rows(np.broadcast_shapes(y.shape, x.shape))
+        with np.errstate(divide="ignore"):
+            return np.asarray(self._log_probability(np, None, y, x), dtype=np.float64)
+
+    def _log_probability(self, xp: Any, device: Any, y: Any, x: Any) -> Any:
+        raise NotImplementedError
+
+    def _standard_rows(self, xp: Any, y: Any, x: Any) -> tuple[Any, Any]:
+        """(reports, inputs) in standard units (:meth:`standard_operands`), both broadcast to
+        their common shape."""
+        z, t = self.standard_operands(xp, y, x)
+        shape = tuple(np.broadcast_shapes(tuple(z.shape), tuple(t.shape)))
+        return xp.broadcast_to(z, shape), xp.broadcast_to(t, shape)
+
     def report_bound(self) -> NDArray[np.float64]:
         """The largest report magnitude per coordinate in standard units: (d/k)·C(ε/k)."""
         k = self.sampled
@@ -156,6 +183,7 @@ class PiecewiseMulti(SampledAttributes):
     """Wang et al.'s multidimensional Piecewise Mechanism (module docstring)."""
 
     name: ClassVar[str] = "pm_multi"
+    device_methods: ClassVar[frozenset[str]] = frozenset({"randomize", "log_probability"})
 
     _one = staticmethod(piecewise_sample)
     _one_variance = staticmethod(piecewise_variance)
@@ -175,19 +203,32 @@ class PiecewiseMulti(SampledAttributes):
             owner=self.name,
         )
 
-    def log_probability(self, outputs: Any, inputs: Any, /) -> NDArray[np.float64]:
+    def log_probability(self, outputs: Any, inputs: Any, /) -> Any:
         """log-density of a report (..., d), w.r.t. (which attributes are non-zero) × Lebesgue
         on them: −log C(d, k) + Σ_drawn [log p_PM(y_j·k/d | t_j; ε/k) + log(k/d) − log scale].
-        A report with other than k non-zero attributes has density 0."""
+        A report with other than k non-zero attributes has density 0 (outputs and inputs
+        broadcasting to (..., d); ``ValueError`` for another last axis).
+
+        The sum runs over the d attributes left to right (0 for one not drawn), then
+        −log C(d, k). An accelerator's array (either operand) is scored on its device,
+        float64, in its type, by the same operations in its namespace
+        (:mod:`dpkit.tensors.log_probability`: a numpy or list operand beside it is copied
+        there): the logarithms are constants, so the host's numbers.
+        """
+        return self._scored(outputs, inputs)
+
+    def _log_probability(self, xp: Any, device: Any, y: Any, x: Any) -> Any:
+        """:meth:`log_probability` of float64 arrays of the namespace ``xp`` on ``device``
+        (numpy's on the host): y on the data's scale, x the inputs."""
         d, k = self.dimension, self.sampled
-        y = self.from_data(np.asarray(outputs, dtype=np.float64))
-        t = self.standardize(np.asarray(inputs, dtype=np.float64))
-        y, t = np.broadcast_arrays(y, t)
+        y, t = self._standard_rows(xp, y, x)
         drawn = y != 0.0
-        per = piecewise_log_density(y * (k / d), t, self.epsilon / k)
+        per = _log_density(xp, device, y * (k / d), t, self.epsilon / k)
         per = per + math.log(k / d) - math.log(self.scale)
-        total = np.sum(np.where(drawn, per, 0.0), axis=-1) - math.log(math.comb(d, k))
-        return np.where(np.sum(drawn, axis=-1) == k, total, -np.inf)
+        zero, none = float64_constants(xp, device, 0.0, -math.inf)
+        total = row_sum(xp.where(drawn, per, zero)) - math.log(math.comb(d, k))
+        count = xp.sum(xp.astype(drawn, xp.int64), axis=-1)
+        return xp.where(count == k, total, none)
 
 
 @attrs.frozen

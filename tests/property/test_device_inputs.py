@@ -5,7 +5,7 @@ narrower dtype), in both randomness modes, the device's reports come back in the
 type and the numpy path's shape, and each is a possible report of the declared law
 (``log_probability`` > −∞ on the host, and where it has a device path the same
 log-probabilities there — within two ulps where the device takes the logarithm of a value
-depending on the input); and a batch with one hostile value (NaN, ±∞, a
+depending on the input, within the derived bound of a sum of m of them for multibit); and a batch with one hostile value (NaN, ±∞, a
 negative, a fraction, a huge number) is either refused — an ``InvalidData`` naming
 ``values`` (or the field the host's refusal names, e.g. a selection's ``utilities``), before a
 single random word is drawn — or accepted by the numpy path too: a device never takes what the
@@ -47,7 +47,10 @@ DEVICE_NAMES = [
 ]
 #: Device log-probabilities that take the device's logarithm of a value depending on the
 #: input: within ``device_reference.LOG_ULPS`` of the host's (array-api-strict's log is numpy's).
-LOG_OF_INPUT = frozenset({"duchi", "duchi_multi", "one_bit_mean"})
+LOG_OF_INPUT = frozenset({"duchi", "duchi_multi", "one_bit_mean", "multibit"})
+#: Those that sum m such logarithms (multibit's m drawn features): within
+#: ``device_reference.sum_of_logs_bound``.
+SUM_OF_LOGS = frozenset({"multibit"})
 KEY = bytes(range(3, 35))
 LAYOUTS = ("torch", "torch strided", "torch narrow", "array-api-strict", *jax_arrays.LAYOUTS)
 HOSTILE = (math.nan, math.inf, -math.inf, -1.0, 0.5, 2.0**62, 1e300)
@@ -144,6 +147,11 @@ def test_device_reports_are_reports_of_the_declared_law(
             host = np.asarray(mechanism.log_probability(reports, batch))
             if layout == "jax":  # XLA may fuse a product and a sum (one rounding fewer)
                 assert np.allclose(_host(on_device), host, rtol=2**-48, atol=0, equal_nan=True)
+            elif name in SUM_OF_LOGS and layout != "array-api-strict":  # m device logs
+                d, m = mechanism.dimension, mechanism.sampled
+                device_reference.assert_sum_of_logs_agrees(
+                    _host(on_device), host, terms=m, constant=math.log(math.comb(d, m))
+                )
             elif name in LOG_OF_INPUT and layout != "array-api-strict":  # the device's log
                 device_reference.assert_log_agrees(_host(on_device), host)
             else:

@@ -183,3 +183,51 @@ def assert_log_agrees(got: Any, expected: Any) -> None:
     assert np.array_equal(got[exact], expected[exact], equal_nan=True)
     assert np.all(np.isfinite(got[~exact]))
     assert int(ulps_apart(got[~exact], expected[~exact]).max(initial=0)) <= LOG_ULPS
+
+
+#: float64's unit roundoff u = 2⁻⁵³: |fl(a ∘ b) − a ∘ b| ≤ u·|a ∘ b| for +, −, ×, ÷.
+UNIT_ROUNDOFF = 2.0**-53
+
+
+def sum_of_logs_bound(total: Any, *, terms: int, constant: float) -> np.ndarray[Any, Any]:
+    """The most a device's T′ = fl(Σ_j L′_j − c) may differ from the host's T = fl(Σ_j L_j − c)
+    given the host's T, for m = ``terms`` logarithms L_j ≤ 0 of the same doubles summed in the
+    same order (zeros between them add exactly) and c = ``constant`` ≥ 0 (multibit's
+    −log C(d, m) + Σ_drawn log P[±B | t_j]).
+
+    Derivation (u the unit roundoff, A = Σ_j |L_j|, docs/tensors.md states the result):
+
+    * each L′_j is at most :data:`LOG_ULPS` representable doubles from L_j; a gap between
+      doubles is at most 2u times the larger magnitude, so |L′_j − L_j| ≤ η|L_j| with
+      η = 2·LOG_ULPS·u/(1 − 2·LOG_ULPS·u), and A′ = Σ|L′_j| ≤ (1 + η)A;
+    * a sum of m terms of one sign taken left to right is within γ_{m−1} of the exact sum
+      relative to Σ|terms| = |Σ terms| (Higham, *Accuracy and Stability of Numerical
+      Algorithms*, 2nd ed., 2002, §4.2: |E| ≤ γ_{n−1}·Σ|x_i|, γ_k = ku/(1 − ku)), so
+      |S′ − S| ≤ ηA + γ_{m−1}(A + A′) ≤ (η + γ_{m−1}(2 + η))·A;
+    * each side's − c rounds once: |T − (S − c)| ≤ u(|S| + c) with |S| ≤ (1 + γ_{m−1})A,
+      the same for T′ with A′;
+
+    |T′ − T| ≤ (η + γ_{m−1}(2 + η))·A + u·((1 + γ_{m−1})(2 + η)·A + 2c) — to first order in
+    u, (m + 2)·2⁻⁵²·A + 2⁻⁵²·c. A is bounded by the host's result alone: T = (S − c)(1 + δ)
+    with |δ| ≤ u and S ≤ 0 give |S| ≤ |T|/(1 − u) − c, and |S| ≥ (1 − γ_{m−1})A. The bound
+    is evaluated in float64 with a relative 32u added (its dozen or so positive roundings)."""
+    u = UNIT_ROUNDOFF
+    gamma = (terms - 1) * u / (1.0 - (terms - 1) * u)
+    eta = 2 * LOG_ULPS * u / (1.0 - 2 * LOG_ULPS * u)
+    a = np.maximum(np.abs(np.asarray(total, dtype=np.float64)) / (1.0 - u) - constant, 0.0)
+    a = a / (1.0 - gamma)
+    bound = (eta + gamma * (2.0 + eta)) * a + u * ((1.0 + gamma) * (2.0 + eta) * a + 2 * constant)
+    return np.asarray(bound * (1.0 + 32 * u))
+
+
+def assert_sum_of_logs_agrees(got: Any, expected: Any, *, terms: int, constant: float) -> None:
+    """A device's sums of ``terms`` logarithms (less ``constant``) against the host's: the
+    same shape, NaN, ±inf and 0 exactly where the host has them, every other value within
+    :func:`sum_of_logs_bound` of the host's."""
+    got, expected = np.asarray(got), np.asarray(expected)
+    assert got.shape == expected.shape
+    exact = ~np.isfinite(expected) | (expected == 0.0)
+    assert np.array_equal(got[exact], expected[exact], equal_nan=True)
+    assert np.all(np.isfinite(got[~exact]))
+    bound = sum_of_logs_bound(expected[~exact], terms=terms, constant=constant)
+    assert np.all(np.abs(got[~exact] - expected[~exact]) <= bound)

@@ -1,6 +1,6 @@
 """``log_probability`` on the device path, run on the CPU (torch tensors and array-api-strict
 arrays treated as an accelerator's): for rr, krr, sue, oue, olh, hr, dbitflip, laplace,
-geometric, gaussian, pm and sw the device computes the host's formula with the same float64
+geometric, gaussian, pm, sw and pm_multi the device computes the host's formula with the same float64
 operations in the same order, so the result equals the host's on the same numpy arrays exactly
 (NaN where the host has NaN), over the whole output space or a grid with outputs outside it;
 for duchi, duchi_multi and one_bit_mean, which take the logarithm of a value that depends on
@@ -8,12 +8,15 @@ the input, the same operations up to that value and the device's ``log`` (``log1
 torch within two ulps of the host's value (``support.device_reference.LOG_ULPS``; torch's CPU
 ``log`` and ``log1p`` are measured one ulp from numpy's on about 0.3 % and 3 % of arguments),
 NaN, ±inf and 0 exactly where the host has them, and on array-api-strict, whose ``log`` is
-numpy's, equal to the bit; in the caller's type, float64, broadcast as on the host; numpy
+numpy's, equal to the bit; for multibit, which sums m such logarithms in the host's order,
+within the bound derived in ``support.device_reference.sum_of_logs_bound`` (on
+array-api-strict to the bit); in the caller's type, float64, broadcast as on the host; numpy
 operands copied to the device; and the host's refusals (the same field), the dtypes and shapes
 before any value."""
 
 from __future__ import annotations
 
+import math
 import re
 from collections.abc import Callable
 from typing import Any
@@ -28,17 +31,20 @@ from dpkit_central import gaussian, geometric, laplace  # noqa: E402
 from dpkit_ldp import (  # noqa: E402
     dbitflip,
     duchi,
+    graph_features,
     hadamard,
     kary_rr,
     local_hashing,
     one_bit_mean,
     piecewise,
     randomized_response,
+    sampled,
     square_wave,
     unary_encoding,
 )
 from support import device_reference  # noqa: E402
 
+from dpkit import SecureRandom  # noqa: E402
 from dpkit.errors import InvalidData  # noqa: E402
 from dpkit.tensors import device_random  # noqa: E402
 from dpkit.tensors import log_probability as device_log_probability  # noqa: E402, F401
@@ -572,3 +578,184 @@ def test_local_hashing_reads_reports_as_the_host_casts_them_and_refuses_as_it_do
     empty = np.zeros((0, 1), dtype=np.float64)  # an empty input of any dtype
     assert OLH.log_probability(torch.from_numpy(reports[:4]), empty).shape == (0, 4)
     assert OLH.log_probability(reports[:4], empty).shape == (0, 4)
+
+
+# Sampled attributes: multibit sums m device logarithms (the bound of
+# ``device_reference.sum_of_logs_bound``), pm_multi sums constants (the host's bits). d ≥ 8 so
+# that a device's own reduction order, or numpy's pairwise one, would differ from the explicit
+# left-to-right sum; at ε = 700 (m = d = 2, log C(d, m) = 0) probabilities of exactly 1 give 0.
+MULTIBIT = graph_features.MultiBit(epsilon=4.0, lower=-2.0, upper=3.0, dimension=9, k=3)
+MULTIBIT_700 = graph_features.MultiBit(epsilon=700.0, lower=-1.0, upper=1.0, dimension=2, k=2)
+PM_MULTI = sampled.PiecewiseMulti(epsilon=7.3, lower=-1.7, upper=3.1, dimension=9, k=6)
+SAMPLED_CASES = [MULTIBIT, MULTIBIT_700, PM_MULTI]
+
+
+def _sampled_grid(mechanism: Any) -> tuple[np.ndarray[Any, Any], np.ndarray[Any, Any]]:
+    """(outputs (1, R, d), inputs (N, 1, d)): every report of multibit (pm_multi: reports drawn
+    in both modes at every input) and reports that are not possible (scored −inf: an attribute
+    off the level or out of range, too few or too many drawn, NaN, ∞); inputs at the domain's
+    ends, beyond them (clipped), with a NaN, and drawn uniformly."""
+    d, lower, upper = mechanism.dimension, mechanism.lower, mechanism.upper
+    rng = np.random.default_rng(8)
+    ends = np.array([lower, upper, lower - 1.0, upper + 4.0, np.nextafter(upper, np.inf)])
+    inputs = np.concatenate([ends[:, None] * np.ones(d), rng.uniform(lower, upper, (14, d))])
+    inputs[-1, 0] = np.nan
+    if isinstance(mechanism, graph_features.MultiBit):
+        space = mechanism.output_space()
+    else:
+        within = np.clip(inputs, lower, upper)
+        within[-1, 0] = lower
+        space = np.concatenate(
+            [
+                mechanism.randomize(within, rng=np.random.default_rng(2)),
+                mechanism.randomize(within, rng=SecureRandom.from_key(bytes([3]) * 32)),
+            ]
+        )
+    centre = mechanism.centre
+    off = np.repeat(space[:1], 6, axis=0)
+    drawn = np.flatnonzero(off[0] != centre)
+    off[0, drawn[0]] = centre + (off[0, drawn[0]] - centre) * (1 + 1e-6)  # off the level
+    off[1, drawn[0]] = centre + 1e3  # out of range
+    off[2, drawn[0]] = centre  # one attribute too few
+    off[3, :] = centre + (off[3, drawn[0]] - centre)  # every attribute drawn
+    off[4, drawn[0]], off[5, drawn[0]] = np.nan, np.inf
+    if isinstance(mechanism, graph_features.MultiBit):  # numpy's isclose tolerance's edges
+        d, m = mechanism.dimension, mechanism.sampled
+        level = d / m * duchi.duchi_bound(mechanism.epsilon / m)
+        tolerance = 1e-8 + 1e-9 * level  # isclose(|y|, level, rtol=1e-9): atol = 1e-8
+        edge = np.repeat(space[:1], 4, axis=0)
+        sign = np.sign(edge[0, drawn[0]] - centre)
+        for row, slack in enumerate((0.9, 1.1, -0.9, -1.1)):
+            z = sign * (level + slack * tolerance)
+            edge[row, drawn[0]] = centre + mechanism.scale * z
+        space = np.concatenate([space, edge])
+    outputs = np.concatenate([space, off])
+    if mechanism.sampled == d:  # no attribute left to draw: all at the centre instead
+        outputs[-3] = centre
+    return outputs[None], inputs[:, None]
+
+
+def _sum_of_logs(mechanism: Any) -> dict[str, Any]:
+    d, m = mechanism.dimension, mechanism.sampled
+    return {"terms": m, "constant": math.log(math.comb(d, m))}
+
+
+@pytest.mark.usefixtures("on_device")
+@pytest.mark.parametrize("mechanism", SAMPLED_CASES, ids=lambda m: f"{m.name}-{m.epsilon:g}")
+def test_sampled_attributes_are_scored_as_on_the_host(mechanism: Any) -> None:
+    outputs, inputs = _sampled_grid(mechanism)
+    expected = mechanism.log_probability(outputs, inputs)
+    assert expected.shape == (inputs.shape[0], outputs.shape[1])
+    multibit = isinstance(mechanism, graph_features.MultiBit)
+    # Not possible: the last five reports, and multibit's off the level (pm_multi's a density).
+    assert np.isfinite(expected).any() and np.isneginf(expected[:, -5:]).all()
+    assert np.isneginf(expected[:, -6]).all() == multibit
+    assert np.isnan(expected).any() == multibit  # pm_multi scores a NaN input as outside
+    assert (expected == 0.0).any() == (mechanism is MULTIBIT_700)
+    got = mechanism.log_probability(torch.from_numpy(outputs), torch.from_numpy(inputs))
+    assert isinstance(got, torch.Tensor) and got.dtype == torch.float64
+    if multibit:  # m device logarithms summed in the host's order: the derived bound
+        device_reference.assert_sum_of_logs_agrees(got.numpy(), expected, **_sum_of_logs(mechanism))
+        # The law, not only the host's numbers: a distribution over the reports, unbiased,
+        # and an input beyond the domain scored as the end it is clipped to.
+        space = mechanism.output_space()
+        p = np.exp(got.numpy()[:, : len(space)])
+        edges = expected[:, len(space) : len(space) + 4]  # inside, outside, inside, outside
+        assert np.isneginf(edges[:, 1::2]).all() and not np.isneginf(edges[:, ::2]).any()
+        within = np.all((inputs[:, 0] >= mechanism.lower) & (inputs[:, 0] <= mechanism.upper), 1)
+        assert within.sum() >= 15
+        assert np.allclose(p[within].sum(axis=1), 1.0, rtol=0.0, atol=1e-12)
+        assert np.allclose(p[within] @ space, inputs[within, 0], rtol=0.0, atol=1e-9)
+        assert np.array_equal(got.numpy()[2], got.numpy()[0])
+        assert np.array_equal(got.numpy()[3], got.numpy()[1])
+    else:  # constants and IEEE 754 operations in the host's order: the host's bits
+        assert np.array_equal(got.numpy(), expected, equal_nan=True)
+    # array-api-strict's log is numpy's: every other operation the same, so the same bits.
+    got = mechanism.log_probability(xs.asarray(outputs), xs.asarray(inputs))
+    assert isinstance(got, type(xs.asarray(outputs))) and got.dtype == xs.float64
+    assert np.array_equal(_numpy(got), expected, equal_nan=True)
+
+
+def test_the_sum_of_logs_bound_is_a_few_ulps_and_its_first_order_form() -> None:
+    # (m + 2)·2⁻⁵²·A + 2⁻⁵²·c to first order: a few ulps of the total, so the comparison
+    # above is not vacuous; the double just inside passes, the one just outside fails.
+    total, m, c = -12.5, 3, math.log(84.0)
+    bound = float(device_reference.sum_of_logs_bound(np.array([total]), terms=m, constant=c)[0])
+    first_order = (m + 2) * 2.0**-52 * (-total - c) + 2.0**-52 * c
+    assert first_order <= bound <= first_order * (1 + 1e-9)
+    ulp = float(np.spacing(np.float64(-total)))
+    inside = math.floor(bound / ulp)
+    assert 1 <= inside <= 8
+    expected = np.array([total])
+    device_reference.assert_sum_of_logs_agrees(
+        expected - inside * ulp, expected, terms=m, constant=c
+    )
+    with pytest.raises(AssertionError):
+        device_reference.assert_sum_of_logs_agrees(
+            expected - (inside + 1) * ulp, expected, terms=m, constant=c
+        )
+
+
+@pytest.mark.usefixtures("on_device")
+@pytest.mark.parametrize("mechanism", SAMPLED_CASES, ids=lambda m: f"{m.name}-{m.epsilon:g}")
+def test_sampled_attributes_broadcast_and_take_numpy_operands(mechanism: Any) -> None:
+    outputs, inputs = _sampled_grid(mechanism)
+    outputs, inputs = outputs[:, :5], inputs[5:11].reshape(2, 3, 1, -1).astype(np.float32)
+    expected = mechanism.log_probability(outputs, inputs)
+    assert expected.shape == (2, 3, 5)
+    tensor = torch.from_numpy(inputs)
+    for got in (
+        mechanism.log_probability(torch.from_numpy(outputs), tensor),
+        mechanism.log_probability(outputs, tensor),  # numpy outputs: copied to the device
+        mechanism.log_probability(torch.from_numpy(outputs), inputs.tolist()),
+        mechanism.log_probability(outputs.tolist(), tensor),
+    ):
+        assert isinstance(got, torch.Tensor) and got.dtype == torch.float64
+        if isinstance(mechanism, graph_features.MultiBit):
+            device_reference.assert_sum_of_logs_agrees(
+                got.numpy(), expected, **_sum_of_logs(mechanism)
+            )
+        else:
+            assert np.array_equal(got.numpy(), expected)
+
+
+@pytest.mark.usefixtures("on_device")
+@pytest.mark.parametrize("mechanism", SAMPLED_CASES, ids=lambda m: f"{m.name}-{m.epsilon:g}")
+def test_sampled_attributes_refuse_as_the_host_shapes_and_dtypes_first(
+    mechanism: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    d = mechanism.dimension
+    rows = f"rows of {d} values"
+    # Rows of d values: a 0-d operand or another last axis is the host's error, on both.
+    for outputs, inputs in ((np.zeros(()), np.zeros(())), (np.zeros((2, d + 1)), np.zeros(1))):
+        with pytest.raises(ValueError, match=rows):
+            mechanism.log_probability(outputs, inputs)
+        with pytest.raises(ValueError, match=rows):
+            mechanism.log_probability(torch.from_numpy(outputs), inputs)
+    mismatched = np.zeros((4, d))  # (3, d) against (4, d): numpy's error, before any value
+    for inputs in (mismatched, torch.from_numpy(mismatched)):
+        with pytest.raises(ValueError) as refused:
+            mechanism.log_probability(torch.zeros(3, d), inputs)
+        assert not isinstance(refused.value, InvalidData)
+    # Dtypes: the device reads real numbers only, naming the field; another library refused.
+    with pytest.raises(InvalidData) as refused:
+        mechanism.log_probability(torch.zeros(d, dtype=torch.complex128), np.zeros(d))
+    assert refused.value.field == "outputs"
+    with pytest.raises(InvalidData) as refused:
+        mechanism.log_probability(torch.zeros(d), torch.zeros(d, dtype=torch.complex128))
+    assert refused.value.field == "inputs"
+    with pytest.raises(InvalidData, match="give both on one device") as refused:
+        mechanism.log_probability(torch.zeros(d), xs.asarray(np.zeros(d)))
+    assert refused.value.field == "inputs"
+    monkeypatch.setattr(device_random, "index_dtype", lambda xp: xp.int32)
+    with pytest.raises(InvalidData, match="log-probabilities are float64") as refused:
+        mechanism.log_probability(torch.full((3, d), np.nan), np.zeros((3, 1)))
+    assert refused.value.field == "outputs"
+
+
+def test_hm_multi_declares_no_law() -> None:
+    # hm_multi mixes a density and atoms (no single base measure): no log_probability to
+    # run anywhere, so none on the device either.
+    hybrid = sampled.HybridMulti(epsilon=4.0, dimension=3)
+    assert not hybrid.has_exact_distribution
+    assert "log_probability" not in hybrid.device_methods

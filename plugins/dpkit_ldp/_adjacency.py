@@ -55,6 +55,7 @@ from dpkit.plugin import (
     array_library,
     as_array,
     coerced_graphs,
+    device_operands,
     geometric_digits,
     noisy_list_bits,
     parameter,
@@ -189,7 +190,7 @@ class AdjacencyMechanism(NeighbourListInput, Mechanism):
 
     kind: ClassVar[Literal["local", "central"]] = "local"
     statistic: ClassVar[str] = "graph"
-    device_methods: ClassVar[frozenset[str]] = frozenset({"randomize"})
+    device_methods: ClassVar[frozenset[str]] = frozenset({"randomize", "log_probability"})
 
     epsilon: float
     nodes: int
@@ -296,14 +297,49 @@ class AdjacencyMechanism(NeighbourListInput, Mechanism):
             out[start : start + _CHUNK] = words < np.where(chunk, high, low)
         return out
 
-    def log_probability(self, outputs: Any, inputs: Any, /) -> NDArray[np.float64]:
-        """log P[report | list]: the sum over the last axis of log p₁, log(1 − p₁), log p₀ or
-        log(1 − p₀) for each bit (broadcasting)."""
-        o = np.asarray(outputs) != 0
-        a = np.asarray(inputs) != 0
+    def log_terms(self) -> tuple[float, float, float, float]:
+        """(log p₁, log(1 − p₁), log p₀, log(1 − p₀)): numpy's logarithms, taken once on the
+        host (log 0 = −inf where a probability underflows or rounds to 1)."""
         p1, p0 = self.channel
-        table = np.log(np.array([[1.0 - p0, p0], [1.0 - p1, p1]]))
-        return np.asarray(table[a.astype(np.intp), o.astype(np.intp)].sum(axis=-1), np.float64)
+        with np.errstate(divide="ignore"):
+            logs = np.log(np.array([p1, 1.0 - p1, p0, 1.0 - p0]))
+        return float(logs[0]), float(logs[1]), float(logs[2]), float(logs[3])
+
+    def log_probability(self, outputs: Any, inputs: Any, /) -> Any:
+        """log P[report | list]: the sum over the last axis (broadcasting; a 0-d pair is one
+        bit) of log p₁, log(1 − p₁), log p₀ or log(1 − p₀) for each bit, a bit and a report
+        read as ``!= 0``. The sum is taken as
+
+            n₁₁·log p₁ + n₁₀·log(1 − p₁) + n₀₁·log p₀ + n₀₀·log(1 − p₀),
+
+        n_ab the number of bits a reported as b (exact integers; a log 0 = −inf term is −inf
+        where a bit meets it and 0 elsewhere), in this order on both paths.
+
+        An accelerator's array (either operand) is scored on its device, float64, in its type,
+        by the same operations on the same constants (a numpy or list operand beside it is
+        copied there): the host's numbers to the bit.
+        """
+        logs = self.log_terms()
+        operands = device_operands(outputs, inputs, owner=self.name)
+        if operands is not None:
+            return _device_bit_log_probability(operands, logs)
+        reported = np.asarray(outputs) != 0
+        edges = np.asarray(inputs) != 0
+        shape = _pair_shape(reported.shape, edges.shape) or (1,)  # 0-d: one bit
+        reported = np.broadcast_to(reported, shape)
+        edges = np.broadcast_to(edges, shape)
+        counts = [
+            np.count_nonzero(edge & report, axis=-1)
+            for edge in (edges, ~edges)
+            for report in (reported, ~reported)
+        ]
+        total = np.zeros(shape[:-1], dtype=np.float64)
+        for count, log in zip(counts, logs, strict=True):
+            if log == -math.inf:  # log 0 counts only where a bit meets it
+                total = total + np.where(count > 0, -math.inf, 0.0)
+            else:
+                total = total + np.asarray(count, np.float64) * log
+        return np.asarray(total, dtype=np.float64)
 
     def output_space(self) -> NDArray[np.bool_]:
         """Every report of a list of ``nodes`` bits (for n ≤ 16)."""
@@ -440,6 +476,43 @@ def _as_bits(values: Any, owner: str) -> NDArray[np.bool_]:
     return ones
 
 
+def _pair_shape(reports: tuple[int, ...], lists: tuple[int, ...]) -> tuple[int, ...]:
+    """The broadcast shape of reports and lists, from the shapes alone (numpy's
+    ``IndexError`` for indexing arrays that do not broadcast)."""
+    try:
+        return tuple(np.broadcast_shapes(reports, lists))
+    except ValueError:
+        raise IndexError(
+            f"shape mismatch: reports of shape {reports} and lists of shape {lists} do not "
+            "broadcast together"
+        ) from None
+
+
+def _device_bit_log_probability(operands: Any, logs: tuple[float, float, float, float]) -> Any:
+    """:meth:`AdjacencyMechanism.log_probability` on the operands' device: the same counts
+    and the same float64 operations, in the same order (the broadcast shape checked first)."""
+    library = operands.library
+    xp, device = library.xp, library.device
+    shape = _pair_shape(tuple(operands.outputs.shape), tuple(operands.inputs.shape)) or (1,)
+
+    def ones(values: Any) -> Any:
+        bits = values if values.dtype == xp.bool else values != 0
+        return xp.broadcast_to(bits, shape)
+
+    reported, edges = ones(operands.outputs), ones(operands.inputs)
+    never = xp.asarray(-math.inf, dtype=xp.float64, device=device)
+    zero = xp.asarray(0.0, dtype=xp.float64, device=device)
+    total = xp.zeros(shape[:-1], dtype=xp.float64, device=device)
+    pairs = [(edges, reported), (edges, ~reported), (~edges, reported), (~edges, ~reported)]
+    for (edge, report), log in zip(pairs, logs, strict=True):
+        count = xp.sum(xp.astype(edge & report, xp.int64), axis=-1)
+        if log == -math.inf:
+            total = total + xp.where(count > 0, never, zero)
+        else:
+            total = total + xp.astype(count, xp.float64) * log
+    return total
+
+
 def _all_bit_vectors(length: int) -> NDArray[np.bool_]:
     if length > _ENUMERABLE:
         raise NotImplementedError(f"2^{length} outputs are too many to enumerate")
@@ -531,7 +604,10 @@ class RelationshipView(Mechanism):
 
     def log_probability(self, outputs: Any, inputs: Any, /) -> NDArray[np.float64]:
         rows, cols = self._index()
-        return self.mechanism.log_probability(outputs, np.asarray(inputs)[..., rows, cols])
+        scores: NDArray[np.float64] = self.mechanism.log_probability(
+            outputs, np.asarray(inputs)[..., rows, cols]
+        )
+        return scores
 
     def output_space(self) -> NDArray[np.bool_]:
         return _all_bit_vectors(self._index()[0].size)

@@ -21,7 +21,7 @@ from numpy.typing import NDArray
 
 from dpkit.plugin import discrete_laplace
 
-__all__ = ["laplace_scale", "log_pmf", "noise", "noise_variance"]
+__all__ = ["laplace_scale", "log_norm", "log_pmf", "noise", "noise_variance"]
 
 
 def laplace_scale(sensitivity: int | Fraction, epsilon: float) -> Fraction:
@@ -45,8 +45,13 @@ def noise(scale: Fraction, size: int, generator: Any) -> NDArray[np.int64]:
     return np.asarray(discrete_laplace(scale, size=size, rng=generator), dtype=np.int64)
 
 
+def log_norm(scale: Fraction) -> float:
+    """ln((1 − α)/(1 + α)), as log1p(−α) − log1p(α) (math's logarithms, on the host)."""
+    a = _alpha(scale)
+    return math.log1p(-a) - math.log1p(a)
+
+
 def log_pmf(z: Any, scale: Fraction) -> NDArray[np.float64]:
     """ln P[Z = z] = ln((1 − α)/(1 + α)) − |z|/t."""
-    a = _alpha(scale)
     offsets = np.abs(np.asarray(z, dtype=np.float64))
-    return np.asarray(math.log1p(-a) - math.log1p(a) - offsets / float(scale), np.float64)
+    return np.asarray(log_norm(scale) - offsets / float(scale), np.float64)

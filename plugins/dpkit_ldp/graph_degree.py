@@ -33,6 +33,7 @@ from dpkit.plugin import (
     SecureRandom,
     array_library,
     as_array,
+    device_operands,
     noisy_list_counts,
     parameter,
     resolve_rng,
@@ -58,7 +59,7 @@ class _CountOfList(NeighbourListInput, Mechanism):
 
     kind: ClassVar[Literal["local", "central"]] = "local"
     statistic: ClassVar[str] = "graph"
-    device_methods: ClassVar[frozenset[str]] = frozenset({"randomize"})
+    device_methods: ClassVar[frozenset[str]] = frozenset({"randomize", "log_probability"})
 
     epsilon: float
     nodes: int
@@ -180,11 +181,53 @@ class _CountOfList(NeighbourListInput, Mechanism):
         on graphs that differ in one edge, and for a session charging per edge)."""
         return CountsView(self)
 
-    def log_probability(self, outputs: Any, inputs: Any, /) -> NDArray[np.float64]:
-        """ln P[output | list] = ln P[Z = output − count(list)]."""
+    def log_probability(self, outputs: Any, inputs: Any, /) -> Any:
+        """ln P[output | list] = ln P[Z = output − count(list)]: ln((1 − α)/(1 + α)) − |z|/t
+        with z = output − count as numpy takes it (in int64 for integer or boolean outputs,
+        in float64 for others and ``uint64``), the count of each list (its last axis; a 0-d
+        list is one bit) computed from its entries ``!= 0``.
+
+        An accelerator's array (either operand) is scored on its device, float64, in its type,
+        by the same operations on the same constant (a numpy or list operand beside it is
+        copied there): the host's numbers to the bit; there the outputs must be real numbers
+        (booleans, integers or floats), and the broadcast shape is checked before any value.
+        """
+        operands = device_operands(outputs, inputs, owner=self.name)
+        if operands is not None:
+            return _device_count_log_probability(
+                operands, table=self.count_table(), scale=self.scale, owner=self.name
+            )
         degrees = np.count_nonzero(np.asarray(inputs) != 0, axis=-1).astype(np.int64)
         counts = self.count(degrees.reshape(-1)).reshape(degrees.shape)
         return _graph_noise.log_pmf(np.asarray(outputs) - counts, self.scale)
+
+
+def _device_count_log_probability(
+    operands: Any, *, table: tuple[int, ...] | None, scale: Fraction, owner: str
+) -> Any:
+    """:meth:`_CountOfList.log_probability` on the operands' device: the outputs' dtype and
+    the broadcast shape first, then the counts (exact integers, the public table's lookup as
+    :func:`dpkit.plugin.noisy_list_counts` makes it) and the host's float64 operations."""
+    library = operands.library
+    xp, device = library.xp, library.device
+    outputs, lists = operands.outputs, operands.inputs
+    if not xp.isdtype(outputs.dtype, ("bool", "integral", "real floating")):
+        raise InvalidData(
+            f"{owner}: outputs must be real numbers, got a {library.name} array of {outputs.dtype}",
+            field="outputs",
+        )
+    _ = np.broadcast_shapes(tuple(outputs.shape), tuple(lists.shape)[:-1])  # numpy's error
+    bits = lists if lists.dtype == xp.bool else lists != 0
+    counts = xp.sum(xp.astype(bits, xp.int64), axis=-1)  # a 0-d list: one bit
+    if table is not None:
+        lookup = xp.asarray(list(table), dtype=xp.int64, device=device)
+        clipped = xp.minimum(xp.reshape(counts, (-1,)), len(table) - 1)
+        counts = xp.reshape(xp.take(lookup, clipped), tuple(counts.shape))
+    if xp.isdtype(outputs.dtype, ("bool", "integral")) and outputs.dtype != xp.uint64:
+        offsets = xp.astype(xp.astype(outputs, xp.int64) - counts, xp.float64)  # numpy's int64
+    else:
+        offsets = xp.astype(outputs, xp.float64) - xp.astype(counts, xp.float64)
+    return _graph_noise.log_norm(scale) - xp.abs(offsets) / float(scale)
 
 
 @attrs.frozen

@@ -1,6 +1,6 @@
 """``log_probability`` on the device path, run on the CPU (torch tensors and array-api-strict
 arrays treated as an accelerator's): for rr, krr, sue, oue, olh, hr, dbitflip, laplace,
-geometric, gaussian, pm, sw and pm_multi the device computes the host's formula with the same float64
+geometric, gaussian, pm, sw, pm_multi, graph_rr, graph_arr, graph_degree and graph_kstar the device computes the host's formula with the same float64
 operations in the same order, so the result equals the host's on the same numpy arrays exactly
 (NaN where the host has NaN), over the whole output space or a grid with outputs outside it;
 for duchi, duchi_multi and one_bit_mean, which take the logarithm of a value that depends on
@@ -29,9 +29,15 @@ xs = pytest.importorskip("array_api_strict")
 
 from dpkit_central import gaussian, geometric, laplace  # noqa: E402
 from dpkit_ldp import (  # noqa: E402
+    _adjacency as adjacency,
+)
+from dpkit_ldp import (  # noqa: E402
     dbitflip,
     duchi,
+    graph_arr,
+    graph_degree,
     graph_features,
+    graph_rr,
     hadamard,
     kary_rr,
     local_hashing,
@@ -759,3 +765,133 @@ def test_hm_multi_declares_no_law() -> None:
     hybrid = sampled.HybridMulti(epsilon=4.0, dimension=3)
     assert not hybrid.has_exact_distribution
     assert "log_probability" not in hybrid.device_methods
+
+
+# -- neighbour lists: graph_rr, graph_arr (a bit channel), graph_degree, graph_kstar (a count)
+
+GRAPH_RR = graph_rr.GraphRandomizedResponse(epsilon=1.1, nodes=4)
+GRAPH_RR_700 = graph_rr.GraphRandomizedResponse(epsilon=700.0, nodes=3)  # 1 − p₁ = 0
+GRAPH_ARR = graph_arr.AsymmetricRandomizedResponse(epsilon=0.9, nodes=4, mu=0.3)
+GRAPH_ARR_0 = graph_arr.AsymmetricRandomizedResponse(epsilon=700.0, nodes=3, mu=1e-30)  # p₀ = 0
+CHANNELS = [GRAPH_RR, GRAPH_RR_700, GRAPH_ARR, GRAPH_ARR_0]
+DEGREE = graph_degree.NoisyDegree(epsilon=0.8, nodes=5)
+KSTAR = graph_degree.LocalKStars(epsilon=1.5, nodes=5, max_degree=3, k=2)  # projection: d > 3
+COUNTS = [DEGREE, KSTAR]
+
+
+def _lists(nodes: int) -> np.ndarray[Any, Any]:
+    """Every list of ``nodes`` bits, then lists with entries the host reads as ``!= 0``."""
+    space = (np.arange(1 << nodes)[:, None] >> np.arange(nodes - 1, -1, -1)) & 1
+    hostile = np.zeros((3, nodes))
+    hostile[0, 0], hostile[1, -1], hostile[2, :2] = np.nan, -1.0, (0.5, 2.0)
+    return np.concatenate([space.astype(np.float64), hostile])
+
+
+def _scalar(library: str, value: int, dtype: str) -> Any:
+    """A 0-d array of ``library``."""
+    if library == "torch":
+        return torch.tensor(value, dtype=getattr(torch, dtype))
+    return xs.asarray(value, dtype=getattr(xs, dtype))
+
+
+@pytest.mark.parametrize("library", LIBRARIES)
+@pytest.mark.parametrize("mechanism", CHANNELS, ids=lambda m: f"{m.name}-{m.epsilon:g}")
+def test_the_device_scores_a_neighbour_list_report_as_the_host_does(
+    mechanism: Any, library: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    called = device_reference.on_device(monkeypatch, [(adjacency, "_device_bit_log_probability")])
+    lists = _lists(mechanism.nodes)
+    reports = np.concatenate([mechanism.output_space(), lists[-3:] != 0])  # and as floats
+    outputs, inputs = reports[None].astype(np.float64), lists[:, None]
+    outputs[0, -1, 0] = np.nan  # a NaN report: a 1, as on the host
+    expected = mechanism.log_probability(outputs, inputs)
+    # The law, independently: log of p₁, 1 − p₁, p₀ or 1 − p₀ per bit, summed (a few ulps).
+    p1, p0 = mechanism.channel
+    with np.errstate(divide="ignore"):
+        table = np.log([[1.0 - p0, p0], [1.0 - p1, p1]])
+    reference = table[(inputs != 0).astype(int), (outputs != 0).astype(int)].sum(axis=-1)
+    assert np.allclose(expected, reference, rtol=1e-14, atol=0.0)
+    assert np.array_equal(np.isneginf(expected), np.isneginf(reference))
+    assert np.isneginf(expected).any() == (mechanism.epsilon == 700.0)
+    spell = LIBRARIES[library]
+    for got in (
+        mechanism.log_probability(spell(outputs), spell(inputs)),
+        mechanism.log_probability(spell(outputs.astype(np.bool_)), spell(inputs)),
+        mechanism.log_probability(outputs, spell(inputs)),  # numpy: copied to the device
+    ):
+        assert type(got) is type(spell(outputs))
+        assert got.dtype == (torch.float64 if library == "torch" else xs.float64)
+        assert np.array_equal(_numpy(got), expected)  # the host's numbers, to the bit
+    assert called == ["_device_bit_log_probability"] * 3
+    one_bit = mechanism.log_probability(np.uint8(1), 0.0)  # 0-d: one bit, as on the host
+    got = mechanism.log_probability(_scalar(library, 1, "uint8"), 0.0)
+    assert one_bit.shape == tuple(got.shape) == () and np.array_equal(_numpy(got), one_bit)
+
+
+@pytest.mark.parametrize("library", LIBRARIES)
+@pytest.mark.parametrize("mechanism", COUNTS, ids=lambda m: m.name)
+def test_the_device_scores_a_noisy_count_as_the_host_does(
+    mechanism: Any, library: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    called = device_reference.on_device(
+        monkeypatch, [(graph_degree, "_device_count_log_probability")]
+    )
+    lists = _lists(mechanism.nodes)[:, None]
+    window = mechanism.output_space()
+    # Beyond the window, and 2⁵³ + 1, which int64 and float64 subtractions round apart.
+    far = [window[0] - 5, window[-1] + 9, 2**53 + 1, 2**62]
+    outputs = np.concatenate([window, far])[None]
+    odd = np.array([0.5, -2.25, np.nan, np.inf, -np.inf, 1e300])[None]
+    expected = mechanism.log_probability(outputs, lists)
+    # The law, independently: ln((1 − α)/(1 + α)) − |y − C(min(d, D), k)|/t (a few ulps).
+    degrees = np.count_nonzero(lists != 0, axis=-1)
+    if mechanism is KSTAR:
+        counts = np.vectorize(lambda d: math.comb(min(d, 3), 2))(degrees)
+    else:
+        counts = degrees
+    t = float(mechanism.scale)
+    alpha = math.exp(-1.0 / t)
+    reference = math.log((1 - alpha) / (1 + alpha)) - np.abs(outputs - counts) / t
+    assert np.allclose(expected, reference, rtol=1e-13, atol=0.0)
+    spell = LIBRARIES[library]
+    narrow = outputs.clip(-128, 127).astype(np.int8)  # int64 arithmetic on both paths
+    for y in (outputs, narrow, outputs.astype(np.uint64), odd):  # uint64, floats: float64
+        host = mechanism.log_probability(y, lists)
+        for got in (
+            mechanism.log_probability(spell(y), spell(lists)),
+            mechanism.log_probability(y, spell(lists)),  # numpy: copied to the device
+            mechanism.log_probability(spell(y), spell(lists.astype(np.bool_))),
+        ):
+            assert type(got) is type(spell(lists))
+            assert got.dtype == (torch.float64 if library == "torch" else xs.float64)
+            assert np.array_equal(_numpy(got), host, equal_nan=True)  # to the bit
+    assert len(called) == 12
+    one_bit = mechanism.log_probability(np.int64(3), 1.0)  # 0-d: a list of one bit
+    got = mechanism.log_probability(_scalar(library, 3, "int64"), 1.0)
+    assert one_bit.shape == tuple(got.shape) == () and np.array_equal(_numpy(got), one_bit)
+
+
+@pytest.mark.usefixtures("on_device")
+@pytest.mark.parametrize("mechanism", [GRAPH_RR, DEGREE], ids=lambda m: m.name)
+def test_neighbour_list_scores_are_refused_as_on_the_host_dtypes_and_shapes_first(
+    mechanism: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    lists = np.zeros((3, mechanism.nodes))
+    outputs = np.zeros((2, 4))  # against (3, n) lists: no broadcast on either path
+    error = IndexError if mechanism is GRAPH_RR else ValueError
+    with pytest.raises(error):
+        mechanism.log_probability(outputs, lists)
+    with pytest.raises(error) as refused:
+        mechanism.log_probability(torch.from_numpy(outputs), lists)
+    assert not isinstance(refused.value, InvalidData)
+    with pytest.raises(InvalidData, match="give both on one device") as refused:
+        mechanism.log_probability(torch.zeros(3), xs.asarray(lists))
+    assert refused.value.field == "inputs"
+    if mechanism is DEGREE:  # the device reads real outputs only (the host casts complex)
+        with pytest.raises(InvalidData) as refused:
+            mechanism.log_probability(torch.zeros(3, dtype=torch.complex128), lists)
+        assert refused.value.field == "outputs"
+    monkeypatch.setattr(device_random, "index_dtype", lambda xp: xp.int32)
+    with pytest.raises(InvalidData, match="log-probabilities are float64") as refused:
+        mechanism.log_probability(torch.zeros(3), lists)
+    assert refused.value.field == "outputs"

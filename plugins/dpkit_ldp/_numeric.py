@@ -51,6 +51,7 @@ from dpkit.plugin import (
     array_library,
     as_array,
     describe_dtype,
+    device_operands,
     parameter,
     plain,
     resolve_rng,
@@ -338,6 +339,27 @@ class VectorMechanism(NumericMechanism):
                 f"{self.name}: outputs and inputs must broadcast to rows of {self.dimension} "
                 f"values, got shape {shape}"
             )
+
+    def _scored(self, outputs: Any, inputs: Any) -> Any:
+        """``log_probability`` by the subclass's ``_log_probability(xp, device, y, x)``: on the
+        device of an accelerator's operand (the shapes, then the dtypes, checked before any
+        value is read), else with numpy on the host — one formula for both."""
+        operands = device_operands(outputs, inputs, owner=self.name)
+        if operands is not None:
+            self._check_rows(operands.shape)
+            y, x = operands.reals(owner=self.name)
+            with np.errstate(divide="ignore"):  # a numpy-backed namespace's warning for log 0
+                return self._log_probability(operands.library.xp, operands.library.device, y, x)
+        y = np.asarray(outputs, dtype=np.float64)
+        x = np.asarray(inputs, dtype=np.float64)
+        self._check_rows(np.broadcast_shapes(y.shape, x.shape))
+        with np.errstate(divide="ignore"):
+            return np.asarray(self._log_probability(np, None, y, x), dtype=np.float64)
+
+    def _log_probability(self, xp: Any, device: Any, y: Any, x: Any) -> Any:
+        """log P[y | x] of float64 arrays of the namespace ``xp`` on ``device`` (numpy's on
+        the host): the subclass's formula, shared by both paths."""
+        raise NotImplementedError
 
     def _rows(self, values: Any) -> NDArray[np.float64]:
         """Rows of d values of the domain (any leading shape), checked, in standard units."""

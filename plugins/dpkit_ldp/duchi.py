@@ -385,17 +385,7 @@ class DuchiMulti(VectorMechanism):
         its logarithm by the device's ``log`` — within two ulps of the host's value, −inf and
         NaN where the host's are (the bound: :mod:`dpkit.tensors.log_probability`).
         """
-        operands = device_operands(outputs, inputs, owner=self.name)
-        if operands is not None:
-            self._check_rows(operands.shape)
-            y, x = operands.reals(owner=self.name)
-            with np.errstate(divide="ignore"):  # a numpy-backed namespace's warning for log 0
-                return self._log_probability(operands.library.xp, operands.library.device, y, x)
-        y = np.asarray(outputs, dtype=np.float64)
-        x = np.asarray(inputs, dtype=np.float64)
-        self._check_rows(np.broadcast_shapes(y.shape, x.shape))
-        with np.errstate(divide="ignore"):
-            return np.asarray(self._log_probability(np, None, y, x), dtype=np.float64)
+        return self._scored(outputs, inputs)
 
     def _log_probability(self, xp: Any, device: Any, y: Any, x: Any) -> Any:
         """log P[z | x] of float64 arrays of the namespace ``xp`` on ``device`` (numpy's on the

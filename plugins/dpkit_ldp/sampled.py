@@ -38,7 +38,6 @@ from dpkit.plugin import (
     ArrayLibrary,
     Integer,
     InvalidParameter,
-    device_operands,
     hybrid_multi_reports,
     lie_threshold,
     parameter,
@@ -131,25 +130,6 @@ class SampledAttributes(VectorMechanism):
         t2 = np.square(np.asarray(t, dtype=np.float64))
         one = self._one_variance(t, self.epsilon / self.sampled)
         return np.asarray(ratio * (one + t2) - t2, dtype=np.float64)
-
-    def _scored(self, outputs: Any, inputs: Any) -> Any:
-        """``log_probability`` by the subclass's ``_log_probability(xp, device, y, x)``: on the
-        device of an accelerator's operand (the shapes, then the dtypes, checked before any
-        value is read), else with numpy on the host — one formula for both."""
-        operands = device_operands(outputs, inputs, owner=self.name)
-        if operands is not None:
-            self._check_rows(operands.shape)
-            y, x = operands.reals(owner=self.name)
-            with np.errstate(divide="ignore"):  # a numpy-backed namespace's warning for log 0
-                return self._log_probability(operands.library.xp, operands.library.device, y, x)
-        y = np.asarray(outputs, dtype=np.float64)
-        x = np.asarray(inputs, dtype=np.float64)
-        self._check_rows(np.broadcast_shapes(y.shape, x.shape))
-        with np.errstate(divide="ignore"):
-            return np.asarray(self._log_probability(np, None, y, x), dtype=np.float64)
-
-    def _log_probability(self, xp: Any, device: Any, y: Any, x: Any) -> Any:
-        raise NotImplementedError
 
     def _standard_rows(self, xp: Any, y: Any, x: Any) -> tuple[Any, Any]:
         """(reports, inputs) in standard units (:meth:`standard_operands`), both broadcast to

@@ -190,6 +190,8 @@ def selection_log_operands(operands: DeviceOperands, *, owner: str) -> tuple[Any
     shape, m = tuple(inputs.shape), int(inputs.shape[-1])
     common = tuple(np.broadcast_shapes(tuple(outputs.shape), shape[:-1]))
     u = xp.reshape(_utilities(library, inputs, owner=owner, field="inputs"), shape)
+    if xp.isdtype(outputs.dtype, "unsigned integer"):  # torch compares no uint64: as float64,
+        outputs = xp.astype(outputs, xp.float64)  # exact below 2⁵³, and ≥ 2⁵³ > m beyond
     valid = (outputs >= 0) & (outputs < m)
     if xp.isdtype(outputs.dtype, "real floating"):
         valid = valid & (outputs == xp.floor(outputs))

@@ -639,6 +639,11 @@ def test_a_selection_broadcasts_and_takes_numpy_and_list_operands(mechanism: Any
     ):
         assert isinstance(got, torch.Tensor) and got.dtype == torch.float64
         device_reference.assert_selection_log_agrees(got.numpy(), host, tolerance)
+    wide = np.array([1, 2**64 - 1, 2**63, 2**53 + 1, 0], dtype=np.uint64)  # beyond int64
+    got = mechanism.log_probability(torch.from_numpy(wide), torch.from_numpy(rows))
+    host = mechanism.log_probability(wide, rows)
+    assert np.isneginf(host[:, 1:4]).all()
+    device_reference.assert_selection_log_agrees(got.numpy(), host, tolerance)
     with pytest.raises(ValueError):  # numpy's error for shapes that do not broadcast
         mechanism.log_probability(torch.zeros((3, 1), dtype=torch.int64), rows)
 

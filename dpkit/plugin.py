@@ -234,6 +234,7 @@ from dpkit.tensors.selection import (
     exponential_indices,
     permute_and_flip_indices,
     report_noisy_max_indices,
+    selection_log_operands,
 )
 from dpkit.tensors.sketch import (
     hadamard_sketch_counts,
@@ -384,6 +385,7 @@ __all__ = [
     "report_noisy_max_indices",
     "require_columns",
     "resolve_rng",
+    "selection_log_operands",
     "sketch_counts",
     "sketch_reports",
     "square_wave_reports",

@@ -78,6 +78,12 @@ uniforms U = m·2⁻⁵³ for the top 53 bits m of 64-bit words (numpy's ``rando
 
 These are the host's laws up to float rounding (a device's cumulative sum may add in a
 different order than numpy's).
+
+**Log-probabilities**: :func:`selection_log_operands` checks and gathers the operands of the
+exponential mechanism's and permute-and-flip's ``log_probability`` on the device (the host's
+checks, dtypes and shapes first); the formula is the host's, shared
+(``dpkit_central.exponential.selection_log_probability``), within the bound of
+docs/tensors.md of the host's values.
 """
 
 from __future__ import annotations
@@ -96,8 +102,14 @@ from dpkit.tensors.duchi import uniform_53
 from dpkit.tensors.exact import WordPairs, _count, _spread, discrete_laplace
 from dpkit.tensors.exp_coins import CAP, exp_coins, rate_double
 from dpkit.tensors.libraries import ArrayLibrary
+from dpkit.tensors.log_probability import DeviceOperands
 
-__all__ = ["exponential_indices", "permute_and_flip_indices", "report_noisy_max_indices"]
+__all__ = [
+    "exponential_indices",
+    "permute_and_flip_indices",
+    "report_noisy_max_indices",
+    "selection_log_operands",
+]
 
 _UNIT = 2.0**-53
 _CLIP = 1 << 62
@@ -152,6 +164,39 @@ def _utilities(library: ArrayLibrary, values: Any, *, owner: str, field: str) ->
             field=field,
         )
     return u
+
+
+def selection_log_operands(operands: DeviceOperands, *, owner: str) -> tuple[Any, Any, Any]:
+    """The operands of a selection's ``log_probability`` on the device: (utilities as float64
+    of ``inputs``' shape, int64 indices and their in-range mask, both of the broadcast shape of
+    ``outputs`` and ``inputs.shape[:-1]``).
+
+    The checks of the host (``as_utilities`` and ``selection_indices``), the public ones first:
+    ``inputs``' dtype (real numbers, not booleans) and shape (at least one candidate),
+    ``outputs``' dtype (integers or floats), the broadcast (numpy's ``ValueError``); then the
+    values of ``inputs`` as the host's ``as_utilities`` (an :class:`~dpkit.errors.InvalidData`
+    naming ``inputs`` that quotes no value). An index outside 0..m−1 (a fraction, NaN) is out
+    of range: the mask is false there, and the index 0.
+    """
+    library, outputs, inputs = operands.library, operands.outputs, operands.inputs
+    xp = library.xp
+    _check_structure(library, inputs, owner=owner, field="inputs")
+    if not xp.isdtype(outputs.dtype, ("integral", "real floating")):
+        raise InvalidData(
+            f"{owner}: outputs must be candidate indices (integers), got a {library.name} "
+            f"array of {outputs.dtype}",
+            field="outputs",
+        )
+    shape, m = tuple(inputs.shape), int(inputs.shape[-1])
+    common = tuple(np.broadcast_shapes(tuple(outputs.shape), shape[:-1]))
+    u = xp.reshape(_utilities(library, inputs, owner=owner, field="inputs"), shape)
+    if xp.isdtype(outputs.dtype, "unsigned integer"):  # torch compares no uint64: as float64,
+        outputs = xp.astype(outputs, xp.float64)  # exact below 2⁵³, and ≥ 2⁵³ > m beyond
+    valid = (outputs >= 0) & (outputs < m)
+    if xp.isdtype(outputs.dtype, "real floating"):
+        valid = valid & (outputs == xp.floor(outputs))
+    index = xp.astype(xp.where(valid, outputs, xp.zeros_like(outputs)), xp.int64)
+    return u, xp.broadcast_to(index, common), xp.broadcast_to(valid, common)
 
 
 def _uniforms(pairs: WordPairs, shape: tuple[int, ...]) -> Any:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from fractions import Fraction
 from typing import Any, ClassVar
 
@@ -17,13 +18,22 @@ from dpkit.plugin import (
     Real,
     array_library,
     describe_dtype,
+    device_operands,
     exponential_indices,
     resolve_rng,
+    selection_log_operands,
 )
 from dpkit_central._selection import Selection, exact_rate, exponential_secure
 from dpkit_central._validation import as_utilities
 
-__all__ = ["Exponential", "sample_by_weight", "selection_indices", "utility_guarantee"]
+__all__ = [
+    "Exponential",
+    "exponential_log_pmf",
+    "sample_by_weight",
+    "selection_indices",
+    "selection_log_probability",
+    "utility_guarantee",
+]
 
 POSITIVE = Real(low=0.0, low_open=True)
 
@@ -120,6 +130,53 @@ def selection_indices(outputs: Any, m: int, shape: tuple[int, ...]) -> tuple[Any
     return np.broadcast_to(idx, common), np.broadcast_to(valid, common)
 
 
+def exponential_log_pmf(xp: Any, device: Any, utilities: Any, rate: float) -> Any:
+    """log Pr[r | u] = λu(r) − ln Σ_r′ exp(λu(r′)) for every candidate, shape (..., m), of
+    float64 utilities of the namespace ``xp`` (numpy's on the host, an accelerator's on its
+    device): a stable log-sum-exp, the row maximum of λu subtracted before ``exp`` (each term
+    in [0, 1], their sum in [1, m]); −inf utilities give −inf."""
+    z = rate * utilities
+    top = xp.max(z, axis=-1, keepdims=True)
+    log_norm = xp.log(xp.sum(xp.exp(z - top), axis=-1)) + top[..., 0]
+    return z - log_norm[..., None]
+
+
+def selection_log_probability(
+    outputs: Any,
+    inputs: Any,
+    log_pmf: Callable[[Any, Any, Any], Any],
+    /,
+    *,
+    owner: str,
+) -> Any:
+    """``log_probability`` of a selection whose log Pr[r | u] for every candidate is
+    ``log_pmf(xp, device, u)`` (shape (..., m)): the value at each output index, broadcasting,
+    −inf at an index outside 0..m−1.
+
+    One formula for the host and the device. Neither operand an accelerator's array: numpy,
+    the host's checks (``as_utilities`` naming ``inputs``, then the indices), float64. An
+    accelerator's array (either operand; a numpy or list operand beside it is copied there as
+    public data, :func:`dpkit.tensors.log_probability.device_operands`): the same checks,
+    dtypes and shapes before any value (:func:`dpkit.tensors.selection.selection_log_operands`),
+    and the formula with the device's operations, float64 in the caller's type.
+    """
+    operands = device_operands(outputs, inputs, owner=owner)
+    if operands is None:
+        utilities = as_utilities(inputs, owner=owner, field="inputs")
+        idx, valid = selection_indices(outputs, utilities.shape[-1], utilities.shape[:-1])
+        xp, device, u = np, None, utilities
+        none: Any = np.float64(-np.inf)
+    else:
+        u, idx, valid = selection_log_operands(operands, owner=owner)
+        xp, device = operands.library.xp, operands.library.device
+        none = xp.asarray(-math.inf, dtype=xp.float64, device=device)
+    rows = log_pmf(xp, device, u)
+    rows = xp.broadcast_to(rows, (*tuple(idx.shape), int(rows.shape[-1])))
+    chosen = xp.take_along_axis(rows, idx[..., None], axis=-1)[..., 0]
+    result = xp.where(valid, chosen, none)
+    return np.asarray(result, dtype=np.float64) if operands is None else result
+
+
 @attrs.frozen
 class Exponential(Selection):
     """The exponential mechanism: choose candidate r with probability ∝ exp(ε·u(r)/(2Δu)).
@@ -147,7 +204,7 @@ class Exponential(Selection):
     """
 
     name: ClassVar[str] = "exponential"
-    device_methods: ClassVar[frozenset[str]] = frozenset({"randomize"})
+    device_methods: ClassVar[frozenset[str]] = frozenset({"randomize", "log_probability"})
 
     @property
     def privacy(self) -> BoundedRangeDP:
@@ -213,20 +270,24 @@ class Exponential(Selection):
             if isinstance(size, bool) or not isinstance(size, (int, np.integer)) or size < 0:
                 raise InvalidParameter("size", size, "an integer >= 0", owner=self.name)
 
-    def log_probability(self, outputs: Any, inputs: Any, /) -> NDArray[np.float64]:
-        """log Pr[r | u] = λu(r) − ln Σ_r′ exp(λu(r′)), computed as a stable log-sum-exp.
+    def log_probability(self, outputs: Any, inputs: Any, /) -> Any:
+        """log Pr[r | u] = λu(r) − ln Σ_r′ exp(λu(r′)), computed as a stable log-sum-exp
+        (:func:`exponential_log_pmf`).
 
         ``inputs`` are utilities of shape (..., m), ``outputs`` candidate indices broadcasting
         against ``inputs.shape[:-1]``; an index outside 0..m−1 has log-probability −inf.
+        An accelerator's array (either operand) is scored on its device, float64, in its type
+        (:func:`selection_log_probability`): the same formula with the device's ``exp`` and
+        ``log`` and its summation order, within the bound of docs/tensors.md of the host's
+        value, −inf exactly where the host's is.
         """
-        utilities = as_utilities(inputs, owner=self.name, field="inputs")
-        z = self.rate * utilities
-        top = np.max(z, axis=-1, keepdims=True)
-        log_norm = np.log(np.sum(np.exp(z - top), axis=-1)) + top[..., 0]
-        idx, valid = selection_indices(outputs, z.shape[-1], z.shape[:-1])
-        zb = np.broadcast_to(z, (*idx.shape, z.shape[-1]))
-        chosen = np.take_along_axis(zb, idx[..., None], axis=-1)[..., 0]
-        return np.asarray(np.where(valid, chosen - log_norm, -np.inf), dtype=np.float64)
+        rate = self.rate
+        return selection_log_probability(
+            outputs,
+            inputs,
+            lambda xp, device, u: exponential_log_pmf(xp, device, u, rate),
+            owner=self.name,
+        )
 
     def output_space(self, candidates: int | None = None) -> NDArray[np.int64]:
         """The candidate indices 0 .. m−1; m is the length of the utility vector."""

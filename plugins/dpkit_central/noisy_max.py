@@ -51,7 +51,7 @@ from dpkit_central._selection import (
     permute_and_flip_secure,
 )
 from dpkit_central._validation import as_utilities, require_generator
-from dpkit_central.exponential import selection_indices
+from dpkit_central.exponential import selection_indices, selection_log_probability
 
 __all__ = [
     "NoisyMaxLattice",
@@ -89,17 +89,27 @@ def permute_and_flip_log_pmf(utilities: Any, rate: float) -> NDArray[np.float64]
     cancellation); the cost is O(m²) per row, meant for audits and tests rather than large m.
     """
     u = as_utilities(utilities, owner="permute_and_flip", field="utilities")
-    m = u.shape[-1]
-    log_p = rate * (u - np.max(u, axis=-1, keepdims=True))  # ≤ 0; −inf for −inf utilities
-    p = np.exp(log_p)
-    t, w = _gauss_legendre_01(m // 2 + 1)
+    return np.asarray(_permute_and_flip_rows(np, None, u, rate), dtype=np.float64)
+
+
+def _permute_and_flip_rows(xp: Any, device: Any, u: Any, rate: float) -> Any:
+    """:func:`permute_and_flip_log_pmf` of float64 utilities of the namespace ``xp`` (numpy's
+    on the host, an accelerator's on its device); the nodes and weights are the host's,
+    copied there."""
+    m = int(u.shape[-1])
+    log_p = rate * (u - xp.max(u, axis=-1, keepdims=True))  # ≤ 0; −inf for −inf utilities
+    p = xp.exp(log_p)
+    nodes, weights = _gauss_legendre_01(m // 2 + 1)
+    t, w = (
+        (nodes, weights) if xp is np else (xp.asarray(a, device=device) for a in (nodes, weights))
+    )
     # log(1 − t_k p_j): shape (..., m, n); t_k < 1 so every term is finite.
-    log_factors = np.log1p(-p[..., :, None] * t)
-    log_all = np.sum(log_factors, axis=-2, keepdims=True)  # (..., 1, n)
+    log_factors = xp.log1p(-p[..., :, None] * t)
+    log_all = xp.sum(log_factors, axis=-2, keepdims=True)  # (..., 1, n)
     log_excl = log_all - log_factors  # (..., m, n): product over j ≠ r
-    top = np.max(log_excl, axis=-1, keepdims=True)
-    log_integral = np.log(np.sum(w * np.exp(log_excl - top), axis=-1)) + top[..., 0]
-    return np.asarray(log_p + log_integral, dtype=np.float64)
+    top = xp.max(log_excl, axis=-1, keepdims=True)
+    log_integral = xp.log(xp.sum(w * xp.exp(log_excl - top), axis=-1)) + top[..., 0]
+    return log_p + log_integral
 
 
 #: Largest number of finite candidates for which the Laplace report-noisy-max pmf is computed:
@@ -650,7 +660,7 @@ class PermuteAndFlip(Selection):
     """
 
     name: ClassVar[str] = "permute_and_flip"
-    device_methods: ClassVar[frozenset[str]] = frozenset({"randomize"})
+    device_methods: ClassVar[frozenset[str]] = frozenset({"randomize", "log_probability"})
 
     @property
     def rate(self) -> float:
@@ -697,9 +707,23 @@ class PermuteAndFlip(Selection):
         arrival[~accepted] = np.inf
         return np.asarray(np.argmin(arrival, axis=-1), dtype=np.int64)
 
-    def log_probability(self, outputs: Any, inputs: Any, /) -> NDArray[np.float64]:
-        """Exact log Pr[r | u] (see :func:`permute_and_flip_log_pmf`), broadcasting."""
-        return _log_pmf_at(permute_and_flip_log_pmf(inputs, self.rate), outputs)
+    def log_probability(self, outputs: Any, inputs: Any, /) -> Any:
+        """Exact log Pr[r | u] (see :func:`permute_and_flip_log_pmf`), broadcasting; −inf at an
+        index outside 0..m−1.
+
+        An accelerator's array (either operand) is scored on its device, float64, in its type
+        (:func:`dpkit_central.exponential.selection_log_probability`): the same quadrature, its
+        nodes and weights computed on the host and copied there, with the device's ``exp``,
+        ``log`` and ``log1p`` and its summation order — within the bound of docs/tensors.md of
+        the host's value, −inf exactly where the host's is.
+        """
+        rate = self.rate
+        return selection_log_probability(
+            outputs,
+            inputs,
+            lambda xp, device, u: _permute_and_flip_rows(xp, device, u, rate),
+            owner=self.name,
+        )
 
     def output_space(self, candidates: int | None = None) -> NDArray[np.int64]:
         """The candidate indices 0 .. m−1; m is the length of the utility vector."""

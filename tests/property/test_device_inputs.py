@@ -5,7 +5,9 @@ narrower dtype), in both randomness modes, the device's reports come back in the
 type and the numpy path's shape, and each is a possible report of the declared law
 (``log_probability`` > −∞ on the host, and where it has a device path the same
 log-probabilities there — within two ulps where the device takes the logarithm of a value
-depending on the input, within the derived bound of a sum of m of them for multibit); and a batch with one hostile value (NaN, ±∞, a
+depending on the input, within the derived bound of a sum of m of them for multibit, and
+within the derived bound of docs/tensors.md for the selections' log-sum-exp and quadrature);
+and a batch with one hostile value (NaN, ±∞, a
 negative, a fraction, a huge number) is either refused — an ``InvalidData`` naming
 ``values`` (or the field the host's refusal names, e.g. a selection's ``utilities``), before a
 single random word is drawn — or accepted by the numpy path too: a device never takes what the
@@ -51,6 +53,13 @@ LOG_OF_INPUT = frozenset({"duchi", "duchi_multi", "one_bit_mean", "multibit"})
 #: Those that sum m such logarithms (multibit's m drawn features): within
 #: ``device_reference.sum_of_logs_bound``.
 SUM_OF_LOGS = frozenset({"multibit"})
+#: Selections whose device log-probability is a log-sum-exp or a quadrature of logarithms of the
+#: utilities: within the bound of docs/tensors.md (``device_reference``'s tolerances) of the
+#: host's, on every layout but array-api-strict (numpy's operations: the host's bits).
+SELECTION_TOLERANCE = {
+    "exponential": device_reference.exponential_tolerance,
+    "permute_and_flip": device_reference.permute_and_flip_tolerance,
+}
 KEY = bytes(range(3, 35))
 LAYOUTS = ("torch", "torch strided", "torch narrow", "array-api-strict", *jax_arrays.LAYOUTS)
 HOSTILE = (math.nan, math.inf, -math.inf, -1.0, 0.5, 2.0**62, 1e300)
@@ -145,7 +154,11 @@ def test_device_reports_are_reports_of_the_declared_law(
             on_device = mechanism.log_probability(got, spelled)
             assert type(on_device) is type(spelled)
             host = np.asarray(mechanism.log_probability(reports, batch))
-            if layout == "jax":  # XLA may fuse a product and a sum (one rounding fewer)
+            if name in SELECTION_TOLERANCE and layout != "array-api-strict":
+                bound = SELECTION_TOLERANCE[name](batch, mechanism.rate)
+                chosen = np.take_along_axis(bound, reports[..., None].astype(np.int64), -1)
+                device_reference.assert_selection_log_agrees(_host(on_device), host, chosen[..., 0])
+            elif layout == "jax":  # XLA may fuse a product and a sum (one rounding fewer)
                 assert np.allclose(_host(on_device), host, rtol=2**-48, atol=0, equal_nan=True)
             elif name in SUM_OF_LOGS and layout != "array-api-strict":  # m device logs
                 d, m = mechanism.dimension, mechanism.sampled

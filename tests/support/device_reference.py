@@ -7,6 +7,7 @@ that a fused kernel's output can be compared bit for bit with the word map its d
 
 from __future__ import annotations
 
+import math
 import sys
 from collections.abc import Iterable
 from typing import Any
@@ -231,3 +232,99 @@ def assert_sum_of_logs_agrees(got: Any, expected: Any, *, terms: int, constant: 
     assert np.all(np.isfinite(got[~exact]))
     bound = sum_of_logs_bound(expected[~exact], terms=terms, constant=constant)
     assert np.all(np.abs(got[~exact] - expected[~exact]) <= bound)
+
+
+#: The unit roundoff of float64, 2⁻⁵³: IEEE 754's +, −, × round within it, relatively.
+UNIT = 2.0**-53
+#: The relative error of a library's float64 ``exp``, ``log`` and ``log1p`` assumed by the
+#: selections' bounds: one ulp from the correctly rounded double (CUDA's documented bound;
+#: numpy's and torch's CPU measured so against mpmath), so 1.5 ulp ≤ 3u from the exact value.
+FUNCTION_ERROR = 3 * UNIT
+
+
+def _gamma(n: Any) -> Any:
+    """Higham's γ_n = nu/(1 − nu): the relative error of a sum of n + 1 terms of one sign, in
+    any order (Higham 2002, Accuracy and Stability of Numerical Algorithms, §4.2)."""
+    return n * UNIT / (1.0 - n * UNIT)
+
+
+def exponential_tolerance(u: Any, rate: float) -> np.ndarray[Any, Any]:
+    """How far a device's exponential-mechanism log-probabilities may be from the host's, for
+    every candidate of the utility rows ``u`` (..., m): the bound of docs/tensors.md.
+
+    Both compute z = λu, the row maximum z* and d = z − z* with the same IEEE operations (the
+    same doubles); then each side's ``exp`` and ``log`` within one ulp of the correctly
+    rounded double (:data:`FUNCTION_ERROR` relatively), its sum of m terms in [0, 1] in any
+    order (relative γ_{m−1}, S ∈ [1, m]), L = log S + z* and z_r − L rounded (u|L|, u|r|):
+    per side |error| ≤ (3u + γ_{m−1})(1 + 3u) + 3u·ln m + u|L| + u|r|, and the two sides
+    twice that (plus 2u of second-order slack)."""
+    z = rate * np.asarray(u, dtype=np.float64)
+    m = z.shape[-1]
+    top = np.max(z, axis=-1, keepdims=True)
+    log_norm = np.log(np.sum(np.exp(z - top), axis=-1, keepdims=True)) + top
+    result = z - log_norm
+    side = (
+        (FUNCTION_ERROR + _gamma(m - 1)) * (1 + FUNCTION_ERROR)
+        + FUNCTION_ERROR * math.log(m)
+        + UNIT * np.abs(log_norm)
+        + UNIT * np.abs(result)
+        + UNIT
+    )
+    return np.asarray(2 * side, dtype=np.float64)
+
+
+def permute_and_flip_tolerance(u: Any, rate: float) -> np.ndarray[Any, Any]:
+    """How far a device's permute-and-flip log-probabilities may be from the host's, for every
+    candidate of the utility rows ``u`` (..., m): the bound of docs/tensors.md, from the host's
+    intermediate values of ``permute_and_flip_log_pmf``.
+
+    Per side, with each ``exp``, ``log`` and ``log1p`` within :data:`FUNCTION_ERROR` = 3u
+    relatively and IEEE rounding u: p_j = exp(λ(u_j − u*)) (3u) times the node t_k (u): x_jk
+    relative 4u, so f_jk = log1p(−x_jk) absolutely within a_jk = 4u·x/(1 − x) + 3u|f_jk|; the
+    sum over j
+    (one sign) within Σ_j a_jk + γ_{m−1}|Σ_j f_jk|; the product over j ≠ r, v_rk, within
+    E_rk = that + a_rk + u|v_rk|. The weighted log-sum-exp over k is 1-Lipschitz in its
+    arguments (max_k E_rk passes through) and rounds within u·max_k|v_rk − top_r| (the shift),
+    3u (exp), u (× w), γ_{n−1} (the sum), 3u|log s| (its log), u|I_r| (+ top), u|result|
+    (+ log p_r). The two sides: twice that, plus 2u of second-order slack."""
+    z = np.asarray(u, dtype=np.float64)
+    m = z.shape[-1]
+    n = m // 2 + 1
+    nodes, weights = np.polynomial.legendre.leggauss(n)
+    t, w = 0.5 * (nodes + 1.0), 0.5 * weights
+    log_p = rate * (z - np.max(z, axis=-1, keepdims=True))
+    x = np.exp(log_p)[..., :, None] * t
+    f = np.log1p(-x)
+    a = (FUNCTION_ERROR + UNIT) * x / (1.0 - x) + FUNCTION_ERROR * np.abs(f)
+    log_all = np.sum(f, axis=-2, keepdims=True)
+    all_error = np.sum(a, axis=-2, keepdims=True) + _gamma(m - 1) * np.abs(log_all)
+    v = log_all - f
+    error = np.max(all_error + a + UNIT * np.abs(v), axis=-1)
+    top = np.max(v, axis=-1, keepdims=True)
+    s = np.sum(w * np.exp(v - top), axis=-1)
+    integral = np.log(s) + top[..., 0]
+    result = log_p + integral
+    side = (
+        error
+        + UNIT * np.max(np.abs(v - top), axis=-1)
+        + FUNCTION_ERROR
+        + UNIT
+        + _gamma(n - 1)
+        + FUNCTION_ERROR * np.abs(np.log(s))
+        + UNIT * np.abs(integral)
+        + UNIT * np.abs(result)
+        + UNIT
+    )
+    return np.asarray(2 * np.where(np.isfinite(side), side, 0.0), dtype=np.float64)
+
+
+def assert_selection_log_agrees(got: Any, expected: Any, tolerance: Any) -> None:
+    """A device's selection log-probabilities against the host's: the same shape, −inf exactly
+    where the host's is, every other value within ``tolerance`` (broadcast) of the host's."""
+    got, expected = np.asarray(got), np.asarray(expected)
+    assert got.shape == expected.shape
+    exact = ~np.isfinite(expected)
+    assert np.array_equal(got[exact], expected[exact], equal_nan=True)
+    assert np.all(np.isfinite(got[~exact]))
+    bound = np.broadcast_to(tolerance, expected.shape)
+    assert np.all(np.abs(got[~exact] - expected[~exact]) <= bound[~exact])

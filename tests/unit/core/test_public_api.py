@@ -175,6 +175,7 @@ PLUGIN_FACE = {
     "report_noisy_max_indices",
     "exponential_indices",
     "permute_and_flip_indices",
+    "selection_log_operands",
     "geometric_noise",
     "gaussian_noise",
     "dbitflip_reports",

@@ -258,12 +258,29 @@ def test_a_graph_mechanisms_host_only_randomize_graph_refuses_a_cuda_tensor() ->
 
 
 def test_a_method_without_a_device_path_refuses_a_cuda_tensor_by_name() -> None:
-    exponential = dpkit.mechanism("exponential", epsilon=1.0)  # its log-sum-exp: host only
+    noisy_max = dpkit.mechanism("report_noisy_max", epsilon=1.0)  # its expansion: host only
     with pytest.raises(
-        InvalidData, match=r"exponential\.log_probability has no device path yet"
+        InvalidData, match=r"report_noisy_max\.log_probability has no device path yet"
     ) as refused:
-        exponential.log_probability(torch.zeros(3, dtype=torch.int64, device="cuda"), [0.0, 1.0])
+        noisy_max.log_probability(torch.zeros(3, dtype=torch.int64, device="cuda"), [0.0, 1.0])
     assert refused.value.field == "outputs"
+
+
+@pytest.mark.parametrize("name", ["exponential", "permute_and_flip"])
+def test_a_selection_scores_cuda_utilities_there_within_the_bound(name: str) -> None:
+    # CUDA's exp, log and log1p (1 ulp from the correctly rounded result by the CUDA C++
+    # Programming Guide's table) and its summation order: within docs/tensors.md's bound.
+    mechanism = dpkit.mechanism(name, epsilon=1.3)
+    rng = np.random.default_rng(4)
+    utilities = rng.normal(size=(500, 33)) * np.logspace(-3, 6, 500)[:, None]
+    utilities[::7, ::3] = -np.inf
+    outputs = np.arange(-1, 35)[:, None]
+    expected = mechanism.log_probability(outputs, utilities)
+    got = mechanism.log_probability(torch.from_numpy(outputs).cuda(), utilities)
+    assert got.device.type == "cuda" and got.dtype == torch.float64
+    tolerance = getattr(device_reference, f"{name}_tolerance")(utilities, mechanism.rate)
+    index = np.clip(outputs[:, 0], 0, 32)
+    device_reference.assert_selection_log_agrees(got.cpu().numpy(), expected, tolerance[:, index].T)
 
 
 @pytest.mark.parametrize(

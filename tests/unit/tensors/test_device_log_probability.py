@@ -10,7 +10,9 @@ torch within two ulps of the host's value (``support.device_reference.LOG_ULPS``
 NaN, ±inf and 0 exactly where the host has them, and on array-api-strict, whose ``log`` is
 numpy's, equal to the bit; for multibit, which sums m such logarithms in the host's order,
 within the bound derived in ``support.device_reference.sum_of_logs_bound`` (on
-array-api-strict to the bit); in the caller's type, float64, broadcast as on the host; numpy
+array-api-strict to the bit); for exponential and permute_and_flip (a log-sum-exp, a quadrature
+of logarithms of the utilities) within the absolute bound derived in docs/tensors.md on torch
+and to the bit on array-api-strict, −inf exactly where the host's is; in the caller's type, float64, broadcast as on the host; numpy
 operands copied to the device; and the host's refusals (the same field), the dtypes and shapes
 before any value."""
 
@@ -27,7 +29,7 @@ import pytest
 torch = pytest.importorskip("torch")
 xs = pytest.importorskip("array_api_strict")
 
-from dpkit_central import gaussian, geometric, laplace  # noqa: E402
+from dpkit_central import exponential, gaussian, geometric, laplace, noisy_max  # noqa: E402
 from dpkit_ldp import (  # noqa: E402
     _adjacency as adjacency,
 )
@@ -895,3 +897,115 @@ def test_neighbour_list_scores_are_refused_as_on_the_host_dtypes_and_shapes_firs
     with pytest.raises(InvalidData, match="log-probabilities are float64") as refused:
         mechanism.log_probability(torch.zeros(3), lists)
     assert refused.value.field == "outputs"
+
+
+# The selections: a log-sum-exp (exponential) and a quadrature of logarithms (permute-and-flip)
+# of the utilities, with the device's exp, log, log1p and summation order: within the bound of
+# ``device_reference.exponential_tolerance`` / ``permute_and_flip_tolerance`` on torch, to the
+# bit on array-api-strict (numpy's operations in numpy's order).
+EXPONENTIAL = exponential.Exponential(epsilon=1.7, sensitivity=0.5)
+PERMUTE_AND_FLIP = noisy_max.PermuteAndFlip(epsilon=0.9, sensitivity=2.0, monotone=True)
+SELECTIONS = {
+    EXPONENTIAL: device_reference.exponential_tolerance,
+    PERMUTE_AND_FLIP: device_reference.permute_and_flip_tolerance,
+}
+
+
+def _selection_grid() -> tuple[np.ndarray[Any, Any], np.ndarray[Any, Any]]:
+    """(outputs (k, 1), utility rows (R, m)): every index, indices outside 0..m−1 (−1, m, a
+    fraction, NaN), and rows with −inf, large and tiny utilities and ties."""
+    rng = np.random.default_rng(3)
+    m = 9
+    rows = rng.normal(size=(40, m)) * np.logspace(-3, 5, 40)[:, None]
+    rows[0] = [-np.inf, 0.0, 0.0, 5.0, -np.inf, 1e-300, 3.0, 3.0, -1e300]
+    rows[1, ::2] = -np.inf
+    rows[2] = 7.0
+    outputs = np.concatenate([np.arange(-1.0, m + 1.0), [0.5, np.nan]])[:, None]
+    return outputs, rows
+
+
+@pytest.mark.usefixtures("on_device")
+@pytest.mark.parametrize("library", LIBRARIES)
+@pytest.mark.parametrize("mechanism", SELECTIONS, ids=lambda m: m.name)
+def test_a_selection_scores_every_index_as_the_host_within_its_bound(
+    mechanism: Any, library: str
+) -> None:
+    outputs, rows = _selection_grid()
+    host = mechanism.log_probability(outputs, rows)
+    assert np.isneginf(host[-3:]).all() and np.isneginf(host[0]).all()  # out of range
+    assert np.isneginf(host[1:, 0][[0, 4]]).all()  # −inf utilities
+    spell = LIBRARIES[library]
+    got = mechanism.log_probability(spell(outputs), spell(rows))
+    assert type(got) is type(spell(rows)) and got.dtype == spell(host).dtype
+    if library == "array-api-strict":  # numpy's exp, log, log1p and sums: the host's bits
+        assert np.array_equal(_numpy(got), host)
+    else:
+        tolerance = SELECTIONS[mechanism](rows, mechanism.rate)  # (R, m) per candidate
+        index = np.clip(np.nan_to_num(outputs[:, 0]), 0, rows.shape[1] - 1).astype(int)
+        device_reference.assert_selection_log_agrees(_numpy(got), host, tolerance[:, index].T)
+        assert not np.array_equal(_numpy(got), host)  # torch's exp and log: not numpy's bits
+
+
+@pytest.mark.usefixtures("on_device")
+@pytest.mark.parametrize("mechanism", SELECTIONS, ids=lambda m: m.name)
+def test_a_selection_broadcasts_and_takes_numpy_and_list_operands(mechanism: Any) -> None:
+    rows = np.array([[[0.0, 1.0, -np.inf]], [[2.0, 2.0, 9.0]]])  # batch shape (2, 1)
+    outputs = np.array([[0, 1, 2, 1]])  # (1, 4) against (2, 1): (2, 4)
+    host = mechanism.log_probability(outputs, rows)
+    assert host.shape == (2, 4) and np.isneginf(host[0, 2])
+    assert not np.array_equal(host[0], host[1])  # each row scored against its own utilities
+    tolerance = np.max(SELECTIONS[mechanism](rows, mechanism.rate))
+    for got in (
+        mechanism.log_probability(torch.from_numpy(outputs), rows),
+        mechanism.log_probability(outputs, torch.from_numpy(rows)),
+        mechanism.log_probability(outputs.tolist(), torch.from_numpy(rows)),
+    ):
+        assert isinstance(got, torch.Tensor) and got.dtype == torch.float64
+        device_reference.assert_selection_log_agrees(got.numpy(), host, tolerance)
+    wide = np.array([1, 2**64 - 1, 2**63, 2**53 + 1, 0], dtype=np.uint64)  # beyond int64
+    got = mechanism.log_probability(torch.from_numpy(wide), torch.from_numpy(rows))
+    host = mechanism.log_probability(wide, rows)
+    assert np.isneginf(host[:, 1:4]).all()
+    device_reference.assert_selection_log_agrees(got.numpy(), host, tolerance)
+    with pytest.raises(ValueError):  # numpy's error for shapes that do not broadcast
+        mechanism.log_probability(torch.zeros((3, 1), dtype=torch.int64), rows)
+
+
+@pytest.mark.usefixtures("on_device")
+@pytest.mark.parametrize("mechanism", SELECTIONS, ids=lambda m: m.name)
+def test_a_selection_refuses_as_the_host_dtypes_and_shapes_before_any_value(
+    mechanism: Any,
+) -> None:
+    def refusal(outputs: Any, inputs: Any) -> tuple[type[Exception], Any, str]:
+        try:
+            mechanism.log_probability(outputs, inputs)
+        except (InvalidData, ValueError) as refused:
+            return type(refused), getattr(refused, "field", None), str(refused)
+        raise AssertionError("accepted")
+
+    fine = np.array([[0.0, 1.0], [1.0, 2.0]])
+    nan = np.array([[0.0, np.nan], [1.0, 2.0]])
+    index = np.array([0, 1])
+    for utilities in (  # the host's value refusals, naming inputs and quoting no value
+        nan,
+        np.array([[0.0, np.inf], [1.0, 2.0]]),
+        np.array([[-np.inf, -np.inf], [1.0, 2.0]]),
+        np.zeros((2, 0)),  # no candidate (a shape)
+        np.array([[True, False]] * 2),  # booleans (a dtype)
+    ):
+        host = refusal(index, utilities)
+        device = refusal(torch.from_numpy(index), torch.from_numpy(utilities))
+        assert device[:2] == host[:2] == (InvalidData, "inputs")
+        assert "nan" not in device[2].lower().replace("contain nan;", "")
+    # dtypes and shapes of the outputs before the values of the inputs (the host reads them
+    # after the values): a boolean index or a shape that does not broadcast beside a NaN
+    boolean = np.array([True, False])
+    assert refusal(boolean, fine)[:2] == (InvalidData, "outputs")
+    assert refusal(torch.from_numpy(boolean), torch.from_numpy(nan))[:2] == (
+        InvalidData,
+        "outputs",
+    )
+    assert refusal(np.array([0, 1, 0]), fine)[0] is ValueError
+    assert refusal(torch.tensor([0, 1, 0]), torch.from_numpy(nan))[0] is ValueError
+    two = refusal(xs.asarray(index), torch.from_numpy(nan))
+    assert two[:2] == (InvalidData, "inputs") and "give both on one device" in two[2]

@@ -83,7 +83,8 @@ modes; secure: the host's exact samplers), :func:`dbitflip_reports` /
 :func:`dbitflip_counts` dBitFlip's reports and counts, :func:`one_bit_reports` /
 :func:`one_bit_counts` 1BitMean's bits and their count, :func:`sketch_reports` /
 :func:`sketch_counts` the count mean sketch's and :func:`hadamard_sketch_reports` /
-:func:`hadamard_sketch_counts` the Hadamard count mean sketch's, :func:`rappor_reports`
+:func:`hadamard_sketch_counts` the Hadamard count mean sketch's (scored by
+:func:`sketch_log_probability` / :func:`hadamard_sketch_log_probability`), :func:`rappor_reports`
 RAPPOR's (integer items, hashed as on the host; counted by :func:`sketch_counts`),
 :func:`prefix_reports` the prefix extending method's and :func:`tree_reports` TreeHist's,
 :func:`mean_sums` the numeric mechanisms' server statistic, :func:`report_histogram` the
@@ -238,8 +239,10 @@ from dpkit.tensors.selection import (
 )
 from dpkit.tensors.sketch import (
     hadamard_sketch_counts,
+    hadamard_sketch_log_probability,
     hadamard_sketch_reports,
     sketch_counts,
+    sketch_log_probability,
     sketch_reports,
 )
 from dpkit.tensors.square_wave import square_wave_reports
@@ -344,6 +347,7 @@ __all__ = [
     "hadamard_log_probability",
     "hadamard_reports",
     "hadamard_sketch_counts",
+    "hadamard_sketch_log_probability",
     "hadamard_sketch_reports",
     "hashed_log_probability",
     "hashed_reports",
@@ -387,6 +391,7 @@ __all__ = [
     "resolve_rng",
     "selection_log_operands",
     "sketch_counts",
+    "sketch_log_probability",
     "sketch_reports",
     "square_wave_reports",
     "total_floats",

@@ -47,9 +47,11 @@ from dpkit.tensors.siphash import keyed_buckets
 __all__ = [
     "check_integer_items",
     "hadamard_sketch_counts",
+    "hadamard_sketch_log_probability",
     "hadamard_sketch_reports",
     "pack_bits",
     "sketch_counts",
+    "sketch_log_probability",
     "sketch_reports",
 ]
 
@@ -280,3 +282,129 @@ def _report_rows(
     return xp.reshape(
         xp.astype(reports, xp.int64) if reports.dtype != xp.uint64 else reports, (-1, columns)
     )
+
+
+def _words64(library: ArrayLibrary, outputs: Any, columns: int, layout: str, *, owner: str) -> Any:
+    """``outputs`` as rows of ``columns`` 64-bit words, for scoring: integers or booleans only
+    and the report's last axis, refused (field ``outputs``) from the dtype and shape alone."""
+    xp = library.xp
+    shape = tuple(outputs.shape)
+    if not xp.isdtype(outputs.dtype, ("bool", "integral")):
+        raise InvalidData(
+            f"{owner}: outputs must be integer reports ({layout}), got a {library.name} array "
+            f"of {outputs.dtype}",
+            field="outputs",
+        )
+    if not shape or shape[-1] != columns:
+        raise InvalidData(
+            f"{owner}: outputs must have shape (..., {columns}): {layout}; got shape {shape}",
+            field="outputs",
+        )
+    if library.name == "torch" and outputs.dtype == xp.uint64:
+        return outputs.view(xp.int64)  # the same bits, with arithmetic
+    return outputs if outputs.dtype == xp.uint64 else xp.astype(outputs, xp.int64)
+
+
+def _score_operands(
+    library: ArrayLibrary, outputs: Any, items: Any, columns: int, layout: str, *, owner: str
+) -> tuple[Any, Any, tuple[int, ...]]:
+    """(report rows, int64 items, shape): the host's checks in its order (outputs' dtype and
+    shape, then the items' dtype, then numpy's broadcast), before any value is read."""
+    xp = library.xp
+    words = _words64(library, outputs, columns, layout, owner=owner)
+    check_integer_items(library, items, owner=owner, field="inputs")
+    shape = tuple(np.broadcast_shapes(tuple(outputs.shape[:-1]), tuple(items.shape)))
+    rows = xp.reshape(xp.broadcast_to(words, (*shape, columns)), (-1, columns))
+    x = xp.reshape(xp.broadcast_to(xp.astype(items, xp.int64), shape), (-1,))
+    return rows, x, shape
+
+
+def _index(library: ArrayLibrary, words64: Any, limit: int) -> tuple[Any, Any]:
+    """(whether each 64-bit word is below ``limit``, its low half as int64)."""
+    xp = library.xp
+    high, low = _split(library, words64)
+    high, low = xp.astype(high, xp.int64), xp.astype(low, xp.int64)
+    return (high == 0) & (low < limit), low
+
+
+def _popcount32(words: Any) -> Any:
+    """The set bits of int64 words below 2³² (SWAR: pairs, nibbles, bytes, then a multiply
+    that sums the four bytes into the top one; every step exact in int64)."""
+    words = words - ((words >> 1) & 0x55555555)
+    words = (words & 0x33333333) + ((words >> 2) & 0x33333333)
+    words = (words + (words >> 4)) & 0x0F0F0F0F
+    return ((words * 0x01010101) & 0xFFFFFFFF) >> 24
+
+
+def sketch_log_probability(
+    library: ArrayLibrary,
+    outputs: Any,
+    items: Any,
+    *,
+    key: bytes,
+    hashes: int,
+    width: int,
+    log_terms: tuple[float, float, float],
+    owner: str,
+) -> Any:
+    """cms's log P[(j, ṽ) | x] of reports (…, 1 + ⌈m/64⌉) and integer items x (broadcasting
+    over …), float64 on their device, by the CPU's operations: with D the bits of ṽ differing
+    from the one-hot vector of h_j(x) (the host's keyed hash, :func:`keyed_buckets`) and
+    ``log_terms`` = (ln k, ln φ, ln(1 − φ)), (−ln k + D·ln φ) + (m − D)·ln(1 − φ); −inf for
+    a j ≥ k or bits beyond m. Refused before any value is read: reports not integers or
+    booleans or of another last axis (``outputs``), items not integers (``inputs``)."""
+    xp, device = library.xp, library.device
+    count = -(-width // 64)
+    rows, x, shape = _score_operands(
+        library, outputs, items, 1 + count, "j and the ⌈m/64⌉ words of ṽ", owner=owner
+    )
+    valid, row = _index(library, rows[:, 0], hashes)
+    hashed = keyed_buckets(library, key, xp.where(valid, row, xp.zeros_like(row)), x, width)
+    half, bit = hashed >> 5, hashed & 31  # the one-hot bit: half u div 32, bit u mod 32
+    one = xp.asarray(1, dtype=xp.int64, device=device)
+    differ = xp.zeros_like(row)
+    for w in range(count):
+        high, low = _split(library, rows[:, 1 + w])
+        for offset, part in ((0, low), (1, high)):
+            part = xp.astype(part, xp.int64)
+            hot = xp.where(half == 2 * w + offset, one << bit, xp.zeros_like(bit))
+            differ = differ + _popcount32(part ^ hot)
+            kept = width - 32 * (2 * w + offset)  # this half's bits below m
+            if kept < 32:
+                spare = 0xFFFFFFFF & ~((1 << max(kept, 0)) - 1)
+                valid = valid & ((part & spare) == 0)
+    log_k, log_flip, log_keep = log_terms
+    log_p = (-log_k + xp.astype(differ, xp.float64) * log_flip) + xp.astype(
+        width - differ, xp.float64
+    ) * log_keep
+    minus = xp.asarray(-float("inf"), dtype=xp.float64, device=device)
+    return xp.reshape(xp.where(valid, log_p, minus), shape)
+
+
+def hadamard_sketch_log_probability(
+    library: ArrayLibrary,
+    outputs: Any,
+    items: Any,
+    *,
+    key: bytes,
+    hashes: int,
+    width: int,
+    columns: int,
+    log_terms: tuple[float, float],
+    owner: str,
+) -> Any:
+    """hcms's log P[(j, l, y) | x] of reports (…, 3) and integer items x, float64 on their
+    device: ``log_terms`` = (base + ln(1 − φ), base + ln φ), base = −ln k − ln K, the first
+    where y is H[h_j(x), l] (the host's keyed hash), the second elsewhere; −inf for a j ≥ k,
+    l ≥ K or y ≥ 2. Refused as :func:`sketch_log_probability` is."""
+    xp, device = library.xp, library.device
+    rows, x, shape = _score_operands(library, outputs, items, 3, "j, l and the bit y", owner=owner)
+    valid_j, row = _index(library, rows[:, 0], hashes)
+    valid_l, column = _index(library, rows[:, 1], columns)
+    valid_y, y = _index(library, rows[:, 2], 2)
+    hashed = keyed_buckets(library, key, xp.where(valid_j, row, xp.zeros_like(row)), x, width)
+    agree = xp.logical_not(odd_parity(hashed & column)) == (y == 1)
+    keep, flip = (xp.asarray(term, dtype=xp.float64, device=device) for term in log_terms)
+    minus = xp.asarray(-float("inf"), dtype=xp.float64, device=device)
+    log_p = xp.where(agree, keep, flip)
+    return xp.reshape(xp.where(valid_j & valid_l & valid_y, log_p, minus), shape)

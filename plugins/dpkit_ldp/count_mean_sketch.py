@@ -65,7 +65,9 @@ is the normal one (a sum of n independent bounded terms).
 items (an integer is the item of its decimal text, as on the host) and run there with the
 CPU's law and report format, the keyed hash computed on the device bit for bit as the host
 computes it (:mod:`dpkit.tensors.siphash`, :mod:`dpkit.tensors.sketch`), so reports of either
-path are estimated by the other; the estimator's ``accumulate`` counts them there. Text and
+path are estimated by the other; the estimator's ``accumulate`` counts them there, and
+``log_probability`` scores them there against integer items, the host's numbers to the bit
+(the same hash, bit counts and comparisons, and the host's constants added in its order). Text and
 bytes cannot live on a device: hash them on the host.
 """
 
@@ -91,12 +93,15 @@ from dpkit.plugin import (
     Statistics,
     array_library,
     as_array,
+    device_operands,
     hadamard_sketch_counts,
+    hadamard_sketch_log_probability,
     hadamard_sketch_reports,
     lie_threshold,
     parameter,
     resolve_rng,
     sketch_counts,
+    sketch_log_probability,
     sketch_reports,
 )
 from dpkit_ldp._biased_bits import biased_words, uniform_words
@@ -224,7 +229,7 @@ class CountMeanSketch(_Sketch):
     coordinate flipped with probability 1/(e^{ε/2} + 1). See the module docstring."""
 
     name: ClassVar[str] = "cms"
-    device_methods: ClassVar[frozenset[str]] = frozenset({"randomize"})
+    device_methods: ClassVar[frozenset[str]] = frozenset({"randomize", "log_probability"})
 
     epsilon: float = parameter(EPSILON, doc="privacy loss ε per report", typical=(0.5, 6.0))
     width: int = parameter(
@@ -328,9 +333,27 @@ class CountMeanSketch(_Sketch):
                 )
         return rows
 
-    def log_probability(self, outputs: Any, inputs: Any, /) -> NDArray[np.float64]:
+    def log_probability(self, outputs: Any, inputs: Any, /) -> Any:
         """log P[(j, ṽ) | x] = −ln k + D·ln φ + (m − D)·ln(1 − φ), D the coordinates where ṽ
-        differs from the one-hot vector of h_j(x) (−inf for a j ≥ k or bits beyond m)."""
+        differs from the one-hot vector of h_j(x) (−inf for a j ≥ k or bits beyond m).
+
+        An accelerator's array (either operand; a numpy or list operand beside it is copied
+        there) is scored on its device by the same operations, the host's numbers to the bit
+        (:func:`dpkit.plugin.sketch_log_probability`): the reports integers, the inputs
+        integer items (module docstring, "On an accelerator")."""
+        operands = device_operands(outputs, inputs, owner=self.name)
+        if operands is not None:
+            phi = self.flip_probability
+            return sketch_log_probability(
+                operands.library,
+                operands.outputs,
+                operands.inputs,
+                key=self.family.key_bytes,
+                hashes=self.hashes,
+                width=self.width,
+                log_terms=(math.log(self.hashes), math.log(phi), math.log1p(-phi)),
+                owner=self.name,
+            )
         out = np.asarray(outputs, dtype=np.uint64)
         items = as_items(inputs, owner=self.name, field="inputs")
         shape = np.broadcast_shapes(out.shape[:-1], items.shape)
@@ -414,7 +437,7 @@ class HadamardCountMeanSketch(_Sketch):
     1/(e^ε + 1): one bit per report. See the module docstring."""
 
     name: ClassVar[str] = "hcms"
-    device_methods: ClassVar[frozenset[str]] = frozenset({"randomize"})
+    device_methods: ClassVar[frozenset[str]] = frozenset({"randomize", "log_probability"})
 
     epsilon: float = parameter(EPSILON, doc="privacy loss ε per report", typical=(0.5, 6.0))
     width: int = parameter(
@@ -496,8 +519,26 @@ class HadamardCountMeanSketch(_Sketch):
                     )
         return rows
 
-    def log_probability(self, outputs: Any, inputs: Any, /) -> NDArray[np.float64]:
-        """log P[(j, l, y) | x] = −ln k − ln K + ln(1 − φ) if y is H[h_j(x), l], else + ln φ."""
+    def log_probability(self, outputs: Any, inputs: Any, /) -> Any:
+        """log P[(j, l, y) | x] = −ln k − ln K + ln(1 − φ) if y is H[h_j(x), l], else + ln φ.
+
+        An accelerator's array (either operand) is scored on its device, the host's numbers to
+        the bit (:func:`dpkit.plugin.hadamard_sketch_log_probability`; as cms's)."""
+        operands = device_operands(outputs, inputs, owner=self.name)
+        if operands is not None:
+            phi = self.flip_probability
+            base = -math.log(self.hashes) - math.log(self.columns)
+            return hadamard_sketch_log_probability(
+                operands.library,
+                operands.outputs,
+                operands.inputs,
+                key=self.family.key_bytes,
+                hashes=self.hashes,
+                width=self.width,
+                columns=self.columns,
+                log_terms=(base + math.log1p(-phi), base + math.log(phi)),
+                owner=self.name,
+            )
         out = np.asarray(outputs, dtype=np.uint64)
         items = as_items(inputs, owner=self.name, field="inputs")
         shape = np.broadcast_shapes(out.shape[:-1], items.shape)

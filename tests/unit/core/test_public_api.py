@@ -187,6 +187,8 @@ PLUGIN_FACE = {
     "sketch_counts",
     "hadamard_sketch_reports",
     "hadamard_sketch_counts",
+    "sketch_log_probability",
+    "hadamard_sketch_log_probability",
     "rappor_reports",
     "prefix_reports",
     "tree_reports",

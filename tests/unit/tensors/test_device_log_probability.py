@@ -1,5 +1,5 @@
 """``log_probability`` on the device path, run on the CPU (torch tensors and array-api-strict
-arrays treated as an accelerator's): for rr, krr, sue, oue, olh, hr, dbitflip, laplace,
+arrays treated as an accelerator's): for rr, krr, sue, oue, olh, hr, dbitflip, cms, hcms, laplace,
 geometric, gaussian, pm, sw, pm_multi, graph_rr, graph_arr, graph_degree and graph_kstar the device computes the host's formula with the same float64
 operations in the same order, so the result equals the host's on the same numpy arrays exactly
 (NaN where the host has NaN), over the whole output space or a grid with outputs outside it;
@@ -34,6 +34,7 @@ from dpkit_ldp import (  # noqa: E402
     _adjacency as adjacency,
 )
 from dpkit_ldp import (  # noqa: E402
+    count_mean_sketch,
     dbitflip,
     duchi,
     graph_arr,
@@ -1009,3 +1010,98 @@ def test_a_selection_refuses_as_the_host_dtypes_and_shapes_before_any_value(
     assert refusal(torch.tensor([0, 1, 0]), torch.from_numpy(nan))[0] is ValueError
     two = refusal(xs.asarray(index), torch.from_numpy(nan))
     assert two[:2] == (InvalidData, "inputs") and "give both on one device" in two[2]
+
+
+# cms and hcms: integer items hashed on the device with the host's keyed hash, scored with
+# the host's constants in its order, so the host's numbers to the bit (at ε = 2 another
+# association of (−ln k + D·ln φ) + (m − D)·ln(1 − φ) changes the last bit for some D).
+CMS = count_mean_sketch.CountMeanSketch(epsilon=2.0, width=5, hashes=2, key="0123456789abcdef" * 2)
+HCMS = count_mean_sketch.HadamardCountMeanSketch(
+    epsilon=1.1, width=5, hashes=3, key="fedcba9876543210" * 2
+)  # K = 8
+# Hostile integers: negative, the extremes of int64, 2⁶² (each hashed as its decimal text).
+SKETCH_ITEMS = np.array([0, 1, 7, -3, 2**62, -(2**63), 2**63 - 1, 12345], dtype=np.int64)
+
+
+def _sketch_grid(mechanism: Any) -> np.ndarray[Any, Any]:
+    """The whole output space, then reports scoring −inf on the host (a row index, column or
+    bit out of range, a high word set, a bit beyond m)."""
+    space = mechanism.output_space()
+    if mechanism is CMS:
+        bad = [[2, 1], [1 << 63, 1], [1 << 32, 0], [0, 1 << 5], [1, 1 << 63]]
+    else:
+        bad = [[3, 0, 0], [0, 8, 1], [0, 1, 2], [1 << 32, 0, 0], [0, 1 << 40, 0]]
+    return np.concatenate([space, np.array(bad, dtype=np.uint64)])
+
+
+@pytest.mark.usefixtures("on_device")
+@pytest.mark.parametrize("library", LIBRARIES)
+@pytest.mark.parametrize("mechanism", [CMS, HCMS], ids=lambda m: m.name)
+def test_sketches_score_every_output_as_the_host_does(mechanism: Any, library: str) -> None:
+    outputs = _sketch_grid(mechanism)
+    expected = mechanism.log_probability(outputs[:, None, :], SKETCH_ITEMS)
+    spell = LIBRARIES[library]
+    for reports in (outputs, outputs.view(np.int64)):  # the device's uint64, or int64 bits
+        got = mechanism.log_probability(spell(reports[:, None, :]), spell(SKETCH_ITEMS))
+        assert type(got) is type(spell(SKETCH_ITEMS))
+        assert got.dtype == (torch.float64 if library == "torch" else xs.float64)
+        assert np.array_equal(_numpy(got), expected)  # to the bit
+    space = mechanism.output_space().shape[0]
+    assert np.isfinite(expected[:space]).all() and np.isneginf(expected[space:]).all()
+    assert np.allclose(np.exp(expected[:space]).sum(axis=0), 1.0)  # a law for every item
+    # A numpy operand is copied to the device; unsigned items below 2³² are integers too.
+    small = SKETCH_ITEMS[:3].astype(np.uint32)
+    got = mechanism.log_probability(outputs[:, None, :], spell(small))
+    assert np.array_equal(_numpy(got), mechanism.log_probability(outputs[:, None, :], small))
+
+
+@pytest.mark.usefixtures("on_device")
+@pytest.mark.parametrize("mechanism", [CMS, HCMS], ids=lambda m: m.name)
+def test_sketches_score_the_devices_own_reports_as_the_host_does(mechanism: Any) -> None:
+    items = torch.from_numpy(SKETCH_ITEMS)
+    reports = mechanism.randomize(items, rng=torch.Generator().manual_seed(3))
+    assert reports.dtype == torch.uint64
+    got = mechanism.log_probability(reports, items)
+    expected = mechanism.log_probability(reports.numpy(), SKETCH_ITEMS)
+    assert np.isfinite(expected).all() and np.array_equal(got.numpy(), expected)
+
+
+@pytest.mark.usefixtures("on_device")
+@pytest.mark.parametrize("mechanism", [CMS, HCMS], ids=lambda m: m.name)
+def test_sketches_refuse_from_dtypes_and_shapes_naming_the_field(mechanism: Any) -> None:
+    columns = mechanism.output_space().shape[1]
+    reports = torch.zeros((2, columns), dtype=torch.int64)
+    cases = [  # (outputs, inputs, field): the outputs' dtype and shape first, then the items'
+        (reports.double(), torch.zeros(2, dtype=torch.float64), "outputs"),
+        (torch.zeros((2, columns + 1), dtype=torch.int64), torch.zeros(2), "outputs"),
+        (reports, torch.zeros(2, dtype=torch.float64), "inputs"),
+        (reports, torch.zeros(2, dtype=torch.uint64), "inputs"),  # no int64 spelling above 2⁶³
+        (reports, np.array(["a", "b"]), "inputs"),  # text: hash it on the host
+    ]
+    for outputs, inputs, field in cases:
+        with pytest.raises(InvalidData) as refused:
+            mechanism.log_probability(outputs, inputs)
+        assert refused.value.field == field
+    with pytest.raises(InvalidData, match="give both on one device") as refused:
+        mechanism.log_probability(reports, xs.asarray(SKETCH_ITEMS[:2]))
+    assert refused.value.field == "inputs"
+    with pytest.raises(ValueError, match="broadcast"):  # numpy's error, before any value
+        mechanism.log_probability(reports, torch.zeros(3, dtype=torch.int64))
+
+
+@pytest.mark.usefixtures("on_device")
+@pytest.mark.parametrize("library", LIBRARIES)
+def test_a_wide_sketch_is_scored_word_by_word_as_the_host_does(library: str) -> None:
+    wide = count_mean_sketch.CountMeanSketch(epsilon=2.0, width=100, hashes=3, key="ab" * 16)
+    rng = np.random.default_rng(5)
+    items = np.concatenate([SKETCH_ITEMS, rng.integers(-(2**40), 2**40, size=8)])
+    honest = wide.randomize(items, rng=rng)  # the one-hot bit in either word, either half
+    noise = rng.integers(0, 2**63, size=(6, 3), dtype=np.uint64) << np.uint64(1)
+    noise[:, 0] %= np.uint64(3)
+    noise[:, 2] &= np.uint64((1 << 36) - 1)
+    noise[-1, 2] |= np.uint64(1 << 36)  # bit 100: beyond m
+    outputs = np.concatenate([honest, noise])[:, None, :]
+    expected = wide.log_probability(outputs, items)
+    spell = LIBRARIES[library]
+    assert np.array_equal(_numpy(wide.log_probability(spell(outputs), spell(items))), expected)
+    assert np.isfinite(expected[:-1]).all() and np.isneginf(expected[-1]).all()

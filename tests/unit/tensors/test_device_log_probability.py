@@ -183,6 +183,22 @@ def _log_grid(mechanism: Any) -> tuple[np.ndarray[Any, Any], np.ndarray[Any, Any
     return outputs, inputs
 
 
+def _spellings(
+    mechanism: Any, outputs: np.ndarray, inputs: np.ndarray, *, list_outputs: bool = True
+) -> list[Any]:
+    """``log_probability`` with device operands on both sides, and with a numpy array or a list
+    on one side (the caller's public data, copied to the device)."""
+    tensor = torch.from_numpy(inputs)
+    results = [
+        mechanism.log_probability(torch.from_numpy(outputs), tensor),
+        mechanism.log_probability(outputs, tensor),
+        mechanism.log_probability(torch.from_numpy(outputs), inputs.tolist()),
+    ]
+    if list_outputs:
+        results.append(mechanism.log_probability(outputs.tolist(), tensor))
+    return results
+
+
 @pytest.mark.usefixtures("on_device")
 @pytest.mark.parametrize("library", LIBRARIES)
 @pytest.mark.parametrize("mechanism", CASES, ids=lambda m: m.name)
@@ -270,13 +286,7 @@ def test_a_logarithm_of_the_input_broadcasts_and_takes_numpy_operands(mechanism:
         shape = (1, 3, 3)
     expected = mechanism.log_probability(outputs, inputs)
     assert expected.shape == shape
-    tensor = torch.from_numpy(inputs)
-    for got in (
-        mechanism.log_probability(torch.from_numpy(outputs), tensor),
-        mechanism.log_probability(outputs, tensor),  # numpy outputs: copied to the device
-        mechanism.log_probability(torch.from_numpy(outputs), inputs.tolist()),
-        mechanism.log_probability(outputs.tolist(), tensor),
-    ):
+    for got in _spellings(mechanism, outputs, inputs):
         assert isinstance(got, torch.Tensor) and got.dtype == torch.float64
         device_reference.assert_log_agrees(got.numpy(), expected)
     mismatched = np.zeros((4, 5), dtype=inputs.dtype)  # does not broadcast with the outputs
@@ -340,13 +350,8 @@ def test_the_operands_broadcast_and_a_numpy_operand_is_copied_to_the_device(
     expected = mechanism.log_probability(outputs, inputs)
     assert expected.shape == (2, 4, 3)
     tensor = torch.from_numpy(inputs)
-    results = [
-        mechanism.log_probability(torch.from_numpy(outputs), tensor),
-        mechanism.log_probability(outputs, tensor),  # numpy outputs: copied to the device
-        mechanism.log_probability(torch.from_numpy(outputs), inputs.tolist()),
-    ]
-    if mechanism not in (SUE, OUE, OLH):  # a list of bytes is int64, refused as reports by both
-        results.append(mechanism.log_probability(outputs.tolist(), tensor))
+    # A list of bytes is int64, refused as reports by both paths: no list outputs for those.
+    results = _spellings(mechanism, outputs, inputs, list_outputs=mechanism not in (SUE, OUE, OLH))
     if mechanism is OLH:  # numpy reads a list of seeds above 2⁶³ as float64: refused, not rounded
         with pytest.raises(InvalidData) as refused:
             mechanism.log_probability(outputs.tolist(), tensor)
@@ -712,13 +717,7 @@ def test_sampled_attributes_broadcast_and_take_numpy_operands(mechanism: Any) ->
     outputs, inputs = outputs[:, :5], inputs[5:11].reshape(2, 3, 1, -1).astype(np.float32)
     expected = mechanism.log_probability(outputs, inputs)
     assert expected.shape == (2, 3, 5)
-    tensor = torch.from_numpy(inputs)
-    for got in (
-        mechanism.log_probability(torch.from_numpy(outputs), tensor),
-        mechanism.log_probability(outputs, tensor),  # numpy outputs: copied to the device
-        mechanism.log_probability(torch.from_numpy(outputs), inputs.tolist()),
-        mechanism.log_probability(outputs.tolist(), tensor),
-    ):
+    for got in _spellings(mechanism, outputs, inputs):
         assert isinstance(got, torch.Tensor) and got.dtype == torch.float64
         if isinstance(mechanism, graph_features.MultiBit):
             device_reference.assert_sum_of_logs_agrees(

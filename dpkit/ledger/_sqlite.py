@@ -24,6 +24,7 @@ import os
 import sqlite3
 import stat
 import threading
+import time
 from collections.abc import Iterator
 from contextlib import contextmanager, nullcontext, suppress
 from typing import Any
@@ -52,6 +53,10 @@ _OPEN: dict[int, tuple[int, Any, str]] = {}  # key -> (pid, connection, real pat
 _INHERITED: list[sqlite3.Connection] = []
 _UNSAFE_IN_CHILD: set[str] = set()
 _released_pid = os.getpid()
+
+# Backing off while another creator switches the file to WAL (see SqliteStore._use_wal).
+_FIRST_RETRY_DELAY = 0.001
+_LAST_RETRY_DELAY = 0.05
 
 
 def _release_inherited() -> None:
@@ -158,15 +163,35 @@ class SqliteStore:
     @contextmanager
     def claim(self) -> Iterator[Tx]:
         connection = self._connection()
-        if (
-            self._memory is None
-            and connection.execute("PRAGMA journal_mode").fetchone()[0] != "wal"
-        ):
-            connection.execute("PRAGMA journal_mode=WAL")  # not inside a transaction
+        if self._memory is None:
+            self._use_wal(connection)
         with self.write() as tx:  # BEGIN IMMEDIATE: creators and spenders alike wait
             for statement in table_statements(_DIALECT):
                 tx.run(statement)
             yield tx
+
+    def _use_wal(self, connection: sqlite3.Connection) -> None:
+        """Switch the file to WAL (a persistent setting: once per ledger), outside a transaction.
+
+        The switch reads the file under a shared lock and then needs the exclusive one; when
+        another creator is switching at the same moment, each holds what the other waits for,
+        and SQLite answers SQLITE_BUSY at once, without its busy handler (waiting would be a
+        deadlock). The statement has then released its locks, so it is retried here, backing
+        off, until it succeeds or the ledger's timeout has passed.
+        """
+        deadline = time.monotonic() + self.timeout
+        delay = _FIRST_RETRY_DELAY
+        while True:
+            try:
+                if connection.execute("PRAGMA journal_mode").fetchone()[0] != "wal":
+                    connection.execute("PRAGMA journal_mode=WAL").fetchone()
+                return
+            except sqlite3.OperationalError as error:
+                busy = error.sqlite_errorcode & 0xFF == sqlite3.SQLITE_BUSY
+                if not busy or time.monotonic() >= deadline:
+                    raise
+            time.sleep(delay)
+            delay = min(2 * delay, _LAST_RETRY_DELAY)
 
     def batches(self, tx: Tx, template: str, size: int) -> Iterator[list[tuple[Any, ...]]]:
         cursor = tx.connection.execute(_DIALECT.sql(template))

@@ -193,11 +193,10 @@ print(release.release_id)
 def test_processes_creating_the_same_ledger_at_once(ledger_store: LedgerStore) -> None:
     path = ledger_store.location
     workers = [_spawn(CREATOR, str(path)) for _ in range(6)]
-    ids = []
-    for worker in workers:
-        stdout, stderr = worker.communicate(timeout=120)
+    outputs = [worker.communicate(timeout=120) for worker in workers]  # every pipe closed
+    for worker, (_, stderr) in zip(workers, outputs, strict=True):
         assert worker.returncode == 0, stderr
-        ids.append(stdout.strip())
+    ids = [stdout.strip() for stdout, _ in outputs]
     ledger = dpkit.Ledger(path)
     assert ledger.verify().epsilon == Fraction(6, 10)
     assert sorted(e.release_id for e in ledger.entries()) == sorted(ids)

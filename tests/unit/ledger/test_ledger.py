@@ -33,6 +33,7 @@ from dpkit.ledger import (
     NotALedger,
     require_persistent,
 )
+from dpkit.ledger._sqlite import SqliteStore
 from dpkit.units import UnitIdentity
 
 #: tests/conftest.py's LedgerStore (a conftest cannot be imported under --import-mode=importlib)
@@ -407,6 +408,44 @@ def test_version_1_ledgers_are_migrated_by_concurrent_openers(tmp_path: Path) ->
     connection.close()
     assert version == str(SCHEMA_VERSION) == "5"
     assert ledger.unit == UnitIdentity("record")  # its one entry protected a record
+
+
+def _claim_at_once(path: str, claimers: int) -> list[BaseException]:
+    """Open a new file from ``claimers`` threads, then claim it (switching it to WAL and
+    creating the tables) from all of them released together; what they raised."""
+    barrier = threading.Barrier(claimers)
+    errors: list[BaseException] = []
+
+    def claim() -> None:
+        store = SqliteStore(path, timeout=30)
+        store.open(creating=True)
+        barrier.wait()
+        try:
+            with store.claim():
+                pass
+        except BaseException as error:
+            errors.append(error)
+        store.close()
+
+    threads = [threading.Thread(target=claim) for _ in range(claimers)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    return errors
+
+
+def test_creators_switching_a_new_file_to_wal_at_once_all_succeed(tmp_path: Path) -> None:
+    """Two connections switching one new file to WAL at the same moment can each hold a lock
+    the other needs, and SQLite then answers one of them SQLITE_BUSY at once, without waiting
+    out its timeout; the store retries. Measured without the retry: 23 of 3,600 switches
+    failed (four runs of these 150 rounds: 9, 6, 1 and 7), so the 900 here all succeed by
+    chance with probability about e^-5.7 without it."""
+    for round_ in range(150):
+        assert _claim_at_once(str(tmp_path / f"new-{round_}.db"), claimers=6) == []
+    connection = sqlite3.connect(tmp_path / "new-0.db")
+    assert connection.execute("PRAGMA journal_mode").fetchone()[0] == "wal"
+    connection.close()
 
 
 def test_older_ledgers_are_migrated_in_either_backend(ledger_store: LedgerStore) -> None:

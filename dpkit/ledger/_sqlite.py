@@ -187,7 +187,8 @@ class SqliteStore:
                     connection.execute("PRAGMA journal_mode=WAL").fetchone()
                 return
             except sqlite3.OperationalError as error:
-                busy = error.sqlite_errorcode & 0xFF == sqlite3.SQLITE_BUSY
+                # the message, not sqlite_errorcode: Python 3.10 has no error codes
+                busy = "database is locked" in str(error)
                 if not busy or time.monotonic() >= deadline:
                     raise
             time.sleep(delay)

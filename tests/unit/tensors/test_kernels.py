@@ -1,7 +1,9 @@
-"""The fused CUDA kernels in Triton's interpreter on the CPU (where Triton is installed; it is
-not a dependency): they draw exactly the documented words of the portable ChaCha20 and Philox,
-in both layouts, and the packed and coo graphs, a band of rows at a time, the dense graph's
-words. The same comparisons run on a real GPU in test_cuda.py."""
+"""The fused CUDA kernels in Triton's interpreter on the CPU (Triton is in the test extra on
+Linux x86-64, the platform of its wheels; elsewhere this skips): they draw exactly the
+documented words of the portable ChaCha20 and Philox, in both layouts; the raw keystream kernel
+gives ChaCha20's stream across the 32-bit counter word; the packed and coo graphs, a band of
+rows at a time, draw the dense graph's words. The same comparisons run on a real GPU in
+test_cuda.py."""
 
 from __future__ import annotations
 
@@ -54,6 +56,16 @@ for secure in (True, False):
     assert np.array_equal(np.unpackbits(run("packed").numpy(), axis=1, count=n), dense), "packed"
     rows, cols = run("coo")
     assert np.array_equal(np.stack([rows.numpy(), cols.numpy()]), np.nonzero(np.triu(dense, 1)))
+# The raw keystream kernel, across the 32-bit counter word.
+import array_api_compat.numpy as xnp
+from dpkit.tensors import _kernels
+from dpkit.tensors.chacha import chacha20_words, key_words
+words32 = key_words(bytes(range(32)))
+key_tensor = torch.tensor([w - 2**32 if w >= 2**31 else w for w in words32], dtype=torch.int32)
+stream = torch.empty(16 * 40, dtype=torch.int64)
+_kernels.keystream_kernel[(3,)](key_tensor, stream, 2**32 - 5, 40, LANES=16)
+expected = np.stack(chacha20_words(xnp, words32, 2**32 - 5, 40), axis=1).reshape(-1)
+assert np.array_equal(stream.numpy(), expected), "keystream"
 print("ok")
 """
 

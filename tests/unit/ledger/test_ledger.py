@@ -18,7 +18,7 @@ from typing import Any
 
 import numpy as np
 import pytest
-from support.ledgers import open_at_once
+from support.ledgers import at_once, open_at_once
 
 from dpkit.cli import main
 from dpkit.errors import BudgetExceeded, DPKitError, InvalidParameter
@@ -413,26 +413,18 @@ def test_version_1_ledgers_are_migrated_by_concurrent_openers(tmp_path: Path) ->
 def _claim_at_once(path: str, claimers: int) -> list[BaseException]:
     """Open a new file from ``claimers`` threads, then claim it (switching it to WAL and
     creating the tables) from all of them released together; what they raised."""
-    barrier = threading.Barrier(claimers)
-    errors: list[BaseException] = []
 
-    def claim() -> None:
+    def claim(barrier: threading.Barrier) -> None:
         store = SqliteStore(path, timeout=30)
         store.open(creating=True)
         barrier.wait()
         try:
             with store.claim():
                 pass
-        except BaseException as error:
-            errors.append(error)
-        store.close()
+        finally:
+            store.close()
 
-    threads = [threading.Thread(target=claim) for _ in range(claimers)]
-    for thread in threads:
-        thread.start()
-    for thread in threads:
-        thread.join()
-    return errors
+    return at_once(claim, claimers)
 
 
 def test_creators_switching_a_new_file_to_wal_at_once_all_succeed(tmp_path: Path) -> None:

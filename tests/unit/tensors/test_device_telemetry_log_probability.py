@@ -172,6 +172,7 @@ def test_prefix_scores_refuse_as_the_host_dtypes_and_shapes_before_any_value(
         (torch.zeros((2, 6), dtype=torch.int64), outside, "outputs"),  # not (…, 5)
         (torch.zeros((2, 1), dtype=torch.int64), outside, "outputs"),  # the host broadcasts it
         (reports, torch.tensor([0.0, 1.0]), "inputs"),
+        (reports, torch.tensor([0.0, 1.0, 2.0]), "inputs"),  # the dtype before the broadcast
         (reports, torch.tensor([True, False]), "inputs"),
         (reports, np.array(["a", "b"]), "inputs"),  # text: encode it on the host
     ]:
@@ -280,6 +281,7 @@ def test_rappor_scores_refuse_as_the_host_dtypes_and_shapes_first() -> None:
             (reports.double(), items.double(), "outputs"),
             (torch.zeros((3, 3), dtype=torch.int64), items, "outputs"),  # not 1 + ⌈k/64⌉ words
             (reports, items.double(), "inputs"),
+            (reports, torch.zeros(2, dtype=torch.float64), "inputs"),  # before the broadcast
             (reports, torch.zeros(3, dtype=torch.uint64), "inputs"),  # no int64 spelling
             (reports, np.array(["a", "b", "c"]), "inputs"),  # text: hash it on the host
         ]

@@ -128,8 +128,9 @@ def rappor_log_operands(
 
     Refused before any value is read, naming the field: reports not integers or booleans, or
     of another last axis (or, for T > 1, another last but one) (``outputs``); items not
-    integer items (``inputs``: :func:`~dpkit.tensors.sketch.check_integer_items`); shapes that
-    do not broadcast (numpy's error)."""
+    integer items (``inputs``: :func:`~dpkit.tensors.sketch.check_integer_items`; an empty
+    array of any dtype is accepted, as on the host); shapes that do not broadcast (numpy's
+    error)."""
     xp, device = library.xp, library.device
     count = -(-bits // 64)
     layout = "the cohort and the ⌈k/64⌉ words of the bits"
@@ -140,7 +141,8 @@ def rappor_log_operands(
             f"reports of one item, each {layout}; got shape {tuple(outputs.shape)}",
             field="outputs",
         )
-    check_integer_items(library, items, owner=owner, field="inputs")
+    if 0 not in tuple(items.shape):  # an empty array of any dtype, as on the host
+        check_integer_items(library, items, owner=owner, field="inputs")
     if repeats == 1:
         words = xp.reshape(words, (*tuple(outputs.shape[:-1]), 1, 1 + count))
     head = tuple(words.shape[:-2])

@@ -293,6 +293,10 @@ def test_rappor_scores_refuse_as_the_host_dtypes_and_shapes_first() -> None:
         assert _refusal(mechanism, reports, torch.zeros(2, dtype=torch.int64))[0] is ValueError
         two = _refusal(mechanism, reports, xs.asarray(RAPPOR_ITEMS[:3]))
         assert two[:2] == (InvalidData, "inputs") and "give both on one device" in two[2]
+        empty = np.zeros(0)  # an empty array of items of any dtype, accepted as on the host
+        got = mechanism.log_probability(reports[:1], torch.from_numpy(empty))
+        assert got.shape == (0,) and got.dtype == torch.float64
+        assert mechanism.log_probability(reports[:1].numpy(), empty).shape == (0,)
 
 
 def test_the_logaddexp_bound_is_its_first_order_form() -> None:

@@ -85,8 +85,10 @@ modes; secure: the host's exact samplers), :func:`dbitflip_reports` /
 :func:`sketch_counts` the count mean sketch's and :func:`hadamard_sketch_reports` /
 :func:`hadamard_sketch_counts` the Hadamard count mean sketch's (scored by
 :func:`sketch_log_probability` / :func:`hadamard_sketch_log_probability`), :func:`rappor_reports`
-RAPPOR's (integer items, hashed as on the host; counted by :func:`sketch_counts`),
-:func:`prefix_reports` the prefix extending method's and :func:`tree_reports` TreeHist's,
+RAPPOR's (integer items, hashed as on the host; counted by :func:`sketch_counts`, scored from
+:func:`rappor_log_operands`), :func:`prefix_reports` the prefix extending method's and
+:func:`tree_reports` TreeHist's (scored by :func:`prefix_log_probability` /
+:func:`tree_log_probability`),
 :func:`mean_sums` the numeric mechanisms' server statistic, :func:`report_histogram` the
 square wave's, :func:`noisy_list_counts` the noisy degrees and k-stars of neighbour lists,
 :func:`noisy_list_bits` their bits through ``graph_rr``'s and ``graph_arr``'s channel,
@@ -226,9 +228,9 @@ from dpkit.tensors.multibit import multibit_reports
 from dpkit.tensors.noise import gaussian_noise, geometric_noise, laplace_noise
 from dpkit.tensors.one_bit_mean import one_bit_counts, one_bit_reports
 from dpkit.tensors.piecewise import hybrid_reports, piecewise_reports
-from dpkit.tensors.prefix_tree import tree_reports
-from dpkit.tensors.prefixes import prefix_reports
-from dpkit.tensors.rappor import rappor_reports
+from dpkit.tensors.prefix_tree import tree_log_probability, tree_reports
+from dpkit.tensors.prefixes import prefix_log_probability, prefix_reports
+from dpkit.tensors.rappor import rappor_log_operands, rappor_reports
 from dpkit.tensors.report_histogram import report_histogram
 from dpkit.tensors.sampled import hybrid_multi_reports, piecewise_multi_reports
 from dpkit.tensors.selection import (
@@ -379,9 +381,11 @@ __all__ = [
     "piecewise_reports",
     "plain",
     "positions",
+    "prefix_log_probability",
     "prefix_reports",
     "privacy_unit",
     "probability_threshold",
+    "rappor_log_operands",
     "rappor_reports",
     "readable",
     "relationship_bits",
@@ -395,6 +399,7 @@ __all__ = [
     "sketch_reports",
     "square_wave_reports",
     "total_floats",
+    "tree_log_probability",
     "tree_reports",
     "two_round_reports",
     "unary_counts",

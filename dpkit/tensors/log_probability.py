@@ -47,7 +47,14 @@ the exact one relative to A (Higham, *Accuracy and Stability of Numerical Algori
 
 of the host's (a few ulps of it), and the host's where that is −inf, NaN or 0.
 ``pm_multi``'s terms are constants selected by comparisons, summed in the same order: the
-host's numbers.
+host's numbers, as are ``pem``'s and ``treehist``'s (:mod:`dpkit.tensors.prefixes`,
+:mod:`dpkit.tensors.prefix_tree`). ``rappor`` sums k terms logaddexp(a_i, b_i) of the same
+doubles a_i, b_i on both sides, by one formula for both (the plugin's
+``Rappor._bit_log_probability``), each ``logaddexp`` m + log1p(exp(−d)) with the device's
+``exp`` and ``log1p``, and the sum in the namespace's own order: its contract is the absolute
+bound 2[E_S(1 + u) + u(A + c)], E_S = (1 + γ)(1 + u)kβ + (u + γ(1 + u))A, β = 6u, γ = γ_{k−1}
+(≈ 12k·u + (2k + 2)u·A + 2u·c), derived step by step in ``tests/support/device_reference.py``
+(``sum_of_logaddexp_bound``) and stated in docs/tensors.md.
 """
 
 from __future__ import annotations

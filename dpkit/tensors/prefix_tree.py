@@ -19,6 +19,11 @@ r, the tree flip word, r′, the final flip word.
 **Items** are integers in [0, 2ᴸ) (the CPU's integer items; text and bytes stay on the host),
 refused otherwise in one pass before any word is drawn, without quoting a value. **Reports**
 are the CPU's rows (t, r, y, r′, y′), ``uint64`` (torch: a ``torch.uint64`` tensor).
+
+**Scoring** (:func:`tree_log_probability`): the mechanism's ``log_probability`` of reports and
+items on the device takes the same parities of the same prefixes and adds the host's constants
+in the host's order (the level's base, then the tree part's, then the final part's): the host's
+numbers to the bit.
 """
 
 from __future__ import annotations
@@ -27,11 +32,12 @@ from typing import Any
 
 from dpkit.tensors.device_random import DeviceWords, device_words, require_64_bit, uniform_below
 from dpkit.tensors.duchi import below_64
-from dpkit.tensors.hashing import _join
+from dpkit.tensors.hashing import _join, _split
 from dpkit.tensors.libraries import ArrayLibrary
-from dpkit.tensors.prefixes import _halves, _shift_right
+from dpkit.tensors.prefixes import _halves, _shift_right, scored_items
+from dpkit.tensors.sketch import _index
 
-__all__ = ["tree_reports"]
+__all__ = ["tree_log_probability", "tree_reports"]
 
 
 def _parity32(x: Any) -> Any:
@@ -100,3 +106,60 @@ def tree_reports(
     if library.name == "torch":
         reports = reports.view(xp.uint64)
     return xp.reshape(reports, (*tuple(values.shape), 5))
+
+
+def _agrees(library: ArrayLibrary, r: Any, y: Any, value: tuple[Any, Any], lengths: Any) -> Any:
+    """(whether r lies in [2^s] and y is a bit, whether y is 1{H[r, v] = +1}) of 64-bit words
+    r and y against v's ``int64`` halves, s = ``lengths``."""
+    xp = library.xp
+    r_high, r_low = (xp.astype(half, xp.int64) for half in _split(library, r))
+    valid, bit = _index(library, y, 2)
+    mask_high, mask_low = _masks(xp, lengths)
+    valid = valid & ((r_high & ~mask_high) == 0) & ((r_low & ~mask_low) == 0)
+    odd = _parity32(r_high & value[0]) ^ _parity32(r_low & value[1])
+    return valid, (odd == 0) == (bit == 1)
+
+
+def tree_log_probability(
+    library: ArrayLibrary,
+    outputs: Any,
+    items: Any,
+    *,
+    bits: int,
+    prefix_bits: tuple[int, ...],
+    bases: tuple[float, ...],
+    log_terms: tuple[tuple[float, float], tuple[float, float]],
+    owner: str,
+) -> Any:
+    """TreeHist's log P[(t, r, y, r′, y′) | x] of reports (…, 5) and L-bit integer items x
+    (broadcasting over …), float64 on their device, by the host's operations in its order:
+    ``bases[t]`` (the host's −ln(levels) − (s_t + L)·ln 2), plus the tree part's
+    ``log_terms[0]`` = (ln(1 − φ), ln φ), the first where y = 1{H[r, v_t] = +1} for the prefix
+    v_t = x >> (L − s_t), then the final part's ``log_terms[1]`` the same way for r′, y′ and x;
+    −inf for a t ≥ levels, a y or y′ ≥ 2, an r ≥ 2^{s_t} or an r′ ≥ 2ᴸ. Refused as
+    :func:`~dpkit.tensors.prefixes.scored_items` says."""
+    xp, device = library.xp, library.device
+    rows, high, low, shape = scored_items(
+        library, outputs, items, bits=bits, layout="t, r, y, r′ and y′", owner=owner
+    )
+    valid, level = _index(library, rows[:, 0], len(prefix_bits))
+    level = xp.where(valid, level, xp.zeros_like(level))
+    lengths = xp.take(xp.asarray(list(prefix_bits), dtype=xp.int64, device=device), level)
+    total = xp.take(xp.asarray(list(bases), dtype=xp.float64, device=device), level)
+    full = xp.full(lengths.shape, bits, dtype=xp.int64, device=device)
+    prefix = _shift_right(xp, high, low, bits - lengths)
+    for (r, y), value, width, (agree_term, other_term) in zip(
+        ((rows[:, 1], rows[:, 2]), (rows[:, 3], rows[:, 4])),
+        (prefix, (high, low)),
+        (lengths, full),
+        log_terms,
+        strict=True,
+    ):
+        fits, agree = _agrees(library, r, y, value, width)
+        valid = valid & fits
+        on, off = (
+            xp.asarray(term, dtype=xp.float64, device=device) for term in (agree_term, other_term)
+        )
+        total = total + xp.where(agree, on, off)
+    minus = xp.asarray(-float("inf"), dtype=xp.float64, device=device)
+    return xp.reshape(xp.where(valid, total, minus), shape)

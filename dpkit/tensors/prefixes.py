@@ -22,32 +22,47 @@ are the lie words (high, low); then the other values (each draw from a fresh blo
 **Items** are integers in [0, 2ᴸ) (the CPU's integer items; text and bytes stay on the host):
 a signed integer array, or an unsigned one (uint64 holds L = 64). One pass refuses the others
 before any word is drawn, without quoting a value.
+
+**Scoring** (:func:`prefix_log_probability`): the mechanism's ``log_probability`` of reports
+and items on the device hashes the report's round's prefix of each item with the report's
+seeds, the same H bit for bit, and selects between the host's two constants (y = H or not):
+the host's numbers to the bit. :func:`scored_items` reads the operands (TreeHist's too).
 """
 
 from __future__ import annotations
 
 from typing import Any
 
+import numpy as np
+
 from dpkit.errors import InvalidData
 from dpkit.tensors.device_random import device_words, require_64_bit, uniform_below
 from dpkit.tensors.duchi import below_64
 from dpkit.tensors.hashing import _join, _split, multiply_wide
 from dpkit.tensors.libraries import ArrayLibrary
+from dpkit.tensors.sketch import _index, _words64
 
-__all__ = ["prefix_reports", "vector_multiply_shift_words"]
+__all__ = ["prefix_log_probability", "prefix_reports", "vector_multiply_shift_words"]
 
 _MASK = (1 << 32) - 1
 
 
-def _halves(library: ArrayLibrary, values: Any, bits: int, *, owner: str, field: str) -> Any:
-    """(high, low) ``int64`` halves of L-bit integer items, or an :class:`InvalidData`."""
-    xp = library.xp
-    if not xp.isdtype(values.dtype, "integral"):
+def _check_item_dtype(
+    library: ArrayLibrary, values: Any, bits: int, *, owner: str, field: str
+) -> None:
+    """Refuse anything but integers as L-bit items (decided by the dtype alone)."""
+    if not library.xp.isdtype(values.dtype, "integral"):
         raise InvalidData(
             f"{owner}: {field} on a device must be integer {bits}-bit items, got a "
             f"{library.name} array of {values.dtype}; encode text or bytes on the host",
             field=field,
         )
+
+
+def _halves(library: ArrayLibrary, values: Any, bits: int, *, owner: str, field: str) -> Any:
+    """(high, low) ``int64`` halves of L-bit integer items, or an :class:`InvalidData`."""
+    xp = library.xp
+    _check_item_dtype(library, values, bits, owner=owner, field=field)
     flat = xp.reshape(values, (-1,))
     signed = xp.isdtype(values.dtype, "signed integer")
     negative = flat < 0 if signed else xp.zeros(flat.shape, dtype=xp.bool, device=library.device)
@@ -155,3 +170,68 @@ def prefix_reports(
     if library.name == "torch":
         reports = reports.view(xp.uint64)
     return xp.reshape(reports, (*tuple(values.shape), 5))
+
+
+def scored_items(
+    library: ArrayLibrary, outputs: Any, items: Any, *, bits: int, layout: str, owner: str
+) -> tuple[Any, Any, Any, tuple[int, ...]]:
+    """(report rows (n, 5) of 64-bit words, the items' ``int64`` high and low halves (n,), the
+    broadcast shape) of ``log_probability``'s operands: reports (…, 5) and L-bit integer items
+    broadcasting over …. Decided before any value is read: the reports integers or booleans
+    with the report's last axis (``outputs``), the items integers (``inputs``; an empty array
+    of any dtype, as on the host), numpy's broadcast. Then the items are read, and refused
+    outside [0, 2ᴸ) as the host refuses them (``inputs``, no value quoted)."""
+    xp, device = library.xp, library.device
+    words = _words64(library, outputs, 5, layout, owner=owner)
+    if 0 not in tuple(items.shape):
+        _check_item_dtype(library, items, bits, owner=owner, field="inputs")
+    shape = tuple(np.broadcast_shapes(tuple(outputs.shape[:-1]), tuple(items.shape)))
+    if 0 in tuple(items.shape):
+        items = xp.zeros(tuple(items.shape), dtype=xp.int64, device=device)
+    high, low = _halves(library, items, bits, owner=owner, field="inputs")
+    rows = xp.reshape(xp.broadcast_to(words, (*shape, 5)), (-1, 5))
+    high, low = (
+        xp.reshape(xp.broadcast_to(xp.reshape(half, tuple(items.shape)), shape), (-1,))
+        for half in (high, low)
+    )
+    return rows, high, low, shape
+
+
+def prefix_log_probability(
+    library: ArrayLibrary,
+    outputs: Any,
+    items: Any,
+    *,
+    bits: int,
+    prefix_bits: tuple[int, ...],
+    g: int,
+    log_terms: tuple[float, float],
+    owner: str,
+) -> Any:
+    """PEM's log P[(t, a₁, a₂, b, y) | x] of reports (…, 5) and L-bit integer items x
+    (broadcasting over …), float64 on their device: ``log_terms`` = (base + ln p*,
+    base + ln((1 − p*)/(g′ − 1))) as the host computes them, the first where y = H(prefix_t(x))
+    (the vector multiply-shift of :func:`vector_multiply_shift_words`, the host's bit for bit),
+    the second elsewhere; −inf for a round t ≥ g or a y ≥ g′ (any 64-bit word, a negative
+    integer read in two's complement as the host's cast to ``uint64`` reads it). Refused as
+    :func:`scored_items` says."""
+    xp, device = library.xp, library.device
+    rows, high, low, shape = scored_items(
+        library, outputs, items, bits=bits, layout="t, a₁, a₂, b and y", owner=owner
+    )
+    valid_t, group = _index(library, rows[:, 0], len(prefix_bits))
+    valid_y, y = _index(library, rows[:, 4], g)
+    lengths = xp.asarray(list(prefix_bits), dtype=xp.int64, device=device)
+    shift = bits - xp.take(lengths, xp.where(valid_t, group, xp.zeros_like(group)))
+    p_high, p_low = _shift_right(xp, high, low, shift)
+    (a1_high, a1_low), (a2_high, a2_low), (b_high, b_low) = (
+        (xp.astype(half, xp.int64) for half in _split(library, rows[:, column]))
+        for column in (1, 2, 3)
+    )
+    hashed = vector_multiply_shift_words(
+        a1_high, a1_low, a2_high, a2_low, b_high, b_low, p_high, p_low, g
+    )
+    kept, other = (xp.asarray(term, dtype=xp.float64, device=device) for term in log_terms)
+    minus = xp.asarray(-float("inf"), dtype=xp.float64, device=device)
+    log_p = xp.where(hashed == y, kept, other)
+    return xp.reshape(xp.where(valid_t & valid_y, log_p, minus), shape)

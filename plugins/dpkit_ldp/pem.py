@@ -66,8 +66,10 @@ from dpkit.plugin import (
     PureDP,
     array_library,
     as_array,
+    device_operands,
     lie_threshold,
     parameter,
+    prefix_log_probability,
     prefix_reports,
     resolve_rng,
 )
@@ -121,7 +123,7 @@ class PrefixExtendingMethod(BitItemInput, Mechanism):
     name: ClassVar[str] = "pem"
     kind: ClassVar[Literal["local", "central"]] = "local"
     statistic: ClassVar[str] = "heavy_hitters"
-    device_methods: ClassVar[frozenset[str]] = frozenset({"randomize"})
+    device_methods: ClassVar[frozenset[str]] = frozenset({"randomize", "log_probability"})
 
     epsilon: float = parameter(EPSILON, doc="privacy loss ε per device", typical=(0.5, 6.0))
     bits: int = parameter(
@@ -282,8 +284,38 @@ class PrefixExtendingMethod(BitItemInput, Mechanism):
         reports = np.stack([group.astype(np.uint64), a1, a2, b, y], axis=1)
         return reports.reshape((*items.shape, 5))
 
-    def log_probability(self, outputs: Any, inputs: Any, /) -> NDArray[np.float64]:
-        """log P[(t, a₁, a₂, b, y) | x] = −ln g − 192 ln 2 + ln P[y | H(prefix_t(x))]."""
+    def _log_terms(self) -> tuple[float, float]:
+        """(base + ln p*, base + ln((1 − p*)/(g′ − 1))), base = −ln g − 192 ln 2: the two
+        values a report's log-probability takes (computed once on the host, with ``math``)."""
+        keep = self.keep_probability
+        log_keep, log_other = math.log(keep), math.log1p(-keep) - math.log(self.range - 1)
+        base = -math.log(self.groups) - 192.0 * math.log(2.0)
+        return base + log_keep, base + log_other
+
+    def log_probability(self, outputs: Any, inputs: Any, /) -> Any:
+        """log P[(t, a₁, a₂, b, y) | x] = −ln g − 192 ln 2 + ln P[y | H(prefix_t(x))] (−inf for
+        a round t ≥ g or a y ≥ g′).
+
+        An accelerator's array (either operand; a numpy or list operand beside it is copied
+        there) is scored on its device, the host's numbers to the bit: the same hash of the
+        same prefix (:func:`dpkit.plugin.prefix_log_probability`) selects between the same two
+        constants, computed on the host. There the reports must be integers or booleans with
+        the report's last axis 5 (the host casts floats and broadcasts that axis), the items
+        integer L-bit items (text and bytes are encoded on the host), refused (``outputs``,
+        ``inputs``) from the dtypes and shapes before any value is read; an item outside
+        [0, 2ᴸ) is refused as on the host, without quoting it."""
+        operands = device_operands(outputs, inputs, owner=self.name)
+        if operands is not None:
+            return prefix_log_probability(
+                operands.library,
+                operands.outputs,
+                operands.inputs,
+                bits=self.bits,
+                prefix_bits=self.prefix_bits,
+                g=self.range,
+                log_terms=self._log_terms(),
+                owner=self.name,
+            )
         out = np.asarray(outputs, dtype=np.uint64)
         x = as_bit_items(inputs, self.bits, owner=self.name, field="inputs")
         shape = np.broadcast_shapes(out.shape[:-1], x.shape)
@@ -294,10 +326,8 @@ class PrefixExtendingMethod(BitItemInput, Mechanism):
         hashed = vector_multiply_shift(
             out[:, 1], out[:, 2], out[:, 3], self._prefixes(flat, group), self.range
         )
-        keep = self.keep_probability
-        log_keep, log_other = math.log(keep), math.log1p(-keep) - math.log(self.range - 1)
-        base = -math.log(self.groups) - 192.0 * math.log(2.0)
-        log_p = base + np.where(hashed == out[:, 4], log_keep, log_other)
+        kept, other = self._log_terms()
+        log_p = np.where(hashed == out[:, 4], kept, other)
         return np.where(valid, log_p, -np.inf).reshape(shape)
 
     def check_reports(self, reports: Any, owner: str) -> NDArray[np.uint64]:

@@ -63,9 +63,11 @@ is the normal one.
 is the item of its decimal text, as on the host) and draws one collection there — cohort, PRR
 and T IRRs — with the CPU's law and report format, the keyed hash computed on the device bit for
 bit as the host computes it (:mod:`dpkit.tensors.rappor`); the estimator's ``accumulate``
-counts such reports there, and either path's reports are decoded alike. The PRR is not kept on
-the device: :class:`RapporClient` is the device's host-side memo, and its ``report`` refuses an
-accelerator's array.
+counts such reports there, and either path's reports are decoded alike; ``log_probability``
+scores reports against integer items there, the host's formula by the same code (a
+``logaddexp`` per bit, then their sum: within a derived absolute bound of the host's value,
+docs/tensors.md). The PRR is not kept on the device: :class:`RapporClient` is the device's
+host-side memo, and its ``report`` refuses an accelerator's array.
 """
 
 from __future__ import annotations
@@ -91,13 +93,16 @@ from dpkit.plugin import (
     Statistics,
     array_library,
     as_array,
+    device_operands,
     parameter,
+    rappor_log_operands,
     rappor_reports,
     resolve_rng,
     sketch_counts,
 )
 from dpkit_ldp._biased_bits import biased_words, uniform_words
 from dpkit_ldp._memo import MemoizingDevice
+from dpkit_ldp._numeric import float64_constants
 from dpkit_ldp._reports import read_only_ints, report_words
 from dpkit_ldp.items import ItemInput, as_items
 from dpkit_ldp.keyed_hash import ItemWords, KeyedHashFamily, fresh_key, key_parameter
@@ -153,7 +158,7 @@ class Rappor(ItemInput, Mechanism):
     name: ClassVar[str] = "rappor"
     kind: ClassVar[Literal["local", "central"]] = "local"
     statistic: ClassVar[str] = "sketch"
-    device_methods: ClassVar[frozenset[str]] = frozenset({"randomize"})
+    device_methods: ClassVar[frozenset[str]] = frozenset({"randomize", "log_probability"})
 
     bits: int = parameter(
         Integer(low=1, high=1 << 16),
@@ -351,10 +356,41 @@ class Rappor(ItemInput, Mechanism):
 
     # -- the declared distribution ---------------------------------------------------------------
 
-    def log_probability(self, outputs: Any, inputs: Any, /) -> NDArray[np.float64]:
+    def log_probability(self, outputs: Any, inputs: Any, /) -> Any:
         """log P[reports | x]: −ln m + Σ_i ln(π_{B_i}·q^{c_i}(1 − q)^{T−c_i} + (1 − π_{B_i})·
         p^{c_i}(1 − p)^{T−c_i}), c_i the reports with bit i set, B the item's filter in the
-        reports' cohort (all T reports must name one cohort)."""
+        reports' cohort (all T reports must name one cohort; −inf otherwise, and for a cohort
+        ≥ m or bits set beyond k).
+
+        An accelerator's array (either operand; a numpy or list operand beside it is copied
+        there) is scored on its device: the counts c and the filter B there (the host's keyed
+        hash of integer items, :func:`dpkit.plugin.rappor_log_operands`), then the host's
+        formula by the same namespace-generic code (:meth:`_bit_log_probability`). Its per-bit
+        ``logaddexp`` and its sum over the k bits are the device's, so the contract is a derived
+        absolute bound on the difference from the host's value (docs/tensors.md), −inf exactly
+        where the host's is. There the reports must be integers or booleans of shape (…, 1 +
+        ⌈k/64⌉), or (…, T, 1 + ⌈k/64⌉) for T > 1 (the host casts floats and does not check
+        those axes), the items integer items (``uint64`` refused; hash text or bytes on the
+        host), refused (``outputs``, ``inputs``) before any value is read."""
+        operands = device_operands(outputs, inputs, owner=self.name)
+        if operands is not None:
+            library = operands.library
+            ones, bloom, valid, shape = rappor_log_operands(
+                library,
+                operands.outputs,
+                operands.inputs,
+                key=self.family.key_bytes,
+                cohorts=self.cohorts,
+                hashes=self.hashes,
+                bits=self.bits,
+                repeats=self.reports,
+                owner=self.name,
+            )
+            xp, device = library.xp, library.device
+            rest = xp.astype(self.reports - ones, xp.float64)
+            total = self._bit_log_probability(xp, device, xp.astype(ones, xp.float64), rest, bloom)
+            (minus,) = float64_constants(xp, device, -math.inf)
+            return xp.reshape(xp.where(valid, total, minus), shape)
         out = np.asarray(outputs, dtype=np.uint64)
         if self.reports == 1:
             out = out[..., None, :]
@@ -372,16 +408,34 @@ class Rappor(ItemInput, Mechanism):
             padding = ~np.uint64((1 << (self.bits % 64)) - 1)
             valid &= ~np.any(out[:, :, -1] & padding, axis=1)
         ones = _unpack(out[:, :, 1:], self.bits).sum(axis=1)  # (n, k)
-        bloom = _unpack(filters[:, None, :], self.bits)[:, 0]
-        f, p, q = self.realised
-        t = self.reports
-        with np.errstate(divide="ignore"):
-            log_q = ones * math.log(q) + (t - ones) * math.log1p(-q)
-            log_p = ones * math.log(p) + (t - ones) * math.log1p(-p)
-            pi = np.where(bloom == 1, 1.0 - f / 2.0, f / 2.0)
-            per_bit = np.logaddexp(np.log(pi) + log_q, np.log1p(-pi) + log_p)
-        total = per_bit.sum(axis=1) - math.log(self.cohorts)
+        bloom = _unpack(filters[:, None, :], self.bits)[:, 0] == 1
+        total = self._bit_log_probability(
+            np, None, ones.astype(np.float64), (self.reports - ones).astype(np.float64), bloom
+        )
         return np.where(valid, total, -np.inf).reshape(shape)
+
+    def _bit_log_probability(self, xp: Any, device: Any, ones: Any, rest: Any, bloom: Any) -> Any:
+        """Σ_i ln(π_{B_i}·q^{c_i}(1 − q)^{r_i} + (1 − π_{B_i})·p^{c_i}(1 − p)^{r_i}) − ln m per
+        row, of float64 arrays (n, k) c = ``ones`` and r = ``rest`` = T − c and the boolean
+        filters B = ``bloom`` of the namespace ``xp`` on ``device`` (numpy's on the host): one
+        formula for both paths. Each term is ``logaddexp``(ln π_B + c·ln q + r·ln(1 − q),
+        ln(1 − π_B) + c·ln p + r·ln(1 − p)), the logarithms of π₁ = 1 − f/2, π₀ = f/2 and their
+        complements computed once on the host by numpy's ``log`` and ``log1p`` (so the host's
+        numbers are those of its former elementwise logarithms, to the bit), then summed by
+        the namespace's ``sum``."""
+        f, p, q = self.realised
+        with np.errstate(divide="ignore"):
+            pi = np.array([1.0 - f / 2.0, f / 2.0])
+            log_pi, log_not_pi = np.log(pi), np.log1p(-pi)
+        on_1, on_0, off_1, off_0 = float64_constants(
+            xp, device, *(float(v) for v in (*log_pi, *log_not_pi))
+        )
+        log_q = ones * math.log(q) + rest * math.log1p(-q)
+        log_p = ones * math.log(p) + rest * math.log1p(-p)
+        per_bit = xp.logaddexp(
+            xp.where(bloom, on_1, on_0) + log_q, xp.where(bloom, off_1, off_0) + log_p
+        )
+        return xp.sum(per_bit, axis=-1) - math.log(self.cohorts)
 
     def output_space(self) -> NDArray[np.uint64]:
         """Every report (every T reports of one cohort), when m·2^{kT} ≤ 2¹⁶."""

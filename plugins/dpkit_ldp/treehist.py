@@ -50,9 +50,11 @@ from dpkit.plugin import (
     Real,
     array_library,
     as_array,
+    device_operands,
     lie_threshold,
     parameter,
     resolve_rng,
+    tree_log_probability,
     tree_reports,
 )
 from dpkit_ldp._biased_bits import uniform_words
@@ -86,7 +88,7 @@ class TreeHist(BitItemInput, Mechanism):
     name: ClassVar[str] = "treehist"
     kind: ClassVar[Literal["local", "central"]] = "local"
     statistic: ClassVar[str] = "heavy_hitters"
-    device_methods: ClassVar[frozenset[str]] = frozenset({"randomize"})
+    device_methods: ClassVar[frozenset[str]] = frozenset({"randomize", "log_probability"})
 
     epsilon: float = parameter(EPSILON, doc="privacy loss ε per device", typical=(0.5, 6.0))
     bits: int = parameter(
@@ -196,9 +198,42 @@ class TreeHist(BitItemInput, Mechanism):
         reports = np.stack([level.astype(np.uint64), r, y, r2, y2], axis=1)
         return reports.reshape((*items.shape, 5))
 
-    def log_probability(self, outputs: Any, inputs: Any, /) -> NDArray[np.float64]:
+    def _log_terms(self) -> tuple[tuple[float, float], tuple[float, float]]:
+        """(ln(1 − φ), ln φ) of the tree part and of the final part (realised φ), with ``math``."""
+        terms = []
+        for epsilon in (self.epsilon_tree, self.epsilon_final):
+            phi = self._threshold(epsilon) / 2.0**64
+            terms.append((math.log1p(-phi), math.log(phi)))
+        return terms[0], terms[1]
+
+    def log_probability(self, outputs: Any, inputs: Any, /) -> Any:
         """log P[(t, r, y, r′, y′) | x] = −ln(levels) − s_t ln 2 − L ln 2 + ln P[y | H[r, v_t]]
-        + ln P[y′ | H[r′, x]]."""
+        + ln P[y′ | H[r′, x]], added in that order (−inf for a t ≥ levels, a y or y′ ≥ 2, an
+        r ≥ 2^{s_t} or an r′ ≥ 2ᴸ).
+
+        An accelerator's array (either operand; a numpy or list operand beside it is copied
+        there) is scored on its device, the host's numbers to the bit: the same parities of the
+        same prefixes select the same constants, computed on the host, added in the host's
+        order (:func:`dpkit.plugin.tree_log_probability`). There the reports must be integers
+        or booleans with the report's last axis 5 (the host casts floats and broadcasts that
+        axis), the items integer L-bit items (text and bytes are encoded on the host), refused
+        (``outputs``, ``inputs``) from the dtypes and shapes before any value is read; an item
+        outside [0, 2ᴸ) is refused as on the host, without quoting it."""
+        log2 = math.log(2.0)
+        operands = device_operands(outputs, inputs, owner=self.name)
+        if operands is not None:
+            return tree_log_probability(
+                operands.library,
+                operands.outputs,
+                operands.inputs,
+                bits=self.bits,
+                prefix_bits=self.prefix_bits,
+                bases=tuple(
+                    -math.log(self.levels) - (float(s) + self.bits) * log2 for s in self.prefix_bits
+                ),
+                log_terms=self._log_terms(),
+                owner=self.name,
+            )
         out = np.asarray(outputs, dtype=np.uint64)
         x = as_bit_items(inputs, self.bits, owner=self.name, field="inputs")
         shape = np.broadcast_shapes(out.shape[:-1], x.shape)
@@ -210,14 +245,13 @@ class TreeHist(BitItemInput, Mechanism):
         valid &= (out[:, 1] & ~_low_bits(lengths)) == 0
         valid &= (out[:, 3] & ~_low_bits(np.full(flat.size, self.bits))) == 0
         prefix = flat >> (_U(self.bits) - lengths)
-        total = -math.log(self.levels) - (lengths.astype(np.float64) + self.bits) * math.log(2.0)
-        for r, y, value, epsilon in (
-            (out[:, 1], out[:, 2], prefix, self.epsilon_tree),
-            (out[:, 3], out[:, 4], flat, self.epsilon_final),
+        total = -math.log(self.levels) - (lengths.astype(np.float64) + self.bits) * log2
+        for r, y, value, (agree_term, other_term) in (
+            (out[:, 1], out[:, 2], prefix, self._log_terms()[0]),
+            (out[:, 3], out[:, 4], flat, self._log_terms()[1]),
         ):
-            phi = self._threshold(epsilon) / 2.0**64
             agree = (~_odd(r & value)) == (y == 1)
-            total = total + np.where(agree, math.log1p(-phi), math.log(phi))
+            total = total + np.where(agree, agree_term, other_term)
         return np.where(valid, total, -np.inf).reshape(shape)
 
     def output_space(self) -> NDArray[np.uint64]:

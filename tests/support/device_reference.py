@@ -234,6 +234,65 @@ def assert_sum_of_logs_agrees(got: Any, expected: Any, *, terms: int, constant: 
     assert np.all(np.abs(got[~exact] - expected[~exact]) <= bound)
 
 
+#: How far one side's ``logaddexp`` of two given doubles may be from the real
+#: m + log1p(exp(−d̂)) of the same difference d̂ (absolutely, before the final addition's
+#: rounding): its exp and log1p within 3u relatively each (one ulp from the correctly rounded
+#: double, so 1.5 ulp ≤ 3u), log1p 1-Lipschitz on [0, ∞) and below ln(2 + 3u) there, so
+#: 3u + 3u·0.694 < 5.1u; 6u keeps a margin for the second-order terms.
+LOGADDEXP_ERROR = 6 * UNIT_ROUNDOFF
+
+
+def sum_of_logaddexp_bound(total: Any, *, terms: int, constant: float) -> np.ndarray[Any, Any]:
+    """The most a device's T′ = fl(Σ_i P′_i − c) may differ from the host's T = fl(Σ_i P_i − c)
+    given the host's T, for k = ``terms`` per-bit values P_i = logaddexp(a_i, b_i) of the same
+    doubles a_i, b_i on both sides, summed in any order, and c = ``constant`` ≥ 0 (rappor's
+    Σ_i log(π·q^c(1 − q)^{T−c} + (1 − π)·p^c(1 − p)^{T−c}) − log m).
+
+    Derivation (u the unit roundoff, docs/tensors.md states the result): both sides compute
+    d̂ = |a − b| and the maximum m the same (IEEE operations on the same doubles); take as
+    common reference P*_i = m + log1p(exp(−d̂)), a real number, and A = Σ_i |P*_i|.
+
+    * one side's P′_i = fl(m + l′), l′ within β = :data:`LOGADDEXP_ERROR` of log1p(exp(−d̂)),
+      so |P′_i − P*_i| ≤ β + u(|P*_i| + β) and Σ|P′_i| ≤ (1 + u)A + kβ(1 + u);
+    * its sum, in any order of pairwise additions (numpy's pairwise, torch's cascade, a GPU's
+      tree: Higham, *Accuracy and Stability of Numerical Algorithms*, 2nd ed., 2002, §4.2,
+      |E| ≤ γ_{k−1}·Σ|x_i|, γ_j = ju/(1 − ju)), is within
+      E_S = (1 + γ)(1 + u)kβ + (u + γ(1 + u))A of Σ_i P*_i;
+    * − c rounds once: within E_S(1 + u) + u(A + c) of Σ_i P*_i − c, on each side;
+
+    so |T′ − T| ≤ 2[E_S(1 + u) + u(A + c)] — to first order 12k·u + (2k + 2)u·A + 2u·c.
+    A is bounded by the host's result alone: the true per-bit log-probabilities are ≤ 0;
+    a and b are sums of non-positive terms, each within about 6u of its own magnitude, and
+    logaddexp's gradient is two weights summing to 1, so logaddexp(a, b) is within
+    6u(|P| + 1/e) of the true P, and P*_i within u·d̂·e^{−d̂} ≤ u/e of that: P*_i < 3u, so
+    A ≤ −Σ P*_i + 6uk ≤ |T| − c + E + 6uk, E the one-side bound above: solved for A (with 8uk).
+    Evaluated in float64 with a relative 32u added (its dozen or so positive roundings)."""
+    u = UNIT_ROUNDOFF
+    k = terms
+    gamma = (k - 1) * u / (1.0 - (k - 1) * u)
+    beta = LOGADDEXP_ERROR
+    kappa = (1.0 + gamma) * (1.0 + u) * k * beta
+    rho = u + gamma * (1.0 + u)
+    host = np.abs(np.asarray(total, dtype=np.float64))
+    a = (host - (1.0 - u) * constant + kappa * (1.0 + u) + 8 * u * k) / (1.0 - u - rho * (1.0 + u))
+    a = np.maximum(a, 0.0)
+    bound = 2.0 * ((kappa + rho * a) * (1.0 + u) + u * (a + constant))
+    return np.asarray(bound * (1.0 + 32 * u))
+
+
+def assert_sum_of_logaddexp_agrees(got: Any, expected: Any, *, terms: int, constant: float) -> None:
+    """A device's sums of ``terms`` logaddexps (less ``constant``) against the host's: the
+    same shape, −inf (and NaN) exactly where the host has them, every other value finite and
+    within :func:`sum_of_logaddexp_bound` of the host's."""
+    got, expected = np.asarray(got), np.asarray(expected)
+    assert got.shape == expected.shape
+    exact = ~np.isfinite(expected)
+    assert np.array_equal(got[exact], expected[exact], equal_nan=True)
+    assert np.all(np.isfinite(got[~exact]))
+    bound = sum_of_logaddexp_bound(expected[~exact], terms=terms, constant=constant)
+    assert np.all(np.abs(got[~exact] - expected[~exact]) <= bound)
+
+
 #: The unit roundoff of float64, 2⁻⁵³: IEEE 754's +, −, × round within it, relatively.
 UNIT = 2.0**-53
 #: The relative error of a library's float64 ``exp``, ``log`` and ``log1p`` assumed by the

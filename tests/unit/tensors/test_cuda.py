@@ -381,3 +381,38 @@ def test_a_density_a_parity_and_a_hash_are_scored_on_cuda_as_the_host_does(
     got = mechanism.log_probability(torch.from_numpy(outputs).cuda(), inputs)
     assert got.device.type == "cuda" and got.dtype == torch.float64
     assert np.array_equal(got.cpu().numpy(), expected)
+
+
+@pytest.mark.parametrize(
+    ("name", "parameters"),
+    [
+        ("pem", {"epsilon": 1.5, "bits": 64, "top": 5, "step": 16}),
+        ("treehist", {"epsilon": 1.5, "bits": 64, "step": 16}),
+        ("rappor", {"bits": 70, "hashes": 2, "cohorts": 3, "reports": 2, "key": "ab" * 16}),
+    ],
+)
+def test_telemetry_reports_are_scored_on_cuda_as_the_host_does(
+    name: str, parameters: dict[str, Any]
+) -> None:
+    # pem and treehist: the host's constants chosen by the host's hash and parities, to the bit;
+    # rappor: CUDA's logaddexp and sum, within docs/tensors.md's bound; −inf where the host's is.
+    mechanism = dpkit.mechanism(name, **parameters)
+    rng = np.random.default_rng(3)
+    if name == "rappor":
+        items = rng.integers(-(2**62), 2**62, 64)
+    else:
+        items = rng.integers(0, 2**64 - 1, 64, dtype=np.uint64, endpoint=True)
+    on_cuda = torch.from_numpy(items).cuda()
+    reports = mechanism.randomize(on_cuda, rng=SecureRandom.from_key(KEY))
+    outputs = reports.view(torch.int64).cpu().numpy()[:, None]
+    outputs[-1, ..., 0] = 1 << 40  # a round, level or cohort out of range
+    got = mechanism.log_probability(torch.from_numpy(outputs).cuda(), on_cuda[:8])
+    assert got.device == on_cuda.device and got.dtype == torch.float64
+    expected = mechanism.log_probability(outputs, items[:8])
+    assert np.isneginf(expected[-1]).all() and np.isfinite(expected[:-1]).all()
+    if name == "rappor":
+        device_reference.assert_sum_of_logaddexp_agrees(
+            got.cpu().numpy(), expected, terms=70, constant=math.log(3)
+        )
+    else:
+        assert np.array_equal(got.cpu().numpy(), expected)

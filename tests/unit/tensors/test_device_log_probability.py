@@ -14,7 +14,7 @@ array-api-strict to the bit); for exponential and permute_and_flip (a log-sum-ex
 of logarithms of the utilities) within the absolute bound derived in docs/tensors.md on torch
 and to the bit on array-api-strict, −inf exactly where the host's is; in the caller's type, float64, broadcast as on the host; numpy
 operands copied to the device; and the host's refusals (the same field), the dtypes and shapes
-before any value."""
+before any value. pem, treehist and rappor: ``test_device_telemetry_log_probability.py``."""
 
 from __future__ import annotations
 

@@ -312,7 +312,8 @@ def _score_operands(
     shape, then the items' dtype, then numpy's broadcast), before any value is read."""
     xp = library.xp
     words = _words64(library, outputs, columns, layout, owner=owner)
-    check_integer_items(library, items, owner=owner, field="inputs")
+    if 0 not in tuple(items.shape):  # an empty array of any dtype, as on the host
+        check_integer_items(library, items, owner=owner, field="inputs")
     shape = tuple(np.broadcast_shapes(tuple(outputs.shape[:-1]), tuple(items.shape)))
     rows = xp.reshape(xp.broadcast_to(words, (*shape, columns)), (-1, columns))
     x = xp.reshape(xp.broadcast_to(xp.astype(items, xp.int64), shape), (-1,))

@@ -1086,6 +1086,9 @@ def test_sketches_refuse_from_dtypes_and_shapes_naming_the_field(mechanism: Any)
     assert refused.value.field == "inputs"
     with pytest.raises(ValueError, match="broadcast"):  # numpy's error, before any value
         mechanism.log_probability(reports, torch.zeros(3, dtype=torch.int64))
+    empty = np.zeros(0)  # an empty array of items of any dtype is accepted, as on the host
+    assert mechanism.log_probability(reports[:1], torch.from_numpy(empty)).shape == (0,)
+    assert mechanism.log_probability(reports[:1].numpy(), empty).shape == (0,)
 
 
 @pytest.mark.usefixtures("on_device")

@@ -258,11 +258,11 @@ def test_a_graph_mechanisms_host_only_randomize_graph_refuses_a_cuda_tensor() ->
 
 
 def test_a_method_without_a_device_path_refuses_a_cuda_tensor_by_name() -> None:
-    noisy_max = dpkit.mechanism("report_noisy_max", epsilon=1.0)  # its expansion: host only
+    forced = dpkit.mechanism("forced_response")  # an example plugin's law: host only
     with pytest.raises(
-        InvalidData, match=r"report_noisy_max\.log_probability has no device path yet"
+        InvalidData, match=r"forced_response\.log_probability has no device path yet"
     ) as refused:
-        noisy_max.log_probability(torch.zeros(3, dtype=torch.int64, device="cuda"), [0.0, 1.0])
+        forced.log_probability(torch.zeros(3, dtype=torch.int64, device="cuda"), [0, 1, 1])
     assert refused.value.field == "outputs"
 
 

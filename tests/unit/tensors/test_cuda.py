@@ -283,6 +283,24 @@ def test_a_selection_scores_cuda_utilities_there_within_the_bound(name: str) -> 
     device_reference.assert_selection_log_agrees(got.cpu().numpy(), expected, tolerance[:, index].T)
 
 
+def test_report_noisy_max_scores_cuda_utilities_there_within_the_bound() -> None:
+    # The host's expansion, branch-free, with CUDA's exp, expm1 and log and its summation
+    # order: within docs/tensors.md's bound, which grows with the expansion's cancellation.
+    mechanism = dpkit.mechanism("report_noisy_max", epsilon=1.3)
+    rng = np.random.default_rng(5)
+    utilities = rng.normal(size=(60, 12)) * np.logspace(-3, 5, 60)[:, None]
+    utilities[::5, ::4] = -np.inf
+    utilities[1::5, :6] = 2.0  # ties
+    outputs = np.arange(-1, 14)[:, None]
+    expected = mechanism.log_probability(outputs, utilities)
+    got = mechanism.log_probability(torch.from_numpy(outputs).cuda(), utilities)
+    assert got.device.type == "cuda" and got.dtype == torch.float64
+    tolerance = device_reference.report_noisy_max_tolerance(utilities, mechanism.scale)
+    assert np.isfinite(tolerance).all()
+    index = np.clip(outputs[:, 0], 0, 11)
+    device_reference.assert_selection_log_agrees(got.cpu().numpy(), expected, tolerance[:, index].T)
+
+
 @pytest.mark.parametrize(
     ("name", "parameters"),
     [

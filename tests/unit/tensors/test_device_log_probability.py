@@ -1029,7 +1029,6 @@ def test_a_selection_refuses_as_the_host_dtypes_and_shapes_before_any_value(
     assert two[:2] == (InvalidData, "inputs") and "give both on one device" in two[2]
 
 
-
 def _hostile_rows(m: int) -> np.ndarray[Any, Any]:
     """Utility rows of m candidates (in utility units; the scale is about 1.08): random at
     scales 10⁻³ … 10⁶, ties, −inf, gaps from 10⁻³⁰⁰ up, a row of one finite candidate."""
@@ -1074,6 +1073,37 @@ def test_report_noisy_max_scores_hostile_rows_within_the_bound(library: str) -> 
     assert differs  # not the host's bits: the bound, not equality, is what is checked
 
 
+def test_report_noisy_max_bound_holds_per_side_against_an_exact_integration() -> None:
+    # The bound is twice a per-side bound against the exact value; the host is one side, so
+    # its distance from Pr[r] = ∫ f(y − v_r) ∏ F(y − v_j) dy, integrated independently at 30
+    # digits over the segments between the utilities, must be within half the bound (the
+    # tails beyond 80 scales of the utilities weigh below e^(−80)). Ties, a gap of 10⁻¹³.
+    mp = pytest.importorskip("mpmath")
+    mp.mp.dps = 30
+    v = np.array([0.0, 0.0, 1e-13, 2.0, -1.5])
+    half = mp.mpf(1) / 2
+
+    def integrand(y: Any, r: int) -> Any:
+        out = half * mp.exp(-abs(y - v[r]))
+        for j, x in enumerate(v):
+            if j != r:
+                z = y - mp.mpf(float(x))
+                out *= half * mp.exp(z) if z < 0 else 1 - half * mp.exp(-z)
+        return out
+
+    points = [mp.mpf(float(x)) for x in sorted(set(v))]
+    exact = np.array(
+        [
+            float(mp.log(mp.quad(lambda y, r=r: integrand(y, r), [-80, *points, 82])))
+            for r in range(v.size)
+        ]
+    )
+    host = noisy_max.report_noisy_max_log_pmf(v, 1.0)
+    per_side = device_reference.report_noisy_max_tolerance(v, 1.0) / 2
+    assert np.all(np.abs(host - exact) <= per_side)
+    assert np.all(per_side < 1e-13)
+
+
 @pytest.mark.usefixtures("on_device")
 def test_report_noisy_max_refuses_more_than_sixteen_finite_candidates_as_the_host() -> None:
     # The count of finite candidates is read from the values, on the host and on the device;
@@ -1081,13 +1111,17 @@ def test_report_noisy_max_refuses_more_than_sixteen_finite_candidates_as_the_hos
     rows = np.zeros((2, 18))
     rows[0, :2] = -np.inf  # 16 finite: scored
     index = np.array([0, 5])
-    for outputs, inputs in ((index, rows[:1]), (torch.from_numpy(index), torch.from_numpy(rows[:1]))):
+    for outputs, inputs in (
+        (index, rows[:1]),
+        (torch.from_numpy(index), torch.from_numpy(rows[:1])),
+    ):
         assert np.isfinite(np.asarray(REPORT_NOISY_MAX.log_probability(outputs, inputs))[1])
     for outputs, inputs in ((index, rows), (torch.from_numpy(index), torch.from_numpy(rows))):
         with pytest.raises(InvalidData, match="at most 16 finite candidates") as refused:
             REPORT_NOISY_MAX.log_probability(outputs, inputs)
         assert refused.value.field == "inputs" and "17" not in str(refused.value)
         assert "18" not in str(refused.value)
+
 
 # cms and hcms: integer items hashed on the device with the host's keyed hash, scored with
 # the host's constants in its order, so the host's numbers to the bit (at ε = 2 another

@@ -184,9 +184,25 @@ def _rnm_rows(xp: Any, device: Any, v: Any) -> Any:
     the three cases of κ are evaluated everywhere and selected. What may differ from the
     host's value: the device's ``exp``, ``expm1``, ``log``, and the order of its sums over the
     candidates above a segment and over all of them (the bound of docs/tensors.md).
+
+    Rows go :data:`_RNM_DEVICE_ROWS` at a time (a shape, public): each holds about ten
+    (m, m, m) float64 arrays at once, 320 KiB at m = 16.
     """
+    shape, m = tuple(v.shape), int(v.shape[-1])
+    flat = xp.reshape(v, (-1, m))
+    rows = int(flat.shape[0])
     with np.errstate(divide="ignore", invalid="ignore", over="ignore"):  # masked below
-        return _rnm_rows_masked(xp, device, v)
+        parts = [
+            _rnm_rows_masked(xp, device, flat[start : min(start + _RNM_DEVICE_ROWS, rows), ...])
+            for start in range(0, rows, _RNM_DEVICE_ROWS)
+        ]
+    if not parts:
+        return xp.reshape(flat, shape)  # no row: nothing to score
+    return xp.reshape(parts[0] if len(parts) == 1 else xp.concat(parts, axis=0), shape)
+
+
+#: Rows scored at once on a device by :func:`_rnm_rows` (about 640 MiB of arrays at m = 16).
+_RNM_DEVICE_ROWS = 2048
 
 
 def _rnm_rows_masked(xp: Any, device: Any, v: Any) -> Any:

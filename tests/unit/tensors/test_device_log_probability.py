@@ -1073,6 +1073,21 @@ def test_report_noisy_max_scores_hostile_rows_within_the_bound(library: str) -> 
     assert differs  # not the host's bits: the bound, not equality, is what is checked
 
 
+@pytest.mark.usefixtures("on_device")
+@pytest.mark.parametrize("library", LIBRARIES)
+def test_report_noisy_max_scores_rows_in_chunks_as_at_once(
+    library: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Rows go a fixed number at a time on the device: 3 here, over a batch of 2 × 4 rows.
+    rows = np.random.default_rng(6).normal(size=(2, 4, 5))
+    rows[0, 1, 2] = -np.inf
+    spell = LIBRARIES[library]
+    whole = _numpy(REPORT_NOISY_MAX.log_probability(spell(np.arange(5)), spell(rows[..., None, :])))
+    monkeypatch.setattr(noisy_max, "_RNM_DEVICE_ROWS", 3)
+    chunked = REPORT_NOISY_MAX.log_probability(spell(np.arange(5)), spell(rows[..., None, :]))
+    assert whole.shape == (2, 4, 5) and np.array_equal(_numpy(chunked), whole)
+
+
 def test_report_noisy_max_bound_holds_per_side_against_an_exact_integration() -> None:
     # The bound is twice a per-side bound against the exact value; the host is one side, so
     # its distance from Pr[r] = ∫ f(y − v_r) ∏ F(y − v_j) dy, integrated independently at 30

@@ -206,6 +206,8 @@ _RNM_DEVICE_ROWS = 2048
 
 
 def _rnm_rows_masked(xp: Any, device: Any, v: Any) -> Any:
+    """:func:`_rnm_rows` of rows (R, m); axes (R, r, k, j or t): candidate r, segment k, other
+    candidate j or term t. Values of dropped segments and −inf candidates are masked."""
     m = int(v.shape[-1])
     finite = v > -math.inf
     count = xp.sum(xp.astype(finite, xp.float64), axis=-1)  # (...)

@@ -80,10 +80,10 @@ These are the host's laws up to float rounding (a device's cumulative sum may ad
 different order than numpy's).
 
 **Log-probabilities**: :func:`selection_log_operands` checks and gathers the operands of the
-exponential mechanism's and permute-and-flip's ``log_probability`` on the device (the host's
-checks, dtypes and shapes first); the formula is the host's, shared
-(``dpkit_central.exponential.selection_log_probability``), within the bound of
-docs/tensors.md of the host's values.
+exponential mechanism's, permute-and-flip's and report-noisy-max's ``log_probability`` on the
+device (the host's checks, dtypes and shapes first); the formula is the host's, shared
+(``dpkit_central.exponential.selection_log_probability``; report-noisy-max's expansion in a
+branch-free form), within the bound of docs/tensors.md of the host's values.
 """
 
 from __future__ import annotations

@@ -170,6 +170,102 @@ def _rnm_row(v: NDArray[np.float64]) -> NDArray[np.float64]:
     return out
 
 
+def _rnm_rows(xp: Any, device: Any, v: Any) -> Any:
+    """:func:`_rnm_row` for every row of ``v`` (..., m) at once, in the namespace ``xp`` (an
+    accelerator's on its device): float64 utilities already divided by the Laplace scale,
+    −inf for a candidate that cannot win, at least one finite per row.
+
+    The same expansion with the same IEEE operations on the same doubles, in branch-free form:
+    the row sorted, segment k runs from the k-th smallest value a to the next (to ∞ for the
+    largest; a segment of length 0 between tied values, or starting at −inf, is dropped, as
+    the host drops repeated values); a candidate of utility −inf is "below" every segment
+    with B = ½e^(−∞) = 0, whose factor 1 − 0·e^(−s) leaves every coefficient unchanged to the
+    bit; the coefficient arrays are padded with zeros to m terms (their terms are e^(−∞) = 0);
+    the three cases of κ are evaluated everywhere and selected. What may differ from the
+    host's value: the device's ``exp``, ``expm1``, ``log``, and the order of its sums over the
+    candidates above a segment and over all of them (the bound of docs/tensors.md).
+
+    Rows go :data:`_RNM_DEVICE_ROWS` at a time (a shape, public): each holds about ten
+    (m, m, m) float64 arrays at once, 320 KiB at m = 16.
+    """
+    shape, m = tuple(v.shape), int(v.shape[-1])
+    flat = xp.reshape(v, (-1, m))
+    rows = int(flat.shape[0])
+    with np.errstate(divide="ignore", invalid="ignore", over="ignore"):  # masked below
+        parts = [
+            _rnm_rows_masked(xp, device, flat[start : min(start + _RNM_DEVICE_ROWS, rows), ...])
+            for start in range(0, rows, _RNM_DEVICE_ROWS)
+        ]
+    if not parts:
+        return xp.reshape(flat, shape)  # no row: nothing to score
+    return xp.reshape(parts[0] if len(parts) == 1 else xp.concat(parts, axis=0), shape)
+
+
+#: Rows scored at once on a device by :func:`_rnm_rows` (about 640 MiB of arrays at m = 16).
+_RNM_DEVICE_ROWS = 2048
+
+
+def _rnm_rows_masked(xp: Any, device: Any, v: Any) -> Any:
+    """:func:`_rnm_rows` of rows (R, m); axes (R, r, k, j or t): candidate r, segment k, other
+    candidate j or term t. Values of dropped segments and −inf candidates are masked."""
+    m = int(v.shape[-1])
+    finite = v > -math.inf
+    count = xp.sum(xp.astype(finite, xp.float64), axis=-1)  # (...)
+    w = xp.sort(v, axis=-1)
+    a = w[..., None, :]  # (..., 1, K): segment starts; K = m segments
+    end = xp.concat([w[..., 1:], xp.full_like(w[..., :1], math.inf)], axis=-1)[..., None, :]
+    last = xp.arange(m, device=device) == m - 1  # (K,)
+    length = end - a
+    segment = (a > -math.inf) & (last | (length > 0))  # (..., 1, K)
+    vr = v[..., :, None]  # (..., m, 1): candidate r
+    vj = v[..., None, None, :]  # (..., 1, 1, m): the other candidates j
+    other = ~xp.eye(m, dtype=xp.bool, device=device)[:, None, :]  # (m, 1, m): j ≠ r
+    safe = xp.where(segment, a, 0.0)  # a finite stand-in where the segment is dropped
+    safe_j = safe[..., None]
+    r_below = vr <= safe
+    x = safe - vr
+    log_d = _LOG_HALF + xp.where(r_below, -x, x)
+    above = other & (vj > safe_j)  # (..., m, K, m)
+    n_above = xp.sum(xp.astype(above, xp.float64), axis=-1)
+    log_c = n_above * _LOG_HALF + xp.sum(xp.where(above, safe_j - vj, 0.0), axis=-1)
+    # ∏_{j below}(1 − B_j e^{−s}) = Σ_t coef_t e^{−t s}, the host's recursion in index order.
+    below = other & (vj <= safe_j) & finite[..., None, None, :]
+    b = xp.where(below, 0.5 * xp.exp(-(safe_j - xp.where(below, vj, safe_j))), 0.0)
+    zero = xp.zeros_like(b[..., :1])  # (..., m, K, 1)
+    coef = xp.concat([xp.ones_like(zero), xp.zeros_like(b[..., 1:])], axis=-1)  # (..., m, K, m)
+    for j in range(m):
+        shifted = xp.concat([zero, coef[..., :-1]], axis=-1)
+        coef = coef - b[..., j : j + 1] * shifted
+    sigma = 1.0 - 2.0 * xp.astype(r_below, xp.float64)  # −1 below, +1 above
+    kappa = (n_above + sigma)[..., None] - xp.astype(
+        xp.arange(m, device=device), xp.float64
+    )  # (..., m, K, m)
+    span = xp.where(last | ~segment, 1.0, length)[..., None]  # finite stand-in
+    positive = xp.where(kappa > 0, kappa, 1.0)
+    negative = xp.where(kappa < 0, -kappa, 1.0)
+    up = positive * span
+    log_up = up + xp.log(-xp.expm1(-up)) - xp.log(positive)
+    log_down = xp.log(-xp.expm1(-negative * span)) - xp.log(negative)
+    log_i = xp.where(kappa > 0, log_up, xp.where(kappa < 0, log_down, xp.log(span)))
+    log_i = xp.where(last[:, None], -xp.log(negative), log_i)
+    log_terms = xp.log(xp.abs(coef)) + log_i
+    top = xp.max(log_terms, axis=-1)
+    total = xp.sum(xp.sign(coef) * xp.exp(log_terms - top[..., None]), axis=-1)
+    kept = segment & (total > 0)
+    part = log_d + log_c + top + xp.log(xp.where(kept, total, 1.0))
+    part = xp.where(kept, part, -math.inf)  # (..., m, K)
+    smallest = xp.min(xp.where(finite, v, math.inf), axis=-1)
+    spread = xp.sum(xp.where(finite, v, 0.0), axis=-1)
+    first = count * _LOG_HALF + count * smallest - spread - xp.log(count)  # (...)
+    parts = xp.concat(
+        [xp.broadcast_to(first[..., None, None], (*part.shape[:-1], 1)), part], axis=-1
+    )
+    peak = xp.max(parts, axis=-1)
+    out = peak + xp.log(xp.sum(xp.exp(parts - peak[..., None]), axis=-1))
+    out = xp.where(count[..., None] == 1.0, 0.0, out)
+    return xp.where(finite, out, -math.inf)
+
+
 def report_noisy_max_log_pmf(utilities: Any, scale: float) -> NDArray[np.float64]:
     """Exact log Pr[r] of Laplace report-noisy-max for every candidate r, shape (..., m).
 
@@ -184,13 +280,24 @@ def report_noisy_max_log_pmf(utilities: Any, scale: float) -> NDArray[np.float64
     have probability 0.
     """
     u = as_utilities(utilities, owner="report_noisy_max", field="utilities")
-    counts = np.isfinite(u).sum(axis=-1)
-    if counts.max() > RNM_EXACT_MAX_CANDIDATES:
+    return np.asarray(_rnm_log_pmf(np, None, u, scale, field="utilities"), dtype=np.float64)
+
+
+def _rnm_log_pmf(xp: Any, device: Any, u: Any, scale: float, *, field: str) -> Any:
+    """:func:`report_noisy_max_log_pmf` of checked float64 utilities of the namespace ``xp``:
+    on the host each distinct row by :func:`_rnm_row`, on an accelerator's device every row
+    at once by :func:`_rnm_rows` (the same expansion, branch-free). A row of more than
+    ``RNM_EXACT_MAX_CANDIDATES`` finite candidates is refused (the count is read from the
+    values, on either side; the message quotes none)."""
+    counts = xp.sum(xp.astype(u > -math.inf, xp.int64), axis=-1)
+    if bool(xp.any(counts > RNM_EXACT_MAX_CANDIDATES)):
         raise InvalidData(
             f"report_noisy_max: the exact pmf is computed for at most "
-            f"{RNM_EXACT_MAX_CANDIDATES} finite candidates, got {int(counts.max())}",
-            field="utilities",
+            f"{RNM_EXACT_MAX_CANDIDATES} finite candidates in each row of {field}",
+            field=field,
         )
+    if xp is not np:
+        return _rnm_rows(xp, device, u / scale)
     # Each distinct row is computed once (O(m³) in Python): audits repeat one row many times.
     flat = u.reshape(-1, u.shape[-1])
     if flat.shape[0] > 1 and bool(np.all(flat == flat[0])):
@@ -579,7 +686,7 @@ class ReportNoisyMax(Selection):
     """
 
     name: ClassVar[str] = "report_noisy_max"
-    device_methods: ClassVar[frozenset[str]] = frozenset({"randomize"})
+    device_methods: ClassVar[frozenset[str]] = frozenset({"randomize", "log_probability"})
 
     @property
     def scale(self) -> float:
@@ -633,9 +740,25 @@ class ReportNoisyMax(Selection):
         )
         return _log_pmf_at(pmf, outputs)
 
-    def log_probability(self, outputs: Any, inputs: Any, /) -> NDArray[np.float64]:
-        """Exact log Pr[r | u] (see :func:`report_noisy_max_log_pmf`), broadcasting."""
-        return _log_pmf_at(report_noisy_max_log_pmf(inputs, self.scale), outputs)
+    def log_probability(self, outputs: Any, inputs: Any, /) -> Any:
+        """Exact log Pr[r | u] (see :func:`report_noisy_max_log_pmf`), broadcasting; −inf at
+        an index outside 0..m−1; a row of more than ``RNM_EXACT_MAX_CANDIDATES`` finite
+        utilities is refused (:class:`~dpkit.InvalidData` naming ``inputs``).
+
+        An accelerator's array (either operand) is scored on its device, float64, in its type
+        (:func:`dpkit_central.exponential.selection_log_probability`): the same expansion,
+        branch-free over every row at once (:func:`_rnm_rows`), with the device's ``exp``,
+        ``expm1`` and ``log`` and its summation order — within the bound of docs/tensors.md of
+        the host's value (it grows with the expansion's cancellation), −inf exactly where the
+        host's is.
+        """
+        scale = self.scale
+        return selection_log_probability(
+            outputs,
+            inputs,
+            lambda xp, device, u: _rnm_log_pmf(xp, device, u, scale, field="inputs"),
+            owner=self.name,
+        )
 
     def output_space(self, candidates: int | None = None) -> NDArray[np.int64]:
         """The candidate indices 0 .. m−1; m is the length of the utility vector."""

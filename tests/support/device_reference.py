@@ -387,3 +387,178 @@ def assert_selection_log_agrees(got: Any, expected: Any, tolerance: Any) -> None
     assert np.all(np.isfinite(got[~exact]))
     bound = np.broadcast_to(tolerance, expected.shape)
     assert np.all(np.abs(got[~exact] - expected[~exact]) <= bound[~exact])
+
+
+#: The smallest positive double: an ``exp`` that underflows may be off by one such step.
+_TINY = 2.0**-1074
+_LOG_HALF = math.log(0.5)
+
+
+def _log_error(log_scale: float, value: float, error: float, log_error: float) -> float:
+    """log of a bound on |Ŝ − S| where S = e^``log_scale``·``value`` and Ŝ = e^(``log_scale``
+    ± ``log_error``)·V̂ with |V̂ − ``value``| ≤ ``error``: the first-order form, or, where that
+    overflows (a huge ``log_error``, from the rounding of huge logarithms), max(Ŝ, S)."""
+    with np.errstate(over="ignore"):
+        first = (value + error) * math.expm1(min(log_error, 709.0)) + error
+    crude = math.log(value + error) + log_error if value + error > 0 else -math.inf
+    fine = math.log(first) if first > 0 else -math.inf
+    return log_scale + (fine if log_error < 709.0 else crude)
+
+
+def _rnm_row_tolerance(v: np.ndarray[Any, Any], width: int) -> np.ndarray[Any, Any]:
+    """The per-side bound of :func:`report_noisy_max_tolerance` for one row of finite scaled
+    utilities ``v``, of a row of ``width`` candidates (the device's sums run over all of
+    them): the host's expansion (``dpkit_central.noisy_max._rnm_row``) recomputed step by step
+    with the error each step may add."""
+    n = v.shape[0]
+    if n == 1:
+        return np.zeros(1)  # 0 exactly on both
+    u, f = UNIT, FUNCTION_ERROR
+    g = _gamma(width - 1)
+    eps_coef = _gamma(5 * (width - 1))  # B_j (3u) and two roundings per step, one sign
+    c = np.unique(v)
+    out = np.empty(n)
+    for r in range(n):
+        others = np.delete(v, r)
+        # First segment: n·log½ + n·c₀ − Σv − log n, the sum Σv in any order.
+        first = n * _LOG_HALF + n * c[0] - v.sum() - math.log(n)
+        e_first = (
+            g * float(np.abs(v).sum())
+            + u * abs(n * _LOG_HALF + n * c[0] - v.sum())
+            + f * math.log(n)
+            + u * abs(first)
+        )
+        parts = [first]  # the host's log of each segment's contribution
+        errors = [_log_error(first + e_first, 1.0, 0.0, e_first)]  # log of each one's error bound
+        for k in range(1, len(c) + 1):
+            a = c[k - 1]
+            last = k == len(c)
+            length = math.inf if last else c[k] - a
+            below = others[others <= a]
+            above = others[others > a]
+            r_below = v[r] <= a
+            log_d = _LOG_HALF + (-(a - v[r]) if r_below else (a - v[r]))
+            log_c = above.size * _LOG_HALF + float(np.sum(a - above))
+            e_c = g * float(np.abs(a - above).sum()) + u * abs(log_c)  # a sum in any order
+            coef = np.ones(1)
+            for b in 0.5 * np.exp(-(a - below)):
+                coef = np.append(coef, 0.0) - b * np.append(0.0, coef)
+            kappa = above.size + (-1 if r_below else 1) - np.arange(coef.size)
+            log_i = np.empty(coef.size)
+            e_i = np.empty(coef.size)
+            for t, kap in enumerate(kappa):
+                if last:
+                    log_i[t] = -math.log(-kap)
+                    e_i[t] = f * math.log(-kap)
+                elif kap == 0:
+                    log_i[t] = math.log(length)
+                    e_i[t] = f * abs(math.log(length))
+                elif kap > 0:
+                    ell = math.log(-math.expm1(-kap * length))
+                    log_i[t] = kap * length + ell - math.log(kap)
+                    e_i[t] = (
+                        -math.log1p(-f)
+                        + f * abs(ell)
+                        + u * abs(kap * length + ell)
+                        + f * math.log(kap)
+                        + u * abs(log_i[t])
+                    )
+                else:
+                    ell = math.log(-math.expm1(kap * length))
+                    log_i[t] = ell - math.log(-kap)
+                    e_i[t] = -math.log1p(-f) + f * abs(ell) + f * math.log(-kap) + u * abs(log_i[t])
+            with np.errstate(divide="ignore"):
+                log_coef = np.log(np.abs(coef))
+            live = coef != 0
+            log_terms = log_coef + log_i
+            top = float(np.max(log_terms))
+            e_terms = (
+                -math.log1p(-eps_coef)
+                + f * np.abs(log_coef)
+                + e_i
+                + u * np.abs(log_terms)
+                + u * np.abs(log_terms - top)
+            )
+            scaled = np.exp(log_terms - top)
+            magnitude = float(scaled[live].sum())  # Σ|terms|, scaled by e^(−top)
+            total = float(np.sum(np.sign(coef) * scaled))
+            # |x̂_t − x_t| ≤ x_t·ρ_t, ρ_t = e^(e_t)(1 + 3u) − 1, or, for a huge e_t beside a
+            # term far below the largest, x_t·e^(e_t)·(2 + 3u) (both at most that; e^(y + e) of
+            # y = −10³⁰⁰ and e = 10²⁸⁴ is still 0).
+            y = log_terms[live] - top
+            with np.errstate(over="ignore"):
+                rho = np.expm1(np.minimum(e_terms[live], 709.0)) * (1 + f) + f
+                term_error = np.exp(y + np.minimum(np.log(rho), e_terms[live] + math.log(2 + f)))
+            t_error = float(term_error.sum()) + 4 * width**2 * 2.0**width * _TINY  # subnormal B
+            t_error += g * (magnitude + t_error)
+            log_total = math.log(total) if total > 0 else 0.0
+            log_t_hat = abs(log_total) + 1 if 2 * t_error <= total else 745.0
+            d = log_d + log_c
+            seg = d + top + log_total
+            phi = e_c + u * abs(d) + u * abs(d + top) + u * abs(seg) + f * log_t_hat
+            if total > 0:
+                parts.append(seg)
+            # The host's T and d stand in for the exact ones: within t_error and φ of them.
+            errors.append(_log_error(d + top + phi, max(total, 0.0) + t_error, t_error, phi))
+        result = float(np.logaddexp.reduce(parts))  # ≈ the host's log Pr[r]
+        ratio = math.exp(min(float(np.logaddexp.reduce(errors)) - result, 0.0))
+        if ratio >= 2.0**-10:
+            out[r] = math.inf  # no claim (a test asking for one fails)
+            continue
+        q = ratio / (1 - 2 * ratio)  # Δ over the true sum, which is ≥ e^result·(1 − 2·ratio)
+        peak = max(parts)
+        y = np.asarray(parts) - peak  # ≤ 0; one of them 0
+        eps_lse = float(
+            np.sum(
+                np.exp(y * (1 - u)) * np.minimum(1.0, u * np.abs(y))
+                + f * np.exp(y) * (1 + u * np.abs(y))
+                + _TINY
+            )
+            + _gamma(width + 1) * (1 + float(np.exp(y).sum()))
+        )
+        out[r] = (
+            -math.log1p(-q) - math.log1p(-eps_lse) + f * math.log(width + 1) + u * abs(result) + u
+        ) * (1 + 2.0**-8)  # the host's values standing in for the exact ones: second order
+    return out
+
+
+def report_noisy_max_tolerance(u: Any, scale: float) -> np.ndarray[Any, Any]:
+    """How far a device's report-noisy-max log-probabilities may be from the host's, for
+    every candidate of the utility rows ``u`` (..., m) at Laplace ``scale``: the bound of
+    docs/tensors.md, from the host's intermediate values (0 where the host's value is −inf).
+
+    Both sides run the host's segment expansion on the same doubles v = u/b (the device's in
+    branch-free form, ``dpkit_central.noisy_max._rnm_rows``); they differ by each side's
+    ``exp``, ``expm1`` and ``log`` (:data:`FUNCTION_ERROR` relatively), the roundings after
+    them, and the order of the sums over the candidates. Per side, against the same
+    expansion in exact arithmetic on those doubles, with γ = γ_{m−1}:
+
+    * the coefficients of ∏(1 − B_j e^(−s)), B_j = ½e^(−(a − v_j)), are each a sum of
+      monomials of one sign, so each is within γ_{5(m−1)} relatively (3u per B_j, two
+      roundings per step);
+    * each term's logarithm log|c_t| + log I_t within e_t (the ``log``, ``expm1``, the
+      additions, the shift by the largest term); ``exp`` of it within ρ_t = e^(e_t)(1 + 3u) − 1;
+      their signed sum T within ε_T = max ρ_t + γ(1 + max ρ_t) of Σ|terms| (Higham 2002,
+      §4.2) — the cancellation: relative to T that is ε_T·cond, cond = Σ|terms|/T;
+    * log_c (a sum over the candidates above the segment, in any order) within γ·Σ|a − v_j|,
+      and the additions forming the segment's logarithm within u of each partial sum;
+    * so each segment's contribution S_k is within ε_T·Σ|terms| + (its value)(e^φ − 1) — a
+      segment whose computed T is ≤ 0, dropped by the host, is within that too, being at
+      most ε_T·Σ|terms| — and the sum P of the contributions within Δ = Σ_k of those;
+    * the final log-sum-exp over segments: each shift y_k = seg_k − max rounds within u|y_k|,
+      each ``exp`` 3u, the sum γ_{K}, the ``log`` 3u|log s|, the + max u|result|.
+
+    Per side |error| ≤ −log(1 − Δ/P) − log(1 − ε_lse) + 3u·log(m + 1) + u|result| + u
+    (Δ/P from the host's values with slack: Δ/e^result/(1 − 2Δ/e^result), and the whole times
+    1 + 2⁻⁸ for the host's values standing in for the exact ones); the two sides twice that.
+    Where Δ/e^result ≥ 2⁻¹⁰ the bound is +inf: no claim (at utilities spread over more than
+    about 10¹³ scales, where each side's roundings of logarithms that large reach the
+    result's size); a test that asks for a claim there fails."""
+    z = np.asarray(u, dtype=np.float64) / scale
+    m = z.shape[-1]
+    flat = z.reshape(-1, m)
+    out = np.zeros(flat.shape)
+    for i, row in enumerate(flat):
+        keep = np.isfinite(row)
+        out[i, keep] = _rnm_row_tolerance(row[keep], m)
+    return np.asarray(2 * out.reshape(z.shape), dtype=np.float64)

@@ -258,11 +258,11 @@ def test_a_graph_mechanisms_host_only_randomize_graph_refuses_a_cuda_tensor() ->
 
 
 def test_a_method_without_a_device_path_refuses_a_cuda_tensor_by_name() -> None:
-    noisy_max = dpkit.mechanism("report_noisy_max", epsilon=1.0)  # its expansion: host only
+    forced = dpkit.mechanism("forced_response")  # an example plugin's law: host only
     with pytest.raises(
-        InvalidData, match=r"report_noisy_max\.log_probability has no device path yet"
+        InvalidData, match=r"forced_response\.log_probability has no device path yet"
     ) as refused:
-        noisy_max.log_probability(torch.zeros(3, dtype=torch.int64, device="cuda"), [0.0, 1.0])
+        forced.log_probability(torch.zeros(3, dtype=torch.int64, device="cuda"), [0, 1, 1])
     assert refused.value.field == "outputs"
 
 
@@ -280,6 +280,24 @@ def test_a_selection_scores_cuda_utilities_there_within_the_bound(name: str) -> 
     assert got.device.type == "cuda" and got.dtype == torch.float64
     tolerance = getattr(device_reference, f"{name}_tolerance")(utilities, mechanism.rate)
     index = np.clip(outputs[:, 0], 0, 32)
+    device_reference.assert_selection_log_agrees(got.cpu().numpy(), expected, tolerance[:, index].T)
+
+
+def test_report_noisy_max_scores_cuda_utilities_there_within_the_bound() -> None:
+    # The host's expansion, branch-free, with CUDA's exp, expm1 and log and its summation
+    # order: within docs/tensors.md's bound, which grows with the expansion's cancellation.
+    mechanism = dpkit.mechanism("report_noisy_max", epsilon=1.3)
+    rng = np.random.default_rng(5)
+    utilities = rng.normal(size=(60, 12)) * np.logspace(-3, 5, 60)[:, None]
+    utilities[::5, ::4] = -np.inf
+    utilities[1::5, :6] = 2.0  # ties
+    outputs = np.arange(-1, 14)[:, None]
+    expected = mechanism.log_probability(outputs, utilities)
+    got = mechanism.log_probability(torch.from_numpy(outputs).cuda(), utilities)
+    assert got.device.type == "cuda" and got.dtype == torch.float64
+    tolerance = device_reference.report_noisy_max_tolerance(utilities, mechanism.scale)
+    assert np.isfinite(tolerance).all()
+    index = np.clip(outputs[:, 0], 0, 11)
     device_reference.assert_selection_log_agrees(got.cpu().numpy(), expected, tolerance[:, index].T)
 
 

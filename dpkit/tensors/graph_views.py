@@ -67,6 +67,7 @@ matrix, as the host's ``Graph.from_dense``), before any word is drawn.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from fractions import Fraction
 from typing import Any, Literal
 
@@ -80,7 +81,14 @@ from dpkit.tensors.exact import WordPairs, discrete_laplace
 from dpkit.tensors.libraries import ArrayLibrary
 from dpkit.tensors.list_bits import channel_bits
 
-__all__ = ["coerced_graphs", "relationship_bits", "two_round_reports", "wedge_sums"]
+__all__ = [
+    "coerced_graphs",
+    "graph_counts",
+    "relationship_bits",
+    "reported_adjacency",
+    "two_round_reports",
+    "wedge_sums",
+]
 
 
 def _check_shape(values: Any, nodes: int, *, owner: str) -> tuple[int, ...]:
@@ -112,6 +120,42 @@ def _ones(xp: Any, values: Any, *, owner: str, field: str, message: str) -> Any:
     if bool(xp.any((values != 0) & (values != 1))):
         raise InvalidData(f"{owner}: {message} must hold 0 or 1", field=field)
     return values != 0
+
+
+def _check_simple(library: ArrayLibrary, ones: Any, nodes: int, *, owner: str, field: str) -> None:
+    """Refuse (B, n, n) booleans with a self-loop or not symmetric, as the host's
+    ``Graph.from_dense`` (quoting no value)."""
+    xp = library.xp
+    diagonal = xp.asarray(np.eye(nodes, dtype=bool), device=library.device)
+    if bool(xp.any(ones & diagonal)):
+        raise InvalidData(
+            f"{owner}: {field} has a self-loop (a simple graph has none)", field=field
+        )
+    if bool(xp.any(ones != xp.permute_dims(ones, (0, 2, 1)))):
+        raise InvalidData(
+            f"{owner}: {field} is not symmetric, so it is not an undirected graph", field=field
+        )
+
+
+def _one_graph(
+    library: ArrayLibrary, values: Any, nodes: int, *, owner: str, field: str, words: Any
+) -> Any:
+    """One n×n adjacency matrix as booleans (n, n), refused unless it is a simple graph: its
+    shape (one matrix, no batch) and dtype first, then ``words(library)`` (the rng's check, no
+    word drawn), then its entries 0/1, its diagonal and its symmetry, as the host's
+    ``as_graph``. Returns (booleans, the call's words)."""
+    xp = library.xp
+    shape = tuple(int(d) for d in values.shape)
+    if shape != (nodes, nodes):
+        raise InvalidData(
+            f"{owner}: a graph is an {nodes}×{nodes} adjacency matrix, got shape {shape}",
+            field=field,
+        )
+    _check_structure(library, values, nodes, owner=owner, field=field, message=field)
+    drawn = words(library)
+    ones = _ones(xp, values, owner=owner, field=field, message=field)
+    _check_simple(library, xp.reshape(ones, (1, nodes, nodes)), nodes, owner=owner, field=field)
+    return ones, drawn
 
 
 def _index(library: ArrayLibrary, array: Any) -> Any:
@@ -240,15 +284,7 @@ def two_round_reports(
     ones = xp.reshape(
         _ones(xp, values, owner=owner, field=field, message=field), (-1, nodes, nodes)
     )
-    diagonal = xp.asarray(np.eye(nodes, dtype=bool), device=library.device)
-    if bool(xp.any(ones & diagonal)):
-        raise InvalidData(
-            f"{owner}: {field} has a self-loop (a simple graph has none)", field=field
-        )
-    if bool(xp.any(ones != xp.permute_dims(ones, (0, 2, 1)))):
-        raise InvalidData(
-            f"{owner}: {field} is not symmetric, so it is not an undirected graph", field=field
-        )
+    _check_simple(library, ones, nodes, owner=owner, field=field)
     graphs = int(ones.shape[0])
     pairs = nodes * (nodes - 1) // 2
     if graphs == 0:
@@ -268,3 +304,81 @@ def two_round_reports(
     released = xp.astype(steps + xp.reshape(noise, (graphs, nodes)), xp.float64) * step
     out = xp.concat([xp.astype(noisy, xp.float64), released], axis=1)
     return xp.reshape(out, (*batch, pairs + nodes))
+
+
+def reported_adjacency(
+    library: ArrayLibrary,
+    values: Any,
+    *,
+    nodes: int,
+    pairs: Literal["once", "both"],
+    one_threshold64: int,
+    zero_threshold64: int,
+    rng: Any,
+    owner: str,
+    field: str = "graph",
+) -> Any:
+    """Every user's reports of one graph (an n×n simple graph's adjacency) as the (n, n)
+    booleans of ``randomize_graph``'s dense encoding: row i user i's reports, the columns
+    j < i (``"once"``) or j ≠ i (``"both"``) their bits through the channel, the others
+    False. The bits and their words are :func:`relationship_bits`' (bit k of the reported
+    pairs, row-major, takes words 2k and 2k + 1), which is the host's order of the dense
+    encoding too (module docstring)."""
+    xp = library.xp
+    ones, words = _one_graph(
+        library,
+        values,
+        nodes,
+        owner=owner,
+        field=field,
+        words=lambda lib: device_words(lib, rng, owner=owner),
+    )
+    if pairs == "once":
+        positions = _lower(nodes)
+        slot = _pair_of(nodes)
+        reported = np.tril(np.ones((nodes, nodes), dtype=bool), -1).reshape(-1)
+    else:
+        positions = _ordered(nodes)
+        i, j = np.indices((nodes, nodes))
+        slot = np.where(i == j, 0, i * (nodes - 1) + j - (j > i)).reshape(-1)
+        reported = np.logical_not(np.eye(nodes, dtype=bool)).reshape(-1)
+    bits = xp.take(xp.reshape(ones, (-1,)), _index(library, positions), axis=0)
+    noisy = channel_bits(words, bits, one_threshold64, zero_threshold64)
+    spread = xp.take(noisy, _index(library, slot), axis=0)
+    mask = xp.asarray(reported, device=library.device)
+    return xp.reshape(spread & mask, (nodes, nodes))
+
+
+def graph_counts(
+    library: ArrayLibrary,
+    values: Any,
+    *,
+    nodes: int,
+    table: Sequence[int] | None,
+    scale: Fraction,
+    rng: Any,
+    owner: str,
+    field: str = "graph",
+) -> Any:
+    """Every node's noisy count of one graph (an n×n simple graph's adjacency): its degree (a
+    row sum), or ``table[min(degree, len(table) − 1)]``, plus exact discrete Laplace noise of
+    ``scale``; int64 (n,) on the device. The counts and the noise are
+    :func:`~dpkit.tensors.list_counts.noisy_list_counts`' on the matrix's rows (the same
+    words in the same order: the sampler of ``geometric``'s device path, the host's law);
+    the graph is refused as the host's ``as_graph`` refuses it, and the scale and the rng are
+    checked before any entry is read."""
+    xp = library.xp
+    exact = laplace_scale(scale, "discrete_laplace")  # public: refused before any value
+    ones, words = _one_graph(
+        library,
+        values,
+        nodes,
+        owner=owner,
+        field=field,
+        words=lambda lib: device_words(lib, rng, owner=owner),
+    )
+    counts = xp.sum(xp.astype(ones, xp.int64), axis=-1)
+    if table is not None:
+        lookup = xp.asarray(list(table), dtype=xp.int64, device=library.device)
+        counts = xp.take(lookup, xp.minimum(counts, len(table) - 1))
+    return counts + discrete_laplace(WordPairs(words), 1 / exact, nodes)

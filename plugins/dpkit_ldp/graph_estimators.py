@@ -79,6 +79,7 @@ from dpkit.plugin import (
     InvalidData,
     InvalidParameter,
     ReportSums,
+    array_library,
     as_array,
 )
 from dpkit_ldp.graph_reports import AdjacencyReports
@@ -266,6 +267,9 @@ class CountEstimator(GraphEstimator):
     """Degrees, the degree distribution and edges (``graph_degree``), or k-stars
     (``graph_kstar``), from noisy per-user counts."""
 
+    #: An accelerator's releases (``randomize_graph`` or ``randomize`` there) are read by one
+    #: copy of the n integers to the host.
+    device_methods: ClassVar[frozenset[str]] = frozenset({"accumulate"})
     mechanism: Any
 
     @property
@@ -275,12 +279,19 @@ class CountEstimator(GraphEstimator):
         return ("degree_distribution", "degrees", "edges")
 
     def _values(self, reports: Any) -> NDArray[np.int64]:
+        refusal = InvalidData(
+            f"{self.mechanism.name}: reports must be a 1-D integer array, one per user",
+            field="reports",
+        )
+        library = array_library(reports, owner=self.mechanism.name, field="reports")
+        if library is not None:  # another library's array: the n releases copied to numpy
+            xp = library.xp
+            if reports.ndim != 1 or not xp.isdtype(reports.dtype, "integral"):
+                raise refusal
+            return library.small_to_host(xp.astype(reports, xp.int64))
         array = as_array(reports, owner=self.mechanism.name, field="reports")
         if array.ndim != 1 or array.dtype.kind not in "iu":
-            raise InvalidData(
-                f"{self.mechanism.name}: reports must be a 1-D integer array, one per user",
-                field="reports",
-            )
+            raise refusal
         return array.astype(np.int64)
 
     def accumulate(self, reports: Any, /) -> Any:

@@ -197,6 +197,8 @@ PLUGIN_FACE = {
     "noisy_list_counts",
     "noisy_list_bits",
     "relationship_bits",
+    "reported_adjacency",
+    "graph_counts",
     "coerced_graphs",
     "csr_from_upper",
     "two_round_reports",

@@ -1,6 +1,7 @@
 """The edge-LDP graph protocols as mechanisms on whole graphs, on an accelerator's arrays: every
-user's reported bits (``graph_rr``'s and ``graph_arr``'s views) and the two-round triangle
-protocol (``graph_triangles``' view).
+user's reported bits (``graph_rr``'s and ``graph_arr``'s views, and their ``randomize_graph``
+on one graph), the noisy counts of one graph (``graph_degree``'s and ``graph_kstar``'s
+``randomize_graph``) and the two-round triangle protocol (``graph_triangles``' view).
 
 The laws are the CPU paths' (:class:`dpkit_ldp._adjacency.RelationshipView` and
 :class:`dpkit_ldp.graph_triangles.TwoRoundView`; Imola, Murakami & Chaudhuri 2021, USENIX
@@ -15,6 +16,18 @@ pair (i, j ≠ i), row-major. Each bit goes through the binary channel of
 call's stream for bit k of the flattened (…, pairs) array) against the mechanism's T₁ = ⌊p₁·2⁶⁴⌋
 or T₀ = ⌈p₀·2⁶⁴⌉. The host's view reports the same bits in the same order from its generator's
 words, so the same words give the same reports, bit for bit, for any batch.
+
+**One graph's reports** (:func:`reported_adjacency`, ``randomize_graph`` of ``graph_rr`` and
+``graph_arr``): the same bits, placed in the (n, n) booleans of the dense encoding (row i user
+i's reports; the pairs not reported False); the reported pairs in row-major order are the
+view's order and the host's dense encoding's, so the same words give the host's reports.
+**One graph's counts** (:func:`graph_counts`): each row summed (the degree; for k-stars looked
+up in the public table C(min(d, D), k)), then the exact discrete Laplace noise of
+:func:`~dpkit.tensors.list_counts.noisy_list_counts` on the same words. Both refuse what the
+host's ``as_graph`` refuses for a dense matrix (field ``graph``): anything but one n×n matrix
+of a boolean, integer or real dtype, from the shape and dtype alone; then, after the rng's
+check, an entry not 0 or 1, a self-loop, an asymmetric matrix — quoting no value, before any
+word is drawn.
 
 **Coercion** (:func:`coerced_graphs`, the private phase's total map): each pair's bit is read
 from the lower triangle (a_ij, i > j) — an entry that is not 0 or 1 (NaN, 2, 0.5, any entry of

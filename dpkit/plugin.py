@@ -91,8 +91,9 @@ RAPPOR's (integer items, hashed as on the host; counted by :func:`sketch_counts`
 square wave's, :func:`noisy_list_counts` the noisy degrees and k-stars of neighbour lists,
 :func:`noisy_list_bits` their bits through ``graph_rr``'s and ``graph_arr``'s channel,
 :func:`relationship_bits` and :func:`coerced_graphs` those protocols on whole graphs,
-:func:`reported_adjacency` and :func:`graph_counts` their ``randomize_graph`` on one graph and
-:func:`two_round_reports` the two-round triangle protocol's;
+:func:`reported_adjacency` and :func:`graph_counts` their ``randomize_graph`` on one graph,
+:func:`two_round_reports` the two-round triangle protocol's (:func:`two_round_graph` its
+``randomize_graph`` on one graph);
 ``log_probability`` there: :func:`density_log_probability` scores a density's one formula on
 the device or the host, :func:`device_operands` puts its two operands on one device (or
 says the numpy path runs), :func:`where_equal` scores randomized response (and
@@ -211,6 +212,7 @@ from dpkit.tensors.graph_views import (
     graph_counts,
     relationship_bits,
     reported_adjacency,
+    two_round_graph,
     two_round_reports,
 )
 from dpkit.tensors.hadamard import hadamard_log_probability, hadamard_reports
@@ -405,6 +407,7 @@ __all__ = [
     "square_wave_reports",
     "total_floats",
     "tree_reports",
+    "two_round_graph",
     "two_round_reports",
     "unary_counts",
     "unary_log_probability",

@@ -1,7 +1,8 @@
 """The edge-LDP graph protocols as mechanisms on whole graphs, on an accelerator's arrays: every
 user's reported bits (``graph_rr``'s and ``graph_arr``'s views, and their ``randomize_graph``
 on one graph), the noisy counts of one graph (``graph_degree``'s and ``graph_kstar``'s
-``randomize_graph``) and the two-round triangle protocol (``graph_triangles``' view).
+``randomize_graph``) and the two-round triangle protocol (``graph_triangles``' view, and its
+``randomize_graph`` on one graph: :func:`two_round_graph`).
 
 The laws are the CPU paths' (:class:`dpkit_ldp._adjacency.RelationshipView` and
 :class:`dpkit_ldp.graph_triangles.TwoRoundView`; Imola, Murakami & Chaudhuri 2021, USENIX
@@ -99,6 +100,7 @@ __all__ = [
     "graph_counts",
     "relationship_bits",
     "reported_adjacency",
+    "two_round_graph",
     "two_round_reports",
     "wedge_sums",
 ]
@@ -346,20 +348,74 @@ def reported_adjacency(
         field=field,
         words=lambda lib: device_words(lib, rng, owner=owner),
     )
+    positions = _lower(nodes) if pairs == "once" else _ordered(nodes)
+    bits = xp.take(xp.reshape(ones, (-1,)), _index(library, positions), axis=0)
+    noisy = channel_bits(words, bits, one_threshold64, zero_threshold64)
+    return _reports_matrix(library, noisy, nodes, pairs)
+
+
+def _reports_matrix(
+    library: ArrayLibrary, noisy: Any, nodes: int, pairs: Literal["once", "both"]
+) -> Any:
+    """One graph's reported bits (pairs,), in the reported pairs' row-major order, as the
+    (n, n) booleans of the dense encoding (the pairs not reported False)."""
+    xp = library.xp
     if pairs == "once":
-        positions = _lower(nodes)
         slot = _pair_of(nodes)
         reported = np.tril(np.ones((nodes, nodes), dtype=bool), -1).reshape(-1)
     else:
-        positions = _ordered(nodes)
         i, j = np.indices((nodes, nodes))
         slot = np.where(i == j, 0, i * (nodes - 1) + j - (j > i)).reshape(-1)
         reported = np.logical_not(np.eye(nodes, dtype=bool)).reshape(-1)
-    bits = xp.take(xp.reshape(ones, (-1,)), _index(library, positions), axis=0)
-    noisy = channel_bits(words, bits, one_threshold64, zero_threshold64)
+    if not slot.size or int(noisy.shape[0]) == 0:  # fewer than two nodes: nothing reported
+        return xp.zeros((nodes, nodes), dtype=xp.bool, device=library.device)
     spread = xp.take(noisy, _index(library, slot), axis=0)
     mask = xp.asarray(reported, device=library.device)
     return xp.reshape(spread & mask, (nodes, nodes))
+
+
+def two_round_graph(
+    library: ArrayLibrary,
+    values: Any,
+    *,
+    nodes: int,
+    max_degree: int,
+    one_threshold64: int,
+    zero_threshold64: int,
+    report_zero: float,
+    step: float,
+    scale: Fraction,
+    rng: Any,
+    owner: str,
+    field: str = "graph",
+) -> tuple[Any, Any]:
+    """Both rounds of the triangle protocol on one graph (an n×n adjacency matrix, no batch):
+    :func:`two_round_reports`' output on the same words, split into the round-1 reports as
+    the (n, n) booleans of the dense encoding (:func:`reported_adjacency`'s layout) and the
+    n float64 releases."""
+    shape = tuple(int(d) for d in values.shape)
+    if shape != (nodes, nodes):
+        raise InvalidData(
+            f"{owner}: a graph is an {nodes}×{nodes} adjacency matrix, got shape {shape}",
+            field=field,
+        )
+    out = two_round_reports(
+        library,
+        values,
+        nodes=nodes,
+        max_degree=max_degree,
+        one_threshold64=one_threshold64,
+        zero_threshold64=zero_threshold64,
+        report_zero=report_zero,
+        step=step,
+        scale=scale,
+        rng=rng,
+        owner=owner,
+        field=field,
+    )
+    pairs = nodes * (nodes - 1) // 2
+    first = _reports_matrix(library, out[:pairs] != 0, nodes, "once")
+    return first, out[pairs:]
 
 
 def graph_counts(

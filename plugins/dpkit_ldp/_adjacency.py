@@ -68,7 +68,7 @@ from dpkit_ldp._bits import random_words
 from dpkit_ldp.graph_reports import ENCODINGS, FORMS, AdjacencyReports
 from dpkit_ldp.graphs import Graph, Graphs, NeighbourLists, as_graph
 
-__all__ = ["AdjacencyMechanism", "NeighbourListInput", "RelationshipView"]
+__all__ = ["AdjacencyMechanism", "NeighbourListInput", "RelationshipView", "device_reports"]
 
 _U64 = 1 << 64
 _CONTEXT = decimal.Context(prec=60)
@@ -418,20 +418,7 @@ class AdjacencyMechanism(NeighbourListInput, Mechanism):
             rng=rng,
             owner=self.name,
         )
-        n = self.nodes
-        if self.output == "sparse":
-            rows, cols = library.xp.nonzero(dense)
-            xp = library.xp
-            return AdjacencyReports(
-                self.name,
-                n,
-                self.pairs,
-                "sparse",
-                rows=xp.astype(rows, xp.int64),
-                cols=xp.astype(cols, xp.int64),
-            )
-        matrix = dense if self.output == "dense" else _device_packbits(library, dense)
-        return AdjacencyReports(self.name, n, self.pairs, self.output, matrix=matrix)
+        return device_reports(library, dense, self.name, self.pairs, self.output)
 
     def _dense_blocks(self, graph: Graph, generator: Any) -> Iterator[NDArray[np.bool_]]:
         """The reports, a block of rows at a time: each reported bit one word."""
@@ -472,6 +459,28 @@ class AdjacencyMechanism(NeighbourListInput, Mechanism):
             return lower_pair(keys)
         i, j = ordered_pair(keys, n)
         return i, j.astype(np.int64)
+
+
+def device_reports(
+    library: Any, dense: Any, mechanism: str, pairs: str, output: str
+) -> AdjacencyReports:
+    """A graph's reports held on its device as the (n, n) booleans of the dense encoding,
+    in the ``output`` encoding there: the matrix itself, its ``packbits``, or the int64
+    coordinates of its 1s (row-major: sorted by reporter, then node)."""
+    n = int(dense.shape[0])
+    if output == "sparse":
+        xp = library.xp
+        rows, cols = xp.nonzero(dense)
+        return AdjacencyReports(
+            mechanism,
+            n,
+            pairs,
+            "sparse",
+            rows=xp.astype(rows, xp.int64),
+            cols=xp.astype(cols, xp.int64),
+        )
+    matrix = dense if output == "dense" else _device_packbits(library, dense)
+    return AdjacencyReports(mechanism, n, pairs, output, matrix=matrix)
 
 
 def _device_packbits(library: Any, dense: Any) -> Any:

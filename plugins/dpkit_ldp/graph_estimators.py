@@ -387,25 +387,31 @@ class TwoRoundEstimator(GraphEstimator):
     """Triangles from the two-round protocol's reports."""
 
     graph_statistics: ClassVar[tuple[str, ...]] = ("triangles",)
+    #: An accelerator's round-2 releases are summed there (one number comes back).
+    device_methods: ClassVar[frozenset[str]] = frozenset({"accumulate"})
     mechanism: Any  # a TwoRoundTriangles protocol
 
     def accumulate(self, reports: Any, /) -> ReportSums:
-        values = self._second(reports)
-        return ReportSums(self.mechanism.name, float(np.sum(values)), values.size)
-
-    def _second(self, reports: Any) -> NDArray[np.float64]:
         reports = _unwrap(reports)
-        values = (
-            reports.second
-            if isinstance(reports, TwoRoundReports)
-            else as_array(reports, owner=self.mechanism.name, field="reports")
+        values = reports.second if isinstance(reports, TwoRoundReports) else reports
+        refusal = InvalidData(
+            f"{self.mechanism.name}: round-2 reports must be a 1-D array, one per user",
+            field="reports",
         )
-        if values.ndim != 1 or values.dtype.kind not in "iuf":
-            raise InvalidData(
-                f"{self.mechanism.name}: round-2 reports must be a 1-D array, one per user",
-                field="reports",
-            )
-        return np.asarray(values, dtype=np.float64)
+        library = array_library(values, owner=self.mechanism.name, field="reports")
+        # An accelerator's releases are summed there: multiples of the lattice step g, so
+        # every partial sum is exact (in any order) while below 2⁵³·g — the host's sum.
+        if library is not None and not library.on_host:
+            xp = library.xp
+            if values.ndim != 1 or not xp.isdtype(values.dtype, ("integral", "real floating")):
+                raise refusal
+            total = library.small_to_host(xp.sum(xp.astype(values, xp.float64)))
+            return ReportSums(self.mechanism.name, float(total), int(values.shape[0]))
+        array = as_array(values, owner=self.mechanism.name, field="reports")
+        if array.ndim != 1 or array.dtype.kind not in "iuf":
+            raise refusal
+        floats = np.asarray(array, dtype=np.float64)
+        return ReportSums(self.mechanism.name, float(np.sum(floats)), floats.size)
 
     def estimate(self, statistics: Any, /, *, method: str = "unbiased") -> GraphEstimate:
         self.check_method(method)

@@ -199,6 +199,7 @@ PLUGIN_FACE = {
     "relationship_bits",
     "reported_adjacency",
     "graph_counts",
+    "two_round_graph",
     "coerced_graphs",
     "csr_from_upper",
     "two_round_reports",

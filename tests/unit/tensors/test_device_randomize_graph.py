@@ -17,6 +17,7 @@ from __future__ import annotations
 
 from typing import Any
 
+import attrs
 import numpy as np
 import pytest
 from scipy import stats
@@ -25,7 +26,9 @@ torch = pytest.importorskip("torch")
 xs = pytest.importorskip("array_api_strict")
 
 from dpkit_ldp import graph_arr, graph_degree, graph_rr  # noqa: E402
+from dpkit_ldp.graph_one_round import OneRoundGraph, OneRoundReports  # noqa: E402
 from dpkit_ldp.graph_reports import AdjacencyReports  # noqa: E402
+from dpkit_ldp.graph_triangles import TwoRoundReports, TwoRoundTriangles  # noqa: E402
 from support import device_reference  # noqa: E402
 
 import dpkit  # noqa: E402
@@ -40,6 +43,9 @@ RR = graph_rr.GraphRandomizedResponse(epsilon=1.0, nodes=NODES)
 ARR_BOTH = graph_arr.AsymmetricRandomizedResponse(epsilon=1.0, nodes=NODES, mu=0.3, pairs="both")
 DEGREE = graph_degree.NoisyDegree(epsilon=1.0, nodes=NODES)
 KSTAR = graph_degree.LocalKStars(epsilon=2.0, nodes=NODES, max_degree=3, k=2)
+#: D = 2 on graphs with more lower neighbours: the projection drops some.
+TRIANGLES = TwoRoundTriangles(epsilon1=1.0, epsilon2=1.0, nodes=NODES, max_degree=2, output="dense")
+ONE_ROUND = OneRoundGraph(epsilon1=1.0, epsilon2=1.0, nodes=NODES, output="dense")
 SPELLS = {"torch": lambda a: torch.from_numpy(a.copy()), "strict": xs.asarray}
 
 
@@ -60,8 +66,7 @@ def _host(array: Any) -> np.ndarray:
 
 
 def _with(mech: Any, **changes: Any) -> Any:
-    params = {name: getattr(mech, name) for name in type(mech).parameters()}
-    return type(mech)(**{**params, **changes})
+    return attrs.evolve(mech, **changes)
 
 
 # -- graph_rr and graph_arr ------------------------------------------------------------------
@@ -80,6 +85,7 @@ def test_the_reports_are_the_hosts_on_the_same_words(
         dense = mech.randomize_graph(values, rng=SecureRandom.from_key(KEY))
         assert type(dense.matrix) is type(values) and dense.library is not None
         assert _host(dense.matrix).dtype == np.bool_
+        assert calls[-1].real.key == device_reference.call_key(KEY)
         host = mech.randomize_graph(graph, rng=device_reference.replaying(calls[-1].words64()))
         assert np.array_equal(_host(dense.matrix), host.matrix)
         assert 0 < np.count_nonzero(host.dense() != graph) < graph.size  # the channel flips
@@ -192,7 +198,11 @@ def _spoiled() -> list[tuple[np.ndarray, str]]:
     ]
 
 
-@pytest.mark.parametrize("mech", [RR, ARR_BOTH, DEGREE, KSTAR], ids=["rr", "arr", "deg", "kstar"])
+@pytest.mark.parametrize(
+    "mech",
+    [RR, ARR_BOTH, DEGREE, KSTAR, TRIANGLES, ONE_ROUND],
+    ids=["rr", "arr", "deg", "kstar", "two-rounds", "one-round"],
+)
 def test_the_device_refuses_what_the_host_refuses_before_a_word(
     mech: Any, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -210,7 +220,9 @@ def test_the_device_refuses_what_the_host_refuses_before_a_word(
     assert wrong.value.field == "graph"
 
 
-@pytest.mark.parametrize("mech", [RR, DEGREE], ids=["rr", "deg"])
+@pytest.mark.parametrize(
+    "mech", [RR, DEGREE, TRIANGLES, ONE_ROUND], ids=["rr", "deg", "two-rounds", "one-round"]
+)
 def test_the_dtype_and_the_rng_are_refused_before_a_value_is_read(
     mech: Any, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -269,3 +281,82 @@ def test_the_count_estimators_take_the_device_releases(
         with pytest.raises(InvalidData) as refused:
             dpkit.graph.degrees(DEGREE, SPELLS[spell](np.zeros(NODES)))
         assert refused.value.field == "reports"
+
+
+# -- the two-round triangle protocol and the one-round release -------------------------------
+
+
+@pytest.mark.parametrize("spell", ["torch", "strict"])
+def test_the_two_rounds_are_the_hosts_on_the_same_words(
+    spell: str, calls: list[device_reference.RecordingWords]
+) -> None:
+    # Round 1 in the dense, packed and sparse encodings; the releases, float64. The host's
+    # protocol fed the device's words gives the same dense reports and releases.
+    graph = _graph(NODES, 10, density=0.7)  # lower degrees above D = 2
+    values = SPELLS[spell](graph)
+    got = TRIANGLES.randomize_graph(values, rng=SecureRandom.from_key(KEY))
+    assert isinstance(got, TwoRoundReports) and got.step == TRIANGLES.step
+    assert type(got.first.matrix) is type(values) and type(got.second) is type(values)
+    assert got.first.mechanism == "graph_rr" and got.first.pairs == "once"
+    assert calls[-1].real.key == device_reference.call_key(KEY)
+    host = TRIANGLES.randomize_graph(graph, rng=device_reference.replaying(calls[-1].words64()))
+    assert np.array_equal(_host(got.first.matrix), host.first.matrix)
+    assert _host(got.second).dtype == np.float64
+    assert np.array_equal(_host(got.second), host.second)
+    assert np.any(host.second != 0)
+    for output in ("packed", "sparse"):
+        other = _with(TRIANGLES, output=output).randomize_graph(
+            values, rng=SecureRandom.from_key(KEY)
+        )
+        assert np.array_equal(other.first.dense(), host.first.matrix)
+        assert np.array_equal(_host(other.second), host.second)
+
+
+def test_fast_two_rounds_are_the_views_on_the_same_generator(
+    calls: list[device_reference.RecordingWords],
+) -> None:
+    graph = torch.from_numpy(_graph(NODES, 11, density=0.7))
+    got = TRIANGLES.randomize_graph(graph, rng=torch.Generator().manual_seed(3))
+    assert not calls[-1].secure
+    view = _host(TRIANGLES.on_graphs().randomize(graph, rng=torch.Generator().manual_seed(3)))
+    pairs = NODES * (NODES - 1) // 2
+    rows, cols = np.tril_indices(NODES, -1)
+    assert np.array_equal(_host(got.first.matrix)[rows, cols], view[:pairs] != 0)
+    assert np.array_equal(_host(got.second), view[pairs:])
+
+
+def test_the_one_round_is_the_hosts_on_the_same_words(
+    calls: list[device_reference.RecordingWords],
+) -> None:
+    # Two device calls (the noisy lists, then the noisy degrees), each its own key from the
+    # SecureRandom; the host's release fed both calls' words, in order, gives the same.
+    graph = _graph(NODES, 12)
+    got = ONE_ROUND.randomize_graph(torch.from_numpy(graph), rng=SecureRandom.from_key(KEY))
+    assert isinstance(got, OneRoundReports) and len(calls) == 2
+    source = SecureRandom.from_key(KEY)  # the two calls' keys: its first eight words
+    keys = [tuple(int(w) for w in source.words(4).view(np.uint32)) for _ in calls]
+    assert [call.real.key for call in calls] == keys
+    assert type(got.adjacency.matrix) is torch.Tensor and type(got.degrees) is torch.Tensor
+    words = np.concatenate([call.words64() for call in calls])
+    host = ONE_ROUND.randomize_graph(graph, rng=device_reference.replaying(words))
+    assert np.array_equal(_host(got.adjacency.matrix), host.adjacency.matrix)
+    assert np.array_equal(_host(got.degrees), host.degrees)
+
+
+def test_the_round_estimators_take_the_device_reports(
+    calls: list[device_reference.RecordingWords],
+) -> None:
+    graph = torch.from_numpy(_graph(NODES, 13, density=0.7))
+    two = TRIANGLES.randomize_graph(graph, rng=SecureRandom.from_key(KEY))
+    held = TwoRoundReports(two.first.to_host(), _host(two.second), two.step)
+    device, host = dpkit.graph.triangles(TRIANGLES, two), dpkit.graph.triangles(TRIANGLES, held)
+    assert (device.value, device.variance) == (host.value, host.variance)
+    assert np.isfinite(device.variance)  # the round-1 reports' wedge term
+    one = ONE_ROUND.randomize_graph(graph, rng=SecureRandom.from_key(KEY))
+    copied = OneRoundReports(one.adjacency.to_host(), _host(one.degrees))
+    for statistic in (dpkit.graph.triangles, dpkit.graph.kstars):
+        device, host = statistic(ONE_ROUND, one), statistic(ONE_ROUND, copied)
+        assert (device.value, device.variance) == (host.value, host.variance)
+    with pytest.raises(InvalidData) as refused:  # releases that are not one a user
+        dpkit.graph.triangles(TRIANGLES, torch.zeros((NODES, 2)))
+    assert refused.value.field == "reports"

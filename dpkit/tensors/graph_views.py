@@ -89,7 +89,7 @@ import numpy as np
 
 from dpkit.errors import InvalidData
 from dpkit.randomness.discrete import laplace_scale
-from dpkit.tensors.device_random import device_words, require_64_bit
+from dpkit.tensors.device_random import DeviceWords, device_words, require_64_bit
 from dpkit.tensors.duchi import uniform_53
 from dpkit.tensors.exact import WordPairs, discrete_laplace
 from dpkit.tensors.libraries import ArrayLibrary
@@ -153,12 +153,12 @@ def _check_simple(library: ArrayLibrary, ones: Any, nodes: int, *, owner: str, f
 
 
 def _one_graph(
-    library: ArrayLibrary, values: Any, nodes: int, *, owner: str, field: str, words: Any
-) -> Any:
-    """One n×n adjacency matrix as booleans (n, n), refused unless it is a simple graph: its
-    shape (one matrix, no batch) and dtype first, then ``words(library)`` (the rng's check, no
-    word drawn), then its entries 0/1, its diagonal and its symmetry, as the host's
-    ``as_graph``. Returns (booleans, the call's words)."""
+    library: ArrayLibrary, values: Any, nodes: int, *, rng: Any, owner: str, field: str
+) -> tuple[Any, DeviceWords]:
+    """One n×n adjacency matrix as booleans (n, n) and the call's words, refused unless it is
+    a simple graph: its shape (one matrix, no batch) and dtype first, then the rng (its words
+    made, none drawn), then its entries 0/1, its diagonal and its symmetry, as the host's
+    ``as_graph``."""
     xp = library.xp
     shape = tuple(int(d) for d in values.shape)
     if shape != (nodes, nodes):
@@ -167,10 +167,10 @@ def _one_graph(
             field=field,
         )
     _check_structure(library, values, nodes, owner=owner, field=field, message=field)
-    drawn = words(library)
+    words = device_words(library, rng, owner=owner)
     ones = _ones(xp, values, owner=owner, field=field, message=field)
     _check_simple(library, xp.reshape(ones, (1, nodes, nodes)), nodes, owner=owner, field=field)
-    return ones, drawn
+    return ones, words
 
 
 def _index(library: ArrayLibrary, array: Any) -> Any:
@@ -340,14 +340,7 @@ def reported_adjacency(
     pairs, row-major, takes words 2k and 2k + 1), which is the host's order of the dense
     encoding too (module docstring)."""
     xp = library.xp
-    ones, words = _one_graph(
-        library,
-        values,
-        nodes,
-        owner=owner,
-        field=field,
-        words=lambda lib: device_words(lib, rng, owner=owner),
-    )
+    ones, words = _one_graph(library, values, nodes, rng=rng, owner=owner, field=field)
     positions = _lower(nodes) if pairs == "once" else _ordered(nodes)
     bits = xp.take(xp.reshape(ones, (-1,)), _index(library, positions), axis=0)
     noisy = channel_bits(words, bits, one_threshold64, zero_threshold64)
@@ -438,14 +431,7 @@ def graph_counts(
     checked before any entry is read."""
     xp = library.xp
     exact = laplace_scale(scale, "discrete_laplace")  # public: refused before any value
-    ones, words = _one_graph(
-        library,
-        values,
-        nodes,
-        owner=owner,
-        field=field,
-        words=lambda lib: device_words(lib, rng, owner=owner),
-    )
+    ones, words = _one_graph(library, values, nodes, rng=rng, owner=owner, field=field)
     counts = xp.sum(xp.astype(ones, xp.int64), axis=-1)
     if table is not None:
         lookup = xp.asarray(list(table), dtype=xp.int64, device=library.device)

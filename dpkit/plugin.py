@@ -92,8 +92,10 @@ RAPPOR's (integer items, hashed as on the host; counted by :func:`sketch_counts`
 :func:`mean_sums` the numeric mechanisms' server statistic, :func:`report_histogram` the
 square wave's, :func:`noisy_list_counts` the noisy degrees and k-stars of neighbour lists,
 :func:`noisy_list_bits` their bits through ``graph_rr``'s and ``graph_arr``'s channel,
-:func:`relationship_bits` and :func:`coerced_graphs` those protocols on whole graphs and
-:func:`two_round_reports` the two-round triangle protocol's;
+:func:`relationship_bits` and :func:`coerced_graphs` those protocols on whole graphs,
+:func:`reported_adjacency` and :func:`graph_counts` their ``randomize_graph`` on one graph,
+:func:`two_round_reports` the two-round triangle protocol's (:func:`two_round_graph` its
+``randomize_graph`` on one graph);
 ``log_probability`` there: :func:`density_log_probability` scores a density's one formula on
 the device or the host, :func:`device_operands` puts its two operands on one device (or
 says the numpy path runs), :func:`where_equal` scores randomized response (and
@@ -207,7 +209,14 @@ from dpkit.tensors.dbitflip import dbitflip_counts, dbitflip_log_probability, db
 from dpkit.tensors.device_random import DeviceWords, device_words, host_rng, uniform_below
 from dpkit.tensors.duchi import duchi_reports
 from dpkit.tensors.duchi_multi import duchi_multi_reports
-from dpkit.tensors.graph_views import coerced_graphs, relationship_bits, two_round_reports
+from dpkit.tensors.graph_views import (
+    coerced_graphs,
+    graph_counts,
+    relationship_bits,
+    reported_adjacency,
+    two_round_graph,
+    two_round_reports,
+)
 from dpkit.tensors.hadamard import hadamard_log_probability, hadamard_reports
 from dpkit.tensors.hashing import (
     hashed_log_probability,
@@ -346,6 +355,7 @@ __all__ = [
     "gaussian_noise",
     "geometric_digits",
     "geometric_noise",
+    "graph_counts",
     "hadamard_log_probability",
     "hadamard_reports",
     "hadamard_sketch_counts",
@@ -391,6 +401,7 @@ __all__ = [
     "relationship_bits",
     "report_histogram",
     "report_noisy_max_indices",
+    "reported_adjacency",
     "require_columns",
     "resolve_rng",
     "selection_log_operands",
@@ -401,6 +412,7 @@ __all__ = [
     "total_floats",
     "tree_log_probability",
     "tree_reports",
+    "two_round_graph",
     "two_round_reports",
     "unary_counts",
     "unary_log_probability",

@@ -1,6 +1,8 @@
 """The edge-LDP graph protocols as mechanisms on whole graphs, on an accelerator's arrays: every
-user's reported bits (``graph_rr``'s and ``graph_arr``'s views) and the two-round triangle
-protocol (``graph_triangles``' view).
+user's reported bits (``graph_rr``'s and ``graph_arr``'s views, and their ``randomize_graph``
+on one graph), the noisy counts of one graph (``graph_degree``'s and ``graph_kstar``'s
+``randomize_graph``) and the two-round triangle protocol (``graph_triangles``' view, and its
+``randomize_graph`` on one graph: :func:`two_round_graph`).
 
 The laws are the CPU paths' (:class:`dpkit_ldp._adjacency.RelationshipView` and
 :class:`dpkit_ldp.graph_triangles.TwoRoundView`; Imola, Murakami & Chaudhuri 2021, USENIX
@@ -15,6 +17,18 @@ pair (i, j ≠ i), row-major. Each bit goes through the binary channel of
 call's stream for bit k of the flattened (…, pairs) array) against the mechanism's T₁ = ⌊p₁·2⁶⁴⌋
 or T₀ = ⌈p₀·2⁶⁴⌉. The host's view reports the same bits in the same order from its generator's
 words, so the same words give the same reports, bit for bit, for any batch.
+
+**One graph's reports** (:func:`reported_adjacency`, ``randomize_graph`` of ``graph_rr`` and
+``graph_arr``): the same bits, placed in the (n, n) booleans of the dense encoding (row i user
+i's reports; the pairs not reported False); the reported pairs in row-major order are the
+view's order and the host's dense encoding's, so the same words give the host's reports.
+**One graph's counts** (:func:`graph_counts`): each row summed (the degree; for k-stars looked
+up in the public table C(min(d, D), k)), then the exact discrete Laplace noise of
+:func:`~dpkit.tensors.list_counts.noisy_list_counts` on the same words. Both refuse what the
+host's ``as_graph`` refuses for a dense matrix (field ``graph``): anything but one n×n matrix
+of a boolean, integer or real dtype, from the shape and dtype alone; then, after the rng's
+check, an entry not 0 or 1, a self-loop, an asymmetric matrix — quoting no value, before any
+word is drawn.
 
 **Coercion** (:func:`coerced_graphs`, the private phase's total map): each pair's bit is read
 from the lower triangle (a_ij, i > j) — an entry that is not 0 or 1 (NaN, 2, 0.5, any entry of
@@ -67,6 +81,7 @@ matrix, as the host's ``Graph.from_dense``), before any word is drawn.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from fractions import Fraction
 from typing import Any, Literal
 
@@ -74,13 +89,21 @@ import numpy as np
 
 from dpkit.errors import InvalidData
 from dpkit.randomness.discrete import laplace_scale
-from dpkit.tensors.device_random import device_words, require_64_bit
+from dpkit.tensors.device_random import DeviceWords, device_words, require_64_bit
 from dpkit.tensors.duchi import uniform_53
 from dpkit.tensors.exact import WordPairs, discrete_laplace
 from dpkit.tensors.libraries import ArrayLibrary
 from dpkit.tensors.list_bits import channel_bits
 
-__all__ = ["coerced_graphs", "relationship_bits", "two_round_reports", "wedge_sums"]
+__all__ = [
+    "coerced_graphs",
+    "graph_counts",
+    "relationship_bits",
+    "reported_adjacency",
+    "two_round_graph",
+    "two_round_reports",
+    "wedge_sums",
+]
 
 
 def _check_shape(values: Any, nodes: int, *, owner: str) -> tuple[int, ...]:
@@ -112,6 +135,42 @@ def _ones(xp: Any, values: Any, *, owner: str, field: str, message: str) -> Any:
     if bool(xp.any((values != 0) & (values != 1))):
         raise InvalidData(f"{owner}: {message} must hold 0 or 1", field=field)
     return values != 0
+
+
+def _check_simple(library: ArrayLibrary, ones: Any, nodes: int, *, owner: str, field: str) -> None:
+    """Refuse (B, n, n) booleans with a self-loop or not symmetric, as the host's
+    ``Graph.from_dense`` (quoting no value)."""
+    xp = library.xp
+    diagonal = xp.asarray(np.eye(nodes, dtype=bool), device=library.device)
+    if bool(xp.any(ones & diagonal)):
+        raise InvalidData(
+            f"{owner}: {field} has a self-loop (a simple graph has none)", field=field
+        )
+    if bool(xp.any(ones != xp.permute_dims(ones, (0, 2, 1)))):
+        raise InvalidData(
+            f"{owner}: {field} is not symmetric, so it is not an undirected graph", field=field
+        )
+
+
+def _one_graph(
+    library: ArrayLibrary, values: Any, nodes: int, *, rng: Any, owner: str, field: str
+) -> tuple[Any, DeviceWords]:
+    """One n×n adjacency matrix as booleans (n, n) and the call's words, refused unless it is
+    a simple graph: its shape (one matrix, no batch) and dtype first, then the rng (its words
+    made, none drawn), then its entries 0/1, its diagonal and its symmetry, as the host's
+    ``as_graph``."""
+    xp = library.xp
+    shape = tuple(int(d) for d in values.shape)
+    if shape != (nodes, nodes):
+        raise InvalidData(
+            f"{owner}: a graph is an {nodes}×{nodes} adjacency matrix, got shape {shape}",
+            field=field,
+        )
+    _check_structure(library, values, nodes, owner=owner, field=field, message=field)
+    words = device_words(library, rng, owner=owner)
+    ones = _ones(xp, values, owner=owner, field=field, message=field)
+    _check_simple(library, xp.reshape(ones, (1, nodes, nodes)), nodes, owner=owner, field=field)
+    return ones, words
 
 
 def _index(library: ArrayLibrary, array: Any) -> Any:
@@ -240,15 +299,7 @@ def two_round_reports(
     ones = xp.reshape(
         _ones(xp, values, owner=owner, field=field, message=field), (-1, nodes, nodes)
     )
-    diagonal = xp.asarray(np.eye(nodes, dtype=bool), device=library.device)
-    if bool(xp.any(ones & diagonal)):
-        raise InvalidData(
-            f"{owner}: {field} has a self-loop (a simple graph has none)", field=field
-        )
-    if bool(xp.any(ones != xp.permute_dims(ones, (0, 2, 1)))):
-        raise InvalidData(
-            f"{owner}: {field} is not symmetric, so it is not an undirected graph", field=field
-        )
+    _check_simple(library, ones, nodes, owner=owner, field=field)
     graphs = int(ones.shape[0])
     pairs = nodes * (nodes - 1) // 2
     if graphs == 0:
@@ -268,3 +319,121 @@ def two_round_reports(
     released = xp.astype(steps + xp.reshape(noise, (graphs, nodes)), xp.float64) * step
     out = xp.concat([xp.astype(noisy, xp.float64), released], axis=1)
     return xp.reshape(out, (*batch, pairs + nodes))
+
+
+def reported_adjacency(
+    library: ArrayLibrary,
+    values: Any,
+    *,
+    nodes: int,
+    pairs: Literal["once", "both"],
+    one_threshold64: int,
+    zero_threshold64: int,
+    rng: Any,
+    owner: str,
+    field: str = "graph",
+) -> Any:
+    """Every user's reports of one graph (an n×n simple graph's adjacency) as the (n, n)
+    booleans of ``randomize_graph``'s dense encoding: row i user i's reports, the columns
+    j < i (``"once"``) or j ≠ i (``"both"``) their bits through the channel, the others
+    False. The bits and their words are :func:`relationship_bits`' (bit k of the reported
+    pairs, row-major, takes words 2k and 2k + 1), which is the host's order of the dense
+    encoding too (module docstring)."""
+    xp = library.xp
+    ones, words = _one_graph(library, values, nodes, rng=rng, owner=owner, field=field)
+    positions = _lower(nodes) if pairs == "once" else _ordered(nodes)
+    bits = xp.take(xp.reshape(ones, (-1,)), _index(library, positions), axis=0)
+    noisy = channel_bits(words, bits, one_threshold64, zero_threshold64)
+    return _reports_matrix(library, noisy, nodes, pairs)
+
+
+def _reports_matrix(
+    library: ArrayLibrary, noisy: Any, nodes: int, pairs: Literal["once", "both"]
+) -> Any:
+    """One graph's reported bits (pairs,), in the reported pairs' row-major order, as the
+    (n, n) booleans of the dense encoding (the pairs not reported False)."""
+    xp = library.xp
+    if pairs == "once":
+        slot = _pair_of(nodes)
+        reported = np.tril(np.ones((nodes, nodes), dtype=bool), -1).reshape(-1)
+    else:
+        i, j = np.indices((nodes, nodes))
+        slot = np.where(i == j, 0, i * (nodes - 1) + j - (j > i)).reshape(-1)
+        reported = np.logical_not(np.eye(nodes, dtype=bool)).reshape(-1)
+    if not slot.size or int(noisy.shape[0]) == 0:  # fewer than two nodes: nothing reported
+        return xp.zeros((nodes, nodes), dtype=xp.bool, device=library.device)
+    spread = xp.take(noisy, _index(library, slot), axis=0)
+    mask = xp.asarray(reported, device=library.device)
+    return xp.reshape(spread & mask, (nodes, nodes))
+
+
+def two_round_graph(
+    library: ArrayLibrary,
+    values: Any,
+    *,
+    nodes: int,
+    max_degree: int,
+    one_threshold64: int,
+    zero_threshold64: int,
+    report_zero: float,
+    step: float,
+    scale: Fraction,
+    rng: Any,
+    owner: str,
+    field: str = "graph",
+) -> tuple[Any, Any]:
+    """Both rounds of the triangle protocol on one graph (an n×n adjacency matrix, no batch):
+    :func:`two_round_reports`' output on the same words, split into the round-1 reports as
+    the (n, n) booleans of the dense encoding (:func:`reported_adjacency`'s layout) and the
+    n float64 releases."""
+    shape = tuple(int(d) for d in values.shape)
+    if shape != (nodes, nodes):
+        raise InvalidData(
+            f"{owner}: a graph is an {nodes}×{nodes} adjacency matrix, got shape {shape}",
+            field=field,
+        )
+    out = two_round_reports(
+        library,
+        values,
+        nodes=nodes,
+        max_degree=max_degree,
+        one_threshold64=one_threshold64,
+        zero_threshold64=zero_threshold64,
+        report_zero=report_zero,
+        step=step,
+        scale=scale,
+        rng=rng,
+        owner=owner,
+        field=field,
+    )
+    pairs = nodes * (nodes - 1) // 2
+    first = _reports_matrix(library, out[:pairs] != 0, nodes, "once")
+    return first, out[pairs:]
+
+
+def graph_counts(
+    library: ArrayLibrary,
+    values: Any,
+    *,
+    nodes: int,
+    table: Sequence[int] | None,
+    scale: Fraction,
+    rng: Any,
+    owner: str,
+    field: str = "graph",
+) -> Any:
+    """Every node's noisy count of one graph (an n×n simple graph's adjacency): its degree (a
+    row sum), or ``table[min(degree, len(table) − 1)]``, plus exact discrete Laplace noise of
+    ``scale``; int64 (n,) on the device. The counts and the noise are
+    :func:`~dpkit.tensors.list_counts.noisy_list_counts`' on the matrix's rows (the same
+    words in the same order: the sampler of ``geometric``'s device path, the host's law);
+    the graph is refused as the host's ``as_graph`` refuses it, and the scale and the rng are
+    checked before any entry is read."""
+    xp = library.xp
+    exact = laplace_scale(scale, "discrete_laplace")  # public: refused before any value
+    ones, words = _one_graph(library, values, nodes, rng=rng, owner=owner, field=field)
+    counts = xp.sum(xp.astype(ones, xp.int64), axis=-1)
+    if table is not None:
+        lookup = xp.asarray(list(table), dtype=xp.int64, device=library.device)
+        counts = xp.take(lookup, xp.minimum(counts, len(table) - 1))
+    return counts + discrete_laplace(WordPairs(words), 1 / exact, nodes)

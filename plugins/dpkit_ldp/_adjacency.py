@@ -15,8 +15,8 @@ declared one. In fast mode (a numpy ``Generator``) the words are the generator's
 thresholds the same. ``randomize`` on an accelerator's array compares the device's 64-bit words
 (ChaCha20 there in secure mode) with the same T₁ and T₀ (:mod:`dpkit.tensors.list_bits`): the
 same words give the same bits; so does the whole-graph view's ``randomize``
-(:class:`RelationshipView`, :mod:`dpkit.tensors.graph_views`); ``randomize_graph`` stays on
-the host.
+(:class:`RelationshipView`, :mod:`dpkit.tensors.graph_views`), and so does ``randomize_graph``
+on an accelerator's adjacency matrix in the dense and packed encodings (its docstring).
 
 **Sparse reports** never touch the bits that stay 0. The channel is written as a union,
 (each existing edge kept with probability s) ∪ (a noise set, each pair in it with probability r,
@@ -60,6 +60,7 @@ from dpkit.plugin import (
     noisy_list_bits,
     parameter,
     relationship_bits,
+    reported_adjacency,
     resolve_rng,
 )
 from dpkit_ldp._arrays import category_codes
@@ -67,7 +68,7 @@ from dpkit_ldp._bits import random_words
 from dpkit_ldp.graph_reports import ENCODINGS, FORMS, AdjacencyReports
 from dpkit_ldp.graphs import Graph, Graphs, NeighbourLists, as_graph
 
-__all__ = ["AdjacencyMechanism", "NeighbourListInput", "RelationshipView"]
+__all__ = ["AdjacencyMechanism", "NeighbourListInput", "RelationshipView", "device_reports"]
 
 _U64 = 1 << 64
 _CONTEXT = decimal.Context(prec=60)
@@ -190,7 +191,9 @@ class AdjacencyMechanism(NeighbourListInput, Mechanism):
 
     kind: ClassVar[Literal["local", "central"]] = "local"
     statistic: ClassVar[str] = "graph"
-    device_methods: ClassVar[frozenset[str]] = frozenset({"randomize", "log_probability"})
+    device_methods: ClassVar[frozenset[str]] = frozenset(
+        {"randomize", "log_probability", "randomize_graph"}
+    )
 
     epsilon: float
     nodes: int
@@ -360,7 +363,23 @@ class AdjacencyMechanism(NeighbourListInput, Mechanism):
         ``graph``: anything :func:`dpkit_ldp.graphs.as_graph` accepts (a symmetric 0/1
         matrix, an edge list with ``nodes``, a SciPy sparse matrix, a NetworkX graph). In the
         ``"once"`` form user i reports the pairs j < i; in ``"both"`` every j ≠ i.
+
+        An accelerator's n×n adjacency matrix (torch, CuPy, JAX; ``nodes``, if given, its
+        side) is reported there (:func:`dpkit.plugin.reported_adjacency`): refused as
+        ``as_graph`` refuses it (field ``graph``, no value quoted), then each reported bit's
+        64-bit word against T₁ or T₀, in the dense encoding's row-major order — the host's
+        dense reports on the same words, bit for bit. The reports hold arrays of the caller's
+        type on its device: the (n, n) booleans, their ``packbits`` (uint8, computed there),
+        or for ``"sparse"`` the int64 coordinates of the dense reports' 1s — the channel's
+        law with the dense sampler's thresholds, where the host's sparse sampler draws the
+        same law by its gaps (its rates rounded the safe way, within 2⁻⁶⁰), so not on the
+        same words; the work is n² there. The estimators take them as they are
+        (:class:`~dpkit_ldp.graph_reports.AdjacencyReports`: the edge count on the device,
+        the other statistics after one copy of the reports to the host).
         """
+        library = array_library(graph, owner=self.name, field="graph")
+        if library is not None:  # an accelerator's array (host arrays arrive as numpy views)
+            return self._device_reports(library, graph, rng=rng, nodes=nodes)
         generator, _ = resolve_rng(rng, owner=self.name)
         g = as_graph(graph, nodes=nodes)
         if g.nodes != self.nodes:
@@ -378,6 +397,28 @@ class AdjacencyMechanism(NeighbourListInput, Mechanism):
         width = g.nodes if self.output == "dense" else -(-g.nodes // 8)
         matrix = np.concatenate(blocks) if blocks else np.zeros((0, width), dtype=np.uint8)
         return AdjacencyReports(self.name, g.nodes, self.pairs, self.output, matrix=matrix)
+
+    def _device_reports(
+        self, library: Any, graph: Any, *, rng: Any, nodes: int | None
+    ) -> AdjacencyReports:
+        """:meth:`randomize_graph` on an accelerator's adjacency (its docstring)."""
+        if nodes is not None and nodes != self.nodes:
+            raise InvalidData(
+                f"{self.name}: the graph has {nodes} nodes, the mechanism nodes={self.nodes}",
+                field="graph",
+            )
+        one, zero = self._thresholds()
+        dense = reported_adjacency(
+            library,
+            graph,
+            nodes=self.nodes,
+            pairs="once" if self.pairs == "once" else "both",
+            one_threshold64=one,
+            zero_threshold64=zero,
+            rng=rng,
+            owner=self.name,
+        )
+        return device_reports(library, dense, self.name, self.pairs, self.output)
 
     def _dense_blocks(self, graph: Graph, generator: Any) -> Iterator[NDArray[np.bool_]]:
         """The reports, a block of rows at a time: each reported bit one word."""
@@ -418,6 +459,43 @@ class AdjacencyMechanism(NeighbourListInput, Mechanism):
             return lower_pair(keys)
         i, j = ordered_pair(keys, n)
         return i, j.astype(np.int64)
+
+
+def device_reports(
+    library: Any, dense: Any, mechanism: str, pairs: str, output: str
+) -> AdjacencyReports:
+    """A graph's reports held on its device as the (n, n) booleans of the dense encoding,
+    in the ``output`` encoding there: the matrix itself, its ``packbits``, or the int64
+    coordinates of its 1s (row-major: sorted by reporter, then node)."""
+    n = int(dense.shape[0])
+    if output == "sparse":
+        xp = library.xp
+        rows, cols = xp.nonzero(dense)
+        return AdjacencyReports(
+            mechanism,
+            n,
+            pairs,
+            "sparse",
+            rows=xp.astype(rows, xp.int64),
+            cols=xp.astype(cols, xp.int64),
+        )
+    matrix = dense if output == "dense" else _device_packbits(library, dense)
+    return AdjacencyReports(mechanism, n, pairs, output, matrix=matrix)
+
+
+def _device_packbits(library: Any, dense: Any) -> Any:
+    """``numpy.packbits(dense, axis=1)`` of (rows, n) booleans on their device: uint8
+    (rows, ⌈n/8⌉), the first column of each byte its most significant bit."""
+    xp = library.xp
+    rows, n = (int(d) for d in dense.shape)
+    width = -(-n // 8)
+    bits = xp.astype(dense, xp.int64)
+    if 8 * width > n:
+        pad = xp.zeros((rows, 8 * width - n), dtype=xp.int64, device=library.device)
+        bits = xp.concat([bits, pad], axis=1)
+    weights = xp.asarray([128, 64, 32, 16, 8, 4, 2, 1], dtype=xp.int64, device=library.device)
+    packed = xp.sum(xp.reshape(bits, (rows, width, 8)) * weights, axis=-1)
+    return xp.astype(packed, xp.uint8)
 
 
 def _sorted_union(ordered: NDArray[np.int64], others: NDArray[np.int64]) -> NDArray[np.int64]:

@@ -34,6 +34,7 @@ from dpkit.plugin import (
     array_library,
     as_array,
     device_operands,
+    graph_counts,
     noisy_list_counts,
     parameter,
     resolve_rng,
@@ -59,7 +60,9 @@ class _CountOfList(NeighbourListInput, Mechanism):
 
     kind: ClassVar[Literal["local", "central"]] = "local"
     statistic: ClassVar[str] = "graph"
-    device_methods: ClassVar[frozenset[str]] = frozenset({"randomize", "log_probability"})
+    device_methods: ClassVar[frozenset[str]] = frozenset(
+        {"randomize", "log_probability", "randomize_graph"}
+    )
 
     epsilon: float
     nodes: int
@@ -166,7 +169,32 @@ class _CountOfList(NeighbourListInput, Mechanism):
         rng: np.random.Generator | SecureRandom | None = None,
         nodes: int | None = None,
     ) -> NDArray[np.int64]:
-        """Every user's noisy count, computed from their degree in ``graph``."""
+        """Every user's noisy count, computed from their degree in ``graph``.
+
+        An accelerator's n×n adjacency matrix (``nodes``, if given, its side) is released
+        there (:func:`dpkit.plugin.graph_counts`): refused as ``as_graph`` refuses it (field
+        ``graph``, no value quoted; its shape and dtype, the scale and the rng before any
+        entry is read), each degree a row sum, then the noise of :meth:`randomize`'s device
+        path on the same words (the rows are the neighbour lists); int64 (n,) of the caller's
+        type on its device, which the estimators take as they are (one integer a user comes
+        back to the host).
+        """
+        library = array_library(graph, owner=self.name, field="graph")
+        if library is not None:  # an accelerator's array (host arrays arrive as numpy views)
+            if nodes is not None and nodes != self.nodes:
+                raise InvalidData(
+                    f"{self.name}: the graph has {nodes} nodes, the mechanism nodes={self.nodes}",
+                    field="graph",
+                )
+            return graph_counts(  # type: ignore[no-any-return]
+                library,
+                graph,
+                nodes=self.nodes,
+                table=self.count_table(),
+                scale=self.scale,
+                rng=rng,
+                owner=self.name,
+            )
         generator, _ = resolve_rng(rng, owner=self.name)
         g = as_graph(graph, nodes=nodes)
         if g.nodes != self.nodes:

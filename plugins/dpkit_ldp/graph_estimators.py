@@ -79,6 +79,7 @@ from dpkit.plugin import (
     InvalidData,
     InvalidParameter,
     ReportSums,
+    array_library,
     as_array,
 )
 from dpkit_ldp.graph_reports import AdjacencyReports
@@ -266,6 +267,9 @@ class CountEstimator(GraphEstimator):
     """Degrees, the degree distribution and edges (``graph_degree``), or k-stars
     (``graph_kstar``), from noisy per-user counts."""
 
+    #: An accelerator's releases (``randomize_graph`` or ``randomize`` there) are read by one
+    #: copy of the n integers to the host.
+    device_methods: ClassVar[frozenset[str]] = frozenset({"accumulate"})
     mechanism: Any
 
     @property
@@ -275,12 +279,19 @@ class CountEstimator(GraphEstimator):
         return ("degree_distribution", "degrees", "edges")
 
     def _values(self, reports: Any) -> NDArray[np.int64]:
+        refusal = InvalidData(
+            f"{self.mechanism.name}: reports must be a 1-D integer array, one per user",
+            field="reports",
+        )
+        library = array_library(reports, owner=self.mechanism.name, field="reports")
+        if library is not None:  # another library's array: the n releases copied to numpy
+            xp = library.xp
+            if reports.ndim != 1 or not xp.isdtype(reports.dtype, "integral"):
+                raise refusal
+            return library.small_to_host(xp.astype(reports, xp.int64))
         array = as_array(reports, owner=self.mechanism.name, field="reports")
         if array.ndim != 1 or array.dtype.kind not in "iu":
-            raise InvalidData(
-                f"{self.mechanism.name}: reports must be a 1-D integer array, one per user",
-                field="reports",
-            )
+            raise refusal
         return array.astype(np.int64)
 
     def accumulate(self, reports: Any, /) -> Any:
@@ -379,22 +390,28 @@ class TwoRoundEstimator(GraphEstimator):
     mechanism: Any  # a TwoRoundTriangles protocol
 
     def accumulate(self, reports: Any, /) -> ReportSums:
-        values = self._second(reports)
-        return ReportSums(self.mechanism.name, float(np.sum(values)), values.size)
-
-    def _second(self, reports: Any) -> NDArray[np.float64]:
         reports = _unwrap(reports)
-        values = (
-            reports.second
-            if isinstance(reports, TwoRoundReports)
-            else as_array(reports, owner=self.mechanism.name, field="reports")
+        values = reports.second if isinstance(reports, TwoRoundReports) else reports
+        refusal = InvalidData(
+            f"{self.mechanism.name}: round-2 reports must be a 1-D array, one per user",
+            field="reports",
         )
-        if values.ndim != 1 or values.dtype.kind not in "iuf":
-            raise InvalidData(
-                f"{self.mechanism.name}: round-2 reports must be a 1-D array, one per user",
-                field="reports",
-            )
-        return np.asarray(values, dtype=np.float64)
+        library = array_library(values, owner=self.mechanism.name, field="reports")
+        # The releases of TwoRoundReports held on an accelerator are summed there: multiples
+        # of the lattice step g, so every partial sum is exact (in any order) while below
+        # 2⁵³·g — the host's sum. (A bare device array of releases is the wrapper's refusal:
+        # ``accumulate`` is not a device method here.)
+        if library is not None and not library.on_host:
+            xp = library.xp
+            if values.ndim != 1 or not xp.isdtype(values.dtype, ("integral", "real floating")):
+                raise refusal
+            total = library.small_to_host(xp.sum(xp.astype(values, xp.float64)))
+            return ReportSums(self.mechanism.name, float(total), int(values.shape[0]))
+        array = as_array(values, owner=self.mechanism.name, field="reports")
+        if array.ndim != 1 or array.dtype.kind not in "iuf":
+            raise refusal
+        floats = np.asarray(array, dtype=np.float64)
+        return ReportSums(self.mechanism.name, float(np.sum(floats)), floats.size)
 
     def estimate(self, statistics: Any, /, *, method: str = "unbiased") -> GraphEstimate:
         self.check_method(method)

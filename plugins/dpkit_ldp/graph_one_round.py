@@ -40,7 +40,6 @@ from typing import Any, ClassVar, Literal
 
 import attrs
 import numpy as np
-from numpy.typing import NDArray
 
 from dpkit.plugin import (
     EPSILON,
@@ -53,6 +52,7 @@ from dpkit.plugin import (
     PrivacyEvent,
     PureDP,
     RandomizedResponseDP,
+    array_library,
     parameter,
     resolve_rng,
 )
@@ -66,17 +66,21 @@ from dpkit_ldp.graphs import as_graph
 __all__ = ["OneRoundEstimator", "OneRoundGraph", "OneRoundReports", "two_star_moments"]
 
 
-def _integers(values: Any) -> NDArray[np.int64]:
+def _integers(values: Any) -> Any:
+    library = array_library(values, owner="graph_one_round", field="reports")
+    if library is not None and not library.on_host:
+        return values  # an accelerator's releases stay there
     return np.asarray(values, dtype=np.int64)
 
 
 @attrs.frozen(eq=False)
 class OneRoundReports:
     """What the server holds after the round: the noisy lower graph and every user's noisy
-    degree (``degrees[i]`` is user i's d̃_i)."""
+    degree (``degrees[i]`` is user i's d̃_i). From an accelerator's adjacency both are held
+    there (:meth:`OneRoundGraph.randomize_graph`)."""
 
     adjacency: AdjacencyReports
-    degrees: NDArray[np.int64] = attrs.field(converter=_integers)
+    degrees: Any = attrs.field(converter=_integers)
 
 
 @attrs.frozen
@@ -133,7 +137,18 @@ class OneRoundGraph:
         self, graph: Any, /, *, rng: Any = None, nodes: int | None = None
     ) -> OneRoundReports:
         """Every user's two reports on ``graph`` (anything :func:`dpkit_ldp.graphs.as_graph`
-        accepts)."""
+        accepts).
+
+        An accelerator's n×n adjacency matrix is released there: the two mechanisms'
+        ``randomize_graph`` on the device (each refuses the graph as ``as_graph`` does, before
+        a word is drawn; each call takes its own key or seed from ``rng``), the reports of the
+        caller's type on its device, which the estimators take as they are.
+        """
+        library = array_library(graph, owner=self.name, field="graph")
+        if library is not None and not library.on_host:
+            adjacency = self.adjacency_mechanism.randomize_graph(graph, rng=rng, nodes=nodes)
+            degrees = self.degree_mechanism.randomize_graph(graph, rng=rng, nodes=nodes)
+            return OneRoundReports(adjacency, degrees)
         generator, _ = resolve_rng(rng, owner=self.name)
         g = as_graph(graph, nodes=nodes)
         if g.nodes != self.nodes:
@@ -196,8 +211,11 @@ class OneRoundEstimator(GraphEstimator):
             return attrs.evolve(estimate, mechanism=release.name)
         return self._two_stars(reports.degrees)
 
-    def _two_stars(self, noisy: NDArray[np.int64]) -> GraphEstimate:
+    def _two_stars(self, noisy: Any) -> GraphEstimate:
         release = self.mechanism
+        library = array_library(noisy, owner=release.name, field="reports")
+        if library is not None:  # an accelerator's n noisy degrees, copied to the host
+            noisy = library.small_to_host(noisy)
         if noisy.shape != (release.nodes,):
             raise InvalidData(
                 f"{release.name}: expected one noisy degree from each of the {release.nodes} "

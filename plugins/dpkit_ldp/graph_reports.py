@@ -21,6 +21,15 @@ held in one of three encodings, chosen by the mechanism's ``output``:
 Every encoding converts to every other; :meth:`ones` and :attr:`bits` (the number of reported
 1s and of reported bits) are what the edge count needs, and :meth:`pair_counts` (how many
 reports of 1 each pair received: 0, 1 or 2) what the triangle and degree estimators need.
+
+**On an accelerator.** ``randomize_graph`` on a device adjacency gives reports whose
+``matrix`` (or ``rows`` and ``cols``) are arrays of the caller's type on its device, kept as
+they are (:attr:`library` says which). :meth:`ones` counts them there (one integer comes
+back); the other readings (:meth:`dense`, :meth:`packed`, :meth:`coordinates`,
+:meth:`pair_counts`, :meth:`pair_count_sums`) are numpy's and read such reports through
+:meth:`to_host`, one copy of the reports to the host (of the released reports: the estimators'
+post-processing, which reads nothing private). So every estimator of these reports takes them
+as they are.
 """
 
 from __future__ import annotations
@@ -31,7 +40,15 @@ import attrs
 import numpy as np
 from numpy.typing import NDArray
 
-from dpkit.plugin import Choice, Integer, InvalidData, as_array, parameter
+from dpkit.plugin import (
+    ArrayLibrary,
+    Choice,
+    Integer,
+    InvalidData,
+    array_library,
+    as_array,
+    parameter,
+)
 
 __all__ = ["ENCODINGS", "FORMS", "AdjacencyReports"]
 
@@ -44,6 +61,9 @@ ENCODINGS = ("dense", "packed", "sparse")
 def _frozen(values: Any) -> Any:
     if values is None:
         return None
+    library = array_library(values, owner="reports", field="reports")
+    if library is not None and not library.on_host:
+        return values  # an accelerator's array stays there (module docstring)
     array = np.asarray(values)
     array.setflags(write=False)
     return array
@@ -62,9 +82,9 @@ class AdjacencyReports:
     nodes: int = parameter(Integer(low=2), doc="number of nodes n of the graph")
     pairs: str = parameter(Choice(FORMS), doc="'once' (lower triangle) or 'both'")
     encoding: str = parameter(Choice(ENCODINGS), doc="'dense', 'packed' or 'sparse'")
-    matrix: NDArray[Any] | None = attrs.field(default=None, converter=_frozen)
-    rows: NDArray[np.int64] | None = attrs.field(default=None, converter=_frozen)
-    cols: NDArray[np.int64] | None = attrs.field(default=None, converter=_frozen)
+    matrix: Any = attrs.field(default=None, converter=_frozen)
+    rows: Any = attrs.field(default=None, converter=_frozen)
+    cols: Any = attrs.field(default=None, converter=_frozen)
     first: int = parameter(Integer(low=0), doc="first reporting user", default=0)
     users: int | None = attrs.field(default=None)
 
@@ -79,19 +99,43 @@ class AdjacencyReports:
                 field="reports",
             )
         if self.encoding == "sparse":
-            if self.rows is None or self.cols is None or self.rows.shape != self.cols.shape:
+            if (
+                self.rows is None
+                or self.cols is None
+                or tuple(self.rows.shape) != tuple(self.cols.shape)
+            ):
                 raise InvalidData(
                     "sparse reports need rows and cols of one length", field="reports"
                 )
         else:
             width = self.nodes if self.encoding == "dense" else -(-self.nodes // 8)
-            if self.matrix is None or self.matrix.shape != (users, width):
-                shape = None if self.matrix is None else self.matrix.shape
+            if self.matrix is None or tuple(self.matrix.shape) != (users, width):
+                shape = None if self.matrix is None else tuple(self.matrix.shape)
                 raise InvalidData(
                     f"{self.encoding} reports of {users} users of a {self.nodes}-node graph "
                     f"must be a ({users}, {width}) matrix, got {shape}",
                     field="reports",
                 )
+
+    @property
+    def library(self) -> ArrayLibrary | None:
+        """The array library of reports held on an accelerator (None for numpy's)."""
+        held = self.rows if self.encoding == "sparse" else self.matrix
+        if isinstance(held, np.ndarray):
+            return None
+        return array_library(held, owner=self.mechanism, field="reports")
+
+    def to_host(self) -> AdjacencyReports:
+        """These reports with numpy arrays: a copy of an accelerator's to the host (the reports
+        themselves when they are numpy's already)."""
+        library = self.library
+        if library is None:
+            return self
+        if self.encoding == "sparse":
+            return attrs.evolve(
+                self, rows=library.small_to_host(self.rows), cols=library.small_to_host(self.cols)
+            )
+        return attrs.evolve(self, matrix=library.small_to_host(self.matrix))
 
     @property
     def count(self) -> int:
@@ -134,6 +178,8 @@ class AdjacencyReports:
 
     def dense(self) -> NDArray[np.bool_]:
         """The (users, n) boolean matrix of the reports."""
+        if self.library is not None:
+            return self.to_host().dense()
         if self.encoding == "dense":
             assert self.matrix is not None
             return np.asarray(self.matrix, dtype=np.bool_)
@@ -147,6 +193,8 @@ class AdjacencyReports:
 
     def packed(self) -> NDArray[np.uint8]:
         """The dense matrix, eight reports per byte along each row."""
+        if self.library is not None:
+            return self.to_host().packed()
         if self.encoding == "packed":
             assert self.matrix is not None
             return np.asarray(self.matrix, dtype=np.uint8)
@@ -154,6 +202,8 @@ class AdjacencyReports:
 
     def coordinates(self) -> tuple[NDArray[np.int64], NDArray[np.int64]]:
         """(reporter, node) of every reported 1, sorted by reporter then node."""
+        if self.library is not None:
+            return self.to_host().coordinates()
         if self.encoding == "sparse":
             assert self.rows is not None and self.cols is not None
             return np.asarray(self.rows, np.int64), np.asarray(self.cols, np.int64)
@@ -161,7 +211,15 @@ class AdjacencyReports:
         return rows.astype(np.int64) + self.first, cols.astype(np.int64)
 
     def ones(self) -> int:
-        """The number of reported 1s."""
+        """The number of reported 1s (counted on the device for an accelerator's reports)."""
+        library = self.library
+        if library is not None and self.encoding != "sparse":
+            xp = library.xp
+            matrix = xp.astype(self.matrix, xp.int64)
+            if self.encoding == "packed":  # the set bits of each byte
+                shifts = xp.asarray(list(range(8)), dtype=xp.int64, device=library.device)
+                matrix = (matrix[..., None] >> shifts) & 1
+            return int(xp.sum(matrix))
         if self.encoding == "sparse":
             assert self.rows is not None
             return int(self.rows.shape[0])
@@ -174,6 +232,8 @@ class AdjacencyReports:
     def pair_counts(self) -> NDArray[np.int8]:
         """The symmetric n×n matrix of how many reports of 1 each pair received (complete
         reports only): 0 or 1 in the ``"once"`` form, 0, 1 or 2 in the ``"both"`` form."""
+        if self.library is not None:
+            return self.to_host().pair_counts()
         self.require_complete("pair counts")
         if self.encoding == "sparse":
             rows, cols = self.coordinates()
@@ -188,6 +248,8 @@ class AdjacencyReports:
     def pair_count_sums(self) -> NDArray[np.int64]:
         """For every node v, the number of reports of 1 on the pairs {v, u} (complete reports
         only): the row sums of :meth:`pair_counts`, computed without the dense matrix."""
+        if self.library is not None:
+            return self.to_host().pair_count_sums()
         self.require_complete("per-node sums")
         rows, cols = self.coordinates()
         return np.bincount(rows, minlength=self.nodes) + np.bincount(cols, minlength=self.nodes)

@@ -75,10 +75,11 @@ from dpkit.plugin import (
     array_library,
     parameter,
     resolve_rng,
+    two_round_graph,
     two_round_reports,
 )
 from dpkit_ldp import _graph_noise
-from dpkit_ldp._adjacency import AdjacencyMechanism, check_graphs
+from dpkit_ldp._adjacency import AdjacencyMechanism, check_graphs, device_reports
 from dpkit_ldp.graph_arr import AsymmetricRandomizedResponse
 from dpkit_ldp.graph_reports import ENCODINGS, AdjacencyReports
 from dpkit_ldp.graph_rr import GraphRandomizedResponse
@@ -92,17 +93,21 @@ LATTICE_BITS = 30
 _WEDGE_CHUNK = 1 << 22
 
 
-def _floats(values: Any) -> NDArray[np.float64]:
+def _floats(values: Any) -> Any:
+    library = array_library(values, owner="graph_triangles", field="reports")
+    if library is not None and not library.on_host:
+        return values  # an accelerator's releases stay there
     return np.asarray(values, dtype=np.float64)
 
 
 @attrs.frozen(eq=False)
 class TwoRoundReports:
     """What the server holds after both rounds: the round-1 noisy lower graph and every
-    user's round-2 release (``second[i]`` is user i's ŵ_i, a multiple of ``step``)."""
+    user's round-2 release (``second[i]`` is user i's ŵ_i, a multiple of ``step``). From an
+    accelerator's adjacency both are held there (:meth:`TwoRoundTriangles.randomize_graph`)."""
 
     first: AdjacencyReports
-    second: NDArray[np.float64] = attrs.field(converter=_floats)
+    second: Any = attrs.field(converter=_floats)
     step: float = attrs.field(converter=float)
 
 
@@ -270,7 +275,22 @@ class TwoRoundTriangles:
     def randomize_graph(
         self, graph: Any, /, *, rng: Any = None, nodes: int | None = None
     ) -> TwoRoundReports:
-        """Both rounds on ``graph`` (anything :func:`dpkit_ldp.graphs.as_graph` accepts)."""
+        """Both rounds on ``graph`` (anything :func:`dpkit_ldp.graphs.as_graph` accepts).
+
+        An accelerator's n×n adjacency matrix (``nodes``, if given, its side) runs both rounds
+        there (:func:`dpkit.plugin.two_round_graph`, the law of :meth:`on_graphs`' device
+        path): refused as ``as_graph`` refuses it (field ``graph``, no value quoted; its shape
+        and dtype, then the rng, before any entry is read); the round-1 reports in the
+        ``output`` encoding of the caller's arrays on its device (``randomize_graph`` of the
+        round-1 mechanism there: ``"sparse"`` the coordinates of the dense reports' 1s), the
+        n releases float64 there. Words: round 1's, then two a user for the rounding coin,
+        then the noise's — in the ``"dense"`` and ``"packed"`` encodings the host's order, so
+        the same words give the host's reports. The triangle estimator takes them as they are
+        (the releases' sum comes back; the variance reads the round-1 reports on the host).
+        """
+        library = array_library(graph, owner=self.name, field="graph")
+        if library is not None and not library.on_host:
+            return self._device_rounds(library, graph, rng=rng, nodes=nodes)
         generator, _ = resolve_rng(rng, owner=self.name)
         g = as_graph(graph, nodes=nodes)
         if g.nodes != self.nodes:
@@ -282,13 +302,40 @@ class TwoRoundTriangles:
         second = self.round_two_reports(g, first, rng=generator)
         return TwoRoundReports(first, second, self.step)
 
+    def _device_rounds(
+        self, library: Any, graph: Any, *, rng: Any, nodes: int | None
+    ) -> TwoRoundReports:
+        """:meth:`randomize_graph` on an accelerator's adjacency (its docstring)."""
+        if nodes is not None and nodes != self.nodes:
+            raise InvalidData(
+                f"{self.name}: the graph has {nodes} nodes, the protocol nodes={self.nodes}",
+                field="graph",
+            )
+        mechanism = self.first_mechanism
+        one, zero = mechanism._thresholds()
+        dense, second = two_round_graph(
+            library,
+            graph,
+            nodes=self.nodes,
+            max_degree=self.max_degree,
+            one_threshold64=one,
+            zero_threshold64=zero,
+            report_zero=mechanism.report_zero,
+            step=self.step,
+            scale=self.scale,
+            rng=rng,
+            owner=self.name,
+        )
+        first = device_reports(library, dense, mechanism.name, "once", self.output)
+        return TwoRoundReports(first, second, self.step)
+
     def run(self, data: Any, /, *, rng: Any = None) -> TwoRoundReports:
         """Session query: both rounds on the graph ``data``."""
         return self.randomize_graph(data, rng=rng)
 
     def on_graphs(self) -> TwoRoundView:
-        """The protocol as a mechanism on small dense graphs, for the auditor (and its device
-        face: :class:`TwoRoundView` runs both rounds on an accelerator's adjacency)."""
+        """The protocol as a mechanism on small dense graphs, for the auditor (:class:`TwoRoundView`
+        runs both rounds on an accelerator's adjacency, or a batch of them)."""
         return TwoRoundView(self)
 
 
@@ -303,10 +350,10 @@ class TwoRoundView(Mechanism):
     axis): its output is the round-1 bits (lower-triangle pairs, row-major) followed by the n
     round-2 releases; its relation, graphs that differ in one edge; its cost, the protocol's.
 
-    This is the protocol's device face: an accelerator's adjacency runs both rounds there
-    (:mod:`dpkit.tensors.graph_views`), with the host's law; the protocol's own
-    ``randomize_graph`` and ``round_two_reports`` take :class:`~dpkit_ldp.graphs.Graph`
-    objects (sparse) and stay on the host."""
+    An accelerator's adjacency runs both rounds there (:mod:`dpkit.tensors.graph_views`),
+    with the host's law, as does the protocol's own ``randomize_graph`` on one such matrix;
+    ``round_two_reports`` takes :class:`~dpkit_ldp.graphs.Graph` objects (sparse) and stays
+    on the host."""
 
     name: ClassVar[str] = "graph_triangles_relationships"
     kind: ClassVar[Literal["local", "central"]] = "local"

@@ -6,7 +6,10 @@ as a CUDA tensor would), on hostile inputs:
   integer and boolean dtypes, strided views; reports out of range, negative, boolean or
   fractional;
 * ``rr.randomize_graph`` in its four layouts (dense, packed, coo, csr): adjacencies of one or two
-  bands of rows, in hostile dtypes, or spoiled (asymmetric, non-0/1, NaN, not square).
+  bands of rows, in hostile dtypes, or spoiled (asymmetric, non-0/1, NaN, not square);
+* the protocols' views on whole graphs, and ``randomize_graph`` of graph_rr, graph_arr,
+  graph_degree, graph_kstar, the two-round triangle protocol and the one-round release, on the
+  same adjacencies.
 
 Either both the device and the numpy path refuse, with an ``InvalidData`` naming the same
 field, or both answer — with equal results to rounding, or, for the layouts, each the dense
@@ -24,7 +27,7 @@ from typing import Any
 
 import numpy as np
 import pytest
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
 torch = pytest.importorskip("torch")
@@ -169,11 +172,17 @@ def test_label_distribution_on_the_device_answers_or_refuses_as_the_host(
     _same(device, host)
 
 
+#: How many nodes an adjacency has: one or two bands of 64 rows.
+NODE_COUNTS = st.integers(0, 70)
+
+
 @st.composite
-def adjacencies(draw: st.DrawFn) -> np.ndarray[Any, Any]:
+def adjacencies(
+    draw: st.DrawFn, sizes: st.SearchStrategy[int] = NODE_COUNTS
+) -> np.ndarray[Any, Any]:
     """A symmetric 0/1 matrix of up to 70 nodes (bands of 64 rows: one or two), spelled in a
     hostile dtype, or spoiled: one asymmetric pair, a 2, a NaN, a −1, a non-square shape."""
-    n = draw(st.integers(0, 70))
+    n = draw(sizes)
     seed = draw(st.integers(0, 2**32 - 1))
     upper = np.triu(np.random.default_rng(seed).random((n, n)) < 0.3, 1)
     matrix = (upper | upper.T).astype(np.float64)
@@ -273,3 +282,109 @@ def test_graph_views_on_the_device_answer_or_refuse_as_the_host(
     if view == 2:
         steps = got[..., pairs:] / mechanism.protocol.step
         assert np.array_equal(steps, np.round(steps))
+
+
+def _graph_mechanism(n: int, which: int) -> Any:
+    """A mechanism whose ``randomize_graph`` takes a device adjacency: graph_rr ("once",
+    packed), graph_arr ("both", sparse), graph_degree, graph_kstar (D = 2), the two-round
+    triangle protocol (D = 2, dense) or the one-round release."""
+    from dpkit_ldp import graph_arr, graph_degree, graph_rr
+    from dpkit_ldp.graph_one_round import OneRoundGraph
+    from dpkit_ldp.graph_triangles import TwoRoundTriangles
+
+    if which == 4:
+        return TwoRoundTriangles(epsilon1=1.0, epsilon2=1.0, nodes=n, max_degree=2, output="dense")
+    if which == 5:
+        return OneRoundGraph(epsilon1=1.0, epsilon2=1.0, nodes=n)
+    if which == 0:
+        return graph_rr.GraphRandomizedResponse(epsilon=1.0, nodes=n, output="packed")
+    if which == 1:
+        return graph_arr.AsymmetricRandomizedResponse(
+            epsilon=1.0, nodes=n, mu=0.4, pairs="both", output="sparse"
+        )
+    if which == 2:
+        return graph_degree.NoisyDegree(epsilon=1.0, nodes=n)
+    return graph_degree.LocalKStars(epsilon=1.0, nodes=n, max_degree=2)
+
+
+#: A 9-node graph every mechanism answers on (the explicit examples: each mechanism at least
+#: once on a graph it takes).
+NINE = np.triu(np.random.default_rng(9).random((9, 9)) < 0.5, 1)
+NINE = (NINE | NINE.T).astype(np.int64)
+#: It with one asymmetric pair, and with a self-loop: refused by both paths.
+ASYMMETRIC, LOOP = NINE.copy(), NINE.copy()
+ASYMMETRIC[0, 1] = 1 - ASYMMETRIC[1, 0]
+LOOP[4, 4] = 1
+
+
+@SETTINGS
+@example(adjacency=NINE, layout="torch", which=4)
+@example(adjacency=NINE, layout="array-api-strict", which=5)
+@example(adjacency=NINE.astype(bool), layout="torch strided", which=1)
+@example(adjacency=ASYMMETRIC, layout="array-api-strict", which=2)
+@example(adjacency=LOOP.astype(np.float32), layout="torch", which=0)
+@given(
+    adjacency=adjacencies(sizes=st.sampled_from([0, 9])),  # JAX compiles each new shape
+    layout=LAYOUTS,
+    which=st.integers(0, 5),
+)
+def test_randomize_graph_on_the_device_answers_or_refuses_as_the_host(
+    adjacency: np.ndarray[Any, Any], layout: str, which: int, monkeypatch: Any
+) -> None:
+    """Refused on the device iff on the host (the same field), before a word is drawn;
+    answered, the device's reports have the host's encoding and shape, report only the
+    reported pairs (graph_rr's and the two rounds': the host's reports on the same words) or
+    are integers (the counts), and the estimators take them."""
+    n = max(adjacency.shape[0], 2)
+    mechanism = _graph_mechanism(n, which)
+    if which >= 4 and layout == "jax":  # their new device code is the others' (JAX's compile
+        layout = "torch"  # time is per shape); the two rounds' JAX path: the views' test
+    host = _outcome(lambda: mechanism.randomize_graph(adjacency, rng=np.random.default_rng(1)))
+    with monkeypatch.context() as patched:
+        from dpkit.tensors import graph_views
+
+        calls = device_reference.recording_calls(patched, graph_views)
+        spelled = _spelled(adjacency, layout)
+        found = _outcome(
+            lambda: mechanism.randomize_graph(spelled, rng=SecureRandom.from_key(b"g" * 32))
+        )
+        assert found[0] == host[0], (found, host)
+        assert found[0] == "answer" or not any(call.taken for call in calls)  # none drawn
+        if found[0] == "refused":
+            assert found[1] == host[1]
+            return
+        got, expected = found[1], host[1]
+        if which == 4:  # two rounds: the host's reports on the same words
+            words = device_reference.replaying(calls[-1].words64())
+            again = mechanism.randomize_graph(adjacency, rng=words)
+            assert np.array_equal(got.first.dense(), again.first.dense())
+            assert np.array_equal(_host(got.second), again.second)
+            assert np.isfinite(dpkit.graph.triangles(mechanism, got).value)
+            return
+        if which == 5:  # one round: both parts, and the estimators take them
+            assert got.adjacency.dense().shape == (n, n)
+            assert _host(got.degrees).shape == (n,)
+            assert np.isfinite(dpkit.graph.kstars(mechanism, got).value)
+            return
+        if which >= 2:  # noisy counts: int64, one per node
+            assert _host(got).shape == expected.shape == (n,)
+            assert np.asarray(np.from_dlpack(got)).dtype == np.int64
+            estimate = dpkit.graph.kstars if which == 3 else dpkit.graph.degrees
+            assert (
+                estimate(mechanism, got).estimates.shape
+                == estimate(mechanism, expected).estimates.shape
+            )
+            return
+        assert (got.encoding, got.nodes, got.pairs) == (expected.encoding, n, expected.pairs)
+        assert got.library is not None  # kept on the device
+        dense = got.dense()
+        assert dense.shape == expected.dense().shape == (n, n)
+        reported = (
+            np.tril(np.ones((n, n), dtype=bool), -1) if which == 0 else ~np.eye(n, dtype=bool)
+        )
+        assert not np.any(dense & ~reported)
+        assert got.ones() == int(dense.sum())
+        if which == 0:  # packed: the host's reports on the device's words
+            words = device_reference.replaying(calls[-1].words64())
+            assert np.array_equal(dense, mechanism.randomize_graph(adjacency, rng=words).dense())
+        assert np.isfinite(dpkit.graph.edge_count(mechanism, got).value)

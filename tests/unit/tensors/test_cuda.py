@@ -251,10 +251,31 @@ def test_graph_views_stay_on_cuda_and_are_the_hosts_on_the_same_words(
     assert torch.equal(coerced, coerced.transpose(1, 2))
 
 
-def test_a_graph_mechanisms_host_only_randomize_graph_refuses_a_cuda_tensor() -> None:
-    graph_rr = dpkit.mechanism("graph_rr", epsilon=1.0, nodes=2)
-    with pytest.raises(InvalidData, match=r"graph_rr\.randomize_graph has no device path yet"):
-        graph_rr.randomize_graph(torch.zeros((2, 2), device="cuda"))
+def test_graph_mechanisms_randomize_a_cuda_graph_there(monkeypatch: pytest.MonkeyPatch) -> None:
+    # graph_arr's packed reports stay on CUDA and are the host's on the same words; the edge
+    # estimate reads them there; graph_degree's releases are int64 on CUDA.
+    calls: list[_CudaRecording] = []
+    real = graph_views.device_words
+
+    def recorded(*args: Any, **kwargs: Any) -> Any:
+        calls.append(_CudaRecording(real(*args, **kwargs)))
+        return calls[-1]
+
+    monkeypatch.setattr(graph_views, "device_words", recorded)
+    n = 40
+    upper = torch.triu(torch.rand(n, n, device="cuda") < 0.3, 1)
+    adjacency = (upper | upper.T).to(torch.uint8)
+    arr = dpkit.mechanism("graph_arr", epsilon=1.0, nodes=n, mu=0.3, output="packed")
+    reports = arr.randomize_graph(adjacency, rng=SecureRandom.from_key(KEY))
+    assert reports.matrix.device == adjacency.device and reports.matrix.dtype == torch.uint8
+    replay = device_reference.replaying(calls[-1].words64())
+    host = arr.randomize_graph(adjacency.cpu().numpy(), rng=replay)
+    assert np.array_equal(reports.matrix.cpu().numpy(), host.matrix)
+    assert dpkit.graph.edge_count(arr, reports).value == dpkit.graph.edge_count(arr, host).value
+    degree = dpkit.mechanism("graph_degree", epsilon=1.0, nodes=n)
+    released = degree.randomize_graph(adjacency)
+    assert released.device == adjacency.device and released.dtype == torch.int64
+    assert dpkit.graph.degrees(degree, released).estimates.shape == (n,)
 
 
 def test_a_method_without_a_device_path_refuses_a_cuda_tensor_by_name() -> None:

@@ -259,9 +259,9 @@ def test_the_bits_device_path_refuses_what_the_cpu_refuses(
     assert all(not call.taken for call in bit_calls)  # nothing drawn before a refusal
     with pytest.raises(InvalidParameter, match="rng"):
         RR.randomize(torch.tensor([0, 1]), rng=42)  # type: ignore[arg-type]
-    with pytest.raises(InvalidData, match=r"randomize_graph has no device path yet") as refused:
-        RR.randomize_graph(torch.zeros((5, 5)))  # the graph's reports stay on the host
-    assert refused.value.field == "adjacency"
+    with pytest.raises(InvalidData, match="must hold 0 or 1") as refused:
+        RR.randomize_graph(torch.full((5, 5), 2.0))  # a whole graph: refused as a graph
+    assert refused.value.field == "graph"
 
     def read(*args: Any, **kwargs: Any) -> Any:
         raise AssertionError("a value was read before the dtype's refusal")

@@ -118,8 +118,37 @@ RNM_EXACT_MAX_CANDIDATES = 16
 _LOG_HALF = math.log(0.5)
 
 
+#: Candidates more than this many Laplace scales below candidate r are left out of Pr[r]
+#: (:func:`_rnm_row`): they change it by a relative 4·10⁻²⁰ at most.
+RNM_NEGLIGIBLE_GAP = 50.0
+
+
 def _rnm_row(v: NDArray[np.float64]) -> NDArray[np.float64]:
-    """log Pr[r] for one row of finite utilities already divided by the Laplace scale."""
+    """log Pr[r] for one row of finite utilities already divided by the Laplace scale.
+
+    Pr[r] is computed among the candidates j with v_j ≥ v_r − G, G = ``RNM_NEGLIGIBLE_GAP``
+    (r's near set; candidates with one near set share one expansion), so the expansion's
+    logarithms stay as large as the near candidates' spread, not the whole row's. Leaving the
+    others out is exact to a relative (m − 1)·e^(−G)(2 + G)/4 < 4·10⁻²⁰: given Y_r = y, r
+    beating the near candidates is increasing in y and a far candidate k beating y is
+    decreasing, so by Chebyshev's association inequality P(r beats the near ∧ Y_k > Y_r) ≤
+    P(r beats the near)·P(Y_k > Y_r), and P(Y_k > Y_r) = e^(−D)(2 + D)/4 for the difference
+    of two Laplace(1) variables at D = v_r − v_k ≥ G.
+    """
+    out = np.empty(v.shape[0])
+    sets: dict[bytes, list[int]] = {}
+    for r in range(v.shape[0]):
+        sets.setdefault((v >= v[r] - RNM_NEGLIGIBLE_GAP).tobytes(), []).append(r)
+    for key, members in sets.items():
+        near = np.frombuffer(key, dtype=np.bool_)
+        position = np.cumsum(near) - 1
+        out[members] = _rnm_expansion(v[near])[position[members]]
+    return out
+
+
+def _rnm_expansion(v: NDArray[np.float64]) -> NDArray[np.float64]:
+    """log Pr[r] for every candidate of one row of finite scaled utilities, all of them
+    taken into account: the segment expansion of :func:`report_noisy_max_log_pmf`."""
     n = v.shape[0]
     if n == 1:
         return np.zeros(1)
@@ -178,7 +207,9 @@ def _rnm_rows(xp: Any, device: Any, v: Any) -> Any:
     The same expansion with the same IEEE operations on the same doubles, in branch-free form:
     the row sorted, segment k runs from the k-th smallest value a to the next (to ∞ for the
     largest; a segment of length 0 between tied values, or starting at −inf, is dropped, as
-    the host drops repeated values); a candidate of utility −inf is "below" every segment
+    the host drops repeated values); candidate r's expansion takes r's near set, as the
+    host's (the candidates at most ``RNM_NEGLIGIBLE_GAP`` below v_r, whose segments are the
+    row's from there up); a candidate of utility −inf is "below" every segment
     with B = ½e^(−∞) = 0, whose factor 1 − 0·e^(−s) leaves every coefficient unchanged to the
     bit; the coefficient arrays are padded with zeros to m terms (their terms are e^(−∞) = 0);
     the three cases of κ are evaluated everywhere and selected. What may differ from the
@@ -210,14 +241,17 @@ def _rnm_rows_masked(xp: Any, device: Any, v: Any) -> Any:
     candidate j or term t. Values of dropped segments and −inf candidates are masked."""
     m = int(v.shape[-1])
     finite = v > -math.inf
-    count = xp.sum(xp.astype(finite, xp.float64), axis=-1)  # (...)
+    # r's near set (its own expansion, as the host's): j finite with v_j ≥ v_r − G.
+    near = finite[..., None, :] & (v[..., None, :] >= v[..., :, None] - RNM_NEGLIGIBLE_GAP)
+    count = xp.sum(xp.astype(near, xp.float64), axis=-1)  # (..., m)
     w = xp.sort(v, axis=-1)
     a = w[..., None, :]  # (..., 1, K): segment starts; K = m segments
     end = xp.concat([w[..., 1:], xp.full_like(w[..., :1], math.inf)], axis=-1)[..., None, :]
     last = xp.arange(m, device=device) == m - 1  # (K,)
     length = end - a
-    segment = (a > -math.inf) & (last | (length > 0))  # (..., 1, K)
     vr = v[..., :, None]  # (..., m, 1): candidate r
+    # (..., m, K): the segments of r's near set, which are the row's from v_r − G up
+    segment = (a > -math.inf) & (last | (length > 0)) & (a >= vr - RNM_NEGLIGIBLE_GAP)
     vj = v[..., None, None, :]  # (..., 1, 1, m): the other candidates j
     other = ~xp.eye(m, dtype=xp.bool, device=device)[:, None, :]  # (m, 1, m): j ≠ r
     safe = xp.where(segment, a, 0.0)  # a finite stand-in where the segment is dropped
@@ -229,7 +263,7 @@ def _rnm_rows_masked(xp: Any, device: Any, v: Any) -> Any:
     n_above = xp.sum(xp.astype(above, xp.float64), axis=-1)
     log_c = n_above * _LOG_HALF + xp.sum(xp.where(above, safe_j - vj, 0.0), axis=-1)
     # ∏_{j below}(1 − B_j e^{−s}) = Σ_t coef_t e^{−t s}, the host's recursion in index order.
-    below = other & (vj <= safe_j) & finite[..., None, None, :]
+    below = other & (vj <= safe_j) & near[..., :, None, :]
     b = xp.where(below, 0.5 * xp.exp(-(safe_j - xp.where(below, vj, safe_j))), 0.0)
     zero = xp.zeros_like(b[..., :1])  # (..., m, K, 1)
     coef = xp.concat([xp.ones_like(zero), xp.zeros_like(b[..., 1:])], axis=-1)  # (..., m, K, m)
@@ -254,15 +288,14 @@ def _rnm_rows_masked(xp: Any, device: Any, v: Any) -> Any:
     kept = segment & (total > 0)
     part = log_d + log_c + top + xp.log(xp.where(kept, total, 1.0))
     part = xp.where(kept, part, -math.inf)  # (..., m, K)
-    smallest = xp.min(xp.where(finite, v, math.inf), axis=-1)
-    spread = xp.sum(xp.where(finite, v, 0.0), axis=-1)
-    first = count * _LOG_HALF + count * smallest - spread - xp.log(count)  # (...)
-    parts = xp.concat(
-        [xp.broadcast_to(first[..., None, None], (*part.shape[:-1], 1)), part], axis=-1
-    )
+    near_v = v[..., None, :]
+    smallest = xp.min(xp.where(near, near_v, math.inf), axis=-1)  # (..., m)
+    spread = xp.sum(xp.where(near, near_v, 0.0), axis=-1)
+    first = count * _LOG_HALF + count * smallest - spread - xp.log(count)  # (..., m)
+    parts = xp.concat([first[..., None], part], axis=-1)
     peak = xp.max(parts, axis=-1)
     out = peak + xp.log(xp.sum(xp.exp(parts - peak[..., None]), axis=-1))
-    out = xp.where(count[..., None] == 1.0, 0.0, out)
+    out = xp.where(count == 1.0, 0.0, out)
     return xp.where(finite, out, -math.inf)
 
 
@@ -277,7 +310,9 @@ def report_noisy_max_log_pmf(utilities: Any, scale: float) -> NDArray[np.float64
     is integrated in closed form; segments are combined in log space. O(m³) per row and
     subject to cancellation of order 3^m ulps, so it is offered for at most
     ``RNM_EXACT_MAX_CANDIDATES`` finite candidates (audits use a handful). −inf utilities
-    have probability 0.
+    have probability 0. The utilities are taken less their row's largest, and Pr[r] over the
+    candidates at most ``RNM_NEGLIGIBLE_GAP`` scales below u_r (:func:`_rnm_row`: exact to a
+    relative 4·10⁻²⁰), so the logarithms added are as large as those candidates' spread.
     """
     u = as_utilities(utilities, owner="report_noisy_max", field="utilities")
     return np.asarray(_rnm_log_pmf(np, None, u, scale, field="utilities"), dtype=np.float64)
@@ -296,10 +331,11 @@ def _rnm_log_pmf(xp: Any, device: Any, u: Any, scale: float, *, field: str) -> A
             f"{RNM_EXACT_MAX_CANDIDATES} finite candidates in each row of {field}",
             field=field,
         )
+    v = _from_the_top(xp, u / scale)
     if xp is not np:
-        return _rnm_rows(xp, device, u / scale)
+        return _rnm_rows(xp, device, v)
     # Each distinct row is computed once (O(m³) in Python): audits repeat one row many times.
-    flat = u.reshape(-1, u.shape[-1])
+    flat = v.reshape(-1, v.shape[-1])
     if flat.shape[0] > 1 and bool(np.all(flat == flat[0])):
         rows, inverse = flat[:1], np.zeros(flat.shape[0], dtype=np.intp)
     else:
@@ -307,8 +343,19 @@ def _rnm_log_pmf(xp: Any, device: Any, u: Any, scale: float, *, field: str) -> A
     out = np.full(rows.shape, -np.inf)
     for i, row in enumerate(rows):
         keep = np.isfinite(row)
-        out[i, keep] = _rnm_row(row[keep] / scale)
-    return out[inverse.ravel()].reshape(u.shape)
+        out[i, keep] = _rnm_row(row[keep])
+    return out[inverse.ravel()].reshape(v.shape)
+
+
+def _from_the_top(xp: Any, v: Any) -> Any:
+    """Scaled utilities less their row's largest (Pr depends on differences only), so that no
+    logarithm of the expansion carries the utilities' common offset; a finite difference too
+    large for a double is kept at the most negative double (such a candidate's probability is
+    e^(−10³⁰⁸)), −inf stays −inf."""
+    finite = v > -math.inf
+    shifted = v - xp.max(v, axis=-1, keepdims=True)
+    lowest = -float(np.finfo(np.float64).max)
+    return xp.where(finite, xp.where(shifted > -math.inf, shifted, lowest), -math.inf)
 
 
 # --------------------------------------------------------------------------------------------

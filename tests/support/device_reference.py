@@ -16,6 +16,7 @@ import array_api_compat.numpy as xnp
 import attrs
 import numpy as np
 import pytest
+from dpkit_central.noisy_max import RNM_NEGLIGIBLE_GAP, _from_the_top
 
 from dpkit import SecureRandom
 from dpkit.tensors import libraries
@@ -407,9 +408,20 @@ def _log_error(log_scale: float, value: float, error: float, log_error: float) -
 
 def _rnm_row_tolerance(v: np.ndarray[Any, Any], width: int) -> np.ndarray[Any, Any]:
     """The per-side bound of :func:`report_noisy_max_tolerance` for one row of finite scaled
-    utilities ``v``, of a row of ``width`` candidates (the device's sums run over all of
-    them): the host's expansion (``dpkit_central.noisy_max._rnm_row``) recomputed step by step
-    with the error each step may add."""
+    utilities ``v`` (less their largest), of a row of ``width`` candidates (the device's sums
+    run over all of them): each candidate's near set (``dpkit_central.noisy_max._rnm_row``)
+    by :func:`_rnm_expansion_tolerance`."""
+    out = np.empty(v.shape[0])
+    for r in range(v.shape[0]):
+        near = v >= v[r] - RNM_NEGLIGIBLE_GAP
+        out[r] = _rnm_expansion_tolerance(v[near], width)[int(np.count_nonzero(near[:r]))]
+    return out
+
+
+def _rnm_expansion_tolerance(v: np.ndarray[Any, Any], width: int) -> np.ndarray[Any, Any]:
+    """The per-side bound for every candidate of one row of finite scaled utilities, all of
+    them taken into account: the host's expansion (``dpkit_central.noisy_max._rnm_expansion``)
+    recomputed step by step with the error each step may add."""
     n = v.shape[0]
     if n == 1:
         return np.zeros(1)  # 0 exactly on both
@@ -551,10 +563,11 @@ def report_noisy_max_tolerance(u: Any, scale: float) -> np.ndarray[Any, Any]:
     Per side |error| ≤ −log(1 − Δ/P) − log(1 − ε_lse) + 3u·log(m + 1) + u|result| + u
     (Δ/P from the host's values with slack: Δ/e^result/(1 − 2Δ/e^result), and the whole times
     1 + 2⁻⁸ for the host's values standing in for the exact ones); the two sides twice that.
-    Where Δ/e^result ≥ 2⁻¹⁰ the bound is +inf: no claim (at utilities spread over more than
-    about 10¹³ scales, where each side's roundings of logarithms that large reach the
-    result's size); a test that asks for a claim there fails."""
-    z = np.asarray(u, dtype=np.float64) / scale
+    Where Δ/e^result ≥ 2⁻¹⁰ the bound is +inf: no claim (for a candidate more than about 10¹³
+    scales below the best, whose near set spans that much, where each side's roundings of
+    logarithms that large reach the result's size); a test that asks for a claim there
+    fails."""
+    z = _from_the_top(np, np.asarray(u, dtype=np.float64) / scale)
     m = z.shape[-1]
     flat = z.reshape(-1, m)
     out = np.zeros(flat.shape)

@@ -334,6 +334,26 @@ def test_report_noisy_max_two_candidates_closed_form() -> None:
         assert p0 == pytest.approx(0.5 * math.exp(-d / b) * (1 + d / (2 * b)), rel=1e-12)
 
 
+def test_report_noisy_max_is_accurate_at_any_spread_and_offset() -> None:
+    """Two candidates d scales apart, d from 1 to 10³⁰⁰: the closed form's logarithms,
+    log P with P = e^(−d)(2 + d)/4 to a relative 10⁻¹³ and log(1 − P) within 10⁻¹⁵ (a log-sum-
+    exp of terms near 1: a few ulps of 1), never above 0 (the winner's log-probability was
+    1.6·10⁻⁵ at d = 10¹² and log 1.5 at 10²⁰ when the expansion took in the whole spread); the
+    same at an offset of 10¹⁵ scales; a far third candidate leaves two tied ones at ½ each."""
+    for d in (1.0, 10.0, 49.0, 51.0, 60.0, 1e3, 1e6, 1e12, 1e20, 1e300):
+        loser = -d + math.log(2.0 + d) - math.log(4.0)
+        winner = math.log1p(-math.exp(loser))
+        for offset in (0.0, 1e15):
+            got = report_noisy_max_log_pmf(np.array([offset + d, offset]), 1.0)
+            if offset + d == offset:
+                continue  # d is lost in the offset's double
+            assert got[0] <= 0.0 and abs(got[0] - winner) <= 1e-15
+            assert got[1] == pytest.approx(loser, rel=1e-13)
+    tied = report_noisy_max_log_pmf(np.array([1e20, 0.0, 1e20]), 1.0)
+    assert tied[[0, 2]] == pytest.approx([math.log(0.5)] * 2, rel=1e-15)
+    assert tied[1] < -1e19
+
+
 @pytest.mark.parametrize("monotone", [False, True])
 def test_report_noisy_max_is_epsilon_dp(monotone: bool) -> None:
     """Exact log-ratios over random and extreme neighbours of the declared domain ≤ ε."""

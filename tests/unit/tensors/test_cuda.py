@@ -216,20 +216,26 @@ class _CudaRecording(device_reference.RecordingWords):
         return out
 
 
+@pytest.fixture
+def calls(monkeypatch: pytest.MonkeyPatch) -> list[_CudaRecording]:
+    """Every draw of words by :mod:`dpkit.tensors.graph_views`, recorded in order."""
+    recordings: list[_CudaRecording] = []
+    real = graph_views.device_words
+
+    def recorded(*args: Any, **kwargs: Any) -> Any:
+        recordings.append(_CudaRecording(real(*args, **kwargs)))
+        return recordings[-1]
+
+    monkeypatch.setattr(graph_views, "device_words", recorded)
+    return recordings
+
+
 def test_graph_views_stay_on_cuda_and_are_the_hosts_on_the_same_words(
-    monkeypatch: pytest.MonkeyPatch,
+    calls: list[_CudaRecording],
 ) -> None:
     # graph_arr's view in the "both" form on a batch of matrices, the two-round triangle view
     # on 50 copies of the complete graph (degrees above D = 2): the host's views fed the
     # device's words give the same output; the coercion of NaN entries stays there too.
-    calls: list[_CudaRecording] = []
-    real = graph_views.device_words
-
-    def recorded(*args: Any, **kwargs: Any) -> Any:
-        calls.append(_CudaRecording(real(*args, **kwargs)))
-        return calls[-1]
-
-    monkeypatch.setattr(graph_views, "device_words", recorded)
     view = dpkit.mechanism("graph_arr", epsilon=1.0, nodes=6, mu=0.3, pairs="both").on_graphs()
     graphs = torch.randint(0, 2, (4, 6, 6), dtype=torch.uint8, device="cuda")
     got = view.randomize(graphs, rng=SecureRandom.from_key(KEY))
@@ -251,17 +257,9 @@ def test_graph_views_stay_on_cuda_and_are_the_hosts_on_the_same_words(
     assert torch.equal(coerced, coerced.transpose(1, 2))
 
 
-def test_graph_mechanisms_randomize_a_cuda_graph_there(monkeypatch: pytest.MonkeyPatch) -> None:
+def test_graph_mechanisms_randomize_a_cuda_graph_there(calls: list[_CudaRecording]) -> None:
     # graph_arr's packed reports stay on CUDA and are the host's on the same words; the edge
     # estimate reads them there; graph_degree's releases are int64 on CUDA.
-    calls: list[_CudaRecording] = []
-    real = graph_views.device_words
-
-    def recorded(*args: Any, **kwargs: Any) -> Any:
-        calls.append(_CudaRecording(real(*args, **kwargs)))
-        return calls[-1]
-
-    monkeypatch.setattr(graph_views, "device_words", recorded)
     n = 40
     upper = torch.triu(torch.rand(n, n, device="cuda") < 0.3, 1)
     adjacency = (upper | upper.T).to(torch.uint8)

@@ -94,8 +94,8 @@ square wave's, :func:`noisy_list_counts` the noisy degrees and k-stars of neighb
 :func:`noisy_list_bits` their bits through ``graph_rr``'s and ``graph_arr``'s channel,
 :func:`relationship_bits` and :func:`coerced_graphs` those protocols on whole graphs,
 :func:`reported_adjacency` and :func:`graph_counts` their ``randomize_graph`` on one graph,
-:func:`two_round_reports` the two-round triangle protocol's (:func:`two_round_graph` its
-``randomize_graph`` on one graph);
+:func:`two_round_reports` the two-round triangle protocol's, of its :class:`TwoRoundLaw`
+(:func:`two_round_graph` its ``randomize_graph`` on one graph);
 ``log_probability`` there: :func:`density_log_probability` scores a density's one formula on
 the device or the host, :func:`device_operands` puts its two operands on one device (or
 says the numpy path runs), :func:`where_equal` scores randomized response (and
@@ -210,6 +210,7 @@ from dpkit.tensors.device_random import DeviceWords, device_words, host_rng, uni
 from dpkit.tensors.duchi import duchi_reports
 from dpkit.tensors.duchi_multi import duchi_multi_reports
 from dpkit.tensors.graph_views import (
+    TwoRoundLaw,
     coerced_graphs,
     graph_counts,
     relationship_bits,
@@ -320,6 +321,7 @@ __all__ = [
     "StandardUnits",
     "Statistics",
     "SubsampledDP",
+    "TwoRoundLaw",
     "VectorDomain",
     "array_library",
     "as_array",

@@ -85,6 +85,7 @@ from collections.abc import Sequence
 from fractions import Fraction
 from typing import Any, Literal
 
+import attrs
 import numpy as np
 
 from dpkit.errors import InvalidData
@@ -96,6 +97,7 @@ from dpkit.tensors.libraries import ArrayLibrary
 from dpkit.tensors.list_bits import channel_bits
 
 __all__ = [
+    "TwoRoundLaw",
     "coerced_graphs",
     "graph_counts",
     "relationship_bits",
@@ -275,17 +277,27 @@ def wedge_sums(
     return closed / 2.0 - report_zero * wedges
 
 
+@attrs.frozen
+class TwoRoundLaw:
+    """The two-round triangle protocol's public parameters, as its device paths take them:
+    n ``nodes``, the projection's D = ``max_degree``, round 1's channel thresholds T₁, T₀
+    (``one_threshold64``, ``zero_threshold64``) and the centring p₀ (``report_zero``), round
+    2's lattice step g (``step``) and discrete Laplace scale t (``scale``)."""
+
+    nodes: int
+    max_degree: int
+    one_threshold64: int
+    zero_threshold64: int
+    report_zero: float
+    step: float
+    scale: Fraction
+
+
 def two_round_reports(
     library: ArrayLibrary,
     values: Any,
+    law: TwoRoundLaw,
     *,
-    nodes: int,
-    max_degree: int,
-    one_threshold64: int,
-    zero_threshold64: int,
-    report_zero: float,
-    step: float,
-    scale: Fraction,
     rng: Any,
     owner: str,
     field: str = "graph",
@@ -293,8 +305,9 @@ def two_round_reports(
     """Both rounds of the triangle protocol on each graph (…, n, n): float64 (…, pairs + n),
     the round-1 bits then the n releases (k_i + Z_i)·g (module docstring)."""
     xp = library.xp
+    nodes, step = law.nodes, law.step
     batch = _check_structure(library, values, nodes, owner=owner, field=field, message=field)
-    exact = laplace_scale(scale, "discrete_laplace")  # public: refused before any draw
+    exact = laplace_scale(law.scale, "discrete_laplace")  # public: refused before any draw
     words = device_words(library, rng, owner=owner)  # the rng checked; no word drawn yet
     ones = xp.reshape(
         _ones(xp, values, owner=owner, field=field, message=field), (-1, nodes, nodes)
@@ -306,10 +319,10 @@ def two_round_reports(
         return xp.zeros((*batch, pairs + nodes), dtype=xp.float64, device=library.device)
     lower = xp.take(xp.reshape(ones, (graphs, -1)), _index(library, _lower(nodes)), axis=1)
     noisy = xp.reshape(
-        channel_bits(words, xp.reshape(lower, (-1,)), one_threshold64, zero_threshold64),
+        channel_bits(words, xp.reshape(lower, (-1,)), law.one_threshold64, law.zero_threshold64),
         (graphs, pairs),
     )
-    w = wedge_sums(library, ones, noisy, max_degree=max_degree, report_zero=report_zero)
+    w = wedge_sums(library, ones, noisy, max_degree=law.max_degree, report_zero=law.report_zero)
     halves = xp.reshape(xp.astype(words.take(2 * graphs * nodes), xp.int64), (-1, 2))
     coin = xp.reshape(uniform_53(xp, halves[:, 0], halves[:, 1]), (graphs, nodes))
     scaled = w / step
@@ -370,14 +383,8 @@ def _reports_matrix(
 def two_round_graph(
     library: ArrayLibrary,
     values: Any,
+    law: TwoRoundLaw,
     *,
-    nodes: int,
-    max_degree: int,
-    one_threshold64: int,
-    zero_threshold64: int,
-    report_zero: float,
-    step: float,
-    scale: Fraction,
     rng: Any,
     owner: str,
     field: str = "graph",
@@ -386,26 +393,14 @@ def two_round_graph(
     :func:`two_round_reports`' output on the same words, split into the round-1 reports as
     the (n, n) booleans of the dense encoding (:func:`reported_adjacency`'s layout) and the
     n float64 releases."""
+    nodes = law.nodes
     shape = tuple(int(d) for d in values.shape)
     if shape != (nodes, nodes):
         raise InvalidData(
             f"{owner}: a graph is an {nodes}×{nodes} adjacency matrix, got shape {shape}",
             field=field,
         )
-    out = two_round_reports(
-        library,
-        values,
-        nodes=nodes,
-        max_degree=max_degree,
-        one_threshold64=one_threshold64,
-        zero_threshold64=zero_threshold64,
-        report_zero=report_zero,
-        step=step,
-        scale=scale,
-        rng=rng,
-        owner=owner,
-        field=field,
-    )
+    out = two_round_reports(library, values, law, rng=rng, owner=owner, field=field)
     pairs = nodes * (nodes - 1) // 2
     first = _reports_matrix(library, out[:pairs] != 0, nodes, "once")
     return first, out[pairs:]

@@ -72,6 +72,7 @@ from dpkit.plugin import (
     PureDP,
     RandomizedResponseDP,
     Real,
+    TwoRoundLaw,
     array_library,
     parameter,
     resolve_rng,
@@ -302,6 +303,20 @@ class TwoRoundTriangles:
         second = self.round_two_reports(g, first, rng=generator)
         return TwoRoundReports(first, second, self.step)
 
+    def device_law(self) -> TwoRoundLaw:
+        """The protocol's public parameters as its device paths take them."""
+        mechanism = self.first_mechanism
+        one, zero = mechanism._thresholds()
+        return TwoRoundLaw(
+            nodes=self.nodes,
+            max_degree=self.max_degree,
+            one_threshold64=one,
+            zero_threshold64=zero,
+            report_zero=mechanism.report_zero,
+            step=self.step,
+            scale=self.scale,
+        )
+
     def _device_rounds(
         self, library: Any, graph: Any, *, rng: Any, nodes: int | None
     ) -> TwoRoundReports:
@@ -311,22 +326,8 @@ class TwoRoundTriangles:
                 f"{self.name}: the graph has {nodes} nodes, the protocol nodes={self.nodes}",
                 field="graph",
             )
-        mechanism = self.first_mechanism
-        one, zero = mechanism._thresholds()
-        dense, second = two_round_graph(
-            library,
-            graph,
-            nodes=self.nodes,
-            max_degree=self.max_degree,
-            one_threshold64=one,
-            zero_threshold64=zero,
-            report_zero=mechanism.report_zero,
-            step=self.step,
-            scale=self.scale,
-            rng=rng,
-            owner=self.name,
-        )
-        first = device_reports(library, dense, mechanism.name, "once", self.output)
+        dense, second = two_round_graph(library, graph, self.device_law(), rng=rng, owner=self.name)
+        first = device_reports(library, dense, self.first_mechanism.name, "once", self.output)
         return TwoRoundReports(first, second, self.step)
 
     def run(self, data: Any, /, *, rng: Any = None) -> TwoRoundReports:
@@ -382,22 +383,8 @@ class TwoRoundView(Mechanism):
         the same words give the same output for a batch of copies of one graph)."""
         library = array_library(values, owner=self.name)
         if library is not None:  # an accelerator's array (host arrays arrive as numpy views)
-            protocol = self.protocol
-            mechanism = protocol.first_mechanism
-            one, zero = mechanism._thresholds()
-            return two_round_reports(  # type: ignore[no-any-return]
-                library,
-                values,
-                nodes=protocol.nodes,
-                max_degree=protocol.max_degree,
-                one_threshold64=one,
-                zero_threshold64=zero,
-                report_zero=mechanism.report_zero,
-                step=protocol.step,
-                scale=protocol.scale,
-                rng=rng,
-                owner=self.name,
-            )
+            law = self.protocol.device_law()
+            return two_round_reports(library, values, law, rng=rng, owner=self.name)  # type: ignore[no-any-return]
         self.check_input(values)
         generator, _ = resolve_rng(rng, owner=self.name)
         graphs = np.asarray(values)

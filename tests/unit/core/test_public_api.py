@@ -206,6 +206,7 @@ PLUGIN_FACE = {
     "coerced_graphs",
     "csr_from_upper",
     "two_round_reports",
+    "TwoRoundLaw",
     "duchi_multi_reports",
     # errors
     "DPKitError",

@@ -32,19 +32,13 @@ from typing import Any
 
 from dpkit.tensors.device_random import DeviceWords, device_words, require_64_bit, uniform_below
 from dpkit.tensors.duchi import below_64
+from dpkit.tensors.hadamard import odd_parity
 from dpkit.tensors.hashing import _join, _split
 from dpkit.tensors.libraries import ArrayLibrary
 from dpkit.tensors.prefixes import _halves, _shift_right, scored_items
 from dpkit.tensors.sketch import _index
 
 __all__ = ["tree_log_probability", "tree_reports"]
-
-
-def _parity32(x: Any) -> Any:
-    """popcount(x) mod 2 of non-negative ``int64`` values below 2³², by folding."""
-    for shift in (16, 8, 4, 2, 1):
-        x = x ^ (x >> shift)
-    return x & 1
 
 
 def _masks(xp: Any, lengths: Any) -> tuple[Any, Any]:
@@ -69,9 +63,9 @@ def _respond(
     flips = xp.reshape(xp.astype(words.take(2 * n), xp.int64), (n, 2))
     mask_high, mask_low = _masks(xp, lengths)
     r_high, r_low = r[:, 0] & mask_high, r[:, 1] & mask_low
-    odd = _parity32(r_high & value[0]) ^ _parity32(r_low & value[1])
+    odd = odd_parity(r_high & value[0]) != odd_parity(r_low & value[1])
     flip = below_64(xp, flips[:, 0], flips[:, 1], threshold64)
-    y = xp.astype((odd == 0) != flip, xp.int64)
+    y = xp.astype(xp.logical_not(odd) != flip, xp.int64)
     return _join(library, r_high, r_low), _join(library, xp.zeros_like(y), y)
 
 
@@ -116,8 +110,8 @@ def _agrees(library: ArrayLibrary, r: Any, y: Any, value: tuple[Any, Any], lengt
     valid, bit = _index(library, y, 2)
     mask_high, mask_low = _masks(xp, lengths)
     valid = valid & ((r_high & ~mask_high) == 0) & ((r_low & ~mask_low) == 0)
-    odd = _parity32(r_high & value[0]) ^ _parity32(r_low & value[1])
-    return valid, (odd == 0) == (bit == 1)
+    odd = odd_parity(r_high & value[0]) != odd_parity(r_low & value[1])
+    return valid, xp.logical_not(odd) == (bit == 1)
 
 
 def tree_log_probability(

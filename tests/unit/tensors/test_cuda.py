@@ -5,9 +5,8 @@ their docs state. Skipped, with the reason, where there is no CUDA device."""
 from __future__ import annotations
 
 import math
-from typing import Any, ClassVar, Literal
+from typing import Any
 
-import attrs
 import numpy as np
 import pytest
 
@@ -19,6 +18,7 @@ pytestmark = [
 
 from dpkit_ldp.graph_triangles import TwoRoundTriangles  # noqa: E402
 from support import device_reference  # noqa: E402
+from support.recorder import Recorder  # noqa: E402
 
 import dpkit  # noqa: E402
 from dpkit import SecureRandom  # noqa: E402
@@ -277,33 +277,12 @@ def test_graph_mechanisms_randomize_a_cuda_graph_there(calls: list[_CudaRecordin
     assert dpkit.graph.degrees(degree, released).estimates.shape == (n,)
 
 
-@attrs.frozen
-class _HostOnly(dpkit.plugin.Mechanism):
-    """A plugin's mechanism that declares no device path (every built-in has one now)."""
-
-    name: ClassVar[str] = "host_only"
-    kind: ClassVar[Literal["local", "central"]] = "local"
-
-    @property
-    def domain(self) -> dpkit.plugin.CategoricalDomain:
-        return dpkit.plugin.CategoricalDomain(2)
-
-    @property
-    def privacy(self) -> dpkit.PureDP:
-        return dpkit.PureDP(epsilon=1.0)
-
-    def randomize(self, values: Any, /, *, rng: Any = None) -> Any:
-        return np.asarray(values)
-
-    def log_probability(self, outputs: Any, inputs: Any, /) -> Any:
-        return np.zeros(np.broadcast_shapes(np.shape(outputs), np.shape(inputs)))
-
-
 def test_a_method_without_a_device_path_refuses_a_cuda_tensor_by_name() -> None:
+    # a plugin's mechanism that declares no device path (every built-in has one)
     with pytest.raises(
-        InvalidData, match=r"host_only\.log_probability has no device path yet"
+        InvalidData, match=r"recorder\.log_probability has no device path yet"
     ) as refused:
-        _HostOnly().log_probability(torch.zeros(3, dtype=torch.int64, device="cuda"), [0, 1, 1])
+        Recorder().log_probability(torch.zeros(3, dtype=torch.int64, device="cuda"), [0, 1, 1])
     assert refused.value.field == "outputs"
 
 

@@ -4,7 +4,7 @@ only a class that declares a device path; attrs's slotted subclasses keep ``supe
 
 from __future__ import annotations
 
-from typing import Any, ClassVar, Literal
+from typing import Any, ClassVar
 
 import attrs
 import numpy as np
@@ -13,29 +13,10 @@ import pytest
 torch = pytest.importorskip("torch")
 
 from support import device_reference  # noqa: E402
+from support.recorder import SEEN, Recorder  # noqa: E402
 
 import dpkit  # noqa: E402
 from dpkit.errors import InvalidData  # noqa: E402
-
-SEEN: list[Any] = []
-
-
-@attrs.frozen
-class Recorder(dpkit.plugin.Mechanism):
-    name: ClassVar[str] = "recorder"
-    kind: ClassVar[Literal["local", "central"]] = "local"
-
-    @property
-    def domain(self) -> dpkit.plugin.CategoricalDomain:
-        return dpkit.plugin.CategoricalDomain(2)
-
-    @property
-    def privacy(self) -> dpkit.PureDP:
-        return dpkit.PureDP(epsilon=1.0)
-
-    def randomize(self, values: Any, /, *, rng: Any = None) -> Any:
-        SEEN.append(values)
-        return np.asarray(values) + 1, "note"
 
 
 @attrs.frozen

@@ -23,7 +23,7 @@ from dpkit.plugin import (
     resolve_rng,
     selection_log_operands,
 )
-from dpkit_central._selection import Selection, exact_rate, exponential_secure
+from dpkit_central._selection import Selection, exact_rate, exponential_secure, from_the_top
 from dpkit_central._validation import as_utilities
 
 __all__ = [
@@ -131,13 +131,13 @@ def selection_indices(outputs: Any, m: int, shape: tuple[int, ...]) -> tuple[Any
 
 
 def exponential_log_pmf(xp: Any, device: Any, utilities: Any, rate: float) -> Any:
-    """log Pr[r | u] = λu(r) − ln Σ_r′ exp(λu(r′)) for every candidate, shape (..., m), of
-    float64 utilities of the namespace ``xp`` (numpy's on the host, an accelerator's on its
-    device): a stable log-sum-exp, the row maximum of λu subtracted before ``exp`` (each term
-    in [0, 1], their sum in [1, m]); −inf utilities give −inf."""
-    z = rate * utilities
-    top = xp.max(z, axis=-1, keepdims=True)
-    log_norm = xp.log(xp.sum(xp.exp(z - top), axis=-1)) + top[..., 0]
+    """log Pr[r | u] = λ(u(r) − u*) − ln Σ_r′ exp(λ(u(r′) − u*)) for every candidate, shape
+    (..., m), of float64 utilities of the namespace ``xp`` (numpy's on the host, an
+    accelerator's on its device), u* the row's largest utility (:func:`from_the_top`): a stable
+    log-sum-exp (each term in [0, 1], their sum in [1, m]) that no common offset of the
+    utilities rounds; −inf utilities give −inf."""
+    z = rate * from_the_top(xp, utilities)
+    log_norm = xp.log(xp.sum(xp.exp(z), axis=-1))
     return z - log_norm[..., None]
 
 

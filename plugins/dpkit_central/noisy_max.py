@@ -47,6 +47,7 @@ from dpkit.plugin import (
 from dpkit_central._selection import (
     Selection,
     exact_rate,
+    from_the_top,
     odd_mantissas,
     permute_and_flip_secure,
 )
@@ -331,7 +332,7 @@ def _rnm_log_pmf(xp: Any, device: Any, u: Any, scale: float, *, field: str) -> A
             f"{RNM_EXACT_MAX_CANDIDATES} finite candidates in each row of {field}",
             field=field,
         )
-    v = _from_the_top(xp, u / scale)
+    v = from_the_top(xp, u / scale)
     if xp is not np:
         return _rnm_rows(xp, device, v)
     # Each distinct row is computed once (O(m³) in Python): audits repeat one row many times.
@@ -345,17 +346,6 @@ def _rnm_log_pmf(xp: Any, device: Any, u: Any, scale: float, *, field: str) -> A
         keep = np.isfinite(row)
         out[i, keep] = _rnm_row(row[keep])
     return out[inverse.ravel()].reshape(v.shape)
-
-
-def _from_the_top(xp: Any, v: Any) -> Any:
-    """Scaled utilities less their row's largest (Pr depends on differences only), so that no
-    logarithm of the expansion carries the utilities' common offset; a finite difference too
-    large for a double is kept at the most negative double (such a candidate's probability is
-    e^(−10³⁰⁸)), −inf stays −inf."""
-    finite = v > -math.inf
-    shifted = v - xp.max(v, axis=-1, keepdims=True)
-    lowest = -float(np.finfo(np.float64).max)
-    return xp.where(finite, xp.where(shifted > -math.inf, shifted, lowest), -math.inf)
 
 
 # --------------------------------------------------------------------------------------------

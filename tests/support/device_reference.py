@@ -16,7 +16,8 @@ import array_api_compat.numpy as xnp
 import attrs
 import numpy as np
 import pytest
-from dpkit_central.noisy_max import RNM_NEGLIGIBLE_GAP, _from_the_top
+from dpkit_central._selection import from_the_top
+from dpkit_central.noisy_max import RNM_NEGLIGIBLE_GAP
 
 from dpkit import SecureRandom
 from dpkit.tensors import libraries
@@ -312,16 +313,15 @@ def exponential_tolerance(u: Any, rate: float) -> np.ndarray[Any, Any]:
     """How far a device's exponential-mechanism log-probabilities may be from the host's, for
     every candidate of the utility rows ``u`` (..., m): the bound of docs/tensors.md.
 
-    Both compute z = λu, the row maximum z* and d = z − z* with the same IEEE operations (the
-    same doubles); then each side's ``exp`` and ``log`` within one ulp of the correctly
+    Both compute z = λ(u − u*), u* the row's largest utility, with the same IEEE operations
+    (the same doubles); then each side's ``exp`` and ``log`` within one ulp of the correctly
     rounded double (:data:`FUNCTION_ERROR` relatively), its sum of m terms in [0, 1] in any
-    order (relative γ_{m−1}, S ∈ [1, m]), L = log S + z* and z_r − L rounded (u|L|, u|r|):
-    per side |error| ≤ (3u + γ_{m−1})(1 + 3u) + 3u·ln m + u|L| + u|r|, and the two sides
-    twice that (plus 2u of second-order slack)."""
-    z = rate * np.asarray(u, dtype=np.float64)
+    order (relative γ_{m−1}, S ∈ [1, m]), L = log S and z_r − L rounded (u|L|, u|r|): per
+    side |error| ≤ (3u + γ_{m−1})(1 + 3u) + 3u·ln m + u|L| + u|r|, and the two sides twice
+    that (plus 2u of second-order slack)."""
+    z = rate * from_the_top(np, np.asarray(u, dtype=np.float64))
     m = z.shape[-1]
-    top = np.max(z, axis=-1, keepdims=True)
-    log_norm = np.log(np.sum(np.exp(z - top), axis=-1, keepdims=True)) + top
+    log_norm = np.log(np.sum(np.exp(z), axis=-1, keepdims=True))
     result = z - log_norm
     side = (
         (FUNCTION_ERROR + _gamma(m - 1)) * (1 + FUNCTION_ERROR)
@@ -567,7 +567,7 @@ def report_noisy_max_tolerance(u: Any, scale: float) -> np.ndarray[Any, Any]:
     scales below the best, whose near set spans that much, where each side's roundings of
     logarithms that large reach the result's size); a test that asks for a claim there
     fails."""
-    z = _from_the_top(np, np.asarray(u, dtype=np.float64) / scale)
+    z = from_the_top(np, np.asarray(u, dtype=np.float64) / scale)
     m = z.shape[-1]
     flat = z.reshape(-1, m)
     out = np.zeros(flat.shape)

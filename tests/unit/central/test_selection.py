@@ -91,6 +91,19 @@ def test_exponential_pmf_matches_definition() -> None:
     assert mech.log_probability(7, u[0]) == -np.inf
 
 
+def test_exponential_pmf_takes_no_rounding_from_a_common_offset() -> None:
+    """The pmf depends on differences only: the same rows at offsets of ±10¹⁵ (where the
+    shifted utilities are exact doubles) score as at 0, tied candidates ½ each (λu first
+    rounded 2.5·10¹⁴ + ln 2 to its last place: probabilities summing to 1.0057)."""
+    mech = Exponential(epsilon=0.5, sensitivity=1.0)
+    rows = np.array([[0.0, 0.0], [0.0, 3.0], [-2.0, 5.0], [1.0, -np.inf]])
+    at_zero = mech.log_probability(np.arange(2)[:, None], rows)
+    for offset in (1e15, -1e15):
+        shifted = mech.log_probability(np.arange(2)[:, None], rows + offset)
+        np.testing.assert_allclose(shifted, at_zero, rtol=1e-15, atol=0)
+    assert at_zero[0, 0] == at_zero[1, 0] == pytest.approx(math.log(0.5), rel=1e-15)
+
+
 @pytest.mark.parametrize("monotone", [False, True])
 def test_exponential_is_epsilon_dp_on_its_declared_domain(monotone: bool) -> None:
     """Max log-ratio over neighbouring utility vectors of the declared domain ≤ ε."""

@@ -61,6 +61,10 @@ SELECTION_TOLERANCE = {  # (utilities, mechanism) → the bound of docs/tensors.
     "permute_and_flip": lambda u, m: device_reference.permute_and_flip_tolerance(u, m.rate),
     "report_noisy_max": lambda u, m: device_reference.report_noisy_max_tolerance(u, m.scale),
 }
+#: The selections' bounds assume every exp, log, expm1 and log1p within one ulp of the
+#: correctly rounded value; XLA's CPU log1p was measured 127 ulps off (docs/tensors.md), so on
+#: JAX the bound is scaled by 128 (to first order each of its terms grows linearly with it).
+JAX_SELECTION_SLACK = 128
 #: Selections whose device formula is the host's to the bit where the functions are numpy's
 #: (report_noisy_max's sums over the candidates run in another order there).
 EXACT_ON_STRICT = ("exponential", "permute_and_flip")
@@ -161,6 +165,8 @@ def test_device_reports_are_reports_of_the_declared_law(
             strict = layout == "array-api-strict"
             if name in SELECTION_TOLERANCE and not (strict and name in EXACT_ON_STRICT):
                 bound = SELECTION_TOLERANCE[name](batch, mechanism)
+                if layout == "jax":  # XLA's log1p measured 127 ulps off where the bound has 1
+                    bound = JAX_SELECTION_SLACK * bound
                 chosen = np.take_along_axis(bound, reports[..., None].astype(np.int64), -1)
                 device_reference.assert_selection_log_agrees(_host(on_device), host, chosen[..., 0])
             elif layout == "jax":  # XLA may fuse a product and a sum (one rounding fewer)

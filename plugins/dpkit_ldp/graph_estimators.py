@@ -387,6 +387,8 @@ class TwoRoundEstimator(GraphEstimator):
     """Triangles from the two-round protocol's reports."""
 
     graph_statistics: ClassVar[tuple[str, ...]] = ("triangles",)
+    #: An accelerator's releases, bare or in TwoRoundReports, are summed there.
+    device_methods: ClassVar[frozenset[str]] = frozenset({"accumulate"})
     mechanism: Any  # a TwoRoundTriangles protocol
 
     def accumulate(self, reports: Any, /) -> ReportSums:
@@ -397,10 +399,8 @@ class TwoRoundEstimator(GraphEstimator):
             field="reports",
         )
         library = array_library(values, owner=self.mechanism.name, field="reports")
-        # The releases of TwoRoundReports held on an accelerator are summed there: multiples
-        # of the lattice step g, so every partial sum is exact (in any order) while below
-        # 2⁵³·g — the host's sum. (A bare device array of releases is the wrapper's refusal:
-        # ``accumulate`` is not a device method here.)
+        # Releases held on an accelerator are summed there: multiples of the lattice step g,
+        # so every partial sum is exact (in any order) while below 2⁵³·g — the host's sum.
         if library is not None and not library.on_host:
             xp = library.xp
             if values.ndim != 1 or not xp.isdtype(values.dtype, ("integral", "real floating")):

@@ -352,6 +352,8 @@ def test_the_round_estimators_take_the_device_reports(
     device, host = dpkit.graph.triangles(TRIANGLES, two), dpkit.graph.triangles(TRIANGLES, held)
     assert (device.value, device.variance) == (host.value, host.variance)
     assert np.isfinite(device.variance)  # the round-1 reports' wedge term
+    bare, bare_host = (dpkit.graph.triangles(TRIANGLES, r) for r in (two.second, held.second))
+    assert bare.value == bare_host.value == host.value  # the releases alone, summed there
     one = ONE_ROUND.randomize_graph(graph, rng=SecureRandom.from_key(KEY))
     copied = OneRoundReports(one.adjacency.to_host(), _host(one.degrees))
     for statistic in (dpkit.graph.triangles, dpkit.graph.kstars):

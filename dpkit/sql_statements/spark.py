@@ -29,8 +29,8 @@ expression is rewritten from its parsed form (sqlglot), not textually transpiled
   both engines match the same strings;
 
 and the statement is analysed and run with ``spark.sql.ansi.enabled = false`` on its session
-(:func:`ansi_off`, restored afterwards), where what is left — ``DIV``, ``%`` — gives NULL for
-a zero divisor instead of raising. The setting
+(:func:`ansi_off`, restored when the last overlapping statement on that session ends), where
+what is left — ``DIV``, ``%`` — gives NULL for a zero divisor instead of raising. The setting
 covers the public phase's run on no rows too, so that both phases analyse the statement under
 the same typing rules. A date format (``strftime``) is checked on a fixed timestamp in the
 public phase: Spark builds its formatter, and refuses a bad pattern, only when a row is
@@ -56,8 +56,11 @@ a key type Spark cannot compare is refused before the spend.
 from __future__ import annotations
 
 import contextlib
+import threading
 from collections.abc import Iterator, Sequence
 from typing import Any
+
+import attrs
 
 from dpkit.errors import InvalidData, SqlError
 
@@ -102,17 +105,44 @@ def schema(frame: Any, *, name: str) -> dict[str, str]:
     return {str(f.name): f.dataType.simpleString() for f in fields}
 
 
+@attrs.define
+class _Holders:
+    """The blocks of :func:`ansi_off` running on one session, and its setting before them."""
+
+    session: Any
+    count: int
+    before: str
+
+
+_HOLDING_LOCK = threading.Lock()
+_HOLDING: dict[int, _Holders] = {}
+
+
 @contextlib.contextmanager
 def ansi_off(session: Any) -> Iterator[None]:
     """``spark.sql.ansi.enabled = false`` on ``session`` while the block runs, then the
-    previous value again (module docstring). The setting is the session's: a query another
-    thread runs meanwhile on the same session sees it too."""
-    before = str(session.conf.get(ANSI))
-    session.conf.set(ANSI, "false")
+    previous value again (module docstring). Blocks on one session that overlap (statements
+    released from several threads) share the setting: the first sets it and the last one to
+    end restores it, so none of them runs a row with ANSI mode back on — one statement ending
+    would otherwise switch it on under another, whose bad values would then raise after its
+    spend. The setting is the session's: a query another thread runs meanwhile on the same
+    session sees it too, and one that sets it itself is outside this guard."""
+    key = id(session)  # the session is held in _HOLDING while in use, so its id is its own
+    with _HOLDING_LOCK:
+        holders = _HOLDING.get(key)
+        if holders is None:
+            before = str(session.conf.get(ANSI))
+            session.conf.set(ANSI, "false")
+            holders = _HOLDING[key] = _Holders(session, 0, before)
+        holders.count += 1
     try:
         yield
     finally:
-        session.conf.set(ANSI, before)
+        with _HOLDING_LOCK:
+            holders.count -= 1
+            if holders.count == 0:
+                del _HOLDING[key]
+                session.conf.set(ANSI, holders.before)
 
 
 def _total(node: Any) -> Any:

@@ -127,6 +127,25 @@ def test_values_ansi_spark_raises_on_are_null_as_in_duckdb(
     assert spark.conf.get("spark.sql.ansi.enabled") == "true"
 
 
+def test_overlapping_statements_keep_ansi_mode_off_until_the_last_one_ends(spark: Any) -> None:
+    """Two statements' blocks on one session, the first ending while the second still runs
+    (two threads releasing at once): ANSI mode stays off until the second ends — switched on
+    under it, its bad values would raise after its spend — and is then as it was, also when
+    a block ends by an exception."""
+    from dpkit.sql_statements.spark import ANSI, ansi_off
+
+    first, second = ansi_off(spark), ansi_off(spark)
+    first.__enter__()
+    second.__enter__()
+    first.__exit__(None, None, None)
+    assert spark.conf.get(ANSI) == "false"
+    second.__exit__(None, None, None)
+    assert spark.conf.get(ANSI) == "true"
+    with pytest.raises(KeyError), ansi_off(spark):
+        raise KeyError
+    assert spark.conf.get(ANSI) == "true"
+
+
 @pytest.mark.parametrize(
     ("statement", "clause"),
     [

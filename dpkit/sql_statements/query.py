@@ -34,6 +34,7 @@ from __future__ import annotations
 
 import contextlib
 import math
+import re
 from collections.abc import Callable, Iterator, Mapping
 from fractions import Fraction
 from typing import Any
@@ -509,10 +510,39 @@ class SqlQuery:
         self._post(self._released_empty(empty))
 
     def _check_queries(self, rows: Any) -> None:
-        for _, query in self.queries:
-            query.check_input(rows)
+        """Each table query's checks on the row-level table, a refusal told in the
+        statement's words: its column names are the statement's expressions
+        (:func:`_in_statement_words`)."""
+        for aggregate, query in self.queries:
+            try:
+                query.check_input(rows)
+            except InvalidData as error:
+                raise self._refusal(str(error), query.name, aggregate) from None
         if self.selector is not None:
-            self.selector.check_input(rows)
+            try:
+                self.selector.check_input(rows)
+            except InvalidData as error:
+                raise self._refusal(str(error), self.selector.name, None) from None
+
+    def _refusal(self, message: str, owner: str, aggregate: Aggregate | None) -> SqlError:
+        """A table query's refusal of the row-level table as the statement's
+        :class:`~dpkit.errors.SqlError`: at the aggregate (or the GROUP BY), its columns named
+        by what the statement wrote, and a text column's way to numbers."""
+        names = {g.name: f"GROUP BY {g.output}" for g in self.plan.groups}
+        arguments = [a.argument for a, _ in self.queries]
+        for column, (a, _) in zip(value_columns(arguments), self.queries, strict=True):
+            if column is not None:
+                names.setdefault(column, f"the argument of {a.text}")
+        reason = re.sub(
+            r"the \w+ column '(__[gv]\d+)'",
+            lambda found: names.get(found[1], found[0]),
+            message.removeprefix(f"{owner}: "),
+        )
+        if "holds text values" in reason:
+            reason += " (a CSV file's columns are all text: TRY_CAST(x AS DOUBLE) reads numbers)"
+        if aggregate is None:
+            return SqlError(reason, clause="GROUP BY")
+        return SqlError(reason, clause="SELECT", line=aggregate.line, column=aggregate.column)
 
     def releases(self, data: Any, /) -> int:
         return 1

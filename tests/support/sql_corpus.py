@@ -411,7 +411,7 @@ CORPUS: list[tuple[str, dict[str, Any] | None, str]] = [
     (
         "SELECT WITH DIFFERENTIAL_PRIVACY OPTIONS (epsilon = 1, delta = 1e-6, privacy_unit_column = user_id, max_groups_contributed = 1) city, SUM(city, contribution_bounds_per_group => (0, 60)) FROM visits GROUP BY city",
         None,
-        "data",
+        "SELECT",
     ),
     (
         "SELECT WITH DIFFERENTIAL_PRIVACY OPTIONS (epsilon = 1, delta = 1e-6, privacy_unit_column = user_id, max_groups_contributed = 1) city, COUNT(*) FROM visits WHERE lower(minutes) = 'x' GROUP BY city",

@@ -185,6 +185,30 @@ def test_options_given_twice_are_refused_where_written() -> None:
     assert (raised.value.clause, raised.value.line, raised.value.column) == ("OPTIONS", 1, 43)
 
 
+def test_a_text_argument_is_refused_at_its_aggregate_in_the_statements_words(
+    tmp_path: Any,
+) -> None:
+    """A CSV file's columns are text: AVG of one is refused before the spend at the AVG,
+    naming it (not the row-level table's own column names) and the way to numbers."""
+    _visits().to_csv(tmp_path / "t.csv", index=False)
+    statement = "SELECT city, COUNT(*) AS n,\n  AVG(minutes) AS m FROM t GROUP BY city"
+    query = dpkit.sql(
+        statement,
+        tables={"t": str(tmp_path / "t.csv")},
+        options=OPTIONS,
+        bounds={"minutes": (0, 90)},
+        keys=["a", "b"],
+    )
+    with dpkit.Session(budget=(5.0, 0.0)) as session:
+        with pytest.raises(dpkit.SqlError) as raised:
+            session.release(query, None)
+        assert session.spent.epsilon == 0 and not session.history()
+    error = raised.value
+    assert (error.clause, error.line, error.column) == ("SELECT", 2, 3)
+    assert error.reason.startswith("the argument of AVG(minutes") and "__" not in str(error)
+    assert "holds text values" in error.reason and "TRY_CAST(x AS DOUBLE)" in error.reason
+
+
 def test_selected_groups_are_the_same_for_every_aggregate() -> None:
     query = dpkit.sql(
         "SELECT city, COUNT(*) AS n, SUM(minutes) AS s FROM t GROUP BY city",

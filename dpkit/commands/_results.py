@@ -86,6 +86,21 @@ def _cells(result: dict[str, Any]) -> Iterator[tuple[str, Any, Any, Any]]:
     yield "", estimate, lower, upper
 
 
+def _sql_cells(result: dict[str, Any]) -> Iterator[tuple[str, Any, dict[str, Any] | None]]:
+    """(label, value, interval) for every value of a SQL statement's released table: a row's
+    group columns, then the value's column, as the label."""
+    columns = result["columns"]
+    keys = [i for i, column in enumerate(columns) if column in result["key_columns"]]
+    cells = result["intervals"]["cells"]
+    for row, intervals in zip(result["rows"], cells, strict=True):
+        group = ", ".join(_printable(row[i]) for i in keys)
+        for i in (i for i in range(len(columns)) if i not in keys):
+            label = f"{group} / {columns[i]}" if group else str(columns[i])
+            yield label, row[i], intervals[i]
+    if not result["rows"]:
+        yield "(no group released)", None, None
+
+
 def _half(value: Any, lower: Any, upper: Any, interval: dict[str, Any]) -> str:
     """The interval as ``±h`` where it is symmetric about the value, else ``[lower, upper]``;
     a quantile's as ``±t ranks``."""
@@ -97,6 +112,11 @@ def _half(value: Any, lower: Any, upper: Any, interval: dict[str, Any]) -> str:
     if isinstance(value, (int, float)) and abs(value - (lower + half)) <= 1e-9 * max(1.0, half):
         return f"±{number(half)}"
     return f"[{number(lower)}, {number(upper)}]"
+
+
+def _bounds(error: dict[str, Any] | None) -> tuple[Any, Any]:
+    """A SQL cell's interval as (lower, upper); (None, None) for none or one in ranks."""
+    return (None, None) if error is None else (error.get("lower"), error.get("upper"))
 
 
 def _methods(entries: list[tuple[str, str]]) -> str:
@@ -143,8 +163,16 @@ def format_result(document: dict[str, Any]) -> str:
             result.get("mechanism", {}).get("noise") or result["mechanism"]["name"]
         )
         first = True
-        for label, value, lower, upper in _cells(result):
-            half = _half(value, lower, upper, interval)
+        if result.get("kind") == "sql":
+            level = result["intervals"]["level"]
+            cells = [
+                (label, value, *_bounds(error), error or {})
+                for label, value, error in _sql_cells(result)
+            ]
+        else:
+            cells = [(*cell, interval) for cell in _cells(result)]
+        for label, value, lower, upper, shown in cells:
+            half = _half(value, lower, upper, shown)
             if half and level is not None:
                 half += f" ({level:.0%})"
             rows.append(

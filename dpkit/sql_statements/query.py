@@ -55,6 +55,9 @@ from dpkit.units import IdUnit, RecordUnit
 __all__ = ["SqlQuery", "SqlResult", "sql"]
 
 OUTPUTS = ("pandas", "polars", "arrow", "duckdb")
+#: The released table's column of each row's group (its position in the released keys),
+#: carried through the post-processing so that each output row finds its intervals.
+GROUP = "__dpkit_group"
 BOUNDINGS = ("numpy", "duckdb")
 _STATISTIC = {
     "count": "count",
@@ -117,6 +120,49 @@ class SqlResult:
     rows: tuple[tuple[Any, ...], ...]
     parts: tuple[tuple[str, Any], ...]
     output: str = "pandas"
+    #: Per row, its group's position in each part's keys (rows may be filtered and ordered).
+    groups: tuple[int, ...] = ()
+    #: Per column, the text of the aggregate it shows as released (None: a group column or an
+    #: expression of several values, which has no interval of its own).
+    shown: tuple[str | None, ...] = ()
+    #: The columns that show a group's key (the others are released values or expressions).
+    key_columns: tuple[str, ...] = ()
+
+    def intervals(self, level: float = 0.95) -> tuple[tuple[dict[str, Any] | None, ...], ...]:
+        """Per row and column, the uncertainty of a cell that shows one aggregate as released,
+        as that aggregate's own interval (:meth:`dpkit_central.TableResult.confidence_interval`):
+        ``{"lower", "upper"}`` covering its exact bounded value with probability ≥ ``level``
+        (the privacy noise only), or for a quantile ``{"half_width", "unit": "ranks"}``; None
+        for the other cells."""
+        parts = dict(self.parts)
+        by_column = [
+            None if text is None else _cell_intervals(parts[text], level) for text in self.shown
+        ]
+        return tuple(
+            tuple(None if found is None else found[group] for found in by_column)
+            for group in self.groups
+        )
+
+    def __str__(self) -> str:
+        """The released table for reading: each value that is an aggregate as released with
+        its 95% interval (± where symmetric, [lower, upper] for a mean, ± ranks for a
+        quantile), then how each column's interval was computed."""
+        from dpkit._summary import number, text_table
+
+        intervals = self.intervals() if self.rows else ()
+        shown = [
+            [_with_error(value, error, number) for value, error in zip(row, errors, strict=True)]
+            for row, errors in zip(self.rows, intervals, strict=True)
+        ]
+        text = text_table(shown, list(self.columns))
+        parts = dict(self.parts)
+        methods: dict[str, list[str]] = {}
+        for column, aggregate in zip(self.columns, self.shown, strict=True):
+            if aggregate is not None:
+                methods.setdefault(parts[aggregate].interval_method(0.95), []).append(column)
+        for method, columns in methods.items():
+            text += f"\n{', '.join(columns)} (95%): {method}"
+        return text
 
     def table(self, kind: str | None = None) -> Any:
         """The released table as ``kind`` (default: the query's ``output``): a pandas or
@@ -147,10 +193,41 @@ class SqlResult:
             "kind": "sql",
             "columns": list(self.columns),
             "rows": [[_plain(v) for v in row] for row in self.rows],
+            "key_columns": list(self.key_columns),
+            "intervals": {
+                "level": confidence,
+                "cells": [list(row) for row in self.intervals(confidence)],
+            },
             "aggregates": {
                 name: part.to_document(confidence=confidence) for name, part in self.parts
             },
         }
+
+
+def _cell_intervals(part: Any, level: float) -> list[dict[str, Any] | None]:
+    """One aggregate's uncertainty per released group (:meth:`SqlResult.intervals`)."""
+    groups = len(part.keys)
+    ranks = part.rank_half_width(level)
+    if ranks is not None:
+        return [{"half_width": float(ranks), "unit": "ranks"}] * groups
+    bounds = part.confidence_interval(level)
+    if bounds is None:
+        return [None] * groups
+    lower, upper = (np.broadcast_to(np.asarray(b, dtype=np.float64), (groups,)) for b in bounds)
+    return [{"lower": float(lo), "upper": float(hi)} for lo, hi in zip(lower, upper, strict=True)]
+
+
+def _with_error(value: Any, error: dict[str, Any] | None, number: Callable[[Any], str]) -> str:
+    """A cell for reading: the value, then its interval where it has one."""
+    if error is None:
+        return number(value) if isinstance(value, float) else str(value)
+    if "half_width" in error:
+        return f"{number(value)} ±{number(error['half_width'])} ranks"
+    lower, upper = error["lower"], error["upper"]
+    half = (upper - lower) / 2.0
+    if isinstance(value, float) and abs(value - (lower + half)) <= 1e-9 * max(1.0, abs(half)):
+        return f"{number(value)} ±{number(half)}"
+    return f"{number(value)} [{number(lower)}, {number(upper)}]"
 
 
 def _plain(value: Any) -> Any:
@@ -618,14 +695,34 @@ class SqlQuery:
             columns[aggregate.name] = [float(v) for v in np.asarray(result.values).reshape(-1)]
         for aggregate, _ in self.queries:
             columns.setdefault(aggregate.name, pa.array([], pa.float64()))
-        released = pa.table(columns) if columns else pa.table({})
-        table = self._post(released)
+        columns[GROUP] = list(range(len(found_keys)))
+        table = self._post(pa.table(columns))
+        positions = tuple(table.column(GROUP).to_pylist())
+        table = table.drop_columns([GROUP])
         rows = tuple(
             tuple(row)
             for row in zip(*(table.column(c).to_pylist() for c in table.column_names), strict=True)
         )
         parts = tuple((aggregate.text, result) for aggregate, result in results)
-        return SqlResult(tuple(table.column_names), rows, parts, self.output)
+        released = {aggregate.name: aggregate.text for aggregate, _ in results}
+        shows = self._shows()
+        shown = tuple(released.get(shows.get(c, "")) for c in table.column_names)
+        keys = {g.name for g in groups}
+        key_columns = tuple(c for c in table.column_names if shows.get(c) in keys)
+        return SqlResult(
+            tuple(table.column_names), rows, parts, self.output, positions, shown, key_columns
+        )
+
+    def _shows(self) -> dict[str, str]:
+        """The output columns that are one aggregate as released: name → its column."""
+        from sqlglot import exp, parse_one
+
+        post = parse_one(self.plan.post, read="duckdb")
+        return {
+            item.alias: item.this.name
+            for item in post.expressions
+            if isinstance(item, exp.Alias) and isinstance(item.this, exp.Column)
+        }
 
     def _released_empty(self, rows: Any) -> Any:
         """The released table's schema with no rows (for checking the post-processing)."""
@@ -633,13 +730,25 @@ class SqlQuery:
 
         fields = [(g.name, rows.schema.field(g.name).type) for g in self.plan.groups]
         fields += [(a.name, pa.float64()) for a, _ in self.queries]
+        fields += [(GROUP, pa.int64())]
         return pa.schema(fields).empty_table()
 
     def _post(self, released: Any) -> Any:
-        """HAVING, ORDER BY, LIMIT and the SELECT list on the released table (DuckDB)."""
+        """HAVING, ORDER BY, LIMIT and the SELECT list on the released table (DuckDB); the
+        :data:`GROUP` column of each row kept beside the SELECT list (last, so an ORDER BY
+        by position is unchanged)."""
+        from sqlglot import exp, parse_one
+
+        post = parse_one(self.plan.post, read="duckdb")
+        assert isinstance(post, exp.Select)  # the plan builds a SELECT
+        traced = post.select(exp.column(GROUP, quoted=True))
         con = connect()
         try:
-            return con.from_arrow(released).query(RELEASED, self.plan.post).to_arrow_table()
+            return (
+                con.from_arrow(released)
+                .query(RELEASED, traced.sql(dialect="duckdb"))
+                .to_arrow_table()
+            )
         except Exception as error:
             raise SqlError(
                 f"the SELECT list, HAVING or ORDER BY does not apply to the released columns "

@@ -188,6 +188,16 @@ def test_dpkit_run_runs_a_sql_spec(folder: Path) -> None:
     )
     assert out.returncode == 0, out.stderr
     assert json.loads(out.stdout)["results"][0]["statistic"] == "sql"
+    shown = subprocess.run(
+        [sys.executable, "-m", "dpkit", "run", str(path), "--ledger", str(folder / "l.sqlite")],
+        capture_output=True,
+        text=True,
+        env=os.environ,
+    )
+    assert shown.returncode == 0, shown.stderr
+    lines = {line.split("/")[-1].split()[0]: line for line in shown.stdout.splitlines()}
+    assert "±" in lines["visits"] and "(95%)" in lines["visits"]  # each value, its interval
+    assert "[" in lines["mean_minutes"] and "(95%)" in lines["mean_minutes"]
 
 
 JOINED = (

@@ -150,6 +150,48 @@ def test_the_plan_shows_each_aggregate_as_any_query(
             assert not selection
 
 
+def test_each_released_cell_carries_its_aggregates_interval_through_the_post_processing() -> None:
+    """HAVING, ORDER BY and LIMIT filter and reorder the released rows: each cell that shows
+    an aggregate still gets that aggregate's interval for the row's own group (found here by
+    its key in the aggregate's own rows), a quantile its rank bound, a group column and an
+    expression of several aggregates none; the text shows them with their methods."""
+    query = dpkit.sql(
+        "SELECT city, COUNT(*) AS n, SUM(minutes) / COUNT(*) AS ratio, AVG(minutes) AS mean, "
+        "MEDIAN(minutes) AS middle FROM t GROUP BY city HAVING COUNT(*) > -1000 "
+        "ORDER BY n ASC LIMIT 3",
+        tables={"t": _visits()},
+        options=OPTIONS,
+        bounds={"minutes": (0, 90)},
+        keys=["a", "b", "c", "d"],
+    )
+    with dpkit.Session(budget=(5.0, 0.0)) as session:
+        result = session.release(query, None, rng=np.random.default_rng(4)).values
+    parts = dict(result.parts)
+    by_key = {
+        name: {r[parts[text].by[0]]: r for r in parts[text].rows()}
+        for name, text in zip(result.columns, result.shown, strict=True)
+        if text is not None
+    }
+    intervals = result.intervals()
+    assert [row[1] for row in result.rows] == sorted(row[1] for row in result.rows)
+    assert len(result.rows) == 3 and result.key_columns == ("city",)
+    for row, cells in zip(result.rows, intervals, strict=True):
+        found = dict(zip(result.columns, cells, strict=True))
+        assert found["city"] is None and found["ratio"] is None
+        for name in ("n", "mean"):
+            own = by_key[name][row[0]]
+            assert found[name] == {"lower": own["ci_lower"], "upper": own["ci_upper"]}
+        assert found["middle"] == {
+            "half_width": parts[result.shown[4]].rank_half_width(0.95),
+            "unit": "ranks",
+        }
+    document = result.to_document()
+    assert document["intervals"]["cells"] == [list(cells) for cells in intervals]
+    text = str(result)
+    assert "±" in text.splitlines()[2] and "[" in text.splitlines()[2] and "ranks" in text
+    assert "n (95%): exact quantiles of the privacy noise" in text
+
+
 @pytest.mark.parametrize("kind", ["pandas", "polars", "arrow", "duckdb"])
 def test_the_result_comes_back_in_the_form_asked(kind: str) -> None:
     query = dpkit.sql(

@@ -91,7 +91,8 @@ def _sql_cells(result: dict[str, Any]) -> Iterator[tuple[str, Any, dict[str, Any
     group columns, then the value's column, as the label."""
     columns = result["columns"]
     keys = [i for i, column in enumerate(columns) if column in result["key_columns"]]
-    cells = result["intervals"]["cells"]
+    unknown = [[None] * len(columns)] * len(result["rows"])  # a stored table: values only
+    cells = (result.get("intervals") or {}).get("cells", unknown)
     for row, intervals in zip(result["rows"], cells, strict=True):
         group = ", ".join(_printable(row[i]) for i in keys)
         for i in (i for i in range(len(columns)) if i not in keys):
@@ -136,6 +137,8 @@ def _decimal(amount: dict[str, Any]) -> str:
 def summarize(result: Any) -> str:
     """One stored result (a ``dpkit run`` result, or any JSON value) in a few words: its
     value(s) per group or category, and the interval of a single value."""
+    if isinstance(result, dict) and {"columns", "rows", "key_columns"} <= result.keys():
+        return ", ".join(f"{label} {number(value)}" for label, value, _ in _sql_cells(result))
     if not isinstance(result, dict) or "estimate" not in result:
         return json.dumps(result, allow_nan=True, default=str)
     interval = result.get("confidence_interval") or {}

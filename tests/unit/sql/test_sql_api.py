@@ -192,6 +192,28 @@ def test_each_released_cell_carries_its_aggregates_interval_through_the_post_pro
     assert "n (95%): exact quantiles of the privacy noise" in text
 
 
+def test_dpkit_sql_prints_each_value_with_its_error_and_the_history_reads_it(
+    tmp_path: Any, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from dpkit.cli import main
+
+    _visits().to_parquet(tmp_path / "t.parquet")
+    statement = "SELECT city, COUNT(*) AS n, AVG(minutes) AS m FROM t GROUP BY city"
+    argv = ["sql", statement, "--table", f"t={tmp_path / 't.parquet'}", "--keys", "a,b"]
+    argv += [f"--option={k}={v}" for k, v in OPTIONS.items()] + ["--bounds", "minutes=0:90"]
+    ledger = str(tmp_path / "l.sqlite")
+    assert main([*argv, "--ledger", ledger, "--budget", "5", "--seed", "1"]) == 0
+    rows = capsys.readouterr().out.splitlines()
+    assert rows[0].split() == ["city", "n", "m"]
+    for row in rows[2:4]:
+        city, _, plus, mean, lower, upper = row.replace(",", "").split()
+        assert city in ("a", "b") and plus.startswith("±") and lower.startswith("[")
+        assert float(lower[1:]) <= float(mean) <= float(upper[:-1])
+    assert rows[4].startswith("n (95%): exact quantiles") and rows[5].startswith("m (95%)")
+    assert main(["budget", "history", "--ledger", ledger]) == 0
+    assert "a / n " in capsys.readouterr().out  # the stored table read, not a JSON dump
+
+
 @pytest.mark.parametrize("kind", ["pandas", "polars", "arrow", "duckdb"])
 def test_the_result_comes_back_in_the_form_asked(kind: str) -> None:
     query = dpkit.sql(

@@ -695,10 +695,8 @@ class SqlQuery:
             columns[aggregate.name] = [float(v) for v in np.asarray(result.values).reshape(-1)]
         for aggregate, _ in self.queries:
             columns.setdefault(aggregate.name, pa.array([], pa.float64()))
-        columns[GROUP] = list(range(len(found_keys)))
-        table = self._post(pa.table(columns))
-        positions = tuple(table.column(GROUP).to_pylist())
-        table = table.drop_columns([GROUP])
+        columns[self._trace()] = list(range(len(found_keys)))
+        table, positions = self._post(pa.table(columns))
         rows = tuple(
             tuple(row)
             for row in zip(*(table.column(c).to_pylist() for c in table.column_names), strict=True)
@@ -730,31 +728,39 @@ class SqlQuery:
 
         fields = [(g.name, rows.schema.field(g.name).type) for g in self.plan.groups]
         fields += [(a.name, pa.float64()) for a, _ in self.queries]
-        fields += [(GROUP, pa.int64())]
+        fields += [(self._trace(), pa.int64())]
         return pa.schema(fields).empty_table()
 
-    def _post(self, released: Any) -> Any:
-        """HAVING, ORDER BY, LIMIT and the SELECT list on the released table (DuckDB); the
-        :data:`GROUP` column of each row kept beside the SELECT list (last, so an ORDER BY
-        by position is unchanged)."""
+    def _trace(self) -> str:
+        """The name of the released table's :data:`GROUP` column: one no output column takes
+        (DuckDB's names are case-insensitive)."""
+        taken = {name.lower() for name in self.plan.outputs}
+        name = GROUP
+        while name in taken:
+            name += "_"
+        return name
+
+    def _post(self, released: Any) -> tuple[Any, tuple[int, ...]]:
+        """HAVING, ORDER BY, LIMIT and the SELECT list on the released table (DuckDB), and
+        each output row's group: its :data:`GROUP` column, selected beside the SELECT list
+        (last, so that an ORDER BY by position is unchanged) and taken out."""
         from sqlglot import exp, parse_one
 
+        trace = self._trace()
         post = parse_one(self.plan.post, read="duckdb")
         assert isinstance(post, exp.Select)  # the plan builds a SELECT
-        traced = post.select(exp.column(GROUP, quoted=True))
+        traced = post.select(exp.column(trace, quoted=True)).sql(dialect="duckdb")
         con = connect()
         try:
-            return (
-                con.from_arrow(released)
-                .query(RELEASED, traced.sql(dialect="duckdb"))
-                .to_arrow_table()
-            )
+            table = con.from_arrow(released).query(RELEASED, traced).to_arrow_table()
         except Exception as error:
             raise SqlError(
                 f"the SELECT list, HAVING or ORDER BY does not apply to the released columns "
                 f"({str(error).splitlines()[0][:160]})",
                 clause="post-processing",
             ) from None
+        last = table.num_columns - 1
+        return table.remove_column(last), tuple(table.column(last).to_pylist())
 
 
 def _read(con: Any, table: Any, name: str, *, empty: bool) -> Any:

@@ -2,10 +2,10 @@
 
 Seeded mutations of the corpus's statements (``support.sql_corpus``) — a span of tokens
 deleted, a token repeated or moved, a keyword, a punctuation mark or a stray character
-inserted, the statement cut short — and random strings are each given to ``dpkit.sql`` and
-released in a fresh session: either the statement is still one dpkit answers (and is
-released), or the refusal is a :class:`~dpkit.DPKitError` with nothing in the ledger. Any other
-exception is a finding. A sample also goes through the ``dpkit sql`` command in process: exit
+inserted, the statement cut short, an output named as one of dpkit's own columns — and random
+strings are each given to ``dpkit.sql`` and released in a fresh session: either the statement
+is still one dpkit answers (and is released), or the refusal is a :class:`~dpkit.DPKitError`
+with nothing in the ledger. Any other exception is a finding. A sample also goes through the ``dpkit sql`` command in process: exit
 code 0, 2 or 3, never an exception, and a ledger left untouched by every refusal.
 
 Deterministic (one seed per statement): no false positives.
@@ -36,11 +36,24 @@ _INSERTS = [
 ]  # fmt: skip
 
 
+#: Names dpkit gives its own columns and tables, as a statement's output names.
+_RESERVED = [
+    "__dpkit_group", "__DPKIT_GROUP", "__a0", "__a1", "__g0", "__v0", "__dpkit_source",
+    "__dpkit_released", "__dpkit_row", "__dpkit_public0", "user_id", "__first",
+]  # fmt: skip
+
+
 def _mutate(statement: str, rng: random.Random) -> str:
     if not statement:  # cut short to nothing already
         return statement
     words = statement.split(" ")
-    kind = rng.randrange(7)
+    kind = rng.randrange(8)
+    aliases = [j for j, word in enumerate(words[:-1]) if word.upper() == "AS"]
+    if kind == 6 and aliases:  # an output named as one of dpkit's own columns
+        at = rng.choice(aliases) + 1
+        name = words[at].rstrip(",);")
+        words[at] = rng.choice(_RESERVED) + words[at][len(name) :]  # its comma kept
+        return " ".join(words)
     i = rng.randrange(len(words))
     if kind == 0:  # delete a span
         j = min(len(words), i + rng.randint(1, 4))

@@ -192,6 +192,25 @@ def test_each_released_cell_carries_its_aggregates_interval_through_the_post_pro
     assert "n (95%): exact quantiles of the privacy noise" in text
 
 
+def test_outputs_named_as_dpkits_own_columns_are_released() -> None:
+    """The column that carries each row's group through the post-processing takes a name no
+    output has (DuckDB's names ignore case): one named like it is released, not a failure
+    after the spend."""
+    query = dpkit.sql(
+        "SELECT city AS __DPKIT_GROUP_, COUNT(*) AS __dpkit_group FROM t GROUP BY city ORDER BY 2",
+        tables={"t": _visits()},
+        options=OPTIONS,
+        keys=["a", "b"],
+    )
+    with dpkit.Session(budget=(1.0, 0.0)) as session:
+        result = session.release(query, None, rng=np.random.default_rng(0)).values
+    assert result.columns == ("__DPKIT_GROUP_", "__dpkit_group")
+    (count,) = (part for _, part in result.parts)
+    order = [{"a": 0, "b": 1}[row[0]] for row in result.rows]
+    assert result.groups == tuple(order) and sorted(order) == [0, 1]
+    assert [k[0] for k in count.keys] == ["a", "b"]
+
+
 def test_dpkit_sql_prints_each_value_with_its_error_and_the_history_reads_it(
     tmp_path: Any, capsys: pytest.CaptureFixture[str]
 ) -> None:

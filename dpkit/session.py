@@ -131,6 +131,15 @@ class Release:
     def cost(self) -> Cost:
         return self.entry.cost
 
+    def __str__(self) -> str:
+        """The values as they print (a released table with its intervals), then the release's
+        id and cost."""
+        cost = self.cost
+        return (
+            f"{self.values}\n(release {self.release_id}: ε={float(cost.epsilon):g}, "
+            f"δ={float(cost.delta):g})"
+        )
+
 
 def _nothing_spent(spent: Budget) -> bool:
     """Whether a ledger has spent nothing yet, in any currency (its next spend is its first)."""

@@ -212,11 +212,7 @@ def run(args: argparse.Namespace) -> int:
         if args.json:
             print(json.dumps(document, indent=2, ensure_ascii=False))
         else:
-            print(result)
-            print(
-                f"(release {release.release_id}: ε={float(release.cost.epsilon):g}, "
-                f"δ={float(release.cost.delta):g})"
-            )
+            print(release)
     except (OSError, ValueError):
         return EXIT_WRITE_FAILED
     return 0

@@ -165,7 +165,9 @@ def test_each_released_cell_carries_its_aggregates_interval_through_the_post_pro
         keys=["a", "b", "c", "d"],
     )
     with dpkit.Session(budget=(5.0, 0.0)) as session:
-        result = session.release(query, None, rng=np.random.default_rng(4)).values
+        release = session.release(query, None, rng=np.random.default_rng(4))
+    result = release.values
+    assert str(release) == f"{result}\n(release {release.release_id}: ε=1, δ=0)"
     parts = dict(result.parts)
     by_key = {
         name: {r[parts[text].by[0]]: r for r in parts[text].rows()}

@@ -9,7 +9,7 @@ import math
 from collections.abc import Sequence
 from typing import Any
 
-__all__ = ["SHOWN_ROWS", "as_table", "number", "summary", "text_table"]
+__all__ = ["SHOWN_ROWS", "as_table", "error_text", "number", "summary", "text_table"]
 
 #: The rows a summary shows before it says how many more there are.
 SHOWN_ROWS = 20
@@ -31,6 +31,20 @@ def number(value: Any) -> str:
     if abs(value) >= 10:
         return f"{value:.1f}"
     return f"{value:.4g}"
+
+
+def error_text(value: Any, lower: Any, upper: Any, ranks: float | None = None) -> str:
+    """A value's interval for reading: ``±t ranks`` for a rank bound, ``±h`` where [lower,
+    upper] is symmetric about the value, else ``[lower, upper]``; "" for none (or NaN
+    bounds)."""
+    if ranks is not None:
+        return f"±{number(float(ranks))} ranks"
+    if not all(isinstance(b, (int, float)) and math.isfinite(b) for b in (lower, upper)):
+        return ""
+    half = (upper - lower) / 2.0
+    if isinstance(value, (int, float)) and abs(value - (lower + half)) <= 1e-9 * max(1.0, half):
+        return f"±{number(half)}"
+    return f"[{number(lower)}, {number(upper)}]"
 
 
 def text_table(rows: Sequence[Sequence[str]], headers: Sequence[str]) -> str:

@@ -112,7 +112,9 @@ a Python one) and :func:`describe_dtype` (a dtype in words).
 
 **Result documents.** A result type writes its own JSON result document: :class:`Document`
 (the ``to_document`` protocol), :func:`interval` (an interval's document: level, bounds,
-method) and :func:`json_value` (arrays and numpy scalars as JSON values, whole).
+method) and :func:`json_value` (arrays and numpy scalars as JSON values, whole); and prints
+for people as dpkit's own results do: :func:`number` (a number for reading), :func:`error_text`
+(an interval as ``±h``, ``[lower, upper]`` or ``±t ranks``) and :func:`text_table`.
 
 **Errors.** What a mechanism raises, before any private value is read: :class:`InvalidParameter`
 (a parameter out of its domain), :class:`InvalidData` (input outside the declared domain), both
@@ -133,6 +135,7 @@ column it adds. Running a step on any engine: :func:`per_record`, :func:`per_par
 from __future__ import annotations
 
 from dpkit._rng import check_rng
+from dpkit._summary import error_text, number, text_table
 from dpkit.accounting import exact
 from dpkit.arrays import as_array, describe_dtype, lookup_index, plain, readable, total_floats
 from dpkit.distribution_estimate import DistributionEstimate, ReportHistogram
@@ -347,6 +350,7 @@ __all__ = [
     "discrete_laplace",
     "duchi_multi_reports",
     "duchi_reports",
+    "error_text",
     "exact",
     "exp_table",
     "exponential_indices",
@@ -383,6 +387,7 @@ __all__ = [
     "narwhals",
     "noisy_list_bits",
     "noisy_list_counts",
+    "number",
     "one_bit_counts",
     "one_bit_reports",
     "parameter",
@@ -411,6 +416,7 @@ __all__ = [
     "sketch_log_probability",
     "sketch_reports",
     "square_wave_reports",
+    "text_table",
     "total_floats",
     "tree_log_probability",
     "tree_reports",

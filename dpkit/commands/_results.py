@@ -13,7 +13,7 @@ from collections.abc import Iterator
 from fractions import Fraction
 from typing import Any
 
-from dpkit._summary import number
+from dpkit._summary import error_text, number
 from dpkit.commands._output import rounded, table
 
 __all__ = ["format_plan", "format_result", "number", "summarize"]
@@ -104,15 +104,9 @@ def _sql_cells(result: dict[str, Any]) -> Iterator[tuple[str, Any, dict[str, Any
 
 def _half(value: Any, lower: Any, upper: Any, interval: dict[str, Any]) -> str:
     """The interval as ``±h`` where it is symmetric about the value, else ``[lower, upper]``;
-    a quantile's as ``±t ranks``."""
-    if interval.get("unit") == "ranks" and isinstance(interval.get("half_width"), (int, float)):
-        return f"±{number(float(interval['half_width']))} ranks"
-    if not isinstance(lower, (int, float)) or not isinstance(upper, (int, float)):
-        return ""
-    half = (upper - lower) / 2.0
-    if isinstance(value, (int, float)) and abs(value - (lower + half)) <= 1e-9 * max(1.0, half):
-        return f"±{number(half)}"
-    return f"[{number(lower)}, {number(upper)}]"
+    a quantile's as ``±t ranks`` (:func:`~dpkit._summary.error_text`)."""
+    ranks = interval.get("half_width") if interval.get("unit") == "ranks" else None
+    return error_text(value, lower, upper, ranks if isinstance(ranks, (int, float)) else None)
 
 
 def _bounds(error: dict[str, Any] | None) -> tuple[Any, Any]:

@@ -147,18 +147,18 @@ class SqlResult:
         """The released table for reading: each value that is an aggregate as released with
         its 95% interval (± where symmetric, [lower, upper] for a mean, ± ranks for a
         quantile), then how each column's interval was computed."""
-        from dpkit._summary import number, text_table
+        from dpkit._summary import text_table
 
         intervals = self.intervals() if self.rows else ()
         shown = [
-            [_with_error(value, error, number) for value, error in zip(row, errors, strict=True)]
+            [_with_error(value, error) for value, error in zip(row, errors, strict=True)]
             for row, errors in zip(self.rows, intervals, strict=True)
         ]
         text = text_table(shown, list(self.columns))
         parts = dict(self.parts)
         methods: dict[str, list[str]] = {}
-        for column, aggregate in zip(self.columns, self.shown, strict=True):
-            if aggregate is not None:
+        for at, (column, aggregate) in enumerate(zip(self.columns, self.shown, strict=True)):
+            if aggregate is not None and any(errors[at] for errors in intervals):
                 methods.setdefault(parts[aggregate].interval_method(0.95), []).append(column)
         for method, columns in methods.items():
             text += f"\n{', '.join(columns)} (95%): {method}"
@@ -214,20 +214,20 @@ def _cell_intervals(part: Any, level: float) -> list[dict[str, Any] | None]:
     if bounds is None:
         return [None] * groups
     lower, upper = (np.broadcast_to(np.asarray(b, dtype=np.float64), (groups,)) for b in bounds)
-    return [{"lower": float(lo), "upper": float(hi)} for lo, hi in zip(lower, upper, strict=True)]
+    return [
+        {"lower": float(lo), "upper": float(hi)} if np.isfinite([lo, hi]).all() else None
+        for lo, hi in zip(lower, upper, strict=True)
+    ]
 
 
-def _with_error(value: Any, error: dict[str, Any] | None, number: Callable[[Any], str]) -> str:
+def _with_error(value: Any, error: dict[str, Any] | None) -> str:
     """A cell for reading: the value, then its interval where it has one."""
+    from dpkit._summary import error_text, number
+
     if error is None:
         return number(value) if isinstance(value, float) else str(value)
-    if "half_width" in error:
-        return f"{number(value)} ±{number(error['half_width'])} ranks"
-    lower, upper = error["lower"], error["upper"]
-    half = (upper - lower) / 2.0
-    if isinstance(value, float) and abs(value - (lower + half)) <= 1e-9 * max(1.0, abs(half)):
-        return f"{number(value)} ±{number(half)}"
-    return f"{number(value)} [{number(lower)}, {number(upper)}]"
+    shown = error_text(value, error.get("lower"), error.get("upper"), error.get("half_width"))
+    return f"{number(value)} {shown}".rstrip()
 
 
 def _plain(value: Any) -> Any:

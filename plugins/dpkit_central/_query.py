@@ -72,7 +72,10 @@ from dpkit.plugin import (
     InvalidData,
     InvalidParameter,
     PrivacyEvent,
+    error_text,
     json_value,
+    number,
+    text_table,
 )
 from dpkit_central._noise import NOISE_INTERVAL, AdditiveNoise, symmetric_interval
 from dpkit_central._validation import as_array, check_kind, finite_answers, total_floats
@@ -196,6 +199,31 @@ class QueryResult:
     def interval_method(self, level: float = 0.95) -> str:
         """How the interval at ``level`` is computed, in words."""
         return NOISE_INTERVAL if self.interval is None else self.interval.method(level)
+
+    def __str__(self) -> str:
+        """The release for reading: the value (a histogram's, per category) with its 95%
+        interval (± where symmetric, [lower, upper] for a mean, ± ranks for a quantile), then
+        how the interval was computed."""
+        bounds = self.confidence_interval(0.95)
+        ranks = self.rank_half_width(0.95)
+        values = np.atleast_1d(np.asarray(self.value, dtype=np.float64))
+        low, high = (
+            (values * np.nan, values * np.nan)
+            if bounds is None
+            else (np.broadcast_to(np.asarray(b, dtype=np.float64), values.shape) for b in bounds)
+        )
+        cells = [
+            f"{number(float(v))} {error_text(float(v), float(lo), float(hi), ranks)}".rstrip()
+            for v, lo, hi in zip(values, low, high, strict=True)
+        ]
+        shown = ranks is not None or bool(np.isfinite(low).any())
+        method = f"\ninterval: {self.interval_method(0.95)}" if shown else ""
+        if self.categories is None:
+            level = " (95%)" if shown else ""
+            return f"{self.query} ({self.mechanism}): {cells[0]}{level}{method}"
+        rows = [[str(c), cell] for c, cell in zip(self.categories, cells, strict=True)]
+        table = text_table(rows, ["category", "value (95%)" if shown else "value"])
+        return f"{self.query} ({self.mechanism})\n{table}{method}"
 
     def to_document(self, *, confidence: float = 0.95) -> dict[str, Any]:
         """The release in a result document (:class:`dpkit.document.Document`): the noise

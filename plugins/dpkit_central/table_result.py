@@ -10,11 +10,22 @@ import attrs
 import numpy as np
 from numpy.typing import NDArray
 
-from dpkit.plugin import InvalidParameter, PrivacyEvent, json_value, narwhals
+from dpkit.plugin import (
+    InvalidParameter,
+    PrivacyEvent,
+    error_text,
+    json_value,
+    narwhals,
+    number,
+    text_table,
+)
 from dpkit_central._noise import NOISE_INTERVAL, AdditiveNoise, symmetric_interval
 from dpkit_central.intervals import MeanInterval, RankInterval, interval_document
 
 __all__ = ["TableResult"]
+
+#: The rows a printed release shows before it says how many more there are.
+SHOWN = 20
 
 #: Eager libraries a result table is built with, by the input's library (lazy inputs map to
 #: an eager library of the same family — a Dask or Spark input gives a pandas table, as their
@@ -161,6 +172,31 @@ class TableResult:
                 record["ci_method"] = method
                 out.append(record)
         return out
+
+    def __str__(self) -> str:
+        """The release for reading: per group (and cell) the value with its 95% interval (±
+        where symmetric, [lower, upper] for a mean, ± ranks for a quantile), then how the
+        intervals were computed; the first :data:`SHOWN` rows."""
+        rows = self.rows(0.95)
+        ranks = self.rank_half_width(0.95)
+        labels = [*self.by, *(["category"] if self.categories is not None else [])]
+        shown = [
+            [
+                *(str(row[label]) for label in labels),
+                f"{number(row['value'])} "
+                f"{error_text(row['value'], row['ci_lower'], row['ci_upper'], ranks)}".rstrip(),
+            ]
+            for row in rows[:SHOWN]
+        ]
+        bounded = ranks is not None or any(row["ci_lower"] is not None for row in rows)
+        groups = f"{len(self.keys)} group{'s' if len(self.keys) != 1 else ''}"
+        lines = [f"{self.query} ({self.mechanism}): {groups}"]
+        lines.append(text_table(shown, [*labels, "value (95%)" if bounded else "value"]))
+        if len(rows) > SHOWN:
+            lines.append(f"… and {len(rows) - SHOWN} more (all of them: .table() or .rows())")
+        if bounded:
+            lines.append(f"interval: {self.interval_method(0.95)}")
+        return "\n".join(lines)
 
     def table(self, level: float = 0.95) -> Any:
         """The release as a table of the input's kind (pandas in, pandas out; Polars; PyArrow):

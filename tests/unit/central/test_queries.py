@@ -349,3 +349,31 @@ def test_secure_histogram_covers_the_rounding_of_one_changed_cell(noise: str) ->
     assert one.variance < all_cells.variance
     assert got.noise == one
     assert query.accuracy(0.05).noise == one
+
+
+def test_a_release_prints_its_value_and_interval() -> None:
+    """``print`` shows the value with the interval the result computes: ± its noise's
+    half-width, a mean's [lower, upper], a quantile's rank bound, a histogram per category."""
+    from dpkit._summary import number
+
+    x = np.random.default_rng(0).uniform(0, 10, 500)
+    rng = np.random.default_rng(1)
+    count = Count(epsilon=1.0).run(x, rng=rng)
+    half = count.noise_half_width(0.95)
+    assert str(count).splitlines()[0] == (
+        f"count (geometric): {number(float(count.value))} ±{number(half)} (95%)"
+    )
+    mean = Mean(lower=0, upper=10, epsilon=1.0).run(x, rng=rng)
+    low, high = mean.confidence_interval(0.95)
+    assert f"[{number(low)}, {number(high)}] (95%)" in str(mean)
+    median = Quantile(q=0.5, lower=0, upper=10, epsilon=1.0).run(x, rng=None)
+    assert "ranks (95%)" in str(median) and "rank guarantee" in str(median)
+    fast = Quantile(q=0.5, lower=0, upper=10, epsilon=1.0).run(x, rng=rng)  # no guarantee
+    assert str(fast) == f"quantile (exponential): {number(float(fast.value))}"
+    histogram = Histogram(categories=["a", "b"], epsilon=1.0).run(
+        np.array(["a", "b", "a"]), rng=rng
+    )
+    lines = str(histogram).splitlines()
+    assert lines[1].split() == ["category", "value", "(95%)"]
+    assert [line.split()[0] for line in lines[3:5]] == ["a", "b"]
+    assert all(f"±{number(histogram.noise_half_width(0.95))}" in line for line in lines[3:5])

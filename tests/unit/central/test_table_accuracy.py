@@ -121,3 +121,29 @@ def test_quantile_rank_bound_and_private_keys() -> None:
     assert query.accuracy(0.05, rng=np.random.default_rng(0)).half_width == secure.half_width
     assert secure.selection == query.selection.units_needed(0.95)
     assert secure.privacy == query.privacy
+
+
+def test_a_table_release_prints_each_group_with_its_interval() -> None:
+    """``print`` shows per group (and histogram cell) the value ± the noise's half-width the
+    result states, a mean's [lower, upper] from its own interval, and the first 20 groups."""
+    from dpkit._summary import number
+
+    cases = _cases()
+    total = cases["sum-laplace"].run(TABLE, rng=np.random.default_rng(0))
+    half = number(total.noise_half_width(0.95))
+    lines = str(total).splitlines()
+    assert lines[0] == "sum (laplace): 2 groups" and lines[1].split() == ["city", "value", "(95%)"]
+    for line, key, value in zip(lines[3:5], ["a", "b"], total.values, strict=True):
+        assert line.split() == [key, number(float(value)), f"±{half}"]
+    assert lines[5].startswith("interval: exact quantiles")
+    cells = str(cases["histogram"].run(TABLE, rng=np.random.default_rng(0))).splitlines()
+    assert [line.split()[:2] for line in cells[3:7]] == [
+        ["a", "bus"], ["a", "car"], ["b", "bus"], ["b", "car"]
+    ]  # fmt: skip
+    mean = Mean(lower=0, upper=50, epsilon=1.0).on("minutes", by="city", keys=["a"], unit=UNIT)
+    released = mean.run(TABLE, rng=np.random.default_rng(0))
+    low, high = released.confidence_interval(0.95)
+    assert f"[{number(float(low[0]))}, {number(float(high[0]))}]" in str(released)
+    many = Count(epsilon=1.0).on(by="city", keys=[f"k{i}" for i in range(25)], unit=UNIT)
+    text = str(many.run(TABLE, rng=np.random.default_rng(0)))
+    assert "k19" in text and "k20" not in text and "… and 5 more" in text

@@ -233,6 +233,9 @@ PLUGIN_FACE = {
     "per_record",
     "per_partition",
     "positions",
+    "number",
+    "error_text",
+    "text_table",
 }
 
 #: The two modules a plugin may import dpkit's names from.

@@ -148,3 +148,36 @@ def test_secure_krr_small_epsilon_realised_ratio(k: int, log10_epsilon: float) -
         "rr" if k == 2 else "krr", epsilon=epsilon, **({"k": k} if k > 2 else {})
     )
     assert realised_ratio_within(realised_lie_threshold(mechanism), k, epsilon), (k, epsilon)
+
+
+def _rounded_up_lie(epsilon: float, k: int) -> int:
+    """⌈λ·2⁶⁴⌉ for the exact λ (60 digits): the threshold rounding up alone would give."""
+    context = decimal.Context(prec=60)
+    scaled = context.multiply(exact_lie(epsilon, k), decimal.Decimal(2**64))
+    return int(scaled.to_integral_value(decimal.ROUND_CEILING))
+
+
+@settings(max_examples=40, derandomize=True, deadline=None, database=None)
+@given(
+    k=st.one_of(st.integers(2, 2**31), st.integers(2**24, 2**31)),
+    log10_epsilon=st.floats(-12.0, -10.0),
+)
+def test_lie_threshold_keeps_both_ratios_or_refuses(k: int, log10_epsilon: float) -> None:
+    """At ε ≲ k·2⁻⁶⁴ (olh's g reaches 2³¹) λ lies within 2⁻⁶⁴ of (k − 1)/k, and rounding it
+    up can pass that point far enough that q′/p′ > e^ε (found: k = 2.8·10⁸, ε = 5.5·10⁻¹²
+    realised 9.5·10⁻¹²). A threshold returned keeps both ratios; a refusal happens only where
+    the rounded-up λ would not."""
+    epsilon = 10.0**log10_epsilon
+    try:
+        threshold = dpkit.plugin.lie_threshold(epsilon, k)
+    except dpkit.InvalidParameter:
+        assert not realised_ratio_within(_rounded_up_lie(epsilon, k), k, epsilon), (k, epsilon)
+        return
+    assert realised_ratio_within(threshold, k, epsilon), (k, epsilon, threshold)
+
+
+def test_olh_refuses_a_range_its_grid_cannot_realise() -> None:
+    """From the parameters alone, at construction (before any value is read)."""
+    with pytest.raises(dpkit.InvalidParameter, match="epsilon"):
+        dpkit.mechanism("olh", epsilon=5.494274242416769e-12, k=4, g=281129396)
+    dpkit.mechanism("olh", epsilon=5.494274242416769e-12, k=4, g=281129397)  # a grid point fits

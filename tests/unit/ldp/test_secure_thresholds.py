@@ -14,6 +14,7 @@ checked exactly.
 from __future__ import annotations
 
 import decimal
+from fractions import Fraction
 from typing import Any
 
 import numpy as np
@@ -181,3 +182,21 @@ def test_olh_refuses_a_range_its_grid_cannot_realise() -> None:
     with pytest.raises(dpkit.InvalidParameter, match="epsilon"):
         dpkit.mechanism("olh", epsilon=5.494274242416769e-12, k=4, g=281129396)
     dpkit.mechanism("olh", epsilon=5.494274242416769e-12, k=4, g=281129397)  # a grid point fits
+
+
+@settings(max_examples=12, derandomize=True, deadline=None, database=None)
+@given(
+    keep=st.one_of(
+        st.sampled_from([0.5000022649765015, 0.75, 0.5 + 2**-40]),
+        st.floats(0.5, 1.0, exclude_min=True, exclude_max=True),
+    )
+)
+def test_rr_by_keep_declares_at_least_the_epsilon_it_realises(keep: float) -> None:
+    """``rr`` given ``keep`` flips with probability exactly 1 − keep, so its declared ε must be
+    at least ln(keep/(1 − keep)) exactly; the float log(keep) − log1p(−keep) fell below it
+    (keep = 0.5000022649765015: by a relative 6.8·10⁻¹²)."""
+    mechanism = dpkit.mechanism("rr", keep=keep)
+    epsilon = mechanism.privacy.epsilon
+    threshold = realised_lie_threshold(mechanism)
+    assert threshold == (1 - Fraction(keep)) * 2**64  # the flip probability, exactly
+    assert realised_ratio_within(threshold, 2, epsilon), (keep, epsilon)

@@ -68,6 +68,14 @@ def lie_threshold(epsilon: float, k: int, /) -> int:
     then the realised ε would exceed the declared one. With λ′ = T/2⁶⁴ ≥ λ the realised ratio
     p′/q′ = (1 − λ′)(k − 1)/λ′ ≤ (1 − λ)(k − 1)/λ = e^ε (Kairouz, Bonawitz & Ramage 2016, §2.2).
 
+    Rounding up guards that ratio only. The reverse one, q′/p′ = λ′/((k − 1)(1 − λ′)), exceeds 1
+    once λ′ passes the uniform point (k − 1)/k; at ε ≲ k·2⁻⁶⁴ (large k, tiny ε) λ lies within
+    2⁻⁶⁴ of that point, no point of the grid may lie in [λ, (k − 1)/k], and the rounded λ′ can
+    realise q′/p′ > e^ε (k = 2.8·10⁸, ε = 5.5·10⁻¹²: 9.5·10⁻¹²). Such (ε, k) raise
+    :class:`~dpkit.errors.InvalidParameter` (decided on the 60-digit e^ε, the margin on the
+    refusing side); every T returned has both ratios within e^ε. (ε = 0 is not checked: then
+    λ = (k − 1)/k is the uniform law itself, and λ′ a step above it.)
+
     >>> lie_threshold(0.0, 2) - 2**63 in (0, 1)
     True
     """
@@ -78,7 +86,19 @@ def lie_threshold(epsilon: float, k: int, /) -> int:
     lie = context.divide(decimal.Decimal(k - 1), context.add(odds, decimal.Decimal(k - 1)))
     scaled = context.multiply(lie, decimal.Decimal(U64))
     margin = decimal.Decimal("1e-30")  # ≫ the ~1e-40 error of 60-digit arithmetic at 2⁶⁴
-    return min(int(context.add(scaled, margin).to_integral_value(decimal.ROUND_FLOOR)) + 1, U64)
+    threshold = min(
+        int(context.add(scaled, margin).to_integral_value(decimal.ROUND_FLOOR)) + 1, U64
+    )
+    if epsilon > 0 and threshold * k > (k - 1) * U64:  # past (k − 1)/k: is q′/p′ ≤ e^ε?
+        keep = decimal.Decimal((k - 1) * (U64 - threshold))
+        if threshold == U64 or context.divide(decimal.Decimal(threshold), keep) > odds - margin:
+            raise InvalidParameter(
+                "epsilon",
+                epsilon,
+                f"large enough for {k} outcomes: on the 2^-64 grid the lie probability rounded "
+                "up passes (k - 1)/k so far that the truth's odds fall below e^-epsilon",
+            )
+    return threshold
 
 
 def _shape(size: Size) -> tuple[int, ...]:

@@ -4,9 +4,11 @@ The law is the CPU path's (Wang et al. 2017, §4.1, "direct encoding"): the true
 probability p = e^ε/(e^ε + k − 1), and otherwise (probability λ = (k − 1)/(e^ε + k − 1)) the
 report is uniform over the k − 1 other indices. On the device the lie is decided by a 32-bit
 word below ⌈λ·2³²⌉ (λ rounded up, as :mod:`dpkit.tensors.bits` rounds a flip: the realised ε
-never exceeds the declared one), and the other index by
-:func:`~dpkit.tensors.device_random.uniform_below` (k − 1), shifted past the truth, exactly
-uniform. The lie words are the call's words 0 … n − 1, the other indices the following ones.
+never exceeds the declared one) — or, at small ε where that rounding would pass (k − 1)/k, by
+two words against λ's 64-bit threshold (:func:`~dpkit.tensors.device_random.lie_words`) — and
+the other index by :func:`~dpkit.tensors.device_random.uniform_below` (k − 1), shifted past the
+truth, exactly uniform. The lie words are the call's words 0 … n − 1 (0 … 2n − 1 with two
+words a lie), the other indices the following ones.
 """
 
 from __future__ import annotations
@@ -18,10 +20,10 @@ from numpy.typing import NDArray
 
 from dpkit.errors import InvalidData
 from dpkit.tensors.device_random import (
-    below,
     device_words,
     index_dtype,
-    threshold32,
+    lie_below,
+    lie_words,
     uniform_below,
 )
 from dpkit.tensors.libraries import ArrayLibrary
@@ -63,7 +65,9 @@ def kary_response(
     integers = values.dtype if xp.isdtype(values.dtype, "integral") else index_dtype(xp)
     flat = xp.reshape(xp.astype(values, integers), (-1,))
     count = int(flat.shape[0])
-    lie = below(xp, words.take(count), threshold32(lie_threshold64))
+    lie = lie_below(
+        xp, words.take(lie_words(lie_threshold64, k) * count), count, lie_threshold64, k
+    )
     other = xp.astype(uniform_below(words, count, k - 1), integers)  # < k − 1: fits
     other = other + xp.astype(other >= flat, integers)  # the k − 1 indices other than the truth
     reports = xp.where(lie, other, flat)

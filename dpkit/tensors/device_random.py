@@ -34,6 +34,8 @@ __all__ = [
     "device_words",
     "host_rng",
     "index_dtype",
+    "lie_below",
+    "lie_words",
     "require_64_bit",
     "threshold32",
     "uniform_below",
@@ -47,6 +49,31 @@ def threshold32(threshold64: int, /) -> int:
     rounded up: ⌈T/2³²⌉, so the probability of ``word32 < T′`` is never below T/2⁶⁴ (a flip or
     lie probability rounded up keeps randomized response's ε at or below the declared one)."""
     return -(-int(threshold64) // _TWO_32)
+
+
+def lie_words(threshold64: int, k: int, /) -> int:
+    """The words each lie of k-ary randomized response (lie probability T/2⁶⁴, k outcomes)
+    takes on the device: 1 where the 2⁻³² grid realises it, else 2.
+
+    :func:`threshold32` rounds λ′ = T/2⁶⁴ up, which keeps p′/q′ = (1 − λ′)(k − 1)/λ′ ≤ e^ε; it
+    must also stay at or below the uniform point (k − 1)/k, past which the truth is the least
+    likely report and q′/p′ = λ′/((k − 1)(1 − λ′)) exceeds 1. At small ε λ lies within 2⁻³² of
+    that point; where (k − 1)/k is not on the 2⁻³² grid (k not a power of two) the rounding
+    passed it (k = 3, ε = 10⁻¹²: a realised ε of 3.5·10⁻¹⁰; k = 1000, ε = 10⁻⁸: 6.9·10⁻⁸).
+    Those lies compare two words, high then low, with T itself (whose λ′ ≤ (k − 1)/k or whose
+    reverse ratio is within e^ε: :func:`dpkit.plugin.lie_threshold`)."""
+    return 1 if threshold32(threshold64) * k <= (k - 1) * _TWO_32 else 2
+
+
+def lie_below(xp: Any, drawn: Any, count: int, threshold64: int, k: int) -> Any:
+    """``count`` lies of k-ary randomized response from ``drawn``, its first
+    ``lie_words(threshold64, k)·count`` words: ``word < ⌈T/2³²⌉``, or ``high·2³² + low < T``
+    with the highs words 0 … count − 1 and the lows the next ``count``."""
+    if lie_words(threshold64, k) == 1:
+        return below(xp, drawn[:count], threshold32(threshold64))
+    from dpkit.tensors.duchi import below_64  # duchi imports this module
+
+    return below_64(xp, drawn[:count], drawn[count : 2 * count], threshold64)
 
 
 def below(xp: Any, words: Any, threshold: int) -> Any:

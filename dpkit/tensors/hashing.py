@@ -16,7 +16,9 @@ below ⌈λ·2³²⌉ (rounded up, as :mod:`dpkit.tensors.categories` rounds a k
 
 **Words.** For n values: words 4i … 4i + 3 of the call's stream are (a_hi, a_lo, b_hi, b_lo) of
 report i (a = a_hi·2³² + a_lo), word 4n + i decides its lie, and the other values take the
-words from the next whole block on, ⌈5n/16⌉ (each draw of a call starts a fresh block).
+words from the next whole block on, ⌈5n/16⌉ (each draw of a call starts a fresh block). At
+small ε, where ⌈λ·2³²⌉/2³² would pass (g − 1)/g (:func:`~dpkit.tensors.device_random.lie_words`),
+words 4n + i and 5n + i decide it against λ's 64-bit threshold and the others start at ⌈6n/16⌉.
 
 **Arithmetic.** No array library offers 64-bit unsigned products portably (torch has no
 ``uint64`` arithmetic, JAX without x64 no 64-bit types). The hash is computed on 32-bit words
@@ -40,11 +42,11 @@ from dpkit.errors import InvalidData
 from dpkit.tensors.categories import check_categories
 from dpkit.tensors.chacha import word_dtype
 from dpkit.tensors.device_random import (
-    below,
     device_words,
     index_dtype,
+    lie_below,
+    lie_words,
     require_64_bit,
-    threshold32,
     uniform_below,
 )
 from dpkit.tensors.libraries import ArrayLibrary
@@ -146,11 +148,12 @@ def hashed_reports(
     words = device_words(library, rng, owner=owner)
     x = xp.reshape(xp.astype(values, dtype), (-1,))
     n = int(x.shape[0])
-    drawn = words.take(5 * n)
+    per_lie = lie_words(lie_threshold64, g)
+    drawn = words.take((4 + per_lie) * n)
     seeds = xp.reshape(drawn[: 4 * n], (n, 4))
     a_hi, a_lo, b_hi, b_lo = seeds[:, 0], seeds[:, 1], seeds[:, 2], seeds[:, 3]
     hashed = multiply_add_shift_words(a_hi, a_lo, b_hi, b_lo, x, g, wide=_wide(xp))
-    lie = below(xp, drawn[4 * n :], threshold32(lie_threshold64))
+    lie = lie_below(xp, drawn[4 * n :], n, lie_threshold64, g)
     other = uniform_below(words, n, g - 1)
     other = other + xp.astype(other >= hashed, dtype)  # the g − 1 values other than H(x)
     y = xp.where(lie, other, hashed)

@@ -9,9 +9,10 @@ bit of the list differs between neighbours, and the others' reports do not depen
 
 **Sampling, exactly.** Dense reports draw one 64-bit word per bit and compare it with an integer
 threshold: T₁ = ⌊p₁·2⁶⁴⌋ (rounded down) for a 1, T₀ = ⌈p₀·2⁶⁴⌉ (rounded up) for a 0, both from
-p₁, p₀ evaluated in 60-digit decimal arithmetic from the exact binary values of ε and μ. Then
-p₁′/p₀′ ≤ p₁/p₀ and (1 − p₀′)/(1 − p₁′) ≤ (1 − p₀)/(1 − p₁): the realised ε never exceeds the
-declared one. In fast mode (a numpy ``Generator``) the words are the generator's and the
+p₁, p₀ evaluated in 60-digit decimal arithmetic from the exact binary values of ε and μ (and
+T₁ raised to T₀ where those roundings cross, which only a tiny μ·ε allows). Then
+p₁′/p₀′ ≤ p₁/p₀, (1 − p₀′)/(1 − p₁′) ≤ (1 − p₀)/(1 − p₁) and p₁′ ≥ p₀′: the realised ε never
+exceeds the declared one. In fast mode (a numpy ``Generator``) the words are the generator's and the
 thresholds the same. ``randomize`` on an accelerator's array compares the device's 64-bit words
 (ChaCha20 there in secure mode) with the same T₁ and T₀ (:mod:`dpkit.tensors.list_bits`): the
 same words give the same bits; so does the whole-graph view's ``randomize``
@@ -227,9 +228,17 @@ class AdjacencyMechanism(NeighbourListInput, Mechanism):
         return 1 if self.pairs == "once" else 2
 
     def _thresholds(self) -> tuple[int, int]:
-        """(T₁, T₀): p₁ rounded down and p₀ rounded up to the 2⁻⁶⁴ grid."""
+        """(T₁, T₀): p₁ rounded down and p₀ rounded up to the 2⁻⁶⁴ grid, and T₁ at least T₀.
+
+        The roundings keep p₁′/p₀′ and (1 − p₀′)/(1 − p₁′) within e^ε only while p₁′ ≥ p₀′.
+        Where p₁ − p₀ = μ(1 − e^{−ε}) < 2⁻⁶⁴ (``graph_arr`` at a tiny μ·ε) no grid point may lie
+        in [p₀, p₁], ⌊p₁·2⁶⁴⌋ fell below ⌈p₀·2⁶⁴⌉, and the reversed ratio p₀′/p₁′ exceeded e^ε
+        (μ = 3.3·10⁻¹⁰, ε = 6·10⁻¹²: a realised ε of 1.6·10⁻¹⁰). There T₁ = T₀: a bit's report
+        then does not depend on it (every ratio 1), and the law is within 2⁻⁶⁴ of the declared.
+        """
         one, zero = self._decimals()
-        return threshold(one, "down"), threshold(zero, "up")
+        t1, t0 = threshold(one, "down"), threshold(zero, "up")
+        return max(t1, t0), t0
 
     def _union(self) -> tuple[int, Fraction]:
         """(⌊s·2⁶⁴⌋, γ) of the sparse sampler (module docstring)."""

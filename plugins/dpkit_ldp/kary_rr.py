@@ -43,9 +43,19 @@ _LOW_MASK = np.uint64((1 << _LOW) - 1)
 
 
 def _one_word(threshold: int, k: int) -> bool:
-    """Whether one word per value suffices: k − 1 ≤ 2¹⁶ and a lie probability ≥ 2⁻³² (where
-    rounding it up to the 2⁻⁴⁸ grid moves it by a relative 2⁻¹⁶ at most)."""
-    return k - 1 <= 1 << _LOW and threshold >= 1 << 32
+    """Whether one word per value suffices: k − 1 ≤ 2¹⁶, a lie probability ≥ 2⁻³² (where
+    rounding it up to the 2⁻⁴⁸ grid moves it by a relative 2⁻¹⁶ at most), and that rounding
+    keeps it at or below (k − 1)/k.
+
+    The last condition is the other side of the ratio. Rounding λ up bounds p′/q′ =
+    (1 − λ′)(k − 1)/λ′ by e^ε, but past λ′ = (k − 1)/k the truth becomes the *least* likely
+    output and the ratio q′/p′ = λ′/((k − 1)(1 − λ′)) exceeds 1; at small ε, where
+    λ = (k − 1)/k − O(ε/k) lies within 2⁻⁴⁸ of (k − 1)/k, it exceeded e^ε (k = 20000,
+    ε = 1.3·10⁻¹²: a realised ε of 3.8·10⁻¹¹). Those values take the 2⁻⁶⁴ grid instead.
+    """
+    if not (k - 1 <= 1 << _LOW and threshold >= 1 << 32):
+        return False
+    return -(-threshold >> _LOW) * k <= (k - 1) << (64 - _LOW)
 
 
 def _lie_and_other(
@@ -94,9 +104,9 @@ class KaryRandomizedResponse(CategoricalInput, Mechanism):
     :class:`dpkit.SecureRandom`): the exact λ = (k − 1)/(e^ε + k − 1), evaluated in high
     precision, rounded up to the 2⁻⁶⁴ grid. When k − 1 ≤ 2¹⁶ and λ ≥ 2⁻³², secure mode takes
     the lie and the other value from one word (:func:`_lie_and_other`; the lie rounded up once
-    more, to the 2⁻⁴⁸ grid). With λ′ ≥ λ the realised ratio
-    p′/q′ = (1 − λ′)(k − 1)/λ′ ≤ e^ε, so in secure mode the realised ε never exceeds the
-    declared ε.
+    more, to the 2⁻⁴⁸ grid) unless that rounding would pass (k − 1)/k. With
+    λ ≤ λ′ ≤ (k − 1)/k the realised ratios are p′/q′ = (1 − λ′)(k − 1)/λ′ ≤ e^ε and
+    q′/p′ ≤ 1, so in secure mode the realised ε never exceeds the declared ε.
 
     Values are category indices, or labels when ``categories`` is given (then ``k`` defaults to
     its length); :meth:`encode` and :meth:`decode` map between the two.

@@ -144,6 +144,9 @@ class OptimalLocalHashing(CategoricalInput, Mechanism):
     def __attrs_post_init__(self) -> None:
         if self.g is None:
             object.__setattr__(self, "g", self.optimal_range(self.epsilon))
+        # A tiny ε with a huge g has no lie probability on the 2⁻⁶⁴ grid within [λ, (g − 1)/g]
+        # (dpkit.plugin.lie_threshold): refused here, from the parameters alone.
+        lie_threshold(self.epsilon, self.range)
 
     @staticmethod
     def optimal_range(epsilon: float) -> int:

@@ -21,6 +21,8 @@ from dpkit_ldp.graph_reports import AdjacencyReports
 from dpkit_ldp.graph_rr import GraphRandomizedResponse
 from dpkit_ldp.graph_triangles import TwoRoundTriangles, projected_lower
 from dpkit_ldp.graphs import Graph, Graphs, NeighbourLists, as_graph
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 import dpkit
 from dpkit.testing import exact_check
@@ -68,16 +70,24 @@ def test_neighbour_list_log_ratio_is_exactly_epsilon(mechanism: dpkit.plugin.Mec
     assert result.checked and not result.violation, result
 
 
-@pytest.mark.parametrize("mechanism", _adjacency_mechanisms(), ids=repr)
+# A tiny μ·ε puts p₁ and p₀ within 2⁻⁶⁴ of each other: ⌊p₁·2⁶⁴⌋ fell below ⌈p₀·2⁶⁴⌉ there.
+TINY_GAP = [
+    AsymmetricRandomizedResponse(epsilon=5.980675662697361e-12, nodes=4, mu=3.3375630981492707e-10),
+    AsymmetricRandomizedResponse(epsilon=1.8510263983441386e-10, nodes=4, mu=4.909384718029592e-11),
+]
+
+
+@pytest.mark.parametrize("mechanism", _adjacency_mechanisms() + TINY_GAP, ids=repr)
 def test_realised_thresholds_never_exceed_epsilon(mechanism: dpkit.plugin.Mechanism) -> None:
-    """The integer thresholds of both samplers, taken exactly, keep the declared ε."""
+    """The integer thresholds of both samplers, taken exactly, keep the declared ε: every ratio
+    of a bit's two laws, both ways (rounding p₁ down and p₀ up guards one way only)."""
     epsilon = decimal.Decimal(mechanism.epsilon)
     bound = CONTEXT.exp(epsilon)
     u64 = decimal.Decimal(2**64)
     t1, t0 = mechanism._thresholds()
     one, zero = decimal.Decimal(t1) / u64, decimal.Decimal(t0) / u64
-    assert one / zero <= bound
-    assert (1 - zero) / (1 - one) <= bound
+    assert one / zero <= bound and zero / one <= bound
+    assert (1 - zero) / (1 - one) <= bound and (1 - one) / (1 - zero) <= bound
     keep, rate = mechanism._union()
     s = decimal.Decimal(keep) / u64
     r = 1 - CONTEXT.exp(-CONTEXT.divide(rate.numerator, rate.denominator))
@@ -310,3 +320,15 @@ def test_the_sparse_reports_union_is_numpys_union() -> None:
         others = rng.integers(0, 100, size=int(rng.integers(0, 30))).astype(np.int64)
         found = _sorted_union(ordered, others)
         assert found.dtype == np.int64 and np.array_equal(found, np.union1d(ordered, others))
+
+
+@settings(max_examples=60, derandomize=True, deadline=None, database=None)
+@given(log10_mu=st.floats(-12.0, -0.5), log10_epsilon=st.floats(-12.0, 1.0))
+def test_dense_thresholds_keep_both_ratios(log10_mu: float, log10_epsilon: float) -> None:
+    """The class above, searched over μ and ε (deterministic examples; exact arithmetic)."""
+    epsilon = 10.0**log10_epsilon
+    mu = min(10.0**log10_mu, AsymmetricRandomizedResponse.largest_mu(epsilon))
+    mechanism = AsymmetricRandomizedResponse(epsilon=epsilon, nodes=4, mu=mu)
+    bound = CONTEXT.exp(decimal.Decimal(epsilon))
+    t1, t0 = (decimal.Decimal(t) / decimal.Decimal(2**64) for t in mechanism._thresholds())
+    assert max(t1 / t0, t0 / t1, (1 - t0) / (1 - t1), (1 - t1) / (1 - t0)) <= bound

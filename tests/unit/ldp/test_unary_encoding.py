@@ -5,13 +5,14 @@ Statistical tests use fixed seeds; each states its false-positive rate (≤ 1e-6
 
 from __future__ import annotations
 
+import decimal
 import itertools
 import math
 
 import numpy as np
 import pytest
 from dpkit_ldp.unary_encoding import PRECISION_BITS, bernoulli_words
-from hypothesis import given
+from hypothesis import given, settings
 from hypothesis import strategies as st
 from scipy import stats
 
@@ -219,3 +220,45 @@ def test_ragged_tail_has_the_same_law() -> None:
     assert np.all(np.abs(z) < stats.norm.isf(1e-6 / 16)), z
     ragged = dpkit.mechanism("sue", epsilon=1.0, k=13).randomize([12, 0, 5], rng=rng)
     assert ragged.shape == (3, 2) and not np.any(ragged[:, 1] & 0x07)
+
+
+def _realised_within(mechanism: dpkit.plugin.Mechanism) -> bool:
+    """p′(1 − q′)/((1 − p′)q′) ≤ e^ε for the grid's p′, q′, decided in 60-digit decimals."""
+    context = decimal.Context(prec=60)
+    p, q = mechanism._grid_probabilities()
+    scale = 1 << PRECISION_BITS
+    ratio = context.divide(p * (scale - q), (scale - p) * q)
+    return ratio <= context.exp(decimal.Decimal(mechanism.epsilon))
+
+
+def _epsilon_on_the_grid(name: str, n: int) -> float:
+    """The double nearest the ε whose q is exactly n/2³²: q·2³² sits next to an integer there,
+    where a float q rounded up can still fall below the exact q."""
+    base = math.log(((1 << PRECISION_BITS) - n) / n)
+    return 2.0 * base if name == "sue" else base
+
+
+@pytest.mark.parametrize(
+    ("name", "epsilon"),
+    [("oue", 0.31370386456168875), ("oue", 0.4938917521935349), ("oue", 1.4330580346995554)],
+)
+def test_realised_epsilon_is_at_most_the_declared_one(name: str, epsilon: float) -> None:
+    """The float q = t/(1 + t) rounded up fell below the exact q at these ε (realised ε above
+    ε by ~5·10⁻¹⁷); q's numerator comes from its exact value now."""
+    assert _realised_within(dpkit.mechanism(name, epsilon=epsilon, k=4))
+
+
+@settings(max_examples=60, derandomize=True, deadline=None, database=None)
+@given(
+    name=st.sampled_from(["oue", "sue"]),
+    n=st.integers(1 << 10, (1 << 31) - 1),
+    step=st.sampled_from([-1, 0, 1]),
+)
+def test_realised_epsilon_near_grid_points(name: str, n: int, step: int) -> None:
+    """The class above, searched at the ε where q is (next to) a grid point."""
+    epsilon = _epsilon_on_the_grid(name, n)
+    for _ in range(abs(step)):
+        epsilon = math.nextafter(epsilon, math.inf * step)
+    lowest = 2e-9 if name == "sue" else 1e-9
+    if lowest <= epsilon <= 700.0:
+        assert _realised_within(dpkit.mechanism(name, epsilon=epsilon, k=4)), (name, epsilon)

@@ -4,11 +4,14 @@ per pair, and exactly uniform integers."""
 
 from __future__ import annotations
 
+import decimal
 import math
 
 import attrs
 import numpy as np
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from scipy import stats
 
 torch = pytest.importorskip("torch")
@@ -180,3 +183,102 @@ def test_oue_on_the_device_path_has_the_exact_bit_rates(rng: str) -> None:
     for bit, count in enumerate(counts):
         p = (keep if bit == 4 else other) / 2**32
         assert abs(count - n * p) / math.sqrt(n * p * (1 - p)) < 5.3
+
+
+class _ProbeWords:
+    """Device words: ``prefix`` (32-bit values), then zeros (a word no rejection refuses)."""
+
+    def __init__(self, prefix: list[int]) -> None:
+        self.prefix = list(prefix)
+        self.library = array_library(torch.zeros(1), owner="test")
+
+    def take(self, count: int):
+        head, self.prefix = self.prefix[:count], self.prefix[count:]
+        return torch.tensor(head + [0] * (count - len(head)), dtype=torch.int64)
+
+
+def _realised_device_lie(report_lies, seeds: int) -> int:
+    """T with the device lying exactly when the 64-bit value of its first lie word(s), after
+    ``seeds`` other words, is below T (bisection; words high then low): the realised lie
+    probability is T/2⁶⁴ on either grid."""
+    low, high = 0, 2**64
+    while low < high:
+        middle = (low + high) // 2
+        words = _ProbeWords([0] * seeds + [middle >> 32, middle & 0xFFFFFFFF])
+        if report_lies(words):
+            low = middle + 1
+        else:
+            high = middle
+    return low
+
+
+def _within_both_ways(threshold: int, k: int, epsilon: float) -> bool:
+    context = decimal.Context(prec=60)
+    lie = decimal.Decimal(threshold) / decimal.Decimal(2**64)
+    p, q = context.subtract(1, lie), context.divide(lie, k - 1)
+    return max(context.divide(p, q), context.divide(q, p)) <= context.exp(decimal.Decimal(epsilon))
+
+
+@pytest.mark.parametrize(
+    ("name", "k", "epsilon"),
+    [
+        ("krr", 3, 1e-12),
+        ("krr", 1000, 1e-8),
+        ("krr", 5, 1.0),
+        ("krr", 4, 1e-12),
+        ("olh", 3, 1e-10),
+        ("olh", 10, 1e-9),
+        ("olh", 4, 1.0),
+    ],
+)
+def test_device_lie_keeps_both_ratios_within_epsilon(
+    name: str, k: int, epsilon: float, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """⌈λ·2³²⌉ rounds λ up, but at small ε it passed the uniform point (k − 1)/k (k not a power
+    of two), where the truth becomes the least likely report: k = 3, ε = 10⁻¹² realised
+    3.5·10⁻¹⁰. The device's realised lie probability, probed word by word, keeps both
+    ratios of k-RR within e^ε (olh: over its g hash values)."""
+    from dpkit.tensors import categories, hashing
+    from dpkit.tensors.categories import kary_response
+    from dpkit.tensors.hashing import hashed_reports
+
+    threshold = lie_threshold(epsilon, k)
+    x = torch.zeros(1, dtype=torch.int64)
+    module = categories if name == "krr" else hashing
+
+    def lies(words: _ProbeWords) -> bool:
+        monkeypatch.setattr(module, "device_words", lambda *args, **kwargs: words)
+        if name == "krr":
+            report = kary_response(
+                _as_device(x), x, k=k, lie_threshold64=threshold, rng=None, owner="krr"
+            )
+            return int(report[0]) != 0
+        reports = hashed_reports(  # a = b = 0 hashes every value to 0
+            _as_device(x), x, k=2, g=k, lie_threshold64=threshold, rng=None, owner="olh"
+        )
+        return int(reports.view(torch.int64)[0, 2]) != 0
+
+    realised = _realised_device_lie(lies, 0 if name == "krr" else 4)
+    assert _within_both_ways(realised, k, epsilon), (name, k, epsilon, realised)
+
+
+@settings(max_examples=10, derandomize=True, deadline=None, database=None)
+@given(k=st.integers(3, 1 << 16), log10_epsilon=st.floats(-12.0, -6.0))
+def test_device_krr_small_epsilon_realised_ratio(k: int, log10_epsilon: float) -> None:
+    """The class above, searched over k and small ε (deterministic examples)."""
+    from dpkit.tensors import categories
+
+    epsilon = 10.0**log10_epsilon
+    threshold = lie_threshold(epsilon, k)
+    x = torch.zeros(1, dtype=torch.int64)
+
+    def lies(words: _ProbeWords) -> bool:
+        with pytest.MonkeyPatch.context() as patch:
+            patch.setattr(categories, "device_words", lambda *args, **kwargs: words)
+            report = categories.kary_response(
+                _as_device(x), x, k=k, lie_threshold64=threshold, rng=None, owner="krr"
+            )
+        return int(report[0]) != 0
+
+    realised = _realised_device_lie(lies, 0)
+    assert _within_both_ways(realised, k, epsilon), (k, epsilon, realised)

@@ -51,7 +51,7 @@ from dpkit.randomness.secure_rng import SecureRandom
 from dpkit.tensors.device_random import device_words, require_real_64_bit
 from dpkit.tensors.duchi import uniform_53
 from dpkit.tensors.exact import WordPairs, discrete_gaussian, discrete_laplace
-from dpkit.tensors.libraries import ArrayLibrary
+from dpkit.tensors.libraries import ArrayLibrary, clamped_float64
 
 __all__ = ["gaussian_noise", "geometric_noise", "laplace_noise"]
 
@@ -75,10 +75,13 @@ def _check(library: ArrayLibrary, values: Any, *, owner: str, field: str) -> Non
 
 
 def _finite(library: ArrayLibrary, values: Any, *, owner: str, field: str) -> Any:
-    """``values`` as a flat float64 array, refused if any is NaN or ±inf."""
+    """``values`` as a flat float64 array, refused if any is NaN or ±inf (integers clamped to
+    ±2⁵³ first, as the host clamps them: :func:`~dpkit.tensors.libraries.clamped_float64`)."""
     xp = library.xp
     _check(library, values, owner=owner, field=field)
-    x = xp.reshape(xp.astype(values, xp.float64), (-1,))
+    x = xp.reshape(
+        clamped_float64(xp, values), (-1,)
+    )  # integers beyond 2⁵³: clamped, as on the host
     if not bool(xp.all(xp.isfinite(x))):
         raise InvalidData(
             f"{owner}: {field} contain values that are not finite (NaN or ±inf); every answer "

@@ -180,6 +180,19 @@ def gaussian_noise(
     return _clipped(xp, x + sigma * (radius * xp.cos(angle)), shape)
 
 
+def _integer_answers(xp: Any, values: Any) -> Any:
+    """Integer answers (or whole floats within ±2⁶², checked before) as int64 clamped to ±2⁶²,
+    exactly as the host's ``integer_answers`` clamps them (a 1-Lipschitz map), so that an
+    answer near the int64 limits plus the noise cannot wrap around to the other sign. An
+    unsigned value of 2⁶³ or more becomes a negative int64 in the cast (the libraries compare
+    no uint64 alike): it is replaced by the limit before the clamp, which is then exact."""
+    limit = 1 << 62
+    answers = xp.astype(values, xp.int64)
+    if xp.isdtype(values.dtype, "unsigned integer"):
+        answers = xp.where(answers < 0, xp.full_like(answers, limit), answers)
+    return xp.clip(answers, min=-limit, max=limit)
+
+
 def geometric_noise(
     library: ArrayLibrary,
     values: Any,
@@ -202,7 +215,7 @@ def geometric_noise(
                 "(or beyond ±2**62)",
                 field=field,
             )
-    answers = xp.reshape(xp.astype(values, xp.int64), (-1,))
+    answers = xp.reshape(_integer_answers(xp, values), (-1,))
     exact = laplace_scale(scale, "discrete_laplace")
     pairs = WordPairs(device_words(library, rng, owner=owner))
     noise = discrete_laplace(pairs, 1 / exact, int(answers.shape[0]))

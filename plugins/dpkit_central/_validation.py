@@ -363,10 +363,14 @@ def as_finite(values: Any, *, owner: str, field: str = "values") -> NDArray[np.f
 
 
 def as_integers(values: Any, *, owner: str, field: str = "values") -> NDArray[np.int64]:
-    """``values`` as an int64 array; floats are accepted only when they are whole numbers."""
+    """``values`` as an int64 array; floats are accepted only when they are whole numbers.
+
+    Integers are clamped to ±2⁶² as ``coerce`` clamps them (:func:`integer_answers`), where
+    a 64-bit answer near the int64 limits plus the noise wrapped around to the other sign.
+    """
     array = _numeric(values, owner=owner, field=field)
     if np.issubdtype(array.dtype, np.integer):
-        return array.astype(np.int64, copy=False)
+        return integer_answers(array)
     with np.errstate(invalid="ignore"):
         bad = ~np.isfinite(array) | (array != np.round(array)) | (np.abs(array) > 2.0**62)
     if bad.any():

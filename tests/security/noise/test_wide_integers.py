@@ -69,3 +69,15 @@ def test_selections_of_wide_integer_utilities_keep_epsilon(name: str, how: str) 
     )
     assert float(np.max(np.abs(first - second))) <= 1.0 * (1 + 1e-9)
     assert all(math.isfinite(float(v)) for v in first)
+
+
+@pytest.mark.parametrize("how", ["int64", "uint64", "torch"])
+def test_geometric_answers_at_the_int64_limits_do_not_wrap(how: str) -> None:
+    """Not a leak (the wrap is arithmetic modulo 2⁶⁴, a post-processing of x + Z) but a wrong
+    release that ``coerce`` avoids: 2⁶³ − 1 plus positive noise came back near −2⁶³. A direct
+    call now clamps to ±2⁶² as ``coerce`` does; 200 draws of one key include positive noise."""
+    mechanism = dpkit.mechanism("geometric", epsilon=1.0)
+    released = _host(
+        mechanism.randomize(_spell([2**63 - 1] * 200, how), rng=dpkit.SecureRandom.from_key(KEY))
+    )
+    assert bool(np.all(released > 2**61))

@@ -613,12 +613,23 @@ def _level(plan: _Plan, h: float, delta: float) -> _Level:
     return _Level(worst, size, atoms_off, smooth, slope)
 
 
+def _finest(plan: _Plan) -> float:
+    """The finest grid on which one use's losses span at most _MAX_BINS bins.
+
+    A subsampled Gaussian of rate 1e-9 has a loss scale of 1e-7 but losses over tens of nats,
+    which a grid at its scale holds in 1.5e9 bins (11 GiB) before the tails are cut. A coarser
+    grid is only more pessimistic (module docstring), so the answer stays an upper bound.
+    """
+    return max((2 * _loss_range(e) for e, _ in plan.others), default=0.0) / _MAX_BINS
+
+
 def _grids(plan: _Plan) -> tuple[float, float]:
     """(first grid width, the width the refinement must reach before it may stop).
 
     The first grid resolves the composed loss (its standard deviation, about
-    sqrt(Σ count·scale²)) in 16 steps; the refinement goes at least down to half the smallest
-    single-use scale (or 1/4096 of the composed one, if that is coarser).
+    sqrt(Σ count·scale²)) in 16 steps, but is never finer than :func:`_finest`; the refinement
+    goes at least down to half the smallest single-use scale (or 1/4096 of the composed one,
+    if that is coarser).
     """
     scales = [(s, c) for s, c in ((_scale(e), c) for e, c in plan.others) if s > 0]
     if plan.mu:
@@ -629,6 +640,9 @@ def _grids(plan: _Plan) -> tuple[float, float]:
     h = min(0.05, composed / 16)
     if plan.aligned is not None:
         h = plan.aligned / math.ceil(plan.aligned / h)
+    finest = _finest(plan)
+    if h < finest:
+        h = finest if plan.aligned is None else plan.aligned / max(1, plan.aligned // finest)
     required = max(min(s for s, _ in scales) / 2, composed / 4096)
     return h, required
 
@@ -681,7 +695,7 @@ def compose_pld(
         factor = 2
         if not level.smooth and level.epsilon > 0:  # atoms only: go straight to the rigorous grid
             factor = 1 << max(1, math.ceil(math.log2(level.atoms_off * h / allowed)))
-        if level.size * factor > _MAX_BINS:
+        if level.size * factor > _MAX_BINS or h / factor < _finest(plan):
             break
         h /= factor
         previous = level.epsilon

@@ -29,7 +29,7 @@ from numpy.typing import NDArray
 
 from dpkit.errors import InvalidData
 
-__all__ = ["ArrayLibrary", "StandardUnits", "array_library", "reals_within"]
+__all__ = ["ArrayLibrary", "StandardUnits", "array_library", "clamped_float64", "reals_within"]
 
 #: The top-level modules whose arrays dpkit accepts through the array API (array-api-compat).
 #: Dask collections are not among them: dpkit aggregates those partition by partition itself
@@ -146,6 +146,26 @@ def _on_host(values: Any, module: str) -> bool:
     if module in ("jax", "jaxlib"):
         return all(d.platform == "cpu" for d in values.devices())
     return True
+
+
+#: 64-bit integers are clamped to ±2⁵³ before they are read as doubles (:func:`clamped_float64`).
+_EXACT_LIMIT = float(1 << 53)
+
+
+def clamped_float64(xp: Any, values: Any) -> Any:
+    """A real array of the namespace ``xp`` as float64, its integers clamped to ±2⁵³ (the host's
+    ``exact_floats`` map, which the central mechanisms' sensitivities are stated for).
+
+    Rounding 64-bit integers to the nearest double would expand distances (2⁵³ + 2 and
+    2⁵³ + 3, one apart, become 2⁵³ + 2 and 2⁵³ + 4). The clamp is applied to the doubles,
+    which every library can compare (torch has no comparisons of uint64): rounding to nearest
+    is monotone and exact up to 2⁵³, and 2⁵³ is a double, so clip(fl(n), ±2⁵³) equals the
+    integer clamp(n, ±2⁵³) for every integer n, a 1-Lipschitz map. Floats are read as they are.
+    """
+    x = xp.astype(values, xp.float64)
+    if xp.isdtype(values.dtype, "integral"):
+        x = xp.clip(x, min=-_EXACT_LIMIT, max=_EXACT_LIMIT)
+    return x
 
 
 def reals_within(

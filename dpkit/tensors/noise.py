@@ -51,7 +51,7 @@ from dpkit.randomness.secure_rng import SecureRandom
 from dpkit.tensors.device_random import device_words, require_real_64_bit
 from dpkit.tensors.duchi import uniform_53
 from dpkit.tensors.exact import WordPairs, discrete_gaussian, discrete_laplace
-from dpkit.tensors.libraries import ArrayLibrary
+from dpkit.tensors.libraries import ArrayLibrary, clamped_float64
 
 __all__ = ["gaussian_noise", "geometric_noise", "laplace_noise"]
 
@@ -75,10 +75,13 @@ def _check(library: ArrayLibrary, values: Any, *, owner: str, field: str) -> Non
 
 
 def _finite(library: ArrayLibrary, values: Any, *, owner: str, field: str) -> Any:
-    """``values`` as a flat float64 array, refused if any is NaN or ±inf."""
+    """``values`` as a flat float64 array, refused if any is NaN or ±inf (integers clamped to
+    ±2⁵³ first, as the host clamps them: :func:`~dpkit.tensors.libraries.clamped_float64`)."""
     xp = library.xp
     _check(library, values, owner=owner, field=field)
-    x = xp.reshape(xp.astype(values, xp.float64), (-1,))
+    x = xp.reshape(
+        clamped_float64(xp, values), (-1,)
+    )  # integers beyond 2⁵³: clamped, as on the host
     if not bool(xp.all(xp.isfinite(x))):
         raise InvalidData(
             f"{owner}: {field} contain values that are not finite (NaN or ±inf); every answer "
@@ -177,6 +180,19 @@ def gaussian_noise(
     return _clipped(xp, x + sigma * (radius * xp.cos(angle)), shape)
 
 
+def _integer_answers(xp: Any, values: Any) -> Any:
+    """Integer answers (or whole floats within ±2⁶², checked before) as int64 clamped to ±2⁶²,
+    exactly as the host's ``integer_answers`` clamps them (a 1-Lipschitz map), so that an
+    answer near the int64 limits plus the noise cannot wrap around to the other sign. An
+    unsigned value of 2⁶³ or more becomes a negative int64 in the cast (the libraries compare
+    no uint64 alike): it is replaced by the limit before the clamp, which is then exact."""
+    limit = 1 << 62
+    answers = xp.astype(values, xp.int64)
+    if xp.isdtype(values.dtype, "unsigned integer"):
+        answers = xp.where(answers < 0, xp.full_like(answers, limit), answers)
+    return xp.clip(answers, min=-limit, max=limit)
+
+
 def geometric_noise(
     library: ArrayLibrary,
     values: Any,
@@ -199,7 +215,7 @@ def geometric_noise(
                 "(or beyond ±2**62)",
                 field=field,
             )
-    answers = xp.reshape(xp.astype(values, xp.int64), (-1,))
+    answers = xp.reshape(_integer_answers(xp, values), (-1,))
     exact = laplace_scale(scale, "discrete_laplace")
     pairs = WordPairs(device_words(library, rng, owner=owner))
     noise = discrete_laplace(pairs, 1 / exact, int(answers.shape[0]))

@@ -101,7 +101,7 @@ from dpkit.tensors.device_random import device_words, require_real_64_bit
 from dpkit.tensors.duchi import uniform_53
 from dpkit.tensors.exact import WordPairs, _count, _spread, discrete_laplace
 from dpkit.tensors.exp_coins import CAP, exp_coins, rate_double
-from dpkit.tensors.libraries import ArrayLibrary
+from dpkit.tensors.libraries import ArrayLibrary, clamped_float64
 from dpkit.tensors.log_probability import DeviceOperands
 
 __all__ = [
@@ -141,10 +141,11 @@ def _check_structure(library: ArrayLibrary, values: Any, *, owner: str, field: s
 
 
 def _utilities(library: ArrayLibrary, values: Any, *, owner: str, field: str) -> Any:
-    """``values`` as float64 rows (R, m), refused (quoting no value) as the host refuses them."""
+    """``values`` as float64 rows (R, m), refused (quoting no value) as the host refuses them;
+    integers clamped to ±2⁵³ as the host clamps them (:func:`~dpkit.tensors.libraries.clamped_float64`)."""
     xp = library.xp
     m = int(values.shape[-1])
-    u = xp.reshape(xp.astype(values, xp.float64), (-1, m))
+    u = xp.reshape(clamped_float64(xp, values), (-1, m))  # the host's clamp to ±2⁵³
     if bool(xp.any(xp.isnan(u))):
         raise InvalidData(
             f"{owner}: {field} contain NaN; utilities must be finite, or -inf for a candidate "

@@ -20,7 +20,12 @@ inputs with Hypothesis and checks:
   within Δ of each other, measured the same way (so a coordinate may be non-finite — an
   excluded candidate's −inf utility — only where it is the same on both sides). For
   mechanisms that take rows (selections: ``releases`` counts the rows), each row is one
-  release and is compared on its own;
+  release and is compared on its own. With ``direct=True`` (dpkit's own mechanisms promise
+  it), a direct ``randomize(x)`` (the data holder's call, without a session), whenever it
+  accepts ``x``, must also release exactly what ``randomize(coerce(x))`` releases on the same
+  words in each mode: its own reading of the input is then ``coerce``'s, non-expansive by the
+  check above (64-bit integers beyond 2⁵³, which the doubles round, are then always among
+  the inputs tried);
 * **local** mechanisms (any other domain: one user's value, and any two values neighbour):
   every map keeps that relation, so ``coerce`` must only be total (never raise) and give one
   output per record, for records of the domain mixed with NaN, ±inf, out-of-range values,
@@ -41,14 +46,15 @@ from typing import Any
 
 import attrs
 import numpy as np
-from hypothesis import HealthCheck, Phase, assume, given, settings
+from hypothesis import HealthCheck, Phase, assume, example, given, settings
 from hypothesis import strategies as st
 
 from dpkit.domains import Box, Domain, VectorDomain
-from dpkit.errors import InvalidData
+from dpkit.errors import DPKitError, InvalidData
 from dpkit.mechanism import Mechanism
 from dpkit.testing._audit import parameter_points
 from dpkit.testing.inputs import Unsupported, plan_inputs
+from dpkit.testing.modes import MODES, mode_generator
 from dpkit.testing.strategies import ANSWER_DTYPES, answer_arrays
 
 __all__ = ["COERCE_EXAMPLES", "SLACK", "check_coerce"]
@@ -64,11 +70,16 @@ SLACK = Fraction(1, 10**12)
 
 
 def check_coerce(
-    mechanism: Mechanism | type[Mechanism], *, examples: int = COERCE_EXAMPLES
+    mechanism: Mechanism | type[Mechanism],
+    *,
+    examples: int = COERCE_EXAMPLES,
+    direct: bool = False,
 ) -> None:
     """Check that ``mechanism``'s ``coerce`` maps neighbours to neighbours (module docstring):
     an instance as it is, a class at its :func:`~dpkit.testing.parameter_points`; ``examples``
-    inputs are drawn per instance (a quarter as many for a local mechanism). Raises an
+    inputs are drawn per instance (a quarter as many for a local mechanism). ``direct``: a
+    central mechanism's direct ``randomize`` must also read its input as ``coerce`` does
+    (module docstring). Raises an
     ``AssertionError`` with the falsifying inputs (Hypothesis prints them) on a violation,
     :class:`~dpkit.testing.Unsupported` when the domain declares no neighbours to draw."""
     if isinstance(mechanism, Mechanism):
@@ -79,7 +90,7 @@ def check_coerce(
         raise TypeError(f"expected a Mechanism class or instance, got {mechanism!r}")
     for instance in instances:
         if isinstance(instance.domain, VectorDomain):
-            _central(instance, examples)
+            _central(instance, examples, direct)
         else:
             _local(instance, max(1, examples // 4))
 
@@ -116,6 +127,7 @@ class _Relation:
     integer: bool
     monotone: bool
     rows: bool
+    direct: bool = False  # also: a direct randomize reads its input as coerce does
 
     def within(self, moves: Sequence[Fraction], slack: Fraction = Fraction(0)) -> bool:
         """Whether ``moves`` keep within Δ·(1 + ``slack``) in the norm (one way if monotone)."""
@@ -260,6 +272,8 @@ def _moved(draw: st.DrawFn, x: np.ndarray[Any, Any], relation: _Relation) -> np.
 def _check_pair(
     mechanism: Mechanism, relation: _Relation, x: np.ndarray[Any, Any], y: np.ndarray[Any, Any]
 ) -> None:
+    if relation.direct:
+        _check_direct(mechanism, x)
     seed = 0
     out_x = np.asarray(mechanism.coerce(x, rng=np.random.default_rng(seed)))
     out_y = np.asarray(mechanism.coerce(y, rng=np.random.default_rng(seed)))
@@ -290,10 +304,29 @@ def _check_pair(
         )
 
 
-def _central(mechanism: Mechanism, examples: int) -> None:
+def _check_direct(mechanism: Mechanism, x: np.ndarray[Any, Any]) -> None:
+    """A direct ``randomize(x)`` (the data holder's call, without a session) must release what
+    ``randomize(coerce(x))`` releases on the same words, in each mode it runs in, whenever it
+    accepts ``x`` at all (it may refuse: a typed :class:`~dpkit.errors.DPKitError`). Its own
+    reading of ``x`` is then ``coerce``'s, which the pair check proves non-expansive."""
+    for mode in MODES:
+        try:
+            direct = mechanism.randomize(x, rng=mode_generator(mode, 0, np.random.default_rng(0)))
+        except DPKitError:  # this mode, or this input, refused by a typed error
+            continue
+        coerced = mechanism.coerce(x, rng=np.random.default_rng(0))
+        via = mechanism.randomize(coerced, rng=mode_generator(mode, 0, np.random.default_rng(0)))
+        assert np.array_equal(np.asarray(direct), np.asarray(via), equal_nan=True), (
+            f"{mechanism.name}.randomize read {x.tolist()} (dtype {x.dtype}) otherwise than "
+            f"its coerce ({np.asarray(coerced).tolist()}) in {mode} mode: released "
+            f"{np.asarray(direct).tolist()} against {np.asarray(via).tolist()}"
+        )
+
+
+def _central(mechanism: Mechanism, examples: int, direct: bool) -> None:
     domain = mechanism.domain
     assert isinstance(domain, VectorDomain)
-    relation = _relation(mechanism, domain)
+    relation = attrs.evolve(_relation(mechanism, domain), direct=direct)
 
     @st.composite
     def inputs(draw: st.DrawFn) -> tuple[np.ndarray[Any, Any], np.ndarray[Any, Any]]:
@@ -315,7 +348,20 @@ def _central(mechanism: Mechanism, examples: int) -> None:
     def non_expansive(pair: tuple[np.ndarray[Any, Any], np.ndarray[Any, Any]]) -> None:
         _check_pair(mechanism, relation, *pair)
 
+    for wide in _WIDE if direct else ():  # always tried: the 64-bit integers no double holds
+        x = np.array(wide[0], dtype=wide[1])
+        if _accepts(mechanism, x):
+            non_expansive = example(pair=(x, x))(non_expansive)
     non_expansive()
+
+
+#: Explicit inputs of every central check: 64-bit integers that the doubles round (2⁵³ + 2 is
+#: exact, 2⁵³ + 3 is not) and the largest ones, which a direct ``randomize`` must read as
+#: ``coerce`` does (clamped to ±2⁵³ for the float mechanisms, ±2⁶² for the integer ones).
+_WIDE: tuple[tuple[list[int], str], ...] = (
+    ([2**53 + 2, 2**53 + 3, 2**63 - 1, -(2**63)], "int64"),
+    ([2**53 + 2, 2**53 + 3, 2**63 + 1, 2**64 - 1], "uint64"),
+)
 
 
 def _rows_within(relation: _Relation, moves: list[Fraction], width: int) -> bool:

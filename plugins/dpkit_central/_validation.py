@@ -319,18 +319,35 @@ def _numeric(values: Any, *, owner: str, field: str) -> NDArray[Any]:
     return array
 
 
+def _wide_floats(array: NDArray[Any]) -> NDArray[np.float64]:
+    """A real array as float64 with 64-bit integers clamped to ±:data:`EXACT_LIMIT` (the strict
+    validators' conversion, as :func:`exact_floats` converts for ``coerce``).
+
+    Rounding 64-bit integers to the nearest double would expand distances (2⁵³ + 2 and
+    2⁵³ + 3 become 2⁵³ + 2 and 2⁵³ + 4), so a declared sensitivity would no longer hold. The
+    clamp is applied after the conversion: rounding to nearest is monotone and exact up to
+    2⁵³, and 2⁵³ is a double, so min(max(fl(n), −2⁵³), 2⁵³) = fl(clamp(n, ±2⁵³)) = clamp(n, ±2⁵³)
+    for every integer n — the 1-Lipschitz clamp of :func:`exact_floats`, computed exactly.
+    """
+    floats = array.astype(np.float64, copy=False)
+    if array.dtype.kind in "iu" and array.dtype.itemsize > 4:
+        floats = np.clip(floats, -float(EXACT_LIMIT), float(EXACT_LIMIT))
+    return floats
+
+
 def _first_bad(array: NDArray[Any], bad: NDArray[np.bool_]) -> Any:
     """The first flagged value as a plain Python value (``nan``, not ``np.float64(nan)``)."""
     return plain(array.flat[int(np.flatnonzero(bad.ravel())[0])])
 
 
 def as_finite(values: Any, *, owner: str, field: str = "values") -> NDArray[np.float64]:
-    """``values`` as a float64 array of finite numbers (NaN and ±inf are refused).
+    """``values`` as a float64 array of finite numbers (NaN and ±inf are refused; 64-bit
+    integers beyond ±2⁵³ are clamped there, as ``coerce`` clamps them: :func:`_wide_floats`).
 
     One cheap pass first: the sum of finite numbers is finite unless it overflows, so the
     elementwise check only runs when the sum is not finite.
     """
-    array = _numeric(values, owner=owner, field=field).astype(np.float64, copy=False)
+    array = _wide_floats(_numeric(values, owner=owner, field=field))
     with np.errstate(over="ignore", invalid="ignore"):
         total = array.sum()
     if not np.isfinite(total):
@@ -346,10 +363,14 @@ def as_finite(values: Any, *, owner: str, field: str = "values") -> NDArray[np.f
 
 
 def as_integers(values: Any, *, owner: str, field: str = "values") -> NDArray[np.int64]:
-    """``values`` as an int64 array; floats are accepted only when they are whole numbers."""
+    """``values`` as an int64 array; floats are accepted only when they are whole numbers.
+
+    Integers are clamped to ±2⁶² as ``coerce`` clamps them (:func:`integer_answers`), where
+    a 64-bit answer near the int64 limits plus the noise wrapped around to the other sign.
+    """
     array = _numeric(values, owner=owner, field=field)
     if np.issubdtype(array.dtype, np.integer):
-        return array.astype(np.int64, copy=False)
+        return integer_answers(array)
     with np.errstate(invalid="ignore"):
         bad = ~np.isfinite(array) | (array != np.round(array)) | (np.abs(array) > 2.0**62)
     if bad.any():
@@ -365,9 +386,10 @@ def as_utilities(utilities: Any, *, owner: str, field: str = "utilities") -> NDA
     """A utility array of shape (..., m), m >= 1 candidates along the last axis.
 
     Entries are finite or −inf (a candidate that is never chosen); NaN and +inf are refused,
-    and every row must have at least one finite utility.
+    and every row must have at least one finite utility. 64-bit integers beyond ±2⁵³ are
+    clamped there (:func:`_wide_floats`), so Δu-close utilities stay Δu-close.
     """
-    array = _numeric(utilities, owner=owner, field=field).astype(np.float64, copy=False)
+    array = _wide_floats(_numeric(utilities, owner=owner, field=field))
     if array.ndim == 0 or array.shape[-1] == 0:
         raise InvalidData(
             f"{owner}: {field} must hold at least one candidate along the last axis, "

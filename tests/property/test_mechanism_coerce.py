@@ -7,7 +7,10 @@ every integer width, float16/32/64, booleans, object arrays of Python and numpy 
 holding halves, ±0, 2⁵³ ± 1, the largest integers, ±inf and NaN — and neighbours of them under
 the declared domain (within Δ in its norm, exactly), and demands that ``coerce`` (the private
 phase's map into the domain) keeps them within Δ; a local mechanism's ``coerce`` must be total
-and keep one output per record.
+and keep one output per record. A central mechanism's direct ``randomize`` (``direct=True``)
+must read what it accepts as its ``coerce`` does: it released other values than
+``randomize(coerce(x))`` on the same words where it rounded 64-bit integers to the nearest
+double (2⁵³ + 3 to 2⁵³ + 4, one unit more than its neighbour 2⁵³ + 2 moved).
 
 False-positive rate: 0. The check is deterministic given the drawn inputs (exact rational
 arithmetic; a relative slack of 1e-12 on Δ for the last-bit rounding of an exact input into a
@@ -27,4 +30,4 @@ REGISTRY = dpkit.load_registry()
 
 @pytest.mark.parametrize("name", REGISTRY.names())
 def test_coerce_keeps_neighbours_neighbours(name: str) -> None:
-    check_coerce(REGISTRY.info(name).cls)
+    check_coerce(REGISTRY.info(name).cls, direct=True)

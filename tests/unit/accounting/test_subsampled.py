@@ -30,7 +30,7 @@ from dpkit.accounting import (
     pure_mu,
 )
 from dpkit.accounting.gdp import laplace_mu
-from dpkit.accounting.pld import discretise, pld_of
+from dpkit.accounting.pld import _MAX_BINS, _grids, _loss_range, _plan, discretise, pld_of
 from dpkit.privacy import (
     ApproximateDP,
     BoundedRangeDP,
@@ -117,6 +117,35 @@ def test_subsampled_gaussian_single_step_never_below_quadrature(
         got = pld.delta(eps)
         assert got >= exact * (1 - 1e-9) - 1e-15, (eps, got, exact)
         assert got <= exact * 1.01 + 1e-9
+
+
+def _single_gaussian_step_delta(sigma: float, q: float, eps: float) -> float:
+    """δ(ε) of one subsampled Gaussian step, both directions, in closed form: each pair's
+    likelihood ratio is increasing in the output x, so (p − e^ε p′)₊ is positive exactly above
+    the x where the ratio is e^ε, and the integral is a difference of normal tails there."""
+    big, tail = math.exp(eps), stats.norm(0, sigma).sf
+    # removal: qN(1, σ²) + (1 − q)N(0, σ²) against N(0, σ²), ratio q·e^((2x − 1)/(2σ²)) + 1 − q
+    x = sigma**2 * math.log((big - (1 - q)) / q) + 0.5
+    remove = q * tail(x - 1) + (1 - q - big) * tail(x)
+    # addition: N(1, σ²) against (1 − q)N(1, σ²) + qN(0, σ²); the ratio stays below 1/(1 − q)
+    if big * (1 - q) >= 1:
+        return remove
+    x = 0.5 - sigma**2 * math.log((1 / big - (1 - q)) / q)
+    return max(remove, (1 - big * (1 - q)) * tail(x - 1) - big * q * tail(x))
+
+
+def test_a_tiny_sampling_rate_keeps_the_grid_within_memory() -> None:
+    """Attack: σ = 0.3 at q = 1e-9. The first grid resolved the loss scale q·√(e^(μ²) − 1)
+    ≈ 2.6e-7 over losses that span about 90 nats: 1.5e9 bins, an 11 GiB array before the tails
+    were cut (the process was killed, ``account``'s "best" included), and each refinement
+    asked for more. One use's grid now never exceeds 2²³ bins (a coarser grid is only more
+    pessimistic); the answer is checked against the closed form of the single step."""
+    event = SubsampledDP(GaussianDP(0.3, 1e-5), 1e-9)
+    h, _ = _grids(_plan([(event, 1)]))  # decided before any grid is built
+    assert 2 * _loss_range(event) / h <= _MAX_BINS
+    got = compose_pld([(event, 1)], delta=1e-10)
+    assert got.epsilon > 0 and got.detail["grid"] >= h
+    assert _single_gaussian_step_delta(0.3, 1e-9, got.epsilon) <= 1e-10
 
 
 def test_subsampled_laplace_between_the_optimistic_and_the_plain_pure_bounds() -> None:

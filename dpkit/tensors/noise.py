@@ -79,9 +79,7 @@ def _finite(library: ArrayLibrary, values: Any, *, owner: str, field: str) -> An
     ±2⁵³ first, as the host clamps them: :func:`~dpkit.tensors.libraries.clamped_float64`)."""
     xp = library.xp
     _check(library, values, owner=owner, field=field)
-    x = xp.reshape(
-        clamped_float64(xp, values), (-1,)
-    )  # integers beyond 2⁵³: clamped, as on the host
+    x = xp.reshape(clamped_float64(xp, values), (-1,))
     if not bool(xp.all(xp.isfinite(x))):
         raise InvalidData(
             f"{owner}: {field} contain values that are not finite (NaN or ±inf); every answer "

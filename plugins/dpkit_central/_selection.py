@@ -430,6 +430,69 @@ def _select_in_row(
     return out
 
 
+#: Proposals drawn per round of :func:`nearest_rank_secure` (iid: the first accepted is the draw).
+_RANK_PROPOSALS = 8
+
+
+def nearest_rank_secure(
+    ranks: NDArray[np.int64],
+    counts: NDArray[np.int64],
+    target: Fraction,
+    rate: Fraction,
+    rng: Any,
+) -> int:
+    """Index i with probability ∝ c_i·exp(−λ·|r_i − t|) exactly (c_i = ``counts``, r_i =
+    ``ranks``, t = ``target``, λ = ``rate``), on a SecureRandom: the exponential mechanism over
+    Σc_i outputs, c_i of them with utility −|r_i − t| (a quantile's lattice points by rank).
+
+    The rejection method of :func:`exponential_secure` with multiplicities: with d* the
+    smallest |r_i − t| of a candidate that has outputs (exactly, as a Fraction) and
+    γ_i = λ(|r_i − t| − d*) ≥ 0, candidate i is proposed with probability c_i·V_i/Σc_jV_j
+    (V_i = ⌈e^(−k_i/64)·2^b⌉ ≥ e^(−γ_i)·2^b, k_i ≤ 64γ_i: a uniform integer below the integer
+    total, located in the prefix sums) and accepted with probability e^(−γ_i)·2^b/V_i (the two
+    exact coins of :func:`_accept`), so an accepted i has probability ∝ c_i·e^(−γ_i): exact,
+    whatever the float brackets are, since they only need to hold. Only the undecided coins
+    form the exact rational γ_i. Candidates with c_i = 0 are never proposed.
+    """
+    live = np.flatnonzero(counts > 0)
+    r = ranks[live].astype(np.float64)  # exact: ranks are below 2⁵³
+    c = counts[live].astype(np.uint64)
+    t = float(target)
+    approx = np.abs(r - t)
+    nearest = live[approx <= approx.min() + 1.0]  # holds every exact minimiser (error ≪ 1)
+    best = min(abs(Fraction(int(ranks[i])) - target) for i in nearest.tolist())
+    # |approx − |r − t|| ≤ ulp(t) + ulp(|r − t|); the gap to d* and the products by λ add a few
+    # roundings more: 2⁻⁵⁰·(|r| + |t| + 1) bounds them all, a hundred times over.
+    scale = float(rate)
+    gap = approx - float(best)
+    slack = 2.0**-50 * (r + abs(t) + 1.0 + np.abs(gap))
+    lo = np.maximum(gap - slack, 0.0) * scale * (1.0 - 2.0**-50)
+    hi = (gap + slack) * scale * (1.0 + 2.0**-50)
+    k = np.minimum(np.floor(lo * 64.0), float(_BUCKET_CAP)).astype(np.int64)  # k ≤ 64γ
+    bits = 62 - int(c.sum()).bit_length()  # Σ c_i·V_i < Σc_i·2^bits ≤ 2⁶²
+    upper, _ = exp_table()
+    v = np.ceil(upper[k] * float(1 << bits)).astype(np.uint64)
+    prefix = np.cumsum(c * v)
+    shift = k.astype(np.float64) / 64.0  # exact
+    first_lo = np.maximum(lo - shift - 2.0**-50 * (hi + 1.0), 0.0)
+    first_hi = hi - shift + 2.0**-50 * (hi + 1.0)
+    while True:
+        drawn = rng.integers(0, int(prefix[-1]), size=_RANK_PROPOSALS, dtype=np.uint64)
+        chosen = np.searchsorted(prefix, drawn, side="right")
+
+        def exact(indices: NDArray[np.intp], chosen: NDArray[np.intp] = chosen) -> list[Fraction]:
+            return [
+                rate * (abs(Fraction(int(ranks[live[j]])) - target) - best)
+                - Fraction(int(k[j]), 64)
+                for j in chosen[indices].tolist()
+            ]
+
+        heads = bernoulli_exp_bracketed(first_lo[chosen], first_hi[chosen], exact, rng=rng)
+        heads &= _second_coin(k[chosen], v[chosen], bits, rng)
+        if heads.any():
+            return int(live[chosen[int(np.argmax(heads))]])
+
+
 def from_the_top(xp: Any, v: Any) -> Any:
     """Utilities (..., m) less their row's largest, in the namespace ``xp``: every selection's
     law depends on differences only, so its formulas take these and no rounding carries the

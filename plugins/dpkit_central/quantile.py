@@ -30,6 +30,7 @@ from dpkit_central._query import (
     clamped,
     numeric_records,
 )
+from dpkit_central._selection import nearest_rank_secure
 from dpkit_central.accuracy import Accuracy, check_alpha, mode_of
 from dpkit_central.exponential import sample_by_weight, utility_guarantee
 from dpkit_central.intervals import RankInterval
@@ -74,9 +75,12 @@ class Quantile(Query):
     lattice point has c_i = 0 and is never chosen) and then a uniform lattice point among those
     c_i (an exactly uniform integer). This is Smith 2011's sampler with the interval *length*
     replaced by its number of lattice points. Every output is a multiple of h whatever the data.
-    The rank is drawn, as in fast mode, from floating-point weights (relative error about 1e-16
-    in the probabilities, on the secure source); the output is a lattice point chosen by
-    integers, so no low bit depends on the data.
+    The rank is drawn exactly (:func:`~dpkit_central._selection.nearest_rank_secure`: exact
+    coins on the rational gaps ε·(|i − q·n| − d*)/2, q·n exact too); the output is a lattice
+    point chosen by integers, so no low bit depends on the data. (Floating-point weights would
+    not do: the inverse CDF on a 2⁻⁵³ grid gives a rank whose weight is a positive subnormal
+    probability 2⁻⁵³ — or more — however small its true probability, and one whose weight
+    underflows none, so two neighbours' probabilities of an output could be 2⁻⁵³ and 0.)
 
     Records are clamped to [L, U] (±inf included); missing ones (NaN, None, text in an object
     array) are dropped (``nan="drop"``); with no record left the output is uniform on [L, U]
@@ -155,6 +159,11 @@ class Quantile(Query):
         the bounds are exact small integers held in float64: ⌊z/h⌋ and ⌊L/h⌋ are exact (h is a
         power of two) and their difference is an integer below 2³², so it is exact too.
         """
+        base, bounds, ranks = self._lattice_ranks(data)
+        return base, bounds, self._log_weights(bounds, ranks)
+
+    def _lattice_ranks(self, data: Any) -> tuple[int, NDArray[np.float64], NDArray[np.int64]]:
+        """(base, bounds, ranks) of :meth:`lattice_log_weights`: rank i on interval i."""
         records = numeric_records(data, self.name)
         h = self.lattice_step()
         low = self.lower / h
@@ -164,11 +173,15 @@ class Quantile(Query):
         first = -1.0 if low == base_f else 0.0  # ⌈L/h⌉ − 1 − ⌊L/h⌋
         last = float(math.floor(self.upper / h)) - float(base_f)
         bounds = np.concatenate(([first], inner, [last]))
-        n = records.shape[0]
-        rank = np.arange(n + 1, dtype=np.float64)
+        return int(base_f), bounds, np.arange(records.shape[0] + 1, dtype=np.int64)
+
+    def _log_weights(self, bounds: NDArray[np.float64], ranks: NDArray[np.int64]) -> Any:
+        """ln c_i − ε·|r_i − q·n|/2 (n the last rank), in floating point (fast mode)."""
+        n = float(ranks[-1])
         with np.errstate(divide="ignore"):
             log_count = np.log(np.diff(bounds))
-        return int(base_f), bounds, log_count - 0.5 * self.epsilon * np.abs(rank - self.q * n)
+        rank = ranks.astype(np.float64)
+        return log_count - 0.5 * self.epsilon * np.abs(rank - self.q * n)
 
     def lattice_cell(self, values: Any) -> NDArray[np.float64]:
         """⌊clamp(x, L, U)/h⌋ of each value, as exact integers held in float64 (h a power of
@@ -194,6 +207,13 @@ class Quantile(Query):
         bounds = (first, d₁ − base, …, d_K − base, last) and the interval k's log weight
         ln c_k − ε·|M_k − q·n|/2.
         """
+        base, bounds, ranks = self._cell_ranks(cells, counts)
+        return base, bounds, self._log_weights(bounds, ranks)
+
+    def _cell_ranks(
+        self, cells: Any, counts: Any
+    ) -> tuple[int, NDArray[np.float64], NDArray[np.int64]]:
+        """(base, bounds, ranks) of :meth:`cell_log_weights`."""
         cell = np.asarray(cells, dtype=np.float64).reshape(-1)
         count = np.asarray(counts, dtype=np.int64).reshape(-1)
         h = self.lattice_step()
@@ -202,25 +222,29 @@ class Quantile(Query):
         first = -1.0 if low == base_f else 0.0
         last = float(math.floor(self.upper / h)) - float(base_f)
         bounds = np.concatenate(([first], cell - float(base_f), [last]))
-        ranks = np.concatenate(([0], np.cumsum(count))).astype(np.float64)
-        n = float(ranks[-1])
-        with np.errstate(divide="ignore"):
-            log_count = np.log(np.diff(bounds))
-        return int(base_f), bounds, log_count - 0.5 * self.epsilon * np.abs(ranks - self.q * n)
+        return int(base_f), bounds, np.concatenate(([0], np.cumsum(count))).astype(np.int64)
 
     def run_cells(self, cells: Any, counts: Any, /, *, rng: Any = None) -> QueryResult:
         """The secure-mode mechanism (:meth:`cell_log_weights`) on per-cell counts, with
         either kind of ``rng`` (the output is a lattice point in both modes)."""
         rng = resolve_rng(rng, owner=self.name)[0]
-        return self._sample_lattice(*self.cell_log_weights(cells, counts), rng)
+        return self._sample_lattice(*self._cell_ranks(cells, counts), rng)
 
     def _lattice_run(self, data: Any, rng: Any) -> QueryResult:
-        return self._sample_lattice(*self.lattice_log_weights(data), rng)
+        return self._sample_lattice(*self._lattice_ranks(data), rng)
 
     def _sample_lattice(
-        self, base: int, bounds: NDArray[np.float64], log_w: NDArray[np.float64], rng: Any
+        self, base: int, bounds: NDArray[np.float64], ranks: NDArray[np.int64], rng: Any
     ) -> QueryResult:
-        i = int(sample_by_weight(log_w, rng))
+        """A rank with probability ∝ c_i·exp(−ε·|r_i − q·n|/2), then a uniform lattice point
+        of it: on a SecureRandom exactly (:func:`~dpkit_central._selection.nearest_rank_secure`,
+        q·n and ε/2 as exact rationals), with a Generator from the float weights."""
+        if isinstance(rng, SecureRandom):
+            counts = np.diff(bounds).astype(np.int64)  # exact integers below 2³²
+            target = Fraction(self.q) * int(ranks[-1])
+            i = nearest_rank_secure(ranks, counts, target, Fraction(self.epsilon) / 2, rng)
+        else:
+            i = int(sample_by_weight(self._log_weights(bounds, ranks), rng))
         below, count = int(bounds[i]), int(bounds[i + 1] - bounds[i])
         m = base + below + 1 + int(rng.integers(0, count))
         value = float(m) * self.lattice_step()  # rounding m·h to a double is post-processing

@@ -14,8 +14,10 @@ from fractions import Fraction
 import numpy as np
 import pytest
 from dpkit_central import Quantile
+from dpkit_central._selection import nearest_rank_secure
 from dpkit_central.exponential import sample_by_weight
 from scipy import stats
+from support.probe_words import first_word
 
 import dpkit
 
@@ -166,3 +168,35 @@ def test_session_records_a_secure_quantile() -> None:
     assert 0.0 <= value <= 100.0 and value / query.lattice_step() == round(
         value / query.lattice_step()
     )
+
+
+def test_a_rank_of_negligible_probability_is_not_drawn_by_a_zero_uniform() -> None:
+    """q = 1 over 372 values of 0.5: the outputs in (0, 0.5] (rank 0) have probability about
+    e^(−744) (4·10⁻³²³, a subnormal double), and with one value more exactly e^(−746), which
+    no double holds. Inverse-CDF sampling on floats gave rank 0 whenever its uniform was 0 —
+    probability 2⁻⁵³ against 0 for the neighbour: no ε bounds that. The exact sampler, given a
+    first word of 0 (each later word 2⁶⁴ − 1), still releases a point of rank 372."""
+    query = Quantile(q=1.0, lower=0.0, upper=1.0, epsilon=4.0)
+    for first in (0, 1, 2**63):
+        assert query.run(np.full(372, 0.5), rng=first_word(first)).value > 0.5
+
+
+def test_the_exact_rank_sampler_has_the_law_with_multiplicities() -> None:
+    """nearest_rank_secure draws i with probability ∝ c_i·exp(−λ|r_i − t|), at a rational t
+    and λ, empty candidates never (chi-square at p < 1e-6 against the law computed here)."""
+    ranks = np.array([0, 1, 2, 5, 6, 9], dtype=np.int64)
+    counts = np.array([3, 0, 1, 7, 2, 40], dtype=np.int64)
+    target, rate = Fraction(13, 3), Fraction(3, 4)
+    law = np.array(
+        [
+            c * math.exp(-float(rate) * abs(r - float(target)))
+            for r, c in zip(ranks, counts, strict=True)
+        ]
+    )
+    law /= law.sum()
+    rng = secure()
+    drawn = [nearest_rank_secure(ranks, counts, target, rate, rng) for _ in range(6_000)]
+    observed = np.bincount(drawn, minlength=ranks.size)
+    assert observed[1] == 0
+    keep = law > 0
+    assert stats.chisquare(observed[keep], law[keep] * len(drawn)).pvalue > ALPHA

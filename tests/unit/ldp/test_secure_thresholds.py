@@ -21,6 +21,7 @@ import numpy as np
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from support.probe_words import first_word
 
 import dpkit
 
@@ -58,28 +59,6 @@ def test_secure_lie_probability_is_rounded_up(name: str, epsilon: float) -> None
     assert lie - exact_lie(epsilon, g) < decimal.Decimal(2) / decimal.Decimal(2**64)
 
 
-class _ProbeSource:
-    """A word source whose first word is ``first`` and every later word 2⁶⁴ − 1 (a word no
-    rejection sampler rejects)."""
-
-    keyed = True
-
-    def __init__(self, first: int) -> None:
-        self.first: int | None = first
-
-    def words(self, size: Any = None) -> Any:
-        out = np.full(int(np.prod(size if size is not None else ())), 2**64 - 1, np.uint64)
-        if self.first is not None and out.size:
-            out[0], self.first = self.first, None
-        return out if size is not None else out[0]
-
-
-def _probe(first: int) -> dpkit.SecureRandom:
-    rng = dpkit.SecureRandom.__new__(dpkit.SecureRandom)
-    rng._source = _ProbeSource(first)  # type: ignore[assignment]
-    return rng
-
-
 def realised_lie_threshold(mechanism: Any) -> int:
     """The T with ``randomize`` lying on value 0 exactly when its first word is below T, found
     by bisection over that word (the lie is monotone in it on every secure path): the realised
@@ -87,7 +66,7 @@ def realised_lie_threshold(mechanism: Any) -> int:
     low, high = 0, 2**64
     while low < high:
         middle = (low + high) // 2
-        report = np.asarray(mechanism.randomize(np.zeros(1, np.int64), rng=_probe(middle)))
+        report = np.asarray(mechanism.randomize(np.zeros(1, np.int64), rng=first_word(middle)))
         if int(report.reshape(-1)[0]) != 0:
             low = middle + 1
         else:

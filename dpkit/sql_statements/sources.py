@@ -11,17 +11,20 @@ its aggregates and GROUP BY). Each input becomes a relation twice:
 * in the **private phase**, with its rows, after the spend.
 
 Both must have the same column types, decided without reading a value: a pandas ``object``
-column (whose type DuckDB would infer from its values) is read as text, each value by its
-``str`` (a missing one as NULL), a total per-value map; a CSV file's columns are all text
-(``TRY_CAST`` in the statement reads numbers), as its header alone can tell.
+column (whose type DuckDB would infer from its values) is read as text, each value by the
+table queries' rule (:func:`_text`; a missing one as NULL), a total per-value map; a CSV
+file's columns are all text (``TRY_CAST`` in the statement reads numbers), as its header
+alone can tell.
 """
 
 from __future__ import annotations
 
 import csv
-import math
+import decimal
 import os
 from typing import Any
+
+import numpy as np
 
 from dpkit.errors import InvalidData, MissingDependency
 
@@ -43,17 +46,39 @@ def connect() -> Any:
 
 
 def _text(value: Any) -> str | None:
-    """One ``object`` value as text (None for a missing one); total."""
-    if value is None:
-        return None
-    if isinstance(value, float) and math.isnan(value):
-        return None
-    if isinstance(value, str):
-        return value
+    """One ``object`` value as text (None for a missing one), by the rule the table queries
+    read an object column's ids, keys and labels with (``dpkit_central.keys.as_text``:
+    pandas' ``Series.astype("string")``), so that a pandas table is the same people and
+    groups in SQL as in Python: text is itself; a missing value (None, NaN, ``pd.NA``,
+    ``NaT``, a NaN decimal) is missing; bytes are their UTF-8 text (``b"1"`` is the id
+    ``"1"``, as ``1`` and ``"1"`` are); a float is ``str(value)``; anything else
+    ``f"{value}"``. Total: bytes that are not UTF-8, and a value whose text raises, are
+    missing."""
     try:
-        return str(value)
+        if isinstance(value, str):
+            return str(value)
+        if _missing(value):
+            return None
+        if isinstance(value, bytes):
+            return value.decode("utf-8")
+        if isinstance(value, (float, np.floating)):
+            return str(value)
+        return f"{value}"
     except Exception:
-        return object.__repr__(value)
+        return None
+
+
+def _missing(value: Any) -> bool:
+    """Whether a Python value is one of pandas' missing values (its ``checknull``)."""
+    if value is None:
+        return True
+    if isinstance(value, (float, np.floating)):
+        return bool(value != value)
+    if isinstance(value, decimal.Decimal):
+        return value.is_nan()
+    if isinstance(value, (np.datetime64, np.timedelta64)):
+        return bool(np.isnat(value))
+    return type(value).__name__ in ("NAType", "NaTType")
 
 
 def _plain_pandas(frame: Any) -> Any:

@@ -3,7 +3,8 @@
 For statements of every aggregate SQL offers (with row-level WHERE, expressions inside the
 aggregates and in GROUP BY, public and private keys, joins with a public lookup table), on
 small adversarial tables (a heavy
-person, missing values, values far outside the bounds) given as pandas, Polars, PyArrow or a
+person, its id spelled across Python types in an object column, missing values, values far
+outside the bounds) given as pandas, Polars, PyArrow or a
 DuckDB relation: every person is removed in turn, D and its neighbour D′ are aggregated with
 the same generator (so the same bounding key), and each aggregate's every noised answer moves
 by at most the sensitivity its noise is calibrated to (``support.table_cases``: L1 for Laplace
@@ -19,6 +20,8 @@ False-positive rate: 0 (exact rational arithmetic; Hypothesis derandomized).
 
 from __future__ import annotations
 
+from decimal import Decimal
+from fractions import Fraction
 from typing import Any
 
 import numpy as np
@@ -36,6 +39,7 @@ from support.table_cases import (
 )
 
 import dpkit
+from dpkit.testing.tables import text_of
 
 pd = pytest.importorskip("pandas")
 pl = pytest.importorskip("polars")
@@ -74,7 +78,25 @@ def tables(draw: st.DrawFn) -> Any:
         st.floats(-100, 1000, allow_nan=False), st.just(float("nan")), st.sampled_from([0.0, 49.5])
     )
     minutes = draw(st.lists(value, min_size=rows, max_size=rows))
+    if draw(st.booleans()):  # an object column: each id spelled any way, one person still
+        spelled = np.empty(rows, dtype=object)
+        for index, person in enumerate(user):
+            spelled[index] = draw(st.sampled_from(_spellings(person)))
+        return pd.DataFrame({"user": spelled, "city": city, "minutes": minutes})
     return pd.DataFrame({"user": user, "city": city, "minutes": minutes})
+
+
+def _spellings(person: int) -> list[Any]:
+    """The Python values an object column's cell may hold for ``person``, all one text
+    (:func:`dpkit.testing.tables.text_of`: one person to dpkit)."""
+    return [
+        person,
+        np.int64(person),
+        Fraction(person),
+        Decimal(person),
+        str(person),
+        b"%d" % person,
+    ]
 
 
 def _as(kind: str, frame: Any) -> Any:
@@ -143,6 +165,8 @@ def _check(
     *,
     per_row: bool = False,
 ) -> None:
+    if kind != "pandas" and frame.user.dtype == object:  # spelled ids: read by dpkit (pandas)
+        frame = frame.assign(user=frame.user.map(text_of))  # not by another library's guess
     options: dict[str, Any] = {"epsilon": 1.0, "delta": 1e-6}
     if not per_row:
         options.update(
@@ -166,8 +190,9 @@ def _check(
         keys=keys,
     )
     full = query.aggregates(rng=np.random.default_rng(seed))
-    for user in sorted(set(frame.user)):
-        neighbour = frame[frame.user != user].reset_index(drop=True)
+    people = frame.user.map(text_of)  # an object column's person is its text
+    for user in sorted(set(people)):
+        neighbour = frame[people != user].reset_index(drop=True)
         fewer = query.aggregates({"t": _as(kind, neighbour)}, rng=np.random.default_rng(seed))
         for (_, table_query), a, b in zip(query.queries, full, fewer, strict=True):
             calibrated = calibration(table_query)

@@ -14,7 +14,7 @@ Both must have the same column types, decided without reading a value: a pandas 
 column (whose type DuckDB would infer from its values) is read as text, each value by the
 table queries' rule (:func:`_text`; a missing one as NULL), a total per-value map; a CSV
 file's columns are all text (``TRY_CAST`` in the statement reads numbers), as its header
-alone can tell.
+alone can tell, read by a reader that never fails on a row (:data:`_TOTAL_CSV`).
 """
 
 from __future__ import annotations
@@ -110,6 +110,14 @@ def _csv_header(path: str) -> list[str]:
     return row
 
 
+#: DuckDB's CSV reader with these is total over the rows (what ``ignore_errors`` alone is
+#: not: it still raises when it reads a row, after the spend): its parallel scanner refuses a
+#: quoted line break with ``null_padding`` (a multi-line text field), and its strict mode
+#: stops at a line ending of another kind than the first (``\r`` among ``\n``) or a
+#: malformed quote.
+_TOTAL_CSV = {"parallel": False, "strict_mode": False}
+
+
 def _file(con: Any, path: str, empty: bool) -> Any:
     lower = path.lower()
     if not os.path.isfile(path):
@@ -124,18 +132,24 @@ def _file(con: Any, path: str, empty: bool) -> Any:
         return found.limit(0) if empty else found
     if lower.endswith(".csv"):
         header = _csv_header(path)
-        columns = {name: "VARCHAR" for name in header}
-        found = con.read_csv(
-            path,
-            header=True,
-            columns=columns,
-            delimiter=",",
-            quotechar='"',
-            escapechar='"',
-            auto_detect=False,
-            null_padding=True,
-            ignore_errors=True,
-        )
+        options: dict[str, Any] = {
+            "header": True,
+            "columns": {name: "VARCHAR" for name in header},
+            "delimiter": ",",
+            "quotechar": '"',
+            "escapechar": '"',
+            "auto_detect": False,
+            "null_padding": True,
+            "ignore_errors": True,
+            **_TOTAL_CSV,
+        }
+        try:
+            found = con.read_csv(path, **options)
+        except Exception as error:  # a DuckDB without strict_mode (before 1.2): the option
+            if "strict_mode" not in str(error):
+                raise
+            del options["strict_mode"]
+            found = con.read_csv(path, **options)
         return found.limit(0) if empty else found
     raise InvalidData(f"the table file {path!r} must end in .parquet or .csv", field="tables")
 

@@ -71,3 +71,28 @@ def test_the_ledger_records_the_statement_not_the_tables(tmp_path: Path) -> None
     assert "SELECT COUNT(*) FROM t" in recorded
     assert SECRET not in recorded
     assert SECRET not in ledger.read_bytes().decode("utf-8", "replace")
+
+
+@pytest.mark.parametrize(
+    "rows",
+    [
+        b'1,"two\nlines",5\n2,b,7\n',  # a quoted line break: a multi-line text field
+        b"1,a,5\n2,b,7\r3,c,1\n",  # a line ending of another kind
+    ],
+)
+def test_a_csv_file_of_any_rows_releases_after_the_public_phase(
+    rows: bytes, tmp_path: Path
+) -> None:
+    """A CSV file's rows are read only after the spend: the reader must not fail on any of
+    them (DuckDB's, as it is by default, raised on each of these)."""
+    path = tmp_path / "t.csv"
+    path.write_bytes(b"user,city,minutes\n" + rows)
+    query = dpkit.sql(
+        "SELECT city, SUM(TRY_CAST(minutes AS DOUBLE), contribution_bounds_per_group => (0, 9)) "
+        "FROM t GROUP BY city",
+        tables={"t": str(path)},
+        options={"epsilon": 1.0, "delta": 1e-6, "privacy_unit_column": "user"}
+        | {"max_groups_contributed": 1},
+    )
+    with dpkit.Session(budget=(1.0, 1e-6)) as session:
+        session.release(query, None, rng=np.random.default_rng(0))

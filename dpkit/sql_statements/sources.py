@@ -52,18 +52,22 @@ def _text(value: Any) -> str | None:
     groups in SQL as in Python: text is itself; a missing value (None, NaN, ``pd.NA``,
     ``NaT``, a NaN decimal) is missing; bytes are their UTF-8 text (``b"1"`` is the id
     ``"1"``, as ``1`` and ``"1"`` are); a float is ``str(value)``; anything else
-    ``f"{value}"``. Total: bytes that are not UTF-8, and a value whose text raises, are
-    missing."""
+    ``f"{value}"``. Total: bytes that are not UTF-8, a value whose text raises, and a text
+    that UTF-8 cannot encode (a lone surrogate, as ``surrogateescape`` decodes bytes to), are
+    missing: DuckDB would refuse the column when it reads the rows, after the spend."""
     try:
         if isinstance(value, str):
-            return str(value)
-        if _missing(value):
+            text = str(value)
+        elif _missing(value):
             return None
-        if isinstance(value, bytes):
-            return value.decode("utf-8")
-        if isinstance(value, (float, np.floating)):
-            return str(value)
-        return f"{value}"
+        elif isinstance(value, bytes):
+            text = value.decode("utf-8")
+        elif isinstance(value, (float, np.floating)):
+            text = str(value)
+        else:
+            text = f"{value}"
+        text.encode("utf-8")  # a lone surrogate, which DuckDB's text cannot hold: missing
+        return text
     except Exception:
         return None
 
@@ -79,6 +83,45 @@ def _missing(value: Any) -> bool:
     if isinstance(value, (np.datetime64, np.timedelta64)):
         return bool(np.isnat(value))
     return type(value).__name__ in ("NAType", "NaTType")
+
+
+def _valid_text(table: Any) -> Any:
+    """A PyArrow table whose text columns hold valid UTF-8 only: a value that is not (which
+    Arrow's format forbids, but nothing checks when an array is built from buffers or read
+    from some Parquet writers' files) is missing — DuckDB's string functions and the
+    conversion of the released keys to Python would fail on it after the spend. A per-value
+    map; a column that validates is kept as it is."""
+    import pyarrow as pa
+
+    columns, changed = [], False
+    for column in table.columns:
+        if pa.types.is_string(column.type) or pa.types.is_large_string(column.type):
+            chunks = []
+            for chunk in column.chunks:
+                try:
+                    chunk.validate(full=True)
+                except Exception:
+                    chunk = pa.array([_utf8(v) for v in _raw(chunk)], column.type)
+                    changed = True
+                chunks.append(chunk)
+            column = pa.chunked_array(chunks, column.type)
+        columns.append(column)
+    return pa.table(columns, names=table.column_names) if changed else table
+
+
+def _raw(chunk: Any) -> list[bytes | None]:
+    """A text array's values as bytes (no UTF-8 check)."""
+    import pyarrow as pa
+
+    binary = pa.large_binary() if pa.types.is_large_string(chunk.type) else pa.binary()
+    return list(chunk.view(binary).to_pylist())
+
+
+def _utf8(value: bytes | None) -> str | None:
+    try:
+        return None if value is None else value.decode("utf-8")
+    except UnicodeDecodeError:
+        return None
 
 
 def _plain_pandas(frame: Any) -> Any:
@@ -175,10 +218,16 @@ def relation(con: Any, data: Any, *, name: str, empty: bool) -> Any:
             data = pl.DataFrame(schema=data.collect_schema()) if empty else data.collect()
         return con.from_arrow((data.head(0) if empty else data).to_arrow())
     if module == "pyarrow" and kind in ("Table", "RecordBatch"):
+        import pyarrow as pa
+
         from dpkit.tables.frame import plain_arrow
 
         table = plain_arrow(data)
-        return con.from_arrow(table.schema.empty_table() if empty else table)
+        if empty:
+            return con.from_arrow(table.schema.empty_table())
+        if isinstance(table, pa.RecordBatch):
+            table = pa.Table.from_batches([table])
+        return con.from_arrow(_valid_text(table))
     raise InvalidData(
         f"the table {name!r} must be a Parquet or CSV file path, a pandas, Polars or PyArrow "
         f"table, or a DuckDB relation; got {kind}",

@@ -125,10 +125,16 @@ def _utf8(value: bytes | None) -> str | None:
 
 
 def _plain_pandas(frame: Any) -> Any:
-    """A pandas frame with its ``object`` columns as text (module docstring)."""
+    """A pandas frame with its ``object`` columns as text (module docstring), and its text
+    columns stored as Python strings read the same way (one may hold a lone surrogate)."""
     import pandas as pd
 
-    objects = [c for c, t in frame.dtypes.items() if str(t) == "object"]
+    objects = [
+        c
+        for c, t in frame.dtypes.items()
+        if str(t) == "object"
+        or (isinstance(t, pd.StringDtype) and t.storage == "python")  # any str: a surrogate
+    ]
     if not objects:
         return frame
     out = frame.copy(deep=False)

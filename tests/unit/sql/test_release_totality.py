@@ -100,16 +100,18 @@ def test_a_csv_file_of_any_rows_releases_after_the_public_phase(
 
 def _invalid_text(kind: str) -> Any:
     """A table whose id and key columns hold, in one row, a text that is not valid UTF-8: an
-    Arrow array built from buffers (nothing checks them), a lone surrogate in pandas."""
-    if kind == "pandas":
-        spelled = pd.Series(["a", "\udcff", "b"], dtype=object)
+    Arrow array built from buffers (nothing checks them), a lone surrogate in pandas (in an
+    object column, or a text column of Python strings)."""
+    if kind.startswith("pandas"):
+        dtype = object if kind == "pandas" else pd.StringDtype("python")
+        spelled = pd.Series(["a", "\udcff", "b"], dtype=dtype)
         return pd.DataFrame({"user": spelled, "city": spelled, "minutes": [1.0, 2.0, 3.0]})
     raw = pa.array([b"a", b"\xff\xfe", b"b"], pa.binary())
     text = pa.Array.from_buffers(pa.string(), len(raw), raw.buffers())
     return pa.table({"user": text, "city": text, "minutes": [1.0, 2.0, 3.0]})
 
 
-@pytest.mark.parametrize("kind", ["arrow", "pandas"])
+@pytest.mark.parametrize("kind", ["arrow", "pandas", "pandas-string"])
 def test_text_that_is_not_utf8_is_missing_and_the_release_completes(kind: str) -> None:
     query = dpkit.sql(
         "SELECT lower(city) AS c, COUNT(*) FROM t GROUP BY c",

@@ -15,6 +15,19 @@ disclosure; it is checked in the public phase, before any private row is read, w
 columns' existence and comparable types (an equality DuckDB would have to cast, text against
 a number, could fail on a value).
 
+**Keys of two types.** DuckDB compares a private key of one type with a public key of another
+(of one family: numbers, or dates and timestamps) after an implicit cast, and that cast can
+merge public keys — BIGINT 2⁵³ and 2⁵³ + 1 are one DOUBLE, so a private DOUBLE would match
+both rows, and a row would count twice — or fail on a value (a DATE beyond TIMESTAMP_NS's
+range, after the spend). So each public key column of another type than the private column
+it is compared with is first cast to the private column's type (:func:`align`), and the
+uniqueness is checked, and the join made, on those values, where DuckDB compares two values
+of one type without any cast: each private row still matches at most one public row, and
+nothing fails. The cast is TRY_CAST (a value the private type cannot hold is missing: it
+equals no private value) and, but to DOUBLE, kept only where it is exact — where casting it
+back gives the public value — so that 1.5 does not become the integer 2 (DuckDB compares a
+DOUBLE with any number as DOUBLEs: there the nearest DOUBLE is DuckDB's own answer).
+
 In the private phase each public table is joined restricted to its rows whose key is unique
 in it, which is the whole table once the check passed: the join stays 1-stable even if a
 file changed between the phases.
@@ -29,7 +42,7 @@ import attrs
 
 from dpkit.errors import SqlError
 
-__all__ = ["Join", "KeyColumn", "check_joins", "join_sql", "register_public", "view"]
+__all__ = ["Join", "KeyColumn", "align", "check_joins", "join_sql", "register_public", "view"]
 
 _NUMBERS = frozenset(
     {
@@ -128,6 +141,51 @@ def _side(
     return found
 
 
+def _cast(column: str, public: str, private: str) -> str:
+    """The public key ``column`` (DuckDB type ``public``) as the private type ``private``
+    (module docstring: missing where the cast fails or, but to DOUBLE, is not exact)."""
+    cast = f"TRY_CAST({column} AS {private})"
+    if private.upper() == "DOUBLE":
+        return cast
+    return f"CASE WHEN TRY_CAST({cast} AS {public}) = {column} THEN {cast} END"
+
+
+def align(
+    found: Any,
+    schema: Mapping[str, str],
+    private: Mapping[str, str],
+    pairs: tuple[tuple[str, str], ...],
+    join: Join,
+) -> Any:
+    """The public relation ``found`` (columns ``schema``) with each key column of ``pairs``
+    ((private column, public column)) whose type is not its private column's (``private``:
+    the private schema) cast to it (module docstring); a public column
+    compared with private columns of two types is refused with the JOIN (one cast each)."""
+    targets: dict[str, str] = {}
+    for mine, theirs in pairs:
+        wanted = private[mine]
+        if targets.setdefault(theirs, wanted) != wanted:
+            raise SqlError(
+                f"the public join column {theirs!r} is compared with private columns of two "
+                f"types ({targets[theirs]}, {wanted}): compare it with one",
+                clause="JOIN",
+                line=join.line,
+                column=join.column,
+            )
+    casts = {
+        theirs: wanted
+        for theirs, wanted in targets.items()
+        if wanted != schema[theirs] and "NULL" not in (wanted.upper(), schema[theirs].upper())
+    }
+    if not casts:
+        return found
+    replaced = ", ".join(
+        f"{_cast(_quote(name), schema[name], wanted)} AS {_quote(name)}"
+        for name, wanted in casts.items()
+    )
+    return found.query("__dpkit_key", f"SELECT * REPLACE ({replaced}) FROM __dpkit_key")
+
+
 def check_joins(
     joins: tuple[Join, ...],
     private_alias: str,
@@ -172,6 +230,7 @@ def check_joins(
         resolved.append(tuple(pairs))
         if not unique:
             continue
+        found = align(found, schema, private, tuple(pairs), join)
         columns = ", ".join(_quote(b) for _, b in pairs)
         present = " AND ".join(f"{_quote(b)} IS NOT NULL" for _, b in pairs)
         repeated = found.query(

@@ -44,7 +44,7 @@ import numpy as np
 
 from dpkit.errors import InvalidData, InvalidParameter, MissingDependency, SqlError
 from dpkit.privacy import CompositeDP, PrivacyEvent
-from dpkit.sql_statements.joins import check_joins, join_sql, register_public
+from dpkit.sql_statements.joins import align, check_joins, join_sql, register_public
 from dpkit.sql_statements.plan import RELEASED, SOURCE, Aggregate, Plan, plan_statement
 from dpkit.sql_statements.sources import connect, describe, relation
 from dpkit.sql_statements.spark import is_spark
@@ -367,7 +367,8 @@ class SqlQuery:
             if source is tables[self.plan.table]:  # another connection's relation
                 source = con.from_arrow(source.to_arrow_table())
             for index, (join, keys) in enumerate(zip(self.plan.joins, pairs, strict=True)):
-                register_public(con, index, lookups[join.alias], keys)
+                aligned = align(lookups[join.alias], schemas[join.alias], columns, keys, join)
+                register_public(con, index, aligned, keys)
         statement = self.row_level(pairs)
         if empty:
             try:

@@ -11,17 +11,20 @@ its aggregates and GROUP BY). Each input becomes a relation twice:
 * in the **private phase**, with its rows, after the spend.
 
 Both must have the same column types, decided without reading a value: a pandas ``object``
-column (whose type DuckDB would infer from its values) is read as text, each value by its
-``str`` (a missing one as NULL), a total per-value map; a CSV file's columns are all text
-(``TRY_CAST`` in the statement reads numbers), as its header alone can tell.
+column (whose type DuckDB would infer from its values) is read as text, each value by the
+table queries' rule (:func:`_text`; a missing one as NULL), a total per-value map; a CSV
+file's columns are all text (``TRY_CAST`` in the statement reads numbers), as its header
+alone can tell, read by a reader that never fails on a row (:data:`_TOTAL_CSV`).
 """
 
 from __future__ import annotations
 
 import csv
-import math
+import decimal
 import os
 from typing import Any
+
+import numpy as np
 
 from dpkit.errors import InvalidData, MissingDependency
 
@@ -43,24 +46,95 @@ def connect() -> Any:
 
 
 def _text(value: Any) -> str | None:
-    """One ``object`` value as text (None for a missing one); total."""
-    if value is None:
-        return None
-    if isinstance(value, float) and math.isnan(value):
-        return None
-    if isinstance(value, str):
-        return value
+    """One ``object`` value as text (None for a missing one), by the rule the table queries
+    read an object column's ids, keys and labels with (``dpkit_central.keys.as_text``:
+    pandas' ``Series.astype("string")``), so that a pandas table is the same people and
+    groups in SQL as in Python: text is itself; a missing value (None, NaN, ``pd.NA``,
+    ``NaT``, a NaN decimal) is missing; bytes are their UTF-8 text (``b"1"`` is the id
+    ``"1"``, as ``1`` and ``"1"`` are); a float is ``str(value)``; anything else
+    ``f"{value}"``. Total: bytes that are not UTF-8, a value whose text raises, and a text
+    that UTF-8 cannot encode (a lone surrogate, as ``surrogateescape`` decodes bytes to), are
+    missing: DuckDB would refuse the column when it reads the rows, after the spend."""
     try:
-        return str(value)
+        if isinstance(value, str):
+            text = str(value)
+        elif _missing(value):
+            return None
+        elif isinstance(value, bytes):
+            text = value.decode("utf-8")
+        elif isinstance(value, (float, np.floating)):
+            text = str(value)
+        else:
+            text = f"{value}"
+        text.encode("utf-8")  # a lone surrogate, which DuckDB's text cannot hold: missing
+        return text
     except Exception:
-        return object.__repr__(value)
+        return None
+
+
+def _missing(value: Any) -> bool:
+    """Whether a Python value is one of pandas' missing values (its ``checknull``)."""
+    if value is None:
+        return True
+    if isinstance(value, (float, np.floating)):
+        return bool(value != value)
+    if isinstance(value, decimal.Decimal):
+        return value.is_nan()
+    if isinstance(value, (np.datetime64, np.timedelta64)):
+        return bool(np.isnat(value))
+    return type(value).__name__ in ("NAType", "NaTType")
+
+
+def _valid_text(table: Any) -> Any:
+    """A PyArrow table whose text columns hold valid UTF-8 only: a value that is not (which
+    Arrow's format forbids, but nothing checks when an array is built from buffers or read
+    from some Parquet writers' files) is missing — DuckDB's string functions and the
+    conversion of the released keys to Python would fail on it after the spend. A per-value
+    map; a column that validates is kept as it is."""
+    import pyarrow as pa
+
+    columns, changed = [], False
+    for column in table.columns:
+        if pa.types.is_string(column.type) or pa.types.is_large_string(column.type):
+            chunks = []
+            for chunk in column.chunks:
+                try:
+                    chunk.validate(full=True)
+                except Exception:
+                    chunk = pa.array([_utf8(v) for v in _raw(chunk)], column.type)
+                    changed = True
+                chunks.append(chunk)
+            column = pa.chunked_array(chunks, column.type)
+        columns.append(column)
+    return pa.table(columns, names=table.column_names) if changed else table
+
+
+def _raw(chunk: Any) -> list[bytes | None]:
+    """A text array's values as bytes (no UTF-8 check)."""
+    import pyarrow as pa
+
+    binary = pa.large_binary() if pa.types.is_large_string(chunk.type) else pa.binary()
+    return list(chunk.view(binary).to_pylist())
+
+
+def _utf8(value: bytes | None) -> str | None:
+    try:
+        return None if value is None else value.decode("utf-8")
+    except UnicodeDecodeError:
+        return None
 
 
 def _plain_pandas(frame: Any) -> Any:
-    """A pandas frame with its ``object`` columns as text (module docstring)."""
+    """A pandas frame with its ``object`` columns as text (module docstring), and its text
+    columns stored as Python strings read the same way (one may hold a lone surrogate)."""
     import pandas as pd
 
-    objects = [c for c, t in frame.dtypes.items() if str(t) == "object"]
+    objects = [
+        c
+        for c, t in frame.dtypes.items()
+        if str(t) == "object"
+        or (isinstance(t, pd.StringDtype) and t.storage == "python")  # any str: a surrogate
+    ]
     if not objects:
         return frame
     out = frame.copy(deep=False)
@@ -85,6 +159,14 @@ def _csv_header(path: str) -> list[str]:
     return row
 
 
+#: DuckDB's CSV reader with these is total over the rows (what ``ignore_errors`` alone is
+#: not: it still raises when it reads a row, after the spend): its parallel scanner refuses a
+#: quoted line break with ``null_padding`` (a multi-line text field), and its strict mode
+#: stops at a line ending of another kind than the first (``\r`` among ``\n``) or a
+#: malformed quote.
+_TOTAL_CSV = {"parallel": False, "strict_mode": False}
+
+
 def _file(con: Any, path: str, empty: bool) -> Any:
     lower = path.lower()
     if not os.path.isfile(path):
@@ -99,18 +181,24 @@ def _file(con: Any, path: str, empty: bool) -> Any:
         return found.limit(0) if empty else found
     if lower.endswith(".csv"):
         header = _csv_header(path)
-        columns = {name: "VARCHAR" for name in header}
-        found = con.read_csv(
-            path,
-            header=True,
-            columns=columns,
-            delimiter=",",
-            quotechar='"',
-            escapechar='"',
-            auto_detect=False,
-            null_padding=True,
-            ignore_errors=True,
-        )
+        options: dict[str, Any] = {
+            "header": True,
+            "columns": {name: "VARCHAR" for name in header},
+            "delimiter": ",",
+            "quotechar": '"',
+            "escapechar": '"',
+            "auto_detect": False,
+            "null_padding": True,
+            "ignore_errors": True,
+            **_TOTAL_CSV,
+        }
+        try:
+            found = con.read_csv(path, **options)
+        except Exception as error:  # a DuckDB without strict_mode (before 1.2): the option
+            if "strict_mode" not in str(error):
+                raise
+            del options["strict_mode"]
+            found = con.read_csv(path, **options)
         return found.limit(0) if empty else found
     raise InvalidData(f"the table file {path!r} must end in .parquet or .csv", field="tables")
 
@@ -136,10 +224,16 @@ def relation(con: Any, data: Any, *, name: str, empty: bool) -> Any:
             data = pl.DataFrame(schema=data.collect_schema()) if empty else data.collect()
         return con.from_arrow((data.head(0) if empty else data).to_arrow())
     if module == "pyarrow" and kind in ("Table", "RecordBatch"):
+        import pyarrow as pa
+
         from dpkit.tables.frame import plain_arrow
 
         table = plain_arrow(data)
-        return con.from_arrow(table.schema.empty_table() if empty else table)
+        if empty:
+            return con.from_arrow(table.schema.empty_table())
+        if isinstance(table, pa.RecordBatch):
+            table = pa.Table.from_batches([table])
+        return con.from_arrow(_valid_text(table))
     raise InvalidData(
         f"the table {name!r} must be a Parquet or CSV file path, a pandas, Polars or PyArrow "
         f"table, or a DuckDB relation; got {kind}",

@@ -186,3 +186,36 @@ def test_a_spread_is_a_count_and_two_centred_sums(tmp_path: Path, kind: str, bou
     for query, aggregates in zip(queries, found, strict=True):
         expected = bounded.aggregate(query)
         assert aggregates.identical(expected), (query.column, aggregates.values, expected.values)
+
+
+@pytest.mark.parametrize("bounding", ["numpy", "duckdb"])
+def test_object_columns_are_the_same_people_and_groups_as_in_the_table_queries(
+    bounding: str,
+) -> None:
+    """A pandas ``object`` column is read as text by the table queries' rule (a missing value
+    missing, bytes their UTF-8 text: ``1``, ``"1"`` and ``b"1"`` one person), so that each
+    spelling of dpkit's adversarial object pool, and each of its missing values, is the same
+    person and the same group in SQL as in Python: one person is never bounded as two."""
+    from dpkit.testing.tables import pool
+
+    classes, missing = pool("object")
+    spellings = [*(s for spelled in classes for s in spelled), *missing, pd.NA, pd.NaT]
+    rng = np.random.default_rng(3)
+    rows = 200
+    cells = np.empty((2, rows), dtype=object)
+    for index in np.ndindex(cells.shape):
+        cells[index] = spellings[rng.integers(len(spellings))]
+    frame = pd.DataFrame({"user": cells[0], "city": cells[1]})
+    options = {**OPTIONS, "max_rows_contributed": 1, "max_groups_contributed": 1}
+    query = dpkit.sql(
+        "SELECT city, COUNT(*) FROM visits GROUP BY city",
+        tables={"visits": frame},
+        options=options,
+        bounding=bounding,
+    )
+    counter = dpkit.get_registry().query("count", epsilon=0.5)
+    unit = dpkit.IdUnit("user", max_rows=1, max_groups=1)
+    reference = counter.on(None, by="city", keys={"epsilon": 0.5, "delta": 1e-6}, unit=unit)
+    expected = reference.bound_with([], frame, rng=np.random.default_rng(5)).aggregate(reference)
+    (found,) = query.aggregates(rng=np.random.default_rng(5))
+    assert found.identical(expected), (found.keys, expected.keys)

@@ -272,3 +272,49 @@ def test_a_key_column_of_only_missing_values_joins_nothing() -> None:
                  table)  # fmt: skip
     rows, joined = query.aggregates(rng=np.random.default_rng(1))
     assert rows.values["count"][0] > 0 and joined.values["count"][0] == 0
+
+
+def _typed(kind: str, values: list[str]) -> Any:
+    """One key column ``k`` of DuckDB type ``kind``, from SQL literals."""
+    listed = ", ".join(f"({value}::{kind})" for value in values)
+    return duckdb.connect().sql(f"SELECT * FROM (VALUES {listed}) AS t(k)").to_arrow_table()
+
+
+@pytest.mark.parametrize(
+    ("private", "value", "public", "values", "matched"),
+    [
+        # Distinct public keys one DOUBLE: refused, not joined twice.
+        ("DOUBLE", str(2**53), "BIGINT", [str(2**53), str(2**53 + 1)], None),
+        ("DOUBLE", "0.1", "DECIMAL(38,19)", ["0.1", "0.1000000000000000001"], None),
+        # The integer part of a decimal is not the decimal.
+        ("HUGEINT", "12345678", "DECIMAL(38,10)",
+         ["12345678.0000000001", "12345678.0000000002"], 0),
+        # A cast that fails on a private value: nothing matches it, nothing fails.
+        ("DATE", "'5000000-01-01'", "TIMESTAMP", ["'2020-01-01'"], 0),
+        ("TIMESTAMP", "'3000-01-01'", "TIMESTAMP_NS", ["'2020-01-01'"], 0),
+        # Equal values of two types still match; 1.5 is not the integer 2.
+        ("DATE", "'2020-01-01'", "TIMESTAMP", ["'2020-01-01'", "'2020-01-01 01:00'"], 1),
+        ("BIGINT", "2", "DOUBLE", ["1.5", "2"], 1),
+    ],
+)  # fmt: skip
+def test_a_key_of_another_type_matches_a_private_row_at_most_once_and_never_fails(
+    private: str, value: str, public: str, values: list[str], matched: int | None
+) -> None:
+    """DuckDB compares keys of two types after an implicit cast that can merge distinct public
+    keys (a row would count twice: each row is a person here) or fail on a private value after
+    the spend: the public keys are cast to the private type first, where the uniqueness is
+    checked."""
+    query = dpkit.sql(
+        "SELECT COUNT(*) FROM t JOIN p ON t.k = p.k",
+        tables={"t": _typed(private, [value])},
+        public={"p": _typed(public, values)},
+        options={"epsilon": 1.0},
+    )
+    if matched is None:
+        with pytest.raises(dpkit.SqlError) as raised:
+            query.check_input(None)
+        assert raised.value.clause == "JOIN" and "repeats a value" in str(raised.value)
+        return
+    query.check_input(None)
+    (found,) = query.aggregates(rng=np.random.default_rng(1))
+    assert found.values["count"].tolist() == [matched]

@@ -71,3 +71,55 @@ def test_the_ledger_records_the_statement_not_the_tables(tmp_path: Path) -> None
     assert "SELECT COUNT(*) FROM t" in recorded
     assert SECRET not in recorded
     assert SECRET not in ledger.read_bytes().decode("utf-8", "replace")
+
+
+@pytest.mark.parametrize(
+    "rows",
+    [
+        b'1,"two\nlines",5\n2,b,7\n',  # a quoted line break: a multi-line text field
+        b"1,a,5\n2,b,7\r3,c,1\n",  # a line ending of another kind
+    ],
+)
+def test_a_csv_file_of_any_rows_releases_after_the_public_phase(
+    rows: bytes, tmp_path: Path
+) -> None:
+    """A CSV file's rows are read only after the spend: the reader must not fail on any of
+    them (DuckDB's, as it is by default, raised on each of these)."""
+    path = tmp_path / "t.csv"
+    path.write_bytes(b"user,city,minutes\n" + rows)
+    query = dpkit.sql(
+        "SELECT city, SUM(TRY_CAST(minutes AS DOUBLE), contribution_bounds_per_group => (0, 9)) "
+        "FROM t GROUP BY city",
+        tables={"t": str(path)},
+        options={"epsilon": 1.0, "delta": 1e-6, "privacy_unit_column": "user"}
+        | {"max_groups_contributed": 1},
+    )
+    with dpkit.Session(budget=(1.0, 1e-6)) as session:
+        session.release(query, None, rng=np.random.default_rng(0))
+
+
+def _invalid_text(kind: str) -> Any:
+    """A table whose id and key columns hold, in one row, a text that is not valid UTF-8: an
+    Arrow array built from buffers (nothing checks them), a lone surrogate in pandas (in an
+    object column, or a text column of Python strings)."""
+    if kind.startswith("pandas"):
+        dtype = object if kind == "pandas" else pd.StringDtype("python")
+        spelled = pd.Series(["a", "\udcff", "b"], dtype=dtype)
+        return pd.DataFrame({"user": spelled, "city": spelled, "minutes": [1.0, 2.0, 3.0]})
+    raw = pa.array([b"a", b"\xff\xfe", b"b"], pa.binary())
+    text = pa.Array.from_buffers(pa.string(), len(raw), raw.buffers())
+    return pa.table({"user": text, "city": text, "minutes": [1.0, 2.0, 3.0]})
+
+
+@pytest.mark.parametrize("kind", ["arrow", "pandas", "pandas-string"])
+def test_text_that_is_not_utf8_is_missing_and_the_release_completes(kind: str) -> None:
+    query = dpkit.sql(
+        "SELECT lower(city) AS c, COUNT(*) FROM t GROUP BY c",
+        tables={"t": _invalid_text(kind)},
+        options={"epsilon": 1.0, "privacy_unit_column": "user", "max_groups_contributed": 1},
+        keys=["a", "b"],
+    )
+    with dpkit.Session(budget=(1.0, 0.0)) as session:
+        session.release(query, None, rng=np.random.default_rng(0))
+    (found,) = query.aggregates(rng=np.random.default_rng(0))
+    assert found.values["count"].tolist() == [1, 1]

@@ -493,6 +493,7 @@ class Session:
         The ledger keeps ``document(release)``, or by default :func:`stored_result` of it."""
         target = prepared.target
         name = str(getattr(target, "name", type(target).__name__))
+        failed = False
         try:
             data = prepared.data
             if isinstance(data, Deferred):
@@ -511,8 +512,11 @@ class Session:
         except (KeyboardInterrupt, SystemExit):
             raise  # the spend stays committed; the ledger is consistent
         except BaseException:
-            # The exception's type and message may depend on the data: withhold both.
-            raise ReleaseFailed(name, entry.release_id) from None
+            failed = True  # its type, message and traceback may depend on the data
+        if failed:
+            # Raised outside the handler, so that the error does not carry the failure as its
+            # context (``from None`` would only hide it from printed tracebacks): withheld.
+            raise ReleaseFailed(name, entry.release_id)
         release = Release(values, entry)
         if document is None:
             self._keep(entry.release_id, lambda: stored_result(values))

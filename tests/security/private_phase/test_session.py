@@ -329,7 +329,8 @@ def test_failing_release_is_charged_every_time(
     (or type) would leak the data.
 
     Each call raises ReleaseFailed (a DPKitError) whose message and repr contain neither the
-    target's message nor the data; the remaining budget decreases by exactly K × 1/4."""
+    target's message nor the data, and which does not hold the target's error (as its cause or
+    its context); the remaining budget decreases by exactly K × 1/4."""
     release_failed = dpkit.errors.ReleaseFailed
     assert issubclass(release_failed, dpkit.DPKitError)
     target = Exploding(error)
@@ -339,6 +340,9 @@ def test_failing_release_is_charged_every_time(
             session.release(target, np.array([CANARY]), rng=np.random.default_rng(7))
         text = str(caught.value) + repr(caught.value) + " ".join(map(str, caught.value.args))
         assert "SECRET_CANARY" not in text and CANARY not in text and "7355608" not in text
+        # Nor does it carry the target's error: ``raise ... from None`` inside the handler
+        # only hid it from printed tracebacks, as ``__context__`` (type, message, traceback).
+        assert caught.value.__cause__ is None and caught.value.__context__ is None
         assert _spent(ledger_path) == start + k * Fraction(1, 4)
     assert session.remaining.epsilon == Fraction(10) - Fraction(1)
 

@@ -12,6 +12,7 @@ import numpy as np
 import pytest
 
 import dpkit
+from dpkit.budget import Budget
 from dpkit.cli import main
 from dpkit.privacy import ApproximateDP, PureDP
 
@@ -158,6 +159,22 @@ def test_zcdp_session_uses_rho(tmp_path: Path) -> None:
         session.release(rr, _data(), rng=np.random.default_rng(0))
     with pytest.raises(dpkit.DPKitError):
         session.release(_Query(), _data(), rng=np.random.default_rng(0))  # (ε, δ) has no ρ
+
+
+@pytest.mark.parametrize("composition", ["zcdp", "gdp", "best"])
+def test_a_budget_in_another_currency_must_not_exceed_its_epsilon_delta(composition: str) -> None:
+    # The ledger stores ρ or μ² as the budget *for* (ε, δ) and admits releases up to it: with
+    # ρ = μ² = 50 for (1, 1e-6), a hundred σ = 1 Gaussians (ε ≈ 97 at δ = 1e-6) would fit.
+    exact = dpkit.Session(budget=(1.0, 1e-6), composition=composition).budget
+    too_much = Budget(exact.epsilon, exact.delta, Fraction(50), Fraction(50))
+    with pytest.raises(dpkit.InvalidParameter, match="the most"):
+        dpkit.Session(budget=too_much, composition=composition)
+    with pytest.raises(dpkit.InvalidParameter, match="delta = 0"):
+        dpkit.Session(budget=Budget(Fraction(1), Fraction(0), Fraction(50)), composition="best")
+    assert dpkit.Session(budget=exact, composition=composition).budget == exact  # its own
+    smaller = Budget(exact.epsilon, exact.delta, Fraction(1, 100), Fraction(1, 100))
+    kept = dpkit.Session(budget=smaller, composition=composition).budget  # safe: kept
+    assert (kept.rho or kept.mu2) == Fraction(1, 100)
 
 
 def test_reopening_checks_dataset_budget_and_rule(tmp_path: Path) -> None:

@@ -88,6 +88,7 @@ __all__ = [
     "admits",
     "as_budget",
     "charge",
+    "check_currencies",
     "choose",
     "entry_rule",
     "exact_text",
@@ -225,13 +226,8 @@ def with_currencies(
     (ε, δ), Canonne, Kamath & Steinke 2020, Corollary 13, meets it) for zCDP, μ_B² (the
     largest μ² whose Gaussian-DP profile meets it, :func:`dpkit.accounting.gdp.gdp_budget`)
     for GDP, both for "best" (where δ > 0; with δ = 0 only basic composition can meet it).
-    ``given`` is the budget as the caller gave it, named in an error.
-
-    A :class:`Budget` that already has a ρ or μ² keeps it only if it is at most ρ_B or μ_B²:
-    the ledger stores it as the budget *for* (ε, δ) and admits releases up to it, so a larger
-    one (ρ = 50 for (1, 10⁻⁶) admits a hundred σ = 1 Gaussians, ε ≈ 97 at δ = 10⁻⁶) would be
-    a budget (ε, δ) that the ledger does not keep; it is refused, before any ledger is
-    opened."""
+    ``given`` is the budget as the caller gave it, named in an error. A ρ or μ² the budget
+    already has is kept if :func:`check_currencies` admits it."""
     from dpkit.accounting import exact, zcdp_rho_for
     from dpkit.accounting.gdp import gdp_budget
 
@@ -241,31 +237,49 @@ def with_currencies(
         raise InvalidParameter(
             "budget", given, f"a pair with delta > 0 for {composition} composition", owner=owner
         )
-    if full.delta == 0 and (rho is not None or mu2 is not None):
+    check_currencies(Budget(full.epsilon, full.delta, rho, mu2), given, owner=owner)
+    if full.delta > 0 and composition in ("zcdp", "best") and rho is None:
+        rho = exact(zcdp_rho_for(float(full.epsilon), float(full.delta)))
+    if full.delta > 0 and composition in ("gdp", "best") and mu2 is None:
+        mu2 = gdp_budget(full.epsilon, full.delta)
+    return Budget(full.epsilon, full.delta, rho, mu2)
+
+
+def check_currencies(budget: Budget, given: Any, *, owner: str) -> None:
+    """A budget's ρ and μ², where it has them, are at most ρ_B and μ_B² of its (ε, δ)
+    (:func:`with_currencies`), and absent when δ = 0.
+
+    A ledger stores them as the budget *for* (ε, δ) and admits releases up to them, so a
+    larger one (ρ = 50 for (1, 10⁻⁶) admits a hundred σ = 1 Gaussians, ε ≈ 97 at δ = 10⁻⁶)
+    would be a budget (ε, δ) that the ledger does not keep; it is refused, before any ledger
+    is opened or created."""
+    from dpkit.accounting import exact, zcdp_rho_for
+    from dpkit.accounting.gdp import gdp_budget
+
+    if budget.rho is None and budget.mu2 is None:
+        return
+    if budget.delta == 0:
         raise InvalidParameter(
             "budget", given, "a budget with no ρ or μ² when delta = 0", owner=owner
         )
-    if full.delta > 0 and composition in ("zcdp", "best"):
-        most = exact(zcdp_rho_for(float(full.epsilon), float(full.delta)))
-        if rho is not None and rho > most:
+    if budget.rho is not None:
+        most = exact(zcdp_rho_for(float(budget.epsilon), float(budget.delta)))
+        if budget.rho > most:
             raise InvalidParameter(
                 "budget",
                 given,
                 f"a budget with ρ <= {_decimal(most, up=False)} (the most (ε, δ) allow)",
                 owner=owner,
             )
-        rho = most if rho is None else rho
-    if full.delta > 0 and composition in ("gdp", "best"):
-        most = gdp_budget(full.epsilon, full.delta)
-        if mu2 is not None and mu2 > most:
+    if budget.mu2 is not None:
+        most = gdp_budget(budget.epsilon, budget.delta)
+        if budget.mu2 > most:
             raise InvalidParameter(
                 "budget",
                 given,
                 f"a budget with μ² <= {_decimal(most, up=False)} (the most (ε, δ) allow)",
                 owner=owner,
             )
-        mu2 = most if mu2 is None else mu2
-    return Budget(full.epsilon, full.delta, rho, mu2)
 
 
 # -- privacy filters (module docstring) ---------------------------------------------------------

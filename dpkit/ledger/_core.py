@@ -19,7 +19,7 @@ import os
 from contextlib import AbstractContextManager
 from typing import Any
 
-from dpkit.budget import Budget, Cost
+from dpkit.budget import Budget, Cost, check_currencies
 from dpkit.errors import InvalidParameter
 from dpkit.ledger import _history, _spend
 from dpkit.ledger._errors import (
@@ -95,6 +95,8 @@ class Ledger:
     ):
         #: The unit this handle spends under, if given (checked before anything is opened).
         self._declared_unit = None if unit is None else as_identity(unit)
+        if budget is not None:  # ρ and μ² within what (ε, δ) allow, before anything is opened
+            check_currencies(budget, budget, owner="Ledger")
         self._store: Store = open_store(path, timeout=timeout)
         self.path = self._store.path
         self.timeout = timeout

@@ -642,3 +642,24 @@ def test_budget_commands_refuse_bad_ledgers(
 def test_every_ledger_error_is_a_dpkit_error() -> None:
     for kind in (LedgerError, NotALedger, LedgerCorrupt):
         assert issubclass(kind, DPKitError)
+
+
+@pytest.mark.parametrize(
+    ("composition", "currencies"),
+    [("zcdp", {"rho": Fraction(50)}), ("gdp", {"mu2": Fraction(50)}), ("best", {"rho": 50})],
+)
+def test_a_new_ledger_refuses_a_rho_or_mu2_beyond_its_epsilon_delta(
+    composition: str, currencies: dict[str, Any], tmp_path: Path
+) -> None:
+    """ρ = 50 for (1, 10⁻⁶) would admit a hundred σ = 1 Gaussians (ε ≈ 97 at 10⁻⁶) under a
+    ledger that states (1, 10⁻⁶): refused, and nothing is created; one within ρ_B, μ_B² is
+    kept as given."""
+    path = tmp_path / "l.sqlite"
+    full = {"rho": Fraction(1, 100), "mu2": Fraction(1, 100), **currencies}
+    with pytest.raises(InvalidParameter, match="the most"):
+        Ledger(
+            path, budget=Budget(Fraction(1), Fraction(1, 10**6), **full), composition=composition
+        )  # type: ignore[arg-type]
+    assert not path.exists()  # refused before anything was opened
+    small = Budget(Fraction(1), Fraction(1, 10**6), Fraction(1, 100), Fraction(1, 100))
+    assert Ledger(path, budget=small, composition=composition).budget == small  # type: ignore[arg-type]

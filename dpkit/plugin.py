@@ -125,7 +125,8 @@ written once against narwhals and run on any engine; they need the ``dpkit[table
 imported only when a table is given. Privacy units: :class:`RecordUnit`, :class:`IdUnit` (an
 id with contribution bounds up to :data:`MAX_BOUND`), :func:`privacy_unit`. The public-phase
 view of a table: :func:`is_table`, :func:`as_frame`, :func:`implementation`,
-:func:`column_kinds` (:data:`ColumnKind`), :func:`require_columns`, and :func:`narwhals` (the
+:func:`column_kinds` (:data:`ColumnKind`), :func:`require_columns`, :func:`object_text` (an
+``object`` column's value as text: the same rows on every engine), and :func:`narwhals` (the
 narwhals module, or the missing extra named). Per-id contribution bounding:
 :class:`Bounding`, :class:`BoundingKey`, :func:`bound_contributions` and the :data:`FIRST`
 column it adds. Running a step on any engine: :func:`per_record`, :func:`per_partition` and
@@ -206,6 +207,7 @@ from dpkit.tables import (
     positions,
     require_columns,
 )
+from dpkit.tables.text import object_text
 from dpkit.tensors.bits import csr_from_upper, flip_bits, flip_graph
 from dpkit.tensors.categories import category_counts, check_categories, kary_response
 from dpkit.tensors.dbitflip import dbitflip_counts, dbitflip_log_probability, dbitflip_reports
@@ -388,6 +390,7 @@ __all__ = [
     "noisy_list_bits",
     "noisy_list_counts",
     "number",
+    "object_text",
     "one_bit_counts",
     "one_bit_reports",
     "parameter",

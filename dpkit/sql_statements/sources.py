@@ -20,13 +20,11 @@ alone can tell, read by a reader that never fails on a row (:data:`_TOTAL_CSV`).
 from __future__ import annotations
 
 import csv
-import decimal
 import os
 from typing import Any
 
-import numpy as np
-
 from dpkit.errors import InvalidData, MissingDependency
+from dpkit.tables.text import object_text
 
 __all__ = ["connect", "describe", "relation"]
 
@@ -47,42 +45,17 @@ def connect() -> Any:
 
 def _text(value: Any) -> str | None:
     """One ``object`` value as text (None for a missing one), by the rule the table queries
-    read an object column's ids, keys and labels with (``dpkit_central.keys.as_text``:
-    pandas' ``Series.astype("string")``), so that a pandas table is the same people and
-    groups in SQL as in Python: text is itself; a missing value (None, NaN, ``pd.NA``,
-    ``NaT``, a NaN decimal) is missing; bytes are their UTF-8 text (``b"1"`` is the id
-    ``"1"``, as ``1`` and ``"1"`` are); a float is ``str(value)``; anything else
-    ``f"{value}"``. Total: bytes that are not UTF-8, a value whose text raises, and a text
-    that UTF-8 cannot encode (a lone surrogate, as ``surrogateescape`` decodes bytes to), are
-    missing: DuckDB would refuse the column when it reads the rows, after the spend."""
+    read an object column's ids, keys and labels with (:func:`~dpkit.tables.text.object_text`),
+    so that a pandas table is the same people and groups in SQL as in Python (``b"1"`` is the
+    id ``"1"``, as ``1`` and ``"1"`` are). Total; a text that UTF-8 cannot encode (a lone
+    surrogate, as ``surrogateescape`` decodes bytes to) is missing too: DuckDB would refuse
+    the column when it reads the rows, after the spend."""
+    text = object_text(value)
     try:
-        if isinstance(value, str):
-            text = str(value)
-        elif _missing(value):
-            return None
-        elif isinstance(value, bytes):
-            text = value.decode("utf-8")
-        elif isinstance(value, (float, np.floating)):
-            text = str(value)
-        else:
-            text = f"{value}"
-        text.encode("utf-8")  # a lone surrogate, which DuckDB's text cannot hold: missing
-        return text
-    except Exception:
+        text = None if text is None else text.encode("utf-8").decode("utf-8")
+    except UnicodeError:
         return None
-
-
-def _missing(value: Any) -> bool:
-    """Whether a Python value is one of pandas' missing values (its ``checknull``)."""
-    if value is None:
-        return True
-    if isinstance(value, (float, np.floating)):
-        return bool(value != value)
-    if isinstance(value, decimal.Decimal):
-        return value.is_nan()
-    if isinstance(value, (np.datetime64, np.timedelta64)):
-        return bool(np.isnat(value))
-    return type(value).__name__ in ("NAType", "NaTType")
+    return text
 
 
 def _valid_text(table: Any) -> Any:

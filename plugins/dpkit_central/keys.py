@@ -3,8 +3,8 @@ and released by partition selection), and how a declared key matches a column's 
 
 Keys are matched by value, in the type of the key column (:func:`coerce`): on a text column a
 number key matches its text (the key ``1`` matches the cell ``"1"``, as declared categories
-do); an ``object`` column is read as text (:func:`as_text`: the same rows on every engine); a
-float column holds float64 values; a number column needs number keys and a boolean column
+do); an ``object`` column is read as text (:func:`~dpkit.plugin.object_text`: the same rows
+on every engine); a float column holds float64 values; a number column needs number keys and a boolean column
 booleans (a key of another type is refused before anything is read, since the column's type
 and the keys are both public). Two declared keys that are one group after this conversion are
 refused (:func:`canonical_keys`): each would be released with its own noise while the
@@ -13,12 +13,10 @@ sensitivity counts the group once.
 
 from __future__ import annotations
 
-import decimal
 from collections.abc import Iterable, Mapping
 from typing import Any, ClassVar
 
 import attrs
-import numpy as np
 
 from dpkit.plugin import (
     CENTRAL_EPSILON,
@@ -27,6 +25,7 @@ from dpkit.plugin import (
     InvalidParameter,
     as_frame,
     narwhals,
+    object_text,
     parameter,
     require_columns,
 )
@@ -36,7 +35,6 @@ __all__ = [
     "LABELS",
     "PrivateKeys",
     "PublicKeys",
-    "as_text",
     "canonical_keys",
     "coerce",
     "coerce_all",
@@ -126,46 +124,6 @@ class PrivateKeys:
         return {"keys": "private", "epsilon": self.epsilon, "delta": self.delta}
 
 
-def as_text(value: Any) -> str | None:
-    """One value of an ``object`` column as the text pandas gives it, or None if it is missing.
-
-    An object column's keys, ids and labels are read as text, record by record, by the rule of
-    pandas' conversion to its string dtype (``Series.astype("string")``) — which is what Dask
-    applies to every object column of ``dd.from_pandas`` by default (``dataframe.convert-string``)
-    and what pandas 3 stores text as. So one table is the same rows on every engine: the ids
-    ``1``, ``1.0`` and ``True`` are the texts ``"1"``, ``"1.0"`` and ``"True"`` — three ids —
-    on pandas as on Dask, whatever Dask's setting. The rule: text is itself; a missing value
-    (None, NaN, ``pd.NA``, ``NaT``, a NaN decimal) is missing; bytes are their UTF-8 text; a float
-    is ``str(value)``; anything else ``f"{value}"``. Total: bytes that are not UTF-8, and a value
-    whose conversion raises (where pandas itself would fail), are missing.
-    """
-    if isinstance(value, str):
-        return str(value)
-    try:
-        if _missing(value):
-            return None
-        if isinstance(value, bytes):
-            return value.decode("utf-8")
-        if isinstance(value, (float, np.floating)):
-            return str(value)
-        return f"{value}"
-    except Exception:  # undecodable bytes, or a value whose __str__/__format__ raises
-        return None
-
-
-def _missing(value: Any) -> bool:
-    """Whether a Python value is one of pandas' missing values (its ``checknull``)."""
-    if value is None:
-        return True
-    if isinstance(value, (float, np.floating)):
-        return bool(value != value)
-    if isinstance(value, decimal.Decimal):
-        return value.is_nan()
-    if isinstance(value, (np.datetime64, np.timedelta64)):
-        return bool(np.isnat(value))
-    return type(value).__name__ in ("NAType", "NaTType")
-
-
 #: The values of each integer type (narwhals' dtype names).
 _INTEGER_RANGES = {
     f"{sign}Int{bits}": (0, (1 << bits) - 1)
@@ -187,7 +145,7 @@ def coerce(key: Any, kind: str, column: str, dtype: Any = None) -> Any:
     """A declared key (or category) as the value a cell of a column of ``kind`` (and narwhals
     ``dtype``) holds when it equals the key — what the query's per-record step compares and
     groups: text columns match a number by its text; ``object`` columns are read as text
-    (:func:`as_text`); float and decimal columns as float64 (−0.0 as 0.0: the cells'
+    (:func:`~dpkit.plugin.object_text`); float and decimal columns as float64 (−0.0 as 0.0: the cells'
     :func:`~dpkit_central.aggregates.unsigned_zero`); integer columns hold integers (an integral
     float key is that integer); boolean columns booleans. A missing key (None, NaN) is refused:
     a missing cell is dropped, so it could never be matched. A key of another type than the
@@ -202,9 +160,9 @@ def coerce(key: Any, kind: str, column: str, dtype: Any = None) -> Any:
                 owner="group_by",
                 path=KEYS_PATH,
             )
-        text = as_text(key)
+        text = object_text(key)
     elif kind == "object":
-        text = as_text(key)
+        text = object_text(key)
     elif kind == "number":
         if isinstance(key, bool) or not isinstance(key, (int, float)):
             raise InvalidParameter(

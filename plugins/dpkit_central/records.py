@@ -16,9 +16,9 @@ from typing import Any
 import attrs
 import numpy as np
 
-from dpkit.plugin import narwhals, per_partition, positions
+from dpkit.plugin import narwhals, object_text, per_partition, positions
 from dpkit_central._validation import total_floats
-from dpkit_central.keys import as_text, matchable
+from dpkit_central.keys import matchable
 
 __all__ = [
     "CELL",
@@ -92,13 +92,13 @@ def unsigned_zero(nw: Any, column: str) -> Any:
     return nw.when(value == 0).then(nw.lit(0.0)).otherwise(value).alias(column)
 
 
-_texts = np.frompyfunc(as_text, 1, 1)
+_texts = np.frompyfunc(object_text, 1, 1)
 
 
 @attrs.frozen
 class _ObjectColumn:
     """A per-record conversion of one ``object`` column of an eager frame: ``text`` (keys, ids
-    and labels as their text, :func:`as_text`) or ``numbers`` (float64 into ``VALUE``). A
+    and labels as their text, :func:`~dpkit.plugin.object_text`) or ``numbers`` (float64 into ``VALUE``). A
     picklable value, so that an engine can run it on every partition."""
 
     column: str
@@ -117,7 +117,7 @@ class _ObjectColumn:
 
 
 def plain_labels(nw: Any, frame: Any, column: str) -> Any:
-    """An object column's keys, ids or labels as text (per record: :func:`as_text`), so that
+    """An object column's keys, ids or labels as text (per record: :func:`~dpkit.plugin.object_text`), so that
     the table is the same rows on every engine and no unhashable or uncomparable value can
     make a group-by, a shuffle or a hash raise."""
     return per_partition(frame, _ObjectColumn(column, "text"), {})

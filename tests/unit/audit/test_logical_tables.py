@@ -255,7 +255,7 @@ def _object_cells() -> list[Any]:
 
 def test_text_of_is_dpkits_reading_of_an_object_column() -> None:
     """The helper's restatement of the rule agrees with dpkit_central's own, value by value."""
-    from dpkit_central.keys import as_text
+    from dpkit.plugin import object_text as as_text
 
     cells = _object_cells()
     wrong = [(v, text_of(v), as_text(v)) for v in cells if text_of(v) != as_text(v)]
@@ -291,7 +291,7 @@ def test_text_of_is_pandas_string_conversion() -> None:
     )
 )
 def test_text_of_agrees_with_as_text_on_drawn_values(value: Any) -> None:
-    from dpkit_central.keys import as_text
+    from dpkit.plugin import object_text as as_text
 
     assert text_of(value) == as_text(value)
 

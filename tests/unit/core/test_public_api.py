@@ -236,6 +236,7 @@ PLUGIN_FACE = {
     "number",
     "error_text",
     "text_table",
+    "object_text",
 }
 
 #: The two modules a plugin may import dpkit's names from.

@@ -10,7 +10,8 @@ accepted by the numpy path too, with the same statistics: a device never takes w
 refuses, nor counts it differently.
 
 Reports are the mechanism's own, drawn on the host from inputs of its declared domain (worst
-cases included; text items too, whose reports are numbers).
+cases included; text items too, whose reports are numbers), or a protocol's (the two-round
+triangle protocol's releases, on a drawn graph).
 
 False-positive rate: 0. Draws are seeded, the checks exact or within the rounding bound above,
 Hypothesis derandomized.
@@ -88,7 +89,31 @@ def _same(a: Any, b: Any) -> bool:
     return bool(a == b)
 
 
+def _protocol_reports(name: str, data: st.DataObject) -> tuple[Any, np.ndarray[Any, Any]]:
+    """The releases of the two-round triangle protocol (no single mechanism: its estimator's
+    input is round 2's n floats), on a drawn graph."""
+    from dpkit_ldp.graph_triangles import TwoRoundTriangles
+
+    assert name == "graph_triangles", f"{name}: draw its protocol's reports here"
+    nodes = data.draw(st.integers(3, 9))
+    epsilon1, epsilon2 = (data.draw(st.sampled_from((0.25, 1.0, 4.0))) for _ in range(2))
+    protocol = TwoRoundTriangles(
+        epsilon1=epsilon1,
+        epsilon2=epsilon2,
+        nodes=nodes,
+        max_degree=data.draw(st.integers(2, nodes)),
+        output="dense",
+    )
+    seed = data.draw(st.integers(0, 2**16))
+    upper = np.triu(np.random.default_rng(seed).random((nodes, nodes)) < 0.5, 1)
+    graph = (upper | upper.T).astype(np.int64)
+    released = protocol.randomize_graph(graph, rng=np.random.default_rng(3))
+    return REGISTRY.estimator(protocol), np.asarray(released.second)
+
+
 def _reports(name: str, data: st.DataObject) -> tuple[Any, np.ndarray[Any, Any]]:
+    if name not in REGISTRY.mechanisms:
+        return _protocol_reports(name, data)
     mechanism = data.draw(mechanisms(REGISTRY.info(name).cls))
     try:
         plan = plan_inputs(mechanism, rng=np.random.default_rng(0))

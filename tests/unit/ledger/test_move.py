@@ -133,7 +133,7 @@ def test_every_entry_and_total_moves(kinds: tuple[str, str], place: Any) -> None
 @pytest.mark.parametrize("composition", ["zcdp", "gdp", "best"])
 def test_other_compositions_move_with_their_currency(composition: str, place: Any) -> None:
     source, destination = place("sqlite"), place("postgresql")
-    budget = Budget(Fraction(3), Fraction(1, 10**5), Fraction(1, 10), Fraction(1, 4))
+    budget = Budget(Fraction(3), Fraction(1, 10**5), Fraction(1, 5), Fraction(1, 2))
     ledger = Ledger(source, dataset="d", budget=budget, composition=composition)  # type: ignore[arg-type]
     _spend(ledger, GAUSS)
     move_ledger(source, destination)

@@ -37,7 +37,7 @@ import math
 import re
 from collections.abc import Callable, Iterator, Mapping
 from fractions import Fraction
-from typing import Any
+from typing import Any, TypeVar
 
 import attrs
 import numpy as np
@@ -46,7 +46,7 @@ from dpkit.errors import InvalidData, InvalidParameter, MissingDependency, SqlEr
 from dpkit.privacy import CompositeDP, PrivacyEvent
 from dpkit.sql_statements.joins import align, check_joins, join_sql, register_public
 from dpkit.sql_statements.plan import RELEASED, SOURCE, Aggregate, Plan, plan_statement
-from dpkit.sql_statements.sources import connect, describe, relation
+from dpkit.sql_statements.sources import connect, describe, invalid_parquet_text, relation
 from dpkit.sql_statements.spark import is_spark
 from dpkit.tables._duckdb import connection
 from dpkit.tables.frame import as_frame, implementation
@@ -58,6 +58,7 @@ OUTPUTS = ("pandas", "polars", "arrow", "duckdb")
 #: The released table's column of each row's group (its position in the released keys),
 #: carried through the post-processing so that each output row finds its intervals.
 GROUP = "__dpkit_group"
+_Released = TypeVar("_Released")
 BOUNDINGS = ("numpy", "duckdb")
 _STATISTIC = {
     "count": "count",
@@ -339,15 +340,19 @@ class SqlQuery:
         joins = join_sql(plan.joins, plan.alias, pairs) if plan.joins else ""
         return f"SELECT {', '.join(items)} FROM {SOURCE} AS {alias}{joins}{where}"
 
-    def _rows(self, tables: Mapping[str, Any], *, empty: bool, con: Any = None) -> Any:
+    def _rows(
+        self, tables: Mapping[str, Any], *, empty: bool, con: Any = None, checked: bool = False
+    ) -> Any:
         """The row-level table: PyArrow with no rows when ``empty``, else a relation of
         ``con`` (a DuckDB relation given as input is copied into ``con`` first). A joined
         public table is read whole in both phases (it is public), its key checked in the
-        public phase (:mod:`dpkit.sql_statements.joins`)."""
+        public phase (:mod:`dpkit.sql_statements.joins`). ``checked``: a private Parquet
+        file's text is read by a reader that makes invalid UTF-8 missing
+        (:func:`_total_over_text`)."""
         if is_spark(tables[self.plan.table]):
             return self._spark_rows(tables[self.plan.table], empty=empty)
         con = con if con is not None else connect()
-        source = _read(con, tables[self.plan.table], self.plan.table, empty=empty)
+        source = _read(con, tables[self.plan.table], self.plan.table, empty=empty, checked=checked)
         columns = describe(source)
         lookups = {
             join.alias: _read(con, self._public[join.table], join.table, empty=False)
@@ -634,10 +639,14 @@ class SqlQuery:
 
         generator = resolve_rng(rng, owner=self.name)[0]
         tables = self._tables(data)
-        with self._engine(tables) as con:
-            rows = self._rows(tables, empty=False, con=con)
-            aggregate = self._aggregator(rows, generator)
-            return tuple(aggregate(query) for _, query in self.queries)
+
+        def aggregates(checked: bool) -> tuple[Any, ...]:
+            with self._engine(tables) as con:
+                rows = self._rows(tables, empty=False, con=con, checked=checked)
+                aggregate = self._aggregator(rows, generator)
+                return tuple(aggregate(query) for _, query in self.queries)
+
+        return _total_over_text(aggregates)
 
     def run(self, data: Any = None, /, *, rng: Any = None) -> SqlResult:
         """Release the statement on ``data`` (the tables by name; default: those given to
@@ -646,9 +655,13 @@ class SqlQuery:
 
         generator = resolve_rng(rng, owner=self.name)[0]
         tables = self._tables(data)
-        with self._engine(tables) as con:
-            rows = self._rows(tables, empty=False, con=con)
-            return self._run(rows, generator)
+
+        def release(checked: bool) -> SqlResult:
+            with self._engine(tables) as con:
+                rows = self._rows(tables, empty=False, con=con, checked=checked)
+                return self._run(rows, generator)
+
+        return _total_over_text(release)
 
     def _aggregator(self, rows: Any, generator: Any) -> Callable[[Any], Any]:
         """How a table query of the statement aggregates ``rows``: under an id unit, over the
@@ -764,11 +777,26 @@ class SqlQuery:
         return table.remove_column(last), tuple(table.column(last).to_pylist())
 
 
-def _read(con: Any, table: Any, name: str, *, empty: bool) -> Any:
+def _total_over_text(release: Callable[[bool], _Released]) -> _Released:
+    """``release(False)``, or ``release(True)`` where DuckDB's Parquet reader refused a text
+    value that is not valid UTF-8 — as it reads the rows, after the spend, so the refusal
+    would depend on one value: the release is made again, on the same rng, with such values
+    missing (:func:`~dpkit.sql_statements.sources.invalid_parquet_text`). The words the failed
+    attempt drew are discarded, and the release's law is that of one attempt on the data with
+    those values missing; only its duration tells that there was one."""
+    try:
+        return release(False)
+    except Exception as error:
+        if not invalid_parquet_text(error):
+            raise
+    return release(True)
+
+
+def _read(con: Any, table: Any, name: str, *, empty: bool, checked: bool = False) -> Any:
     """``table`` as a DuckDB relation of ``con`` (:func:`~dpkit.sql_statements.sources.relation`);
     an ``InvalidData`` naming it where DuckDB cannot read it."""
     try:
-        return relation(con, table, name=name, empty=empty)
+        return relation(con, table, name=name, empty=empty, checked=checked)
     except InvalidData:
         raise
     except Exception:

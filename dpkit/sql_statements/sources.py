@@ -26,7 +26,7 @@ from typing import Any
 from dpkit.errors import InvalidData, MissingDependency
 from dpkit.tables.text import object_text
 
-__all__ = ["connect", "describe", "relation"]
+__all__ = ["connect", "describe", "invalid_parquet_text", "relation"]
 
 
 def duckdb_module() -> Any:
@@ -140,7 +140,48 @@ def _csv_header(path: str) -> list[str]:
 _TOTAL_CSV = {"parallel": False, "strict_mode": False}
 
 
-def _file(con: Any, path: str, empty: bool) -> Any:
+def invalid_parquet_text(error: BaseException) -> bool:
+    """Whether ``error`` (or one it was raised from) is DuckDB's refusal of a Parquet file's
+    text that is not valid UTF-8 — which its reader checks as it reads the rows, after the
+    spend: the release is then made again with :func:`_checked_parquet`."""
+    seen: BaseException | None = error
+    while seen is not None:
+        if "Invalid string encoding found in Parquet file" in str(seen):
+            return True
+        seen = seen.__cause__ or seen.__context__
+    return False
+
+
+def _checked_parquet(con: Any, path: str, native: Any) -> Any:
+    """A Parquet file whose text columns are read as bytes (PyArrow's dataset, streamed and
+    scanned again as often as DuckDB asks) and decoded in DuckDB, a value that is not valid
+    UTF-8 missing (``TRY(decode(...))``), with every column of the type DuckDB's own reader
+    gives it (``native``), so that the statement runs on the schema it was checked on."""
+    import pyarrow as pa
+    import pyarrow.dataset as ds
+
+    dataset = ds.dataset(path, format="parquet")
+    text = {
+        field.name: pa.large_binary() if pa.types.is_large_string(field.type) else pa.binary()
+        for field in dataset.schema
+        if pa.types.is_string(field.type) or pa.types.is_large_string(field.type)
+    }
+    schema = pa.schema([f.with_type(text.get(f.name, f.type)) for f in dataset.schema])
+    found = con.from_arrow(ds.dataset(path, format="parquet", schema=schema))
+    columns = [
+        f"TRY(decode({_quoted(name)}))::{kind} AS {_quoted(name)}"
+        if name in text
+        else f"TRY_CAST({_quoted(name)} AS {kind}) AS {_quoted(name)}"
+        for name, kind in zip(native.columns, native.types, strict=True)
+    ]
+    return found.query("__dpkit_file", f"SELECT {', '.join(columns)} FROM __dpkit_file")
+
+
+def _quoted(name: str) -> str:
+    return '"' + name.replace('"', '""') + '"'
+
+
+def _file(con: Any, path: str, empty: bool, checked: bool = False) -> Any:
     lower = path.lower()
     if not os.path.isfile(path):
         raise InvalidData(f"the table file {path!r} does not exist", field="tables")
@@ -151,7 +192,9 @@ def _file(con: Any, path: str, empty: bool) -> Any:
             raise InvalidData(
                 f"the table file {path!r} is not a readable Parquet file", field="tables"
             ) from None
-        return found.limit(0) if empty else found
+        if empty:
+            return found.limit(0)
+        return _checked_parquet(con, path, found) if checked else found
     if lower.endswith(".csv"):
         header = _csv_header(path)
         options: dict[str, Any] = {
@@ -176,14 +219,15 @@ def _file(con: Any, path: str, empty: bool) -> Any:
     raise InvalidData(f"the table file {path!r} must end in .parquet or .csv", field="tables")
 
 
-def relation(con: Any, data: Any, *, name: str, empty: bool) -> Any:
+def relation(con: Any, data: Any, *, name: str, empty: bool, checked: bool = False) -> Any:
     """``data`` as a relation of ``con`` (or of its own connection, for a DuckDB relation);
     with no rows when ``empty`` (module docstring). Anything else is
-    :class:`~dpkit.errors.InvalidData` naming the table."""
+    :class:`~dpkit.errors.InvalidData` naming the table. ``checked``: a Parquet file's text
+    read by :func:`_checked_parquet` (after :func:`invalid_parquet_text`)."""
     module = type(data).__module__.split(".", 1)[0]
     kind = type(data).__name__
     if isinstance(data, (str, os.PathLike)):
-        return _file(con, os.fspath(data), empty)
+        return _file(con, os.fspath(data), empty, checked)
     if module == "duckdb" and kind == "DuckDBPyRelation":
         return data.limit(0) if empty else data
     if module == "pandas" and kind == "DataFrame":

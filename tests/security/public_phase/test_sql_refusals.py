@@ -73,9 +73,9 @@ def test_a_refusal_reads_no_row_and_depends_on_no_value(
     opened: list[bool] = []
     relation = module.relation
 
-    def watched(con: Any, data: Any, *, name: str, empty: bool) -> Any:
+    def watched(con: Any, data: Any, *, name: str, empty: bool, **options: Any) -> Any:
         opened.append(empty or name in PUBLIC)
-        return relation(con, data, name=name, empty=empty)
+        return relation(con, data, name=name, empty=empty, **options)
 
     monkeypatch.setattr(module, "relation", watched)
     plain = tables()

@@ -141,9 +141,9 @@ def test_a_refused_statement_reads_no_row(folder: Path, monkeypatch: pytest.Monk
     opened: list[bool] = []
     read = sources._file
 
-    def watched(con: Any, path: str, empty: bool) -> Any:
+    def watched(con: Any, path: str, empty: bool, *options: Any) -> Any:
         opened.append(empty)
-        return read(con, path, empty)
+        return read(con, path, empty, *options)
 
     monkeypatch.setattr(sources, "_file", watched)
     statement = "SELECT city, COUNT(*) FROM visits WHERE lower(minutes) = 'x' GROUP BY city"

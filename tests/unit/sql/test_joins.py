@@ -185,9 +185,9 @@ def test_a_join_that_is_not_a_lookup_is_refused_before_any_private_row(
     opened: list[tuple[str, bool]] = []
     relation = module.relation
 
-    def watched(con: Any, data: Any, *, name: str, empty: bool) -> Any:
+    def watched(con: Any, data: Any, *, name: str, empty: bool, **options: Any) -> Any:
         opened.append((name, empty))
-        return relation(con, data, name=name, empty=empty)
+        return relation(con, data, name=name, empty=empty, **options)
 
     monkeypatch.setattr(module, "relation", watched)
     with dpkit.Session(budget=(5.0, 1e-5)) as session, pytest.raises(dpkit.SqlError) as raised:

@@ -123,3 +123,34 @@ def test_text_that_is_not_utf8_is_missing_and_the_release_completes(kind: str) -
         session.release(query, None, rng=np.random.default_rng(0))
     (found,) = query.aggregates(rng=np.random.default_rng(0))
     assert found.values["count"].tolist() == [1, 1]
+
+
+def test_a_parquet_file_of_text_that_is_not_utf8_releases_as_the_arrow_table(
+    tmp_path: Path,
+) -> None:
+    """DuckDB's Parquet reader refuses text that is not valid UTF-8 as it reads the rows,
+    after the spend: the release is made again with such values missing, and its aggregates
+    are those of the same rows as an Arrow table (where they are missing too)."""
+    import pyarrow.parquet as pq
+
+    table = _invalid_text("arrow").append_column("day", pa.array([1, 2, 3], pa.date32()))
+    path = tmp_path / "t.parquet"
+    pq.write_table(table, path)
+    statement = (
+        "SELECT lower(city) AS c, COUNT(*), SUM(minutes, contribution_bounds_per_group => "
+        "(0, 5)) FROM t WHERE day > DATE '1970-01-01' GROUP BY c"
+    )
+    options = {"epsilon": 1.0, "privacy_unit_column": "user", "max_groups_contributed": 1}
+    on_file, on_table = (
+        dpkit.sql(statement, tables={"t": t}, options=options, keys=["a", "b"])
+        for t in (str(path), table)
+    )
+    with pytest.raises(duckdb.Error, match="Invalid string encoding"):
+        duckdb.read_parquet(str(path)).fetchall()  # the reader's refusal, shown
+    with dpkit.Session(budget=(1.0, 0.0)) as session:
+        session.release(on_file, None, rng=np.random.default_rng(0))
+    found = on_file.aggregates(rng=np.random.default_rng(1))
+    expected = on_table.aggregates(rng=np.random.default_rng(1))
+    assert [a.values["count"].tolist() for a in found] == [[1, 1], [1, 1]]
+    for a, b in zip(found, expected, strict=True):
+        assert a.identical(b), (a.values, b.values)

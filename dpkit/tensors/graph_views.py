@@ -95,6 +95,7 @@ from dpkit.tensors.duchi import uniform_53
 from dpkit.tensors.exact import WordPairs, discrete_laplace
 from dpkit.tensors.libraries import ArrayLibrary
 from dpkit.tensors.list_bits import channel_bits
+from dpkit.tensors.list_counts import through_table
 
 __all__ = [
     "TwoRoundLaw",
@@ -427,8 +428,5 @@ def graph_counts(
     xp = library.xp
     exact = laplace_scale(scale, "discrete_laplace")  # public: refused before any value
     ones, words = _one_graph(library, values, nodes, rng=rng, owner=owner, field=field)
-    counts = xp.sum(xp.astype(ones, xp.int64), axis=-1)
-    if table is not None:
-        lookup = xp.asarray(list(table), dtype=xp.int64, device=library.device)
-        counts = xp.take(lookup, xp.minimum(counts, len(table) - 1))
+    counts = through_table(library, xp.sum(xp.astype(ones, xp.int64), axis=-1), table)
     return counts + discrete_laplace(WordPairs(words), 1 / exact, nodes)

@@ -28,7 +28,7 @@ from dpkit.tensors.device_random import require_64_bit
 from dpkit.tensors.libraries import ArrayLibrary
 from dpkit.tensors.noise import geometric_noise
 
-__all__ = ["noisy_list_counts"]
+__all__ = ["noisy_list_counts", "through_table"]
 
 
 def noisy_list_counts(
@@ -52,9 +52,16 @@ def noisy_list_counts(
         if bool(xp.any((values != 0) & (values != 1))):
             raise InvalidData(f"{owner}: neighbour lists must hold 0 or 1", field=field)
         ones = values != 0
-    counts = xp.sum(xp.astype(ones, xp.int64), axis=-1)
-    if table is not None:
-        lookup = xp.asarray(list(table), dtype=xp.int64, device=library.device)
-        clipped = xp.minimum(xp.reshape(counts, (-1,)), len(table) - 1)
-        counts = xp.reshape(xp.take(lookup, clipped), tuple(counts.shape))
+    counts = through_table(library, xp.sum(xp.astype(ones, xp.int64), axis=-1), table)
     return geometric_noise(library, counts, scale=scale, rng=rng, owner=owner, field=field)
+
+
+def through_table(library: ArrayLibrary, counts: Any, table: Sequence[int] | None) -> Any:
+    """int64 ``counts`` as they are (``table`` None) or as ``table[min(count, len(table) − 1)]``
+    (a public table, copied to the counts' device)."""
+    if table is None:
+        return counts
+    xp = library.xp
+    lookup = xp.asarray(list(table), dtype=xp.int64, device=library.device)
+    clipped = xp.minimum(xp.reshape(counts, (-1,)), len(table) - 1)
+    return xp.reshape(xp.take(lookup, clipped), tuple(counts.shape))

@@ -153,19 +153,20 @@ def invalid_parquet_text(error: BaseException) -> bool:
 
 
 def _checked_parquet(con: Any, path: str, native: Any) -> Any:
-    """A Parquet file whose text columns are read as bytes (PyArrow's dataset, streamed and
-    scanned again as often as DuckDB asks) and decoded in DuckDB, a value that is not valid
-    UTF-8 missing (``TRY(decode(...))``), with every column of the type DuckDB's own reader
-    gives it (``native``), so that the statement runs on the schema it was checked on."""
+    """A Parquet file whose text columns (dictionary-encoded ones too) are read as bytes
+    (PyArrow's dataset, streamed and scanned again as often as DuckDB asks) and decoded in
+    DuckDB, a value that is not valid UTF-8 missing (``TRY(decode(...))``), with every column
+    of the type DuckDB's own reader gives it (``native``), so that the statement runs on the
+    schema it was checked on."""
     import pyarrow as pa
     import pyarrow.dataset as ds
 
     dataset = ds.dataset(path, format="parquet")
-    text = {
-        field.name: pa.large_binary() if pa.types.is_large_string(field.type) else pa.binary()
-        for field in dataset.schema
-        if pa.types.is_string(field.type) or pa.types.is_large_string(field.type)
-    }
+    text = {}
+    for field in dataset.schema:
+        kind = field.type.value_type if pa.types.is_dictionary(field.type) else field.type
+        if pa.types.is_string(kind) or pa.types.is_large_string(kind):  # dictionaries too
+            text[field.name] = pa.large_binary() if pa.types.is_large_string(kind) else pa.binary()
     schema = pa.schema([f.with_type(text.get(f.name, f.type)) for f in dataset.schema])
     found = con.from_arrow(ds.dataset(path, format="parquet", schema=schema))
     columns = [

@@ -154,3 +154,28 @@ def test_a_parquet_file_of_text_that_is_not_utf8_releases_as_the_arrow_table(
     assert [a.values["count"].tolist() for a in found] == [[1, 1], [1, 1]]
     for a, b in zip(found, expected, strict=True):
         assert a.identical(b), (a.values, b.values)
+
+
+def test_a_parquet_group_key_of_dictionary_text_that_is_not_utf8_is_missing(
+    tmp_path: Path,
+) -> None:
+    """Dictionary-encoded text is read again as bytes too: a group key that is not valid
+    UTF-8, shared by enough people to pass the partition selection, failed its conversion
+    to Python after the spend."""
+    import pyarrow.parquet as pq
+
+    n = 2000
+    raw = pa.array([b"\xff"] * n, pa.binary())
+    city = pa.Array.from_buffers(pa.string(), n, raw.buffers()).dictionary_encode()
+    users = pa.array([f"u{i}" for i in range(n)])
+    path = tmp_path / "t.parquet"
+    pq.write_table(pa.table({"user": users, "city": city, "minutes": [1] * n}), path)
+    query = dpkit.sql(
+        "SELECT city, COUNT(*) FROM t GROUP BY city",
+        tables={"t": str(path)},
+        options={"epsilon": 1.0, "delta": 1e-6, "privacy_unit_column": "user"}
+        | {"max_groups_contributed": 1},
+    )
+    with dpkit.Session(budget=(1.0, 1e-6)) as session:
+        released = session.release(query, None, rng=np.random.default_rng(0))
+    assert released.values.groups == ()  # the missing key is not released

@@ -39,8 +39,8 @@ from __future__ import annotations
 
 import math
 import warnings
-from collections.abc import Sequence
-from decimal import Decimal
+from collections.abc import Callable, Sequence
+from decimal import Decimal, localcontext
 from fractions import Fraction
 from typing import Any
 
@@ -280,7 +280,10 @@ def _check_pair(
     name = mechanism.name
     for out in (out_x, out_y):
         assert out.shape == x.shape, f"{name}.coerce changed the shape {x.shape} to {out.shape}"
-        assert out.dtype.kind in "biuf", f"{name}.coerce returned {out.dtype}, not real numbers"
+        assert out.dtype.kind in "biuf" or (
+            out.dtype.kind == "O"
+            and all(isinstance(e, (int, float, Fraction)) for e in out.ravel().tolist())
+        ), f"{name}.coerce returned {out.dtype}, not real numbers"
         finite = [e for e in map(_exact, out.ravel().tolist()) if e is not None]
         if relation.integer:
             assert all(e.denominator == 1 for e in finite), (
@@ -352,7 +355,37 @@ def _central(mechanism: Mechanism, examples: int, direct: bool) -> None:
         x = np.array(wide[0], dtype=wide[1])
         if _accepts(mechanism, x):
             non_expansive = example(pair=(x, x))(non_expansive)
+    for pair in _inexact_pairs(relation):  # always tried: answers that no double holds
+        if _accepts(mechanism, pair[0]):
+            non_expansive = example(pair=pair)(non_expansive)
     non_expansive()
+
+
+def _inexact_pairs(relation: _Relation) -> list[tuple[np.ndarray[Any, Any], np.ndarray[Any, Any]]]:
+    """Explicit neighbours of every L1 and L2 check: three answers that no double holds near
+    2⁵² (where the doubles are 1 apart), each moved the same way — 2⁵² + 1/3 by Δ/3 as
+    fractions, 2⁵² + 0.4 by Δ/4 as decimals. A map that rounds them to the nearest double
+    moves each by up to a whole unit, about three times Δ = 1 in L1: only exact answers stay
+    within Δ. (In L∞ a coordinate may move by Δ on its own, and the rounding of one need not
+    exceed it.)"""
+    if relation.norm not in (1.0, 2.0) or relation.integer:
+        return []
+    base = Fraction(2**52)
+    starts_and_moves: list[tuple[Fraction, Fraction, Callable[[Fraction], Any]]] = [
+        (base + Fraction(1, 3), relation.sensitivity / 3, Fraction),
+        (base + Fraction(2, 5), relation.sensitivity / 4, _decimal),
+    ]
+    pairs = []
+    for start, move, spell in starts_and_moves:
+        x = np.empty(3, dtype=object)
+        y = np.empty(3, dtype=object)
+        for i in range(3):
+            x[i] = spell(start)
+            y[i] = spell(start + move)
+        moves = _moves(x, y)
+        if moves is not None and relation.within(moves):
+            pairs.append((x, y))
+    return pairs
 
 
 #: Explicit inputs of every central check: 64-bit integers that the doubles round (2⁵³ + 2 is
@@ -362,6 +395,13 @@ _WIDE: tuple[tuple[list[int], str], ...] = (
     ([2**53 + 2, 2**53 + 3, 2**63 - 1, -(2**63)], "int64"),
     ([2**53 + 2, 2**53 + 3, 2**63 + 1, 2**64 - 1], "uint64"),
 )
+
+
+def _decimal(value: Fraction) -> Any:
+    """``value`` as a Decimal, exactly (its denominator divides a power of ten)."""
+    with localcontext() as context:
+        context.prec = 60
+        return Decimal(value.numerator) / Decimal(value.denominator)
 
 
 def _rows_within(relation: _Relation, moves: list[Fraction], width: int) -> bool:

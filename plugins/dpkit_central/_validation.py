@@ -6,7 +6,8 @@ Two kinds of helper live here, for the two phases of a session's release (``docs
   number of dimensions and dtype kind only, never at a value, and raise
   :class:`~dpkit.InvalidData` before any budget is spent;
 * *total, per-record* maps into a mechanism's domain (:func:`total_floats`,
-  :func:`exact_floats`, :func:`finite_answers`, :func:`integer_answers`, :func:`total_utilities`): they never raise,
+  :func:`exact_floats`, :func:`finite_answers`, :func:`exact_answers`,
+  :func:`integer_answers`, :func:`total_utilities`): they never raise,
   warn or report what they changed, so nothing observable depends on the private values.
 
 The strict validators (:func:`as_finite`, :func:`as_integers`, :func:`as_utilities`) are for
@@ -18,6 +19,7 @@ from __future__ import annotations
 import decimal
 import math
 import numbers
+from fractions import Fraction
 from typing import Any
 
 import numpy as np
@@ -44,6 +46,7 @@ __all__ = [
     "check_answers",
     "check_integer_answers",
     "check_kind",
+    "exact_answers",
     "exact_floats",
     "finite_answers",
     "integer_answers",
@@ -101,6 +104,85 @@ def finite_answers(values: Any) -> NDArray[np.float64]:
     """
     floats = exact_floats(values)
     return np.nan_to_num(floats, copy=False, nan=0.0, posinf=MAX_FINITE, neginf=-MAX_FINITE)
+
+
+def exact_answers(values: Any) -> NDArray[Any]:
+    """The total map of real answers into the finite reals (``coerce`` of laplace, gaussian):
+    :func:`finite_answers`, except that answers no double holds — an object array's fractions
+    and decimals, a long double array's values — are kept exactly, as :class:`~fractions.Fraction`
+    elements of an object array (float elements where a double holds them all).
+
+    Rounding them to the nearest double would expand distances beyond any bound the lattice
+    covers: the secure release rounds x/g to the nearest integer k, which moves each answer by
+    at most half a step, but the doubles beyond 2⁵³·g are more than a step apart, so x and
+    x + Δ would move by up to half their spacing each (Δ = 1 answers near 10¹⁵, whose doubles
+    are 0.125 apart, on a lattice of step 2⁻³⁰, moved by 2²⁶ steps against the 2³⁰ that Δ
+    makes). No map into the doubles avoids that (the doubles there are sparser than the
+    lattice), so the exact value reaches :func:`lattice_steps`, which rounds it exactly. An
+    object array's finite elements are first clamped to ±2⁵³ by value, as
+    :func:`exact_floats` clamps them; NaN and anything that is not a real number → 0, ±inf →
+    ± the largest double. Per coordinate and never raising.
+    """
+    array = readable(values)
+    if not _inexact_kind(array):
+        return finite_answers(array)
+    exact = [_exact_answer(value, strict=False) for value in array.ravel().tolist()]
+    return _answers_array(exact, array.shape)
+
+
+def _inexact_kind(array: NDArray[Any]) -> bool:
+    """Whether ``array`` may hold reals that no double holds: Python values (an object array)
+    or long doubles (a float dtype wider than 64 bits)."""
+    kind = array.dtype.kind
+    return (kind == "O" and array.size > 0) or (kind == "f" and array.dtype.itemsize > 8)
+
+
+def _exact_answer(value: Any, *, strict: bool) -> float | Fraction | None:
+    """One answer, exactly: a double as a float, another finite real (clamped to ±2⁵³, as
+    :func:`exact_floats` does) as a float if a double holds it, else as a Fraction. Not a
+    finite real: None if ``strict``, else 0.0 (NaN, not a number) or ± the largest double
+    (±inf). Never raises."""
+    clamped = _clamped_value(value)
+    try:
+        if isinstance(clamped, (bool, np.bool_)):
+            return float(clamped)
+        if isinstance(clamped, (float, np.float16, np.float32, np.float64)):
+            number = float(clamped)
+            if math.isfinite(number):
+                return number
+            if strict:
+                return None
+            return 0.0 if number != number else math.copysign(MAX_FINITE, number)
+        if isinstance(clamped, (numbers.Rational, np.integer)):
+            exact = Fraction(int(clamped)) if isinstance(clamped, np.integer) else clamped
+        elif isinstance(clamped, decimal.Decimal):
+            if not clamped.is_finite():
+                if strict or clamped.is_nan():
+                    return None if strict else 0.0
+                return math.copysign(MAX_FINITE, 1 if clamped > 0 else -1)
+            exact = Fraction(clamped)
+        elif isinstance(clamped, np.floating):  # a long double
+            if not np.isfinite(clamped):
+                if strict or np.isnan(clamped):
+                    return None if strict else 0.0
+                return math.copysign(MAX_FINITE, 1 if clamped > 0 else -1)
+            exact = Fraction(*clamped.as_integer_ratio())
+        else:
+            return None if strict else 0.0
+        exact = Fraction(exact)
+        near = float(exact)
+        return near if Fraction(near) == exact else exact
+    except Exception:  # a number-like whose comparison or conversion raises
+        return None if strict else 0.0
+
+
+def _answers_array(exact: list[Any], shape: tuple[int, ...]) -> NDArray[Any]:
+    """Exact answers as float64 where doubles hold them all, else as an object array."""
+    if all(isinstance(value, float) for value in exact):
+        return np.array(exact, dtype=np.float64).reshape(shape)
+    out = np.empty(len(exact), dtype=object)
+    out[:] = exact
+    return out.reshape(shape)
 
 
 def exact_floats(values: Any) -> NDArray[np.float64]:
@@ -268,7 +350,9 @@ def lattice_steps(
 ) -> NDArray[np.int64]:
     """The lattice indices clamp(round(x/g), ±(2⁶¹ − 1)) of the secure releases, as int64.
 
-    x/g is exact (g is a power of two; an overflow to ±inf is clamped like any large value).
+    x/g is exact (g is a power of two; an overflow to ±inf is clamped like any large value);
+    an object array's exact answers (:func:`exact_answers`) are divided and rounded as
+    fractions, ties to even as ``np.rint`` rounds a double's.
     The clamp keeps k + Z within int64 for the integer noise Z, and replaces the former error
     for answers beyond 2⁶¹ steps, whose message would have carried the answer's magnitude into
     the private phase. It is applied to each coordinate on its own and is 1-Lipschitz, so
@@ -278,6 +362,13 @@ def lattice_steps(
     kept for the callers' signature; no message depends on the answers.
     """
     del owner, noise
+    if answers.dtype.kind == "O":  # exact answers (:func:`exact_answers`): rounded exactly
+        g = Fraction(step)
+        indices_of = (
+            max(-LATTICE_LIMIT, min(LATTICE_LIMIT, round(Fraction(value) / g)))
+            for value in answers.ravel().tolist()
+        )
+        return np.fromiter(indices_of, dtype=np.int64, count=answers.size).reshape(answers.shape)
     limit = float(1 << 61)  # exactly representable, so the int64 clamp below is exact
     steps = np.array(answers, dtype=np.float64)  # a copy, also for a 0-d array
     with np.errstate(over="ignore", invalid="ignore"):
@@ -340,13 +431,19 @@ def _first_bad(array: NDArray[Any], bad: NDArray[np.bool_]) -> Any:
     return plain(array.flat[int(np.flatnonzero(bad.ravel())[0])])
 
 
-def as_finite(values: Any, *, owner: str, field: str = "values") -> NDArray[np.float64]:
+def as_finite(values: Any, *, owner: str, field: str = "values") -> NDArray[Any]:
     """``values`` as a float64 array of finite numbers (NaN and ±inf are refused; 64-bit
     integers beyond ±2⁵³ are clamped there, as ``coerce`` clamps them: :func:`_wide_floats`).
+    An object array of real numbers, or a long double array, is read exactly as
+    :func:`exact_answers` reads it (an object array of Fractions where doubles cannot hold
+    them), each element a finite real number.
 
     One cheap pass first: the sum of finite numbers is finite unless it overflows, so the
     elementwise check only runs when the sum is not finite.
     """
+    raw = as_array(values, owner=owner, field=field)
+    if _inexact_kind(raw):
+        return _exact_finite(raw, owner=owner, field=field)
     array = _wide_floats(_numeric(values, owner=owner, field=field))
     with np.errstate(over="ignore", invalid="ignore"):
         total = array.sum()
@@ -360,6 +457,20 @@ def as_finite(values: Any, *, owner: str, field: str = "values") -> NDArray[np.f
                 field=field,
             )
     return array
+
+
+def _exact_finite(array: NDArray[Any], *, owner: str, field: str) -> NDArray[Any]:
+    """The strict reading of an object or long double array of answers (:func:`as_finite`)."""
+    exact = [_exact_answer(value, strict=True) for value in array.ravel().tolist()]
+    bad = [i for i, value in enumerate(exact) if value is None]
+    if bad:
+        first = plain(array.ravel()[bad[0]])
+        raise InvalidData(
+            f"{owner}: {field} contain {first!r} ({len(bad)} value(s) not finite real "
+            "numbers); every answer must be a finite real number",
+            field=field,
+        )
+    return _answers_array(exact, array.shape)
 
 
 def as_integers(values: Any, *, owner: str, field: str = "values") -> NDArray[np.int64]:

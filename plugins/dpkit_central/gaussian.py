@@ -36,7 +36,7 @@ from dpkit_central._validation import (
     MAX_FINITE,
     as_finite,
     check_answers,
-    finite_answers,
+    exact_answers,
     lattice_release,
     lattice_steps,
     require_generator,
@@ -404,6 +404,7 @@ class Gaussian(Mechanism):
                 changed=changed,
             )
         require_generator(rng, owner=self.name)
+        answers = np.asarray(answers, dtype=np.float64)  # exact answers: nearest doubles
         noise = np.asarray(rng.normal(0.0, self.sigma, size=answers.shape), dtype=np.float64)
         with np.errstate(over="ignore"):
             noise += answers
@@ -413,9 +414,11 @@ class Gaussian(Mechanism):
         """Public phase: an array of real numbers, any shape (dtype kind only, never values)."""
         check_answers(values, owner=self.name)
 
-    def coerce(self, values: Any, /, *, rng: Any = None) -> NDArray[np.float64]:
-        """Private phase: NaN → 0, ±inf → ± the largest double, per answer; never raises."""
-        return finite_answers(values)
+    def coerce(self, values: Any, /, *, rng: Any = None) -> NDArray[Any]:
+        """Private phase: NaN → 0, ±inf → ± the largest double, per answer, and answers no
+        double holds kept exact (:func:`~dpkit_central._validation.exact_answers`); never
+        raises."""
+        return exact_answers(values)
 
     def log_probability(self, outputs: Any, inputs: Any, /) -> Any:
         """Elementwise log-density −(y − x)²/(2σ²) − ln(σ√(2π)) (broadcasting).

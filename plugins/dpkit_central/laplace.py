@@ -31,7 +31,7 @@ from dpkit_central._validation import (
     MAX_FINITE,
     as_finite,
     check_answers,
-    finite_answers,
+    exact_answers,
     lattice_release,
     lattice_steps,
     require_generator,
@@ -76,8 +76,9 @@ class Laplace(Mechanism):
 
     **In a session** (``docs/security.md``): ``check_input`` accepts any array of real numbers
     (booleans and object arrays too) and refuses text or dates before the spend; ``coerce``
-    maps every answer into the finite floats, NaN → 0 and ±inf → ± the largest double
-    (:func:`~dpkit_central._validation.finite_answers`); a vector answer is one release of a
+    maps every answer into the finite reals, NaN → 0 and ±inf → ± the largest double, a
+    fraction or decimal that no double holds kept exact for the lattice
+    (:func:`~dpkit_central._validation.exact_answers`); a vector answer is one release of a
     vector query whose L1 sensitivity is Δ₁ (``releases`` = 1).
     """
 
@@ -114,9 +115,11 @@ class Laplace(Mechanism):
         """Public phase: an array of real numbers, any shape (dtype kind only, never values)."""
         check_answers(values, owner=self.name)
 
-    def coerce(self, values: Any, /, *, rng: Any = None) -> NDArray[np.float64]:
-        """Private phase: NaN → 0, ±inf → ± the largest double, per answer; never raises."""
-        return finite_answers(values)
+    def coerce(self, values: Any, /, *, rng: Any = None) -> NDArray[Any]:
+        """Private phase: NaN → 0, ±inf → ± the largest double, per answer, and answers no
+        double holds kept exact (:func:`~dpkit_central._validation.exact_answers`); never
+        raises."""
+        return exact_answers(values)
 
     def randomize(self, values: Any, /, *, rng: Any = None, changed: int | None = None) -> Any:
         """``values`` (finite reals, any shape) plus iid Lap(Δ₁/ε) noise, as float64.
@@ -150,6 +153,7 @@ class Laplace(Mechanism):
         if isinstance(rng, SecureRandom):
             return self._lattice_release(answers, rng, changed or answers.size)
         require_generator(rng, owner=self.name)
+        answers = np.asarray(answers, dtype=np.float64)  # exact answers: nearest doubles
         noise = np.asarray(rng.laplace(0.0, self.scale, size=answers.shape), dtype=np.float64)
         with np.errstate(over="ignore"):
             noise += answers

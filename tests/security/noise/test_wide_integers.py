@@ -14,10 +14,13 @@ calibrated to; a selection's declared log-probabilities must differ by at most �
 from __future__ import annotations
 
 import math
+from decimal import Decimal
+from fractions import Fraction
 from typing import Any
 
 import numpy as np
 import pytest
+from dpkit_central._validation import lattice_steps
 
 import dpkit
 
@@ -81,3 +84,43 @@ def test_geometric_answers_at_the_int64_limits_do_not_wrap(how: str) -> None:
         mechanism.randomize(_spell([2**63 - 1] * 200, how), rng=dpkit.SecureRandom.from_key(KEY))
     )
     assert bool(np.all(released > 2**61))
+
+
+def _exact_answers(values: list[Fraction], spell: str) -> np.ndarray:
+    out = np.empty(len(values), dtype=object)
+    for i, value in enumerate(values):
+        out[i] = (
+            value
+            if spell == "fraction"
+            else Decimal(value.numerator) / Decimal(value.denominator)  # exact at 28 digits
+        )
+    return out
+
+
+@pytest.mark.parametrize("spell", ["fraction", "decimal"])
+@pytest.mark.parametrize("name", ["laplace", "gaussian"])
+def test_answers_no_double_holds_keep_the_lattice_sensitivity(name: str, spell: str) -> None:
+    """Answers that no double holds, as a session reads them (``coerce``) onto the secure
+    lattice (``lattice_steps``, what ``randomize`` adds the integer noise to): three answers
+    2⁵² + 1/4 (where the doubles are 1 apart) each move by 1/3 (Δ = 1 in L1 and L2). Rounded
+    to the nearest double, two of them moved a whole unit, 1/g steps; with the lattice step
+    g = 2⁻⁶ of ε = 2⁻²⁴ that is 128 steps in L1 against Δ/g + 3 = 67 (Laplace), and 90.5 in
+    L2 against Δ/g + √3 (Gaussian). Read exactly, each moves by 21 or 22. (The released
+    values g·(k + Z) are doubles near 2⁵², 64 steps apart: they cannot show k, but they are
+    computed from it.)"""
+    extra = {"delta": 1e-8} if name == "gaussian" else {}
+    mechanism = dpkit.mechanism(name, epsilon=2.0**-24, sensitivity=1.0, **extra)
+    g = mechanism.lattice_step()
+    start = Fraction(2**52) + Fraction(1, 4)
+    first, second = (
+        lattice_steps(mechanism.coerce(_exact_answers(answers, spell)), g, owner="", noise="")
+        for answers in ([start] * 3, [start + Fraction(1, 3)] * 3)
+    )
+    assert first.tolist() == [round(start / Fraction(g))] * 3  # exactly x/g rounded
+    steps = [abs(int(a) - int(b)) for a, b in zip(first, second, strict=True)]
+    if name == "laplace":
+        assert sum(steps) <= 1 / g + 3, steps
+    else:
+        assert math.sqrt(sum(s * s for s in steps)) <= 1 / g + math.sqrt(3), steps
+    with dpkit.Session(budget=(1.0, 1e-6)) as session:  # and the session releases them
+        session.release(mechanism, _exact_answers([start] * 3, spell))

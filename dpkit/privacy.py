@@ -11,6 +11,11 @@ Events that say more than (ε, δ): :class:`BoundedRangeDP` (the exponential mec
 relatives: ε-bounded range, which zCDP and RDP charge ε²/8, not ε²/2) and :class:`CompositeDP`
 (a query that releases several noisy parts, e.g. a mean as a noisy sum and a noisy count: each
 part is composed as what it is).
+
+Every guarantee is stated for a neighbour relation (:func:`neighbours`): adding or removing one
+record, or — for sampling without replacement, where the dataset size is public — replacing
+one. Guarantees under the two relations do not add up to a bound under either, so events of
+both are never composed (:func:`common_neighbours`).
 """
 
 from __future__ import annotations
@@ -37,11 +42,13 @@ __all__ = [
     "PureDP",
     "RandomizedResponseDP",
     "SubsampledDP",
+    "common_neighbours",
     "flatten",
     "gaussian_delta",
     "gaussian_epsilon",
     "gaussian_meets",
     "gaussian_mu_epsilon",
+    "neighbours",
 ]
 
 _POSITIVE = Real(low=0.0, low_open=True)
@@ -317,6 +324,7 @@ def _check_parts(instance: Any, field: attrs.Attribute[Any], value: Any) -> None
         raise InvalidParameter(
             field.name, value, "a non-empty tuple of PrivacyEvent", owner="composite"
         )
+    common_neighbours(value, owner="composite", field=field.name)
 
 
 def _as_tuple(value: Any) -> Any:
@@ -361,6 +369,56 @@ def _check_event(instance: Any, field: attrs.Attribute[Any], value: Any) -> None
             "a PrivacyEvent that is neither subsampled nor composite",
             owner="subsampled",
         )
+
+
+#: The neighbour relations a guarantee may be stated under (:func:`neighbours`).
+NEIGHBOURS = ("add_remove", "replace_one")
+_RELATION_WORDS = {
+    "add_remove": "adding or removing one record",
+    "replace_one": "replacing one record (sampling without replacement)",
+}
+
+
+def neighbours(event: PrivacyEvent) -> str:
+    """The neighbour relation ``event``'s guarantee is stated under: ``"replace_one"`` for a
+    :class:`SubsampledDP` without replacement (the dataset size is public, and neighbours
+    replace one record), ``"add_remove"`` for every other built-in event; a composite's parts
+    share one (:class:`CompositeDP` checks it), and a third-party event may declare its own as
+    a ``neighbours`` attribute.
+
+    The two do not compose. An add/remove guarantee implies the replace-one guarantee only
+    at twice the cost (a replacement is a removal and an addition: group privacy for two,
+    Dwork & Roth 2014, Theorem 2.2), and a replace-one guarantee says nothing about
+    neighbours of two sizes; summing costs stated under each bounds neither.
+    """
+    if isinstance(event, SubsampledDP):
+        return "replace_one" if event.scheme == "without_replacement" else "add_remove"
+    if isinstance(event, CompositeDP):
+        return neighbours(event.parts[0])
+    declared = getattr(event, "neighbours", "add_remove")
+    return declared if declared in NEIGHBOURS else "add_remove"
+
+
+def common_neighbours(events: Any, *, owner: str = "account", field: str = "events") -> str | None:
+    """The one neighbour relation of ``events`` (events or ``(event, count)`` pairs; None if
+    there are none), or :class:`~dpkit.errors.InvalidParameter` if they mix the two: their
+    costs would not add up to a bound under either (:func:`neighbours`)."""
+    found: dict[str, Any] = {}
+    for item in events:
+        event = item[0] if isinstance(item, tuple) else item
+        found.setdefault(neighbours(event), event)
+    if len(found) > 1:
+        raise InvalidParameter(
+            field,
+            found["replace_one"],
+            "under one neighbour relation: this one's guarantee is for "
+            f"{_RELATION_WORDS['replace_one']}, another's ({found['add_remove']!r}) for "
+            f"{_RELATION_WORDS['add_remove']}, and such guarantees do not add up to a bound "
+            "under either (state every event under replacement, e.g. subsample each without "
+            "replacement, or account them apart)",
+            owner=owner,
+        )
+    return next(iter(found), None)
 
 
 #: The subsampling schemes of :class:`SubsampledDP`.

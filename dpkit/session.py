@@ -98,7 +98,7 @@ from dpkit.ledger._results import event_record, jsonable, stored_result
 from dpkit.ledger._totals import union_remaining
 from dpkit.mechanism import Mechanism
 from dpkit.pricing import Overflow, PricedPlan, first_overflow, full_cost, price_plan
-from dpkit.privacy import PrivacyEvent
+from dpkit.privacy import PrivacyEvent, neighbours
 from dpkit.randomness import resolve_rng
 from dpkit.tensors.libraries import array_library
 from dpkit.units import UnitIdentity, unit_of
@@ -458,7 +458,9 @@ class Session:
             raise InvalidData(
                 f"{owner}: the input holds no release (shape without records)", field="data"
             )
-        unit = unit_of(target).identity
+        # who is protected, and how neighbours differ (a replace-one guarantee and an
+        # add/remove one never share a budget: dpkit.privacy.neighbours)
+        unit = attrs.evolve(unit_of(target).identity, neighbours=neighbours(target.privacy))
         return _Prepared(target, data, run, generator, str(mode), releases, label, unit)
 
     def _commit(self, prepared: _Prepared) -> LedgerEntry:

@@ -41,6 +41,7 @@ import attrs
 
 from dpkit.errors import InvalidParameter
 from dpkit.params import Integer, parameter
+from dpkit.privacy import NEIGHBOURS
 
 __all__ = [
     "MAX_BOUND",
@@ -64,6 +65,13 @@ _KINDS = ("record", "id")
 _PATH = ("privacy_unit",)
 
 
+def _neighbours(instance: Any, field: attrs.Attribute[Any], value: Any) -> None:
+    if value not in NEIGHBOURS:
+        raise InvalidParameter(
+            "neighbours", value, "'add_remove' or 'replace_one'", owner="privacy unit"
+        )
+
+
 def _kind(instance: Any, field: attrs.Attribute[Any], value: Any) -> None:
     if value not in _KINDS:
         raise InvalidParameter("kind", value, "'record' or 'id'", owner="privacy unit")
@@ -72,15 +80,20 @@ def _kind(instance: Any, field: attrs.Attribute[Any], value: Any) -> None:
 @attrs.frozen
 class UnitIdentity:
     """Who a privacy unit protects, without its bounds: one record (``kind="record"``), or
-    everything one id of ``column`` contributes (``kind="id"``).
+    everything one id of ``column`` contributes (``kind="id"``); and how neighbours differ
+    in it (``neighbours``): by adding or removing it (``"add_remove"``, every built-in
+    release), or by replacing it with another, the dataset size public (``"replace_one"``:
+    sampling without replacement, :func:`dpkit.privacy.neighbours`).
 
     Two id units on the same column protect the same people whatever their bounds, so their
-    spends compose on one budget; a record unit and an id unit, or id units on two columns,
-    protect different neighbours and never share a budget.
+    spends compose on one budget; a record unit and an id unit, id units on two columns, or
+    one unit under the two neighbour relations protect different neighbours and never share a
+    budget.
     """
 
     kind: str = attrs.field(validator=_kind)
     column: str | None = attrs.field(default=None)
+    neighbours: str = attrs.field(default="add_remove", kw_only=True, validator=_neighbours)
 
     def __attrs_post_init__(self) -> None:
         if self.kind == "id":
@@ -95,31 +108,43 @@ class UnitIdentity:
             )
 
     def describe(self) -> dict[str, Any]:
-        """The identity as JSON: ``{"kind": "record"}`` or ``{"kind": "id", "column": ...}``."""
-        if self.kind == "record":
-            return {"kind": "record"}
-        return {"kind": "id", "column": self.column}
+        """The identity as JSON: ``{"kind": "record"}`` or ``{"kind": "id", "column": ...}``,
+        with ``"neighbours": "replace_one"`` under replacement (add/remove is left out, as
+        every ledger written before replacement existed stores it)."""
+        found: dict[str, Any] = {"kind": "record"}
+        if self.kind == "id":
+            found = {"kind": "id", "column": self.column}
+        if self.neighbours != "add_remove":
+            found["neighbours"] = self.neighbours
+        return found
 
     @classmethod
     def parse(cls, document: Any) -> UnitIdentity:
         """An identity from its JSON form (:meth:`describe`), and nothing else."""
-        if document == {"kind": "record"}:
-            return cls("record")
+        relation = document.get("neighbours") if isinstance(document, dict) else None
+        if relation == "replace_one":
+            document = {key: value for key, value in document.items() if key != "neighbours"}
+        kind = "add_remove" if relation is None else relation
+        if document == {"kind": "record"} and kind in NEIGHBOURS:
+            return cls("record", neighbours=kind)
         if (
             isinstance(document, dict)
             and set(document) == {"kind", "column"}
             and document["kind"] == "id"
+            and kind in NEIGHBOURS
         ):
-            return cls("id", document["column"])
+            return cls("id", document["column"], neighbours=kind)
         raise InvalidParameter(
             "unit",
             document,
-            "{'kind': 'record'} or {'kind': 'id', 'column': ...}",
+            "{'kind': 'record'} or {'kind': 'id', 'column': ...} (with 'neighbours': "
+            "'replace_one' under replacement)",
             owner="privacy unit",
         )
 
     def __str__(self) -> str:
-        return "record" if self.kind == "record" else f"id column {self.column!r}"
+        who = "record" if self.kind == "record" else f"id column {self.column!r}"
+        return who if self.neighbours == "add_remove" else f"{who} (replace-one neighbours)"
 
 
 @attrs.frozen
@@ -285,6 +310,10 @@ def as_identity(value: Any) -> UnitIdentity:
         return value.identity
     if isinstance(value, str) and value == "record":
         return UnitIdentity("record")
+    if isinstance(value, dict) and "neighbours" in value:
+        relation = value["neighbours"]
+        rest = {key: item for key, item in value.items() if key != "neighbours"}
+        return attrs.evolve(as_identity(rest), neighbours=relation)
     if isinstance(value, dict):
         if value.get("kind") == "id" and "column" in value:
             privacy_unit({"max_rows": 1, **value})  # bounds, if given, must be valid ones

@@ -11,7 +11,7 @@ from typing import Any, TypeAlias
 import attrs
 
 from dpkit.errors import DPKitError, InvalidParameter
-from dpkit.privacy import PrivacyEvent
+from dpkit.privacy import PrivacyEvent, common_neighbours
 
 __all__ = [
     "Bound",
@@ -93,7 +93,8 @@ def exact(value: float | int | str | Fraction) -> Fraction:
 
 
 def normalise(events: Iterable[Any]) -> list[tuple[PrivacyEvent, int]]:
-    """Accept ``[event, (event, count), ...]`` and return ``[(event, count), ...]``, validated."""
+    """Accept ``[event, (event, count), ...]`` and return ``[(event, count), ...]``, validated:
+    all under one neighbour relation (:func:`~dpkit.privacy.common_neighbours`)."""
     if isinstance(events, (str, bytes)) or not isinstance(events, Iterable):
         raise InvalidParameter("events", events, "a list of events or (event, count) pairs")
     out: list[tuple[PrivacyEvent, int]] = []
@@ -112,6 +113,7 @@ def normalise(events: Iterable[Any]) -> list[tuple[PrivacyEvent, int]]:
             raise InvalidParameter("count", count, "an integer >= 0")
         if count:
             out.append((event, count))
+    common_neighbours(out)  # costs under two neighbour relations bound neither
     return out
 
 

@@ -269,6 +269,15 @@ def _for_schedule(
             "left out with epochs, batch_size and dataset_size (they give the steps and rate)",
             owner="calibrate",
         )
+    if schedule.batching == "shuffle" and normalise(target.get("others", ())):
+        raise InvalidParameter(
+            "others",
+            target["others"],
+            "left out with batching='shuffle': its guarantee is for replacing one record (the "
+            "dataset size public), and costs under two neighbour relations do not add up to a "
+            "bound under either",
+            owner="calibrate",
+        )
     probe, steps = schedule.events(1.0, 0.5)
     rate = probe.sampling_rate if isinstance(probe, SubsampledDP) else None
     found = calibrate("gaussian", count=steps, sampling_rate=rate, **target)

@@ -12,8 +12,10 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from dpkit.accounting._common import Bound, Events, check_delta
+from dpkit.accounting._common import Bound, Events, check_delta, normalise
 from dpkit.accounting.accountant import account
+from dpkit.errors import InvalidParameter
+from dpkit.privacy import neighbours
 
 __all__ = ["compose_parallel"]
 
@@ -21,8 +23,21 @@ __all__ = ["compose_parallel"]
 def compose_parallel(
     partitions: Sequence[Events | Any], *, delta: float, method: str = "best"
 ) -> Bound:
-    """Account each partition at ``delta`` with ``method`` and keep the worst one."""
+    """Account each partition at ``delta`` with ``method`` and keep the worst one. Every
+    event must be under add/remove neighbours (:func:`~dpkit.privacy.neighbours`): under
+    replacement the theorem does not hold."""
     target = check_delta(delta, owner="compose_parallel")
+    for events in partitions:
+        for event, _ in normalise(events):
+            if neighbours(event) != "add_remove":
+                raise InvalidParameter(
+                    "partitions",
+                    event,
+                    "events under add/remove neighbours: under replacement one record can "
+                    "move between two partitions (account them together with dpkit.account "
+                    "instead)",
+                    owner="compose_parallel",
+                )
     bounds = [account(events, delta=target, method=method) for events in partitions]
     if not bounds:
         return Bound(epsilon=0.0, delta=0.0, method="parallel")

@@ -362,18 +362,20 @@ def _central(mechanism: Mechanism, examples: int, direct: bool) -> None:
 
 
 def _inexact_pairs(relation: _Relation) -> list[tuple[np.ndarray[Any, Any], np.ndarray[Any, Any]]]:
-    """Explicit neighbours of every L1 and L2 check: three answers that no double holds near
-    2⁵² (where the doubles are 1 apart), each moved the same way — 2⁵² + 1/3 by Δ/3 as
-    fractions, 2⁵² + 0.4 by Δ/4 as decimals. A map that rounds them to the nearest double
-    moves each by up to a whole unit, about three times Δ = 1 in L1: only exact answers stay
-    within Δ. (In L∞ a coordinate may move by Δ on its own, and the rounding of one need not
-    exceed it.)"""
-    if relation.norm not in (1.0, 2.0) or relation.integer:
+    """Explicit neighbours of every check of real answers: three answers that no double holds
+    near 2⁵² (where the doubles are 1 apart), each moved the same way — 2⁵² + 1/3 by Δ/3 as
+    fractions, 2⁵² + 0.4 by Δ/4 as decimals (L1 and L2), 2⁵² + 1/2 by Δ (L∞). A map that
+    rounds them to the nearest double moves each by up to a whole unit more: about three
+    times Δ = 1 in L1, and in L∞ the tie 2⁵² + 1/2 goes down to 2⁵² while 2⁵² + 3/2 goes up
+    to 2⁵² + 2, two apart. Only exact answers stay within Δ. (Pairs outside the relation are
+    left out: the last one in L1 and L2, the first two in L∞ where they stay within it.)"""
+    if relation.integer:
         return []
     base = Fraction(2**52)
     starts_and_moves: list[tuple[Fraction, Fraction, Callable[[Fraction], Any]]] = [
         (base + Fraction(1, 3), relation.sensitivity / 3, Fraction),
         (base + Fraction(2, 5), relation.sensitivity / 4, _decimal),
+        (base + Fraction(1, 2), relation.sensitivity, Fraction),
     ]
     pairs = []
     for start, move, spell in starts_and_moves:

@@ -131,6 +131,17 @@ def odd_mantissas(
     return mant >> tz, exp + tz
 
 
+def exact_utility(value: Any) -> Fraction:
+    """A finite utility (a double, or a Fraction that no double holds) as a Fraction."""
+    return value if isinstance(value, Fraction) else Fraction(float(value))
+
+
+def _exact_utilities(utilities: NDArray[Any], top: Any) -> bool:
+    """Whether the utilities (or their maxima) hold values no double holds: an object array
+    of :func:`~dpkit_central._validation.total_utilities`, worked on in exact rationals."""
+    return utilities.dtype == object or np.asarray(top).dtype == object
+
+
 #: Relative bracket of a gap computed in three correctly rounded float operations (< 2⁻⁵¹).
 _MARGIN = 2.0**-50
 _HUGE = 1e300
@@ -146,8 +157,12 @@ def gap_brackets(
     error below 3·2⁻⁵³ whenever the result is a normal double (IEEE 754, §4.3). A result that
     overflows (u = −inf, or a gap beyond 1e300) is bracketed by [1e299, inf], one below 1e-290
     (subnormal rounding) by [0, 1e-290]. None when λ itself is not a normal double (ε/Δu
-    beyond 1e300 or below 1e-300): the caller then uses exact rationals for every gap.
+    beyond 1e300 or below 1e-300), or when the utilities hold values no double holds
+    (Fractions, :func:`~dpkit_central._validation.total_utilities`): the caller then uses exact
+    rationals for every gap.
     """
+    if _exact_utilities(utilities, top):
+        return None
     try:
         scale = float(rate)
     except OverflowError:
@@ -223,12 +238,12 @@ def _coins(
             if not math.isfinite(u[i]):
                 gaps.append(Fraction(infinite))
                 continue
-            gap = rate * (Fraction(float(top[i])) - Fraction(float(u[i])))
+            gap = rate * (exact_utility(top[i]) - exact_utility(u[i]))
             gaps.append(gap if offset is None else gap - Fraction(int(offset[i]), 64))
         return gaps
 
     heads: NDArray[np.bool_] = bernoulli_exp_bracketed(lo, hi, exact, rng=rng)
-    heads &= u != -np.inf
+    heads &= np.asarray(u != -np.inf, dtype=np.bool_)
     return heads
 
 
@@ -277,12 +292,27 @@ _PASS = 1 << 20
 
 
 def _proposal_weights(
-    block: NDArray[np.float64], top: NDArray[np.float64] | float, rate: Fraction, bits: int
+    block: NDArray[Any], top: NDArray[Any] | float | Fraction, rate: Fraction, bits: int
 ) -> tuple[NDArray[np.uint64], NDArray[np.int64]]:
     """(V, k) for every candidate of ``block`` (flat, row by row; ``top`` broadcasts against
     ``block``): k_r ≤ 64·γ_r and V_r = ⌈e^(−k_r/64)·2^bits⌉_up, an integer upper bound of
     e^(−γ_r)·2^bits; V = 0 for −inf utilities (never proposed)."""
     upper, _ = exp_table()
+    if _exact_utilities(block, top):  # k = ⌊64γ⌋ exactly, capped
+        tops = np.broadcast_to(np.asarray(top, dtype=object), block.shape).reshape(-1).tolist()
+        flat = block.reshape(-1).tolist()
+        k = np.array(
+            [
+                _BUCKET_CAP
+                if u == -math.inf
+                else min(math.floor(64 * rate * (exact_utility(t) - exact_utility(u))), _BUCKET_CAP)
+                for t, u in zip(tops, flat, strict=True)
+            ],
+            dtype=np.int64,
+        )
+        v = np.ceil(upper[k] * float(1 << bits)).astype(np.uint64)
+        v[np.asarray(block.reshape(-1) == -np.inf, dtype=np.bool_)] = 0
+        return v, k
     scale = float(rate) if 1e-300 < rate < 1e300 else 0.0
     # c·fl(u* − u) ≤ 64γ: u* − u is rounded once (relative 2⁻⁵³), λ and c once each, the
     # product once; the factor (1 − 2⁻⁵⁰) covers the four roundings.
@@ -360,11 +390,13 @@ def exponential_secure(
     m = utilities.shape[-1]
     flat = utilities.reshape(-1, m)
     top = flat.max(axis=-1)
+    exact = flat.dtype == object  # utilities no double holds: the maxima kept exact too
     if copies is not None:
-        return _select_in_row(flat[0], float(top[0]), rate, rng, copies)
+        return _select_in_row(flat[0], top[0] if exact else float(top[0]), rate, rng, copies)
     if m > _PASS:
         chosen = [
-            _select_in_row(row, float(t), rate, rng, 1)[0] for row, t in zip(flat, top, strict=True)
+            _select_in_row(row, t if exact else float(t), rate, rng, 1)[0]
+            for row, t in zip(flat, top, strict=True)
         ]
         return np.array(chosen, dtype=np.int64).reshape(utilities.shape[:-1])
     rows_per_pass = max(1, _PASS // m)
@@ -399,7 +431,7 @@ def _select_in_rows(
 
 
 def _select_in_row(
-    row: NDArray[np.float64], top: float, rate: Fraction, rng: Any, copies: int
+    row: NDArray[Any], top: float | Fraction, rate: Fraction, rng: Any, copies: int
 ) -> NDArray[np.int64]:
     """``copies`` selections from one row of any length, in blocks of 2²⁰ candidates: the
     blocks' totals are formed in one pass; a proposal first picks a block by its total, and
@@ -424,7 +456,8 @@ def _select_in_row(
             before = int(block_ends[b - 1]) if b else 0
             local = np.searchsorted(np.cumsum(v), target[here] - np.uint64(before), side="right")
             chosen[here], weight[here], bucket[here] = start + local, v[local], k[local]
-        ok = _accept(row[chosen], np.array(top), bucket, weight, rate, bits, rng)
+        tops = np.array(top, dtype=object if isinstance(top, Fraction) else np.float64)
+        ok = _accept(row[chosen], tops, bucket, weight, rate, bits, rng)
         out[pending[ok]] = chosen[ok]
         pending = pending[~ok]
     return out

@@ -315,7 +315,8 @@ def total_utilities(values: Any) -> NDArray[np.float64]:
     secure mode works with exact integers (Python ints when a row spans many binades).
     A 0-d input is read as one candidate.
     """
-    utilities = exact_floats(values)
+    array = readable(values)
+    utilities = exact_floats(array)
     if utilities.ndim == 0:
         utilities = utilities.reshape(1)
     utilities[np.isnan(utilities)] = -np.inf
@@ -323,7 +324,24 @@ def total_utilities(values: Any) -> NDArray[np.float64]:
     if utilities.shape[-1]:
         empty = np.all(utilities == -np.inf, axis=-1)
         utilities[empty] = 0.0
-    return utilities
+    return _with_exact(utilities, array)
+
+
+def _with_exact(floats: NDArray[np.float64], array: NDArray[Any]) -> NDArray[Any]:
+    """``floats`` (the utilities of ``array`` read as doubles) with each finite value that no
+    double holds — a fraction, a decimal, a long double; clamped to ±2⁵³ as
+    :func:`exact_floats` clamps — put back exactly, as a Fraction (an object array then), for
+    the exact samplers of secure mode (as :func:`exact_answers` keeps answers)."""
+    if not _inexact_kind(array):
+        return floats
+    exact = [_exact_answer(value, strict=True) for value in array.ravel().tolist()]
+    if not any(isinstance(value, Fraction) for value in exact):
+        return floats
+    out = floats.astype(object).reshape(-1)
+    for i, value in enumerate(exact):
+        if isinstance(value, Fraction):
+            out[i] = value
+    return out.reshape(floats.shape)
 
 
 def require_generator(rng: Any, *, owner: str) -> np.random.Generator:
@@ -493,14 +511,29 @@ def as_integers(values: Any, *, owner: str, field: str = "values") -> NDArray[np
     return array.astype(np.int64)
 
 
-def as_utilities(utilities: Any, *, owner: str, field: str = "utilities") -> NDArray[np.float64]:
+def as_utilities(
+    utilities: Any, *, owner: str, field: str = "utilities", exact: bool = False
+) -> NDArray[Any]:
     """A utility array of shape (..., m), m >= 1 candidates along the last axis.
 
     Entries are finite or −inf (a candidate that is never chosen); NaN and +inf are refused,
     and every row must have at least one finite utility. 64-bit integers beyond ±2⁵³ are
-    clamped there (:func:`_wide_floats`), so Δu-close utilities stay Δu-close.
+    clamped there (:func:`_wide_floats`), so Δu-close utilities stay Δu-close. With
+    ``exact`` (the samplers of ``randomize``), an object array of real numbers or a long
+    double array is accepted too, read as :func:`total_utilities` reads it: values no double
+    holds kept as Fractions.
     """
+    raw = as_array(utilities, owner=owner, field=field)
+    if exact and _inexact_kind(raw):
+        floats = _checked_utilities(exact_floats(raw), owner=owner, field=field)
+        return _with_exact(floats, raw)
     array = _wide_floats(_numeric(utilities, owner=owner, field=field))
+    return _checked_utilities(array, owner=owner, field=field)
+
+
+def _checked_utilities(
+    array: NDArray[np.float64], *, owner: str, field: str
+) -> NDArray[np.float64]:
     if array.ndim == 0 or array.shape[-1] == 0:
         raise InvalidData(
             f"{owner}: {field} must hold at least one candidate along the last axis, "

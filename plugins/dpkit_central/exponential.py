@@ -254,11 +254,12 @@ class Exponential(Selection):
                 size=None if size is None else int(size),
             )
         rng = resolve_rng(rng, owner=self.name)[0]
-        utilities = as_utilities(values, owner=self.name)
+        utilities = as_utilities(values, owner=self.name, exact=True)
         self._check_size(size, utilities.ndim)
         copies = None if size is None else int(size)
-        if isinstance(rng, np.random.Generator):
-            return sample_by_weight(utilities, rng, copies, rate=self.rate)
+        if isinstance(rng, np.random.Generator):  # values no double holds: nearest doubles
+            floats = np.asarray(utilities, dtype=np.float64)
+            return sample_by_weight(floats, rng, copies, rate=self.rate)
         return exponential_secure(utilities, self.exact_rate, rng, copies)
 
     def _check_size(self, size: Any, ndim: int) -> None:

@@ -47,6 +47,7 @@ from dpkit.plugin import (
 from dpkit_central._selection import (
     Selection,
     exact_rate,
+    exact_utility,
     from_the_top,
     odd_mantissas,
     permute_and_flip_secure,
@@ -442,6 +443,8 @@ def lattice_scores(
     nearest integer, ties to even, exactly (IEEE 754 roundToIntegralTiesToEven): the same k
     in five array passes instead of the integer shifts.
     """
+    if utilities.dtype == object:  # values no double holds (Fractions): rounded exactly
+        return _exact_lattice_scores(utilities, exponent)
     finite = np.isfinite(utilities)
     with np.errstate(over="ignore"):  # an overflow to ±inf sends the row to the exact path
         scaled = np.ldexp(np.where(finite, utilities, 0.0), -exponent)
@@ -464,6 +467,23 @@ def lattice_scores(
     wide = np.left_shift(mant.astype(object), up_shift.astype(object))
     wide[down] = rounded[down].astype(object)
     return wide, finite
+
+
+def _exact_lattice_scores(
+    utilities: NDArray[Any], exponent: int
+) -> tuple[NDArray[Any], NDArray[np.bool_]]:
+    """:func:`lattice_scores` of an object array of doubles and Fractions
+    (:func:`~dpkit_central._validation.total_utilities`): k = round(u / 2^exponent) in exact
+    rationals, ties to even as for a double (int64 when every |k| < 2⁶², else Python ints)."""
+    step = Fraction(2) ** exponent
+    flat = utilities.reshape(-1).tolist()
+    finite = np.array([u != -math.inf for u in flat], dtype=np.bool_).reshape(utilities.shape)
+    scores = [round(exact_utility(u) / step) if u != -math.inf else 0 for u in flat]
+    if all(abs(k) < 1 << 62 for k in scores):
+        return np.array(scores, dtype=np.int64).reshape(utilities.shape), finite
+    wide = np.empty(len(scores), dtype=object)
+    wide[:] = scores
+    return wide.reshape(utilities.shape), finite
 
 
 def _relative_scores(scores: NDArray[Any], finite: NDArray[np.bool_]) -> NDArray[np.int64]:
@@ -761,10 +781,10 @@ class ReportNoisyMax(Selection):
                 owner=self.name,
             )
         rng = resolve_rng(rng, owner=self.name)[0]
+        u = as_utilities(values, owner=self.name, exact=True)
         if not isinstance(rng, np.random.Generator):
-            lattice = self.lattice
-            return report_noisy_max_secure(as_utilities(values, owner=self.name), lattice, rng)
-        u = as_utilities(values, owner=self.name)
+            return report_noisy_max_secure(u, self.lattice, rng)
+        u = np.asarray(u, dtype=np.float64)  # values no double holds: their nearest doubles
         noisy = rng.laplace(0.0, self.scale, size=u.shape)
         with np.errstate(over="ignore"):  # near ±1.8e308 the sum may round to ±inf: same order
             noisy += u
@@ -857,9 +877,10 @@ class PermuteAndFlip(Selection):
                 exact_rate=self.exact_rate,
             )
         rng = resolve_rng(rng, owner=self.name)[0]
-        u = as_utilities(values, owner=self.name)
+        u = as_utilities(values, owner=self.name, exact=True)
         if not isinstance(rng, np.random.Generator):
             return permute_and_flip_secure(u, self.exact_rate, rng)
+        u = np.asarray(u, dtype=np.float64)  # values no double holds: their nearest doubles
         with np.errstate(over="ignore"):  # a gap beyond the float range → −inf → p = 0
             p = np.exp(self.rate * (u - np.max(u, axis=-1, keepdims=True)))
         arrival = rng.random(u.shape)

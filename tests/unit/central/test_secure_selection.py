@@ -422,3 +422,43 @@ def test_bernoulli_exp_array_rejects_bad_input(num: Any, den: Any) -> None:
 
     with pytest.raises(dpkit.InvalidParameter):
         bernoulli_exp_array(num, den, rng=secure(b"bad-bern"))
+
+
+#: Utilities that no double holds, near 2⁵² where the doubles are 1 apart: read as doubles
+#: (2⁵², 2⁵² + 2, 2⁵²) their gaps would be 2, 0 and 2 instead of 1, 0 and 7/6.
+EXACT_ROW = [Fraction(2**52) + Fraction(1, 2), Fraction(2**52) + Fraction(3, 2)]
+EXACT_ROW.append(Fraction(2**52) + Fraction(1, 3))
+
+
+@pytest.mark.parametrize("cls", [Exponential, PermuteAndFlip])
+def test_secure_selections_of_utilities_no_double_holds_match_the_exact_pmf(cls: Any) -> None:
+    """Fractions in an object array (as ``coerce`` keeps them) are selected with their exact
+    gaps, in a batch of rows and (the exponential mechanism) as copies from one row: χ² at
+    α = 1e-6 against the pmf of the exact gaps, whose doubles' pmf it would reject."""
+    mech = cls(epsilon=1.0, sensitivity=1.0)
+    rate = Fraction(1, 2)
+    top = max(EXACT_ROW)
+    gaps: list[Fraction | None] = [rate * (top - u) for u in EXACT_ROW]
+    pmf = [float(x) for x in (em_pmf if cls is Exponential else pf_pmf)(gaps)]
+    row = mech.coerce(np.array(EXACT_ROW, dtype=object))
+    assert row.dtype == object and list(row) == EXACT_ROW
+    rng = secure(b"exact-" + cls.__name__.encode())
+    batch = mech.randomize(np.tile(row, (3_000, 1)), rng=rng)
+    assert chi2_pvalue(batch, pmf) > ALPHA
+    if cls is Exponential:
+        copies = mech.randomize(row, rng=rng, size=N)
+        assert chi2_pvalue(copies, pmf) > ALPHA
+
+
+def test_secure_report_noisy_max_scores_utilities_no_double_holds_exactly() -> None:
+    """Report-noisy-max's lattice scores of Fractions are round(u/g) in exact rationals (the
+    doubles would give 2⁵² and 2⁵² + 2 for the first two, which are 1/g steps apart)."""
+    from dpkit_central.noisy_max import lattice_scores
+
+    mech = ReportNoisyMax(epsilon=1.0, sensitivity=1.0)
+    exponent = mech.lattice.exponent
+    scores, finite = lattice_scores(np.array([[*EXACT_ROW, -math.inf]], dtype=object), exponent)
+    step = Fraction(2) ** exponent
+    assert scores[0, :3].tolist() == [round(u / step) for u in EXACT_ROW]
+    assert finite.tolist() == [[True, True, True, False]]
+    assert mech.randomize(np.array(EXACT_ROW, dtype=object), rng=secure(b"rnm")) in (0, 1, 2)

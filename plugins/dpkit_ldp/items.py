@@ -11,6 +11,7 @@ encoded as Python's ``errors="surrogatepass"`` would, so every text value has an
 
 from __future__ import annotations
 
+import sys
 from typing import Any, ClassVar
 
 import attrs
@@ -81,24 +82,46 @@ def _decimal(values: NDArray[Any]) -> NDArray[np.bytes_]:
     return values.astype("S21")
 
 
+def _object_item(value: Any) -> bytes | None:
+    """One Python value's item, or None if it has none: not text, bytes or an integer, or one
+    whose conversion raises — an integer whose decimal text Python refuses to form (more than
+    ``sys.get_int_max_str_digits()`` digits, 4300 by default: CPython's limit on int → str),
+    or a subclass whose ``encode``, ``__bytes__`` or ``__int__`` raises. Such a value has no
+    text, as :func:`dpkit.tables.text.object_text` has it for a table's ``object`` column."""
+    try:
+        if isinstance(value, (bytes, np.bytes_)):
+            return bytes(value).rstrip(b"\0")
+        if isinstance(value, str):
+            return str.encode(value, "utf-8", "surrogatepass").rstrip(b"\0")
+        if isinstance(value, (int, np.integer)) and not isinstance(value, (bool, np.bool_)):
+            return str(int(value)).encode("ascii")
+    except Exception:
+        return None
+    return None
+
+
+def _quoted(value: Any) -> str:
+    """The ``repr`` of a refused value for the strict path's message, or nothing where it raises."""
+    try:
+        return f" {plain(value)!r}"
+    except Exception:
+        return ""
+
+
 def _from_objects(flat: NDArray[Any], *, strict: bool, owner: str, field: str) -> list[bytes]:
-    """Python objects → bytes, one call each (object arrays have no vectorised path)."""
+    """Python objects → bytes, one call each (object arrays have no vectorised path); a value
+    with no item (:func:`_object_item`) is an :class:`~InvalidData` (``strict``) or ``b""``."""
     out: list[bytes] = []
     for value in flat:
-        if isinstance(value, (bytes, np.bytes_)):
-            out.append(bytes(value).rstrip(b"\0"))
-        elif isinstance(value, str):
-            out.append(value.encode("utf-8", "surrogatepass").rstrip(b"\0"))
-        elif isinstance(value, (int, np.integer)) and not isinstance(value, (bool, np.bool_)):
-            out.append(str(int(value)).encode("ascii"))
-        elif strict:
+        item = _object_item(value)
+        if item is None and strict:
             raise InvalidData(
-                f"{owner}: {field} must be text, bytes or integers, got {type(value).__name__} "
-                f"{plain(value)!r}",
+                f"{owner}: {field} must be text, bytes or integers (an integer of at most "
+                f"{sys.get_int_max_str_digits() or 'any number of'} digits), got "
+                f"{type(value).__name__}{_quoted(value)}",
                 field=field,
             )
-        else:
-            out.append(b"")
+        out.append(b"" if item is None else item)
     return out
 
 
@@ -108,13 +131,19 @@ def _as_bytes_array(items: list[bytes], shape: tuple[int, ...]) -> NDArray[np.by
     return array.reshape(shape)
 
 
+def _plain_text(array: NDArray[Any]) -> NDArray[Any]:
+    """numpy's variable-width text (``StringDType``, kind ``"T"``) as an object array of its
+    ``str`` values, which the item paths read; any other array unchanged (from the dtype)."""
+    return array.astype(object) if array.dtype.kind == "T" else array
+
+
 def as_items(values: Any, /, *, owner: str, field: str = "values") -> NDArray[np.bytes_]:
     """``values`` as a bytes array of the same shape (the strict path of ``randomize``).
 
     Text (UTF-8), bytes, integers (decimal text) and object arrays holding those are items;
     booleans, real numbers and anything else are an :class:`~InvalidData`.
     """
-    array = as_array(values, owner=owner, field=field)
+    array = _plain_text(as_array(values, owner=owner, field=field))
     kind = array.dtype.kind
     if kind == "S":
         return array
@@ -144,7 +173,7 @@ def coerce_items(values: Any, /) -> NDArray[np.bytes_]:
     replaces each such record, so its report is still the mechanism applied to an item (ε-LDP),
     and no record is dropped.
     """
-    array = readable(values)
+    array = _plain_text(readable(values))
     kind = array.dtype.kind
     if kind == "S":
         return array

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from dpkit_ldp.heavy_hitters import coerce_bit_items
 from dpkit_ldp.items import ItemDomain, as_items, coerce_items, utf8_encode
 from dpkit_ldp.keyed_hash import HashKey, ItemWords, KeyedHashFamily, siphash24
 from scipy import stats
@@ -119,6 +120,29 @@ def test_items_from_every_kind_of_array() -> None:
     total = coerce_items(np.array([None, "a", 2.5, np.nan, 3, True], dtype=object))
     assert total.tolist() == [b"", b"a", b"", b"", b"3", b""]
     assert coerce_items(np.array([np.nan, 1e308])).tolist() == [b"", b""]
+
+
+def test_items_of_numpy_variable_width_text_are_their_text() -> None:
+    """numpy's StringDType is text: the same items as a fixed-width text array, on the strict
+    path and in the private phase (which read it as empty items, every record alike)."""
+    text = ["crash:é", "", "7"]
+    fixed = as_items(np.array(text), owner="t").tolist()
+    variable = np.array(text, dtype=np.dtypes.StringDType())
+    assert as_items(variable, owner="t").tolist() == fixed
+    assert coerce_items(variable).tolist() == fixed
+    assert coerce_bit_items(variable, 16, np.random.default_rng(0)).tolist() == (
+        coerce_bit_items(np.array(text), 16, np.random.default_rng(0)).tolist()
+    )
+
+
+def test_an_integer_without_decimal_text_is_no_item() -> None:
+    """CPython refuses the decimal text of an int of more than 4300 digits (ValueError): the
+    private phase raised it after the spend. There it has no item, as a table's object column
+    has it no text; the strict path refuses it as the other values it cannot read."""
+    huge = np.array([10**5000, 7, "7"], dtype=object)
+    assert coerce_items(huge).tolist() == [b"", b"7", b"7"]
+    with pytest.raises(dpkit.InvalidData, match="text, bytes or integers"):
+        as_items(huge, owner="t")
 
 
 def test_item_domain_declares_distinct_neighbours() -> None:

@@ -474,7 +474,7 @@ def test_sw_transition_matrix_by_quadrature(epsilon: float, bins: int) -> None:
             assert matrix[j, i] == pytest.approx(value * bins, abs=1e-10)
 
 
-@pytest.mark.parametrize("name", ["pm_multi", "hm_multi"])
+@pytest.mark.parametrize("name", ["pm_multi", "hm_multi", "multibit"])
 @pytest.mark.parametrize(("epsilon", "k"), [(5.0, 3), (10.0, 3), (1.0, 5)])
 def test_multi_secure_parts_compose_within_epsilon(
     name: str, epsilon: float, k: int, monkeypatch: pytest.MonkeyPatch

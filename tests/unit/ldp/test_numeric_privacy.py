@@ -515,3 +515,16 @@ def test_share_epsilon_is_the_largest_exact_share(epsilon: float, k: int) -> Non
     share = share_epsilon(epsilon, k)
     assert Fraction(share) * k <= Fraction(epsilon)
     assert share == epsilon / k or Fraction(math.nextafter(share, math.inf)) * k > Fraction(epsilon)
+
+
+def test_band_threshold_refuses_a_band_its_grid_cannot_realise() -> None:
+    """The piecewise lattice at ε = 2.03e-19 (N, H below): T rounded down fell below the
+    uniform point, and b/a = e^{3.3e-19} passed e^ε. Refused; and one step up in ε, where the
+    grid keeps both ratios, the band's two levels stay within e^ε both ways."""
+    cells, band = 12062741310, 574033852
+    with pytest.raises(ValueError, match="too small"):
+        band_threshold(2.0280218898066212e-19, cells, band)
+    for epsilon in (1e-16, 1e-12):
+        lattice = BandLattice.build(epsilon, cells, band)
+        assert _ratio_within(lattice.high / lattice.low, epsilon)
+        assert _ratio_within(lattice.low / lattice.high, epsilon)

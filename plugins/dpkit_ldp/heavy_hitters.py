@@ -58,15 +58,18 @@ __all__ = [
 ]
 
 
-def _from_bytes(
-    items: NDArray[np.bytes_], bits: int
-) -> tuple[NDArray[np.uint64], NDArray[np.bool_]]:
-    """Big-endian, right-padded byte strings → L-bit integers, and which ones fitted."""
+def _from_bytes(items: NDArray[Any], bits: int) -> tuple[NDArray[np.uint64], NDArray[np.bool_]]:
+    """Big-endian, right-padded byte strings (a bytes array, or an object array of ``bytes``)
+    → L-bit integers, and which ones fitted."""
     width = bits // 8
     flat = np.ascontiguousarray(items.reshape(-1))
+    if flat.dtype == object:  # long items kept unpadded (dpkit_ldp.items): their first bytes
+        fits = np.fromiter((len(b) <= width for b in flat), dtype=bool, count=flat.shape[0])
+        flat = np.array([b[: width + 1] for b in flat.tolist()], dtype=f"S{width + 1}")
+    else:
+        fits = np.strings.str_len(flat) <= width
     n = flat.shape[0]
     size = flat.dtype.itemsize
-    fits = np.strings.str_len(flat) <= width
     buffer = np.zeros((n, 8), dtype=np.uint8)
     take = min(size, width)
     if take:

@@ -5,8 +5,11 @@ An item is a byte string. Text is encoded as UTF-8 (vectorised here: numpy's own
 ``np.strings.encode`` calls ``str.encode`` once per element, about 1.8 s per 10⁶ words); an
 integer is its decimal text, so ``7`` and ``"7"`` are one item. Items are held in numpy's
 fixed-width bytes dtype, which cannot hold trailing zero bytes: ``b"ab\\0"`` is the item
-``b"ab"`` everywhere (client, server and candidate queries alike). Lone surrogates in text are
-encoded as Python's ``errors="surrogatepass"`` would, so every text value has an encoding.
+``b"ab"`` everywhere (client, server and candidate queries alike). Python values whose longest
+item would make that array large (over 64 MiB, and over four times the items' own bytes) are
+kept as an object array of ``bytes`` instead, the same items, hashed alike: one long record
+then costs its own length, never n times it (:func:`_as_bytes_array`). Lone surrogates in text
+are encoded as Python's ``errors="surrogatepass"`` would, so every text value has an encoding.
 """
 
 from __future__ import annotations
@@ -77,6 +80,10 @@ def _encode_wide(cp: NDArray[np.uint32], length: NDArray[np.int64]) -> NDArray[n
     return out
 
 
+#: Bytes beyond which the object path keeps long items unpadded (:func:`_as_bytes_array`).
+_PADDED_BYTES = 1 << 26
+
+
 def _decimal(values: NDArray[Any]) -> NDArray[np.bytes_]:
     """Integers as their decimal text (numpy's own conversion; exact for 64-bit integers)."""
     return values.astype("S21")
@@ -125,8 +132,18 @@ def _from_objects(flat: NDArray[Any], *, strict: bool, owner: str, field: str) -
     return out
 
 
-def _as_bytes_array(items: list[bytes], shape: tuple[int, ...]) -> NDArray[np.bytes_]:
+def _as_bytes_array(items: list[bytes], shape: tuple[int, ...]) -> NDArray[Any]:
+    """The items as a fixed-width bytes array, or as an object array of ``bytes`` where padding
+    every item to the longest would take over :data:`_PADDED_BYTES` and over four times the
+    items' own bytes: one long record then costs its length, not n times it (2·10⁴ words and
+    one text of 10⁶ characters took 20 GB; a larger n failed after the spend). Both forms hold
+    the same items and hash alike (:class:`dpkit_ldp.keyed_hash.ItemWords`)."""
     width = max(1, max((len(b) for b in items), default=1))
+    padded = len(items) * width
+    if padded > _PADDED_BYTES and padded > 4 * sum(len(b) + 1 for b in items):
+        loose = np.empty(len(items), dtype=object)
+        loose[:] = items
+        return loose.reshape(shape)
     array = np.array(items, dtype=f"S{width}") if items else np.zeros(0, dtype="S1")
     return array.reshape(shape)
 
@@ -138,7 +155,8 @@ def _plain_text(array: NDArray[Any]) -> NDArray[Any]:
 
 
 def as_items(values: Any, /, *, owner: str, field: str = "values") -> NDArray[np.bytes_]:
-    """``values`` as a bytes array of the same shape (the strict path of ``randomize``).
+    """``values`` as a bytes array of the same shape (the strict path of ``randomize``), or an
+    object array of ``bytes`` where padding long items would be large (:func:`_as_bytes_array`).
 
     Text (UTF-8), bytes, integers (decimal text) and object arrays holding those are items;
     booleans, real numbers and anything else are an :class:`~InvalidData`.

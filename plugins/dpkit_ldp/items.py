@@ -187,7 +187,8 @@ def coerce_items(values: Any, /) -> NDArray[np.bytes_]:
     """Every value as an item, never raising (the private phase).
 
     Text, bytes and integers become their item as in :func:`as_items`; anything else — NaN,
-    None, a real number, a boolean, a date — becomes the empty item ``b""``. A fixed item
+    None, a real number, a boolean, a date, and a value whose conversion raises (an integer of
+    over 4300 digits, :func:`_object_item`) — becomes the empty item ``b""``. A fixed item
     replaces each such record, so its report is still the mechanism applied to an item (ε-LDP),
     and no record is dropped.
     """

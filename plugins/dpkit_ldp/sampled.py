@@ -5,8 +5,8 @@ t ∈ [−1, 1]^d (standard units) draws k of the d attributes uniformly without
 reports, for each drawn attribute j, (d/k)·y_j with y_j the one-dimensional mechanism (the
 piecewise or the hybrid mechanism) at ε/k, and 0 for the others. Each drawn attribute costs
 ε/k (the largest double e with k·e ≤ ε exactly, :func:`share_epsilon`) and the draw does not
-depend on the data, so the report is ε-LDP (basic composition over
-the k attributes: the density ratio is a product of k ratios each ≤ e^{ε/k}). It is unbiased,
+depend on the data, so the report is ε-LDP (basic composition over the k attributes: the
+density ratio is a product of k ratios each ≤ e^{ε/k}). It is unbiased,
 E = (k/d)·(d/k)·t_j, and
 
     Var[report_j | t] = (d/k)·(Var_1[y | t_j; ε/k] + t_j²) − t_j²,
@@ -77,8 +77,9 @@ def share_epsilon(epsilon: float, parts: int) -> float:
     The float quotient ε/k is rounded to the nearest double and so lies above ε/k for about
     two in five (ε, k); k releases each realising that quotient then compose (basic
     composition, Dwork & Roth 2014, Theorem 3.16) to more than the declared ε: secure pm_multi
-    at ε = 5, k = 3 realised 5 + 2.2·10⁻¹⁶ (its lattice realises the quotient itself). Stepping down one double where the exact product
-    exceeds ε keeps the sum of the parts at or below ε, exactly.
+    at ε = 5, k = 3 realised 5 + 2.2·10⁻¹⁶ (its lattice realises the quotient itself).
+    Stepping down one double where the exact product exceeds ε keeps the sum of the parts at
+    or below ε, exactly.
     """
     share = epsilon / parts
     while share > 0 and Fraction(share) * parts > Fraction(epsilon):

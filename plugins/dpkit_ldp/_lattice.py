@@ -59,12 +59,31 @@ def lattice_exponent(band_width: float, range_width: float) -> int:
 
 
 def band_threshold(epsilon: float, cells: int, band: int) -> int:
-    """T = ⌊2⁶⁴·e^ε H/(e^ε H + N − H)⌋ (minus a margin below the decimal error), so T/2⁶⁴ ≤ π*."""
+    """T = ⌊2⁶⁴·e^ε H/(e^ε H + N − H)⌋ (minus a margin below the decimal error), so T/2⁶⁴ ≤ π*.
+
+    Rounding down guards a/b ≤ e^ε only. At the uniform point π = H/N the two levels are equal;
+    where ε is so small that π* lies within 2⁻⁶⁴ of H/N, T/2⁶⁴ can fall below H/N, and then
+    b/a = (2⁶⁴ − T)H/(T(N − H)) > 1 is the ratio that matters (the piecewise lattice at
+    ε = 2.03·10⁻¹⁹: b/a = e^{3.3·10⁻¹⁹}). Such (ε, N, H), for which no T keeps both ratios
+    within e^ε, raise :class:`ValueError`: the mechanisms' ε ≥ 10⁻¹² (and pm_multi's ε/k ≥
+    2.4·10⁻¹⁶) never reach them, so this only guards the construction (Kairouz, Bonawitz &
+    Ramage 2016, §2.2, for the two-sided ratio of a randomized response).
+    """
     odds = _CONTEXT.exp(decimal.Decimal(epsilon))  # the double's exact value
     high = _CONTEXT.multiply(odds, decimal.Decimal(band))
     share = _CONTEXT.divide(high, _CONTEXT.add(high, decimal.Decimal(cells - band)))
     scaled = _CONTEXT.subtract(_CONTEXT.multiply(share, decimal.Decimal(_U64)), _MARGIN)
-    return max(0, int(scaled.to_integral_value(decimal.ROUND_FLOOR)))
+    threshold = max(0, int(scaled.to_integral_value(decimal.ROUND_FLOOR)))
+    if threshold * cells < band * _U64:  # below the uniform point: is b/a ≤ e^ε?
+        reverse = _CONTEXT.divide(
+            decimal.Decimal((_U64 - threshold) * band), decimal.Decimal(threshold * (cells - band))
+        )
+        if threshold == 0 or reverse > _CONTEXT.subtract(odds, _MARGIN):
+            raise ValueError(
+                f"epsilon={epsilon} is too small for a band of {band} of {cells} cells: on the "
+                "2^-64 grid the band probability falls below the uniform point"
+            )
+    return threshold
 
 
 @attrs.frozen

@@ -21,8 +21,9 @@ with the exact lie threshold). On an accelerator's array ``randomize`` runs on t
 the same law in either mode, the features drawn and each bit decided exactly as here
 (:mod:`dpkit.tensors.multibit`: the same words give the same reports).
 
-Privacy: each drawn feature's two report laws are within e^{ε/m}, the draw of the features does
-not depend on the data, so a node's whole feature vector is ε-LDP (basic composition over m).
+Privacy: each drawn feature's two report laws are within e^{ε/m} (ε/m rounded down so that m
+parts compose to at most ε exactly, :func:`dpkit_ldp.sampled.share_epsilon`), the draw of the
+features does not depend on the data, so a node's whole feature vector is ε-LDP (basic composition over m).
 Variance per feature: Var[x′_i] = scale²·((d/m)·B² − t_i²) (the sampled mechanism's
 (d/m)(Var₁ + t²) − t² with Var₁ = B² − t²). The number of drawn features defaults to
 Sajadmanesh & Gatica-Perez's m* = max(1, min(d, ⌊ε/2.18⌋)), which minimises the worst-case
@@ -96,7 +97,7 @@ class MultiBit(SampledAttributes):
 
     def _device_reports(self, library: ArrayLibrary, values: Any, rng: Any) -> Any:
         d, m = self.dimension, self.sampled
-        level = d / m * duchi_bound(self.epsilon / m)
+        level = d / m * duchi_bound(self.attribute_epsilon)
         minus, centre, plus = (
             float(report) for report in self.to_data(np.array([-level, 0.0, level]))
         )
@@ -107,8 +108,8 @@ class MultiBit(SampledAttributes):
             sampled=m,
             units=self.units,
             reports=(minus, centre, plus),
-            epsilon=self.epsilon / m,
-            lie_threshold64=lie_threshold(self.epsilon / m, 2),
+            epsilon=self.attribute_epsilon,
+            lie_threshold64=lie_threshold(self.attribute_epsilon, 2),
             rng=rng,
             owner=self.name,
         )
@@ -116,7 +117,7 @@ class MultiBit(SampledAttributes):
     def report_bound(self) -> NDArray[np.float64]:
         """(d/m)·B per coordinate, in standard units."""
         m = self.sampled
-        return np.full(self.dimension, self.dimension / m * duchi_bound(self.epsilon / m))
+        return np.full(self.dimension, self.dimension / m * duchi_bound(self.attribute_epsilon))
 
     def log_probability(self, outputs: Any, inputs: Any, /) -> Any:
         """log P[report | x] = −log C(d, m) + Σ_drawn log P[±B | t_j; ε/m]; −inf for a report
@@ -137,13 +138,13 @@ class MultiBit(SampledAttributes):
         """:meth:`log_probability` of float64 arrays of the namespace ``xp`` on ``device``
         (numpy's on the host): y on the data's scale, x the inputs."""
         d, m = self.dimension, self.sampled
-        level = d / m * duchi_bound(self.epsilon / m)  # finite: ε/m > 0
+        level = d / m * duchi_bound(self.attribute_epsilon)  # finite: ε/m > 0
         y, t = self._standard_rows(xp, y, x)
         drawn = y != 0.0
         # numpy's isclose(|y|, level, rtol=1e-9) (atol = 1e-8), as numpy computes it:
         # |(|y|) − level| ≤ 1e-8 + 1e-9·|level|, for a finite level (x == level is within it).
         on_level = (xp.abs(xp.abs(y) - level) <= 1e-8 + 1e-9 * abs(level)) | ~drawn
-        tail = math.exp(-(self.epsilon / m))  # plus_probability's e^{−ε} at ε/m
+        tail = math.exp(-self.attribute_epsilon)  # plus_probability's e^{−ε} at ε/m
         per = xp.where(
             y > 0.0,
             xp.log(_plus_probability(t, tail)),
@@ -160,7 +161,7 @@ class MultiBit(SampledAttributes):
         d, m = self.dimension, self.sampled
         if math.comb(d, m) << m > _ENUMERABLE:
             raise NotImplementedError(f"C({d}, {m})·2^{m} outputs are too many to enumerate")
-        level = d / m * duchi_bound(self.epsilon / m)
+        level = d / m * duchi_bound(self.attribute_epsilon)
         rows = []
         for chosen in itertools.combinations(range(d), m):
             for signs in itertools.product((-1.0, 1.0), repeat=m):

@@ -58,15 +58,18 @@ __all__ = [
 ]
 
 
-def _from_bytes(
-    items: NDArray[np.bytes_], bits: int
-) -> tuple[NDArray[np.uint64], NDArray[np.bool_]]:
-    """Big-endian, right-padded byte strings → L-bit integers, and which ones fitted."""
+def _from_bytes(items: NDArray[Any], bits: int) -> tuple[NDArray[np.uint64], NDArray[np.bool_]]:
+    """Big-endian, right-padded byte strings (a bytes array, or an object array of ``bytes``)
+    → L-bit integers, and which ones fitted."""
     width = bits // 8
     flat = np.ascontiguousarray(items.reshape(-1))
+    if flat.dtype == object:  # long items kept unpadded (dpkit_ldp.items): their first bytes
+        fits = np.fromiter((len(b) <= width for b in flat), dtype=bool, count=flat.shape[0])
+        flat = np.array([b[: width + 1] for b in flat.tolist()], dtype=f"S{width + 1}")
+    else:
+        fits = np.strings.str_len(flat) <= width
     n = flat.shape[0]
     size = flat.dtype.itemsize
-    fits = np.strings.str_len(flat) <= width
     buffer = np.zeros((n, 8), dtype=np.uint8)
     take = min(size, width)
     if take:
@@ -95,7 +98,7 @@ def as_bit_items(
                 field=field,
             )
         return unsigned.reshape(array.shape)
-    if kind in "USO":
+    if kind in "USOT":
         if bits % 8:
             raise InvalidData(
                 f"{owner}: {field} are text or bytes, but bits={bits} is not a whole number of "
@@ -119,17 +122,38 @@ def as_bit_items(
     )
 
 
+def _object_bit_item(value: Any, bits: int) -> int | None:
+    """One Python value's L-bit item (:func:`coerce_bit_items`), or None: also where its
+    conversion raises (a subclass whose ``__int__``, ``__lt__``, ``encode`` or ``__bytes__``
+    raises), so that the private phase stays total."""
+    try:
+        if isinstance(value, (int, np.integer)) and not isinstance(value, (bool, np.bool_)):
+            number = int(value)
+            return number if 0 <= number < 1 << bits else None
+        if bits % 8 == 0 and isinstance(value, (str, bytes)):
+            if isinstance(value, str):
+                raw = str.encode(value, "utf-8", "surrogatepass")
+            else:
+                raw = bytes(value)
+            width = bits // 8
+            return int.from_bytes(raw.rstrip(b"\0")[:width].ljust(width, b"\0"), "big")
+    except Exception:
+        return None
+    return None
+
+
 def coerce_bit_items(values: Any, bits: int, rng: Any) -> NDArray[np.uint64]:
     """Every value as an L-bit item, never raising (the private phase): integers in range are
     themselves; text and bytes keep their first L/8 bytes; anything else — out-of-range
     integers, NaN, None, real numbers — becomes an item drawn uniformly at random (with the
     session's ``rng``), a mixture of the mechanism's ε-LDP laws and so ε-LDP itself."""
     array = readable(values)
+    if array.dtype.kind == "T":  # numpy's variable-width text: its str values
+        array = array.astype(object)
     flat = array.reshape(-1)
     out = np.zeros(flat.shape, dtype=np.uint64)
     valid = np.zeros(flat.shape, dtype=bool)
     kind = array.dtype.kind
-    width = bits // 8
     if kind in "iu" and flat.size:
         unsigned = flat.view(np.dtype(f"u{flat.dtype.itemsize}")).astype(np.uint64)
         valid = flat >= 0
@@ -141,13 +165,9 @@ def coerce_bit_items(values: Any, bits: int, rng: Any) -> NDArray[np.uint64]:
         valid[:] = True
     elif kind == "O":
         for i, value in enumerate(flat):
-            if isinstance(value, (int, np.integer)) and not isinstance(value, (bool, np.bool_)):
-                if 0 <= int(value) < 1 << bits:
-                    out[i], valid[i] = int(value), True
-            elif bits % 8 == 0 and isinstance(value, (str, bytes)):
-                raw = value.encode("utf-8", "surrogatepass") if isinstance(value, str) else value
-                head = bytes(raw).rstrip(b"\0")[:width]
-                out[i], valid[i] = int.from_bytes(head.ljust(width, b"\0"), "big"), True
+            item = _object_bit_item(value, bits)
+            if item is not None:
+                out[i], valid[i] = item, True
     bad = np.flatnonzero(~valid)
     if bad.size:
         generator = resolve_rng(rng)[0]

@@ -5,12 +5,16 @@ An item is a byte string. Text is encoded as UTF-8 (vectorised here: numpy's own
 ``np.strings.encode`` calls ``str.encode`` once per element, about 1.8 s per 10⁶ words); an
 integer is its decimal text, so ``7`` and ``"7"`` are one item. Items are held in numpy's
 fixed-width bytes dtype, which cannot hold trailing zero bytes: ``b"ab\\0"`` is the item
-``b"ab"`` everywhere (client, server and candidate queries alike). Lone surrogates in text are
-encoded as Python's ``errors="surrogatepass"`` would, so every text value has an encoding.
+``b"ab"`` everywhere (client, server and candidate queries alike). Python values whose longest
+item would make that array large (over 64 MiB, and over four times the items' own bytes) are
+kept as an object array of ``bytes`` instead, the same items, hashed alike: one long record
+then costs its own length, never n times it (:func:`_as_bytes_array`). Lone surrogates in text
+are encoded as Python's ``errors="surrogatepass"`` would, so every text value has an encoding.
 """
 
 from __future__ import annotations
 
+import sys
 from typing import Any, ClassVar
 
 import attrs
@@ -76,45 +80,88 @@ def _encode_wide(cp: NDArray[np.uint32], length: NDArray[np.int64]) -> NDArray[n
     return out
 
 
+#: Bytes beyond which the object path keeps long items unpadded (:func:`_as_bytes_array`).
+_PADDED_BYTES = 1 << 26
+
+
 def _decimal(values: NDArray[Any]) -> NDArray[np.bytes_]:
     """Integers as their decimal text (numpy's own conversion; exact for 64-bit integers)."""
     return values.astype("S21")
 
 
+def _object_item(value: Any) -> bytes | None:
+    """One Python value's item, or None if it has none: not text, bytes or an integer, or one
+    whose conversion raises — an integer whose decimal text Python refuses to form (more than
+    ``sys.get_int_max_str_digits()`` digits, 4300 by default: CPython's limit on int → str),
+    or a subclass whose ``encode``, ``__bytes__`` or ``__int__`` raises. Such a value has no
+    text, as :func:`dpkit.tables.text.object_text` has it for a table's ``object`` column."""
+    try:
+        if isinstance(value, (bytes, np.bytes_)):
+            return bytes(value).rstrip(b"\0")
+        if isinstance(value, str):
+            return str.encode(value, "utf-8", "surrogatepass").rstrip(b"\0")
+        if isinstance(value, (int, np.integer)) and not isinstance(value, (bool, np.bool_)):
+            return str(int(value)).encode("ascii")
+    except Exception:
+        return None
+    return None
+
+
+def _quoted(value: Any) -> str:
+    """The ``repr`` of a refused value for the strict path's message, or nothing where it raises."""
+    try:
+        return f" {plain(value)!r}"
+    except Exception:
+        return ""
+
+
 def _from_objects(flat: NDArray[Any], *, strict: bool, owner: str, field: str) -> list[bytes]:
-    """Python objects → bytes, one call each (object arrays have no vectorised path)."""
+    """Python objects → bytes, one call each (object arrays have no vectorised path); a value
+    with no item (:func:`_object_item`) is an :class:`~InvalidData` (``strict``) or ``b""``."""
     out: list[bytes] = []
     for value in flat:
-        if isinstance(value, (bytes, np.bytes_)):
-            out.append(bytes(value).rstrip(b"\0"))
-        elif isinstance(value, str):
-            out.append(value.encode("utf-8", "surrogatepass").rstrip(b"\0"))
-        elif isinstance(value, (int, np.integer)) and not isinstance(value, (bool, np.bool_)):
-            out.append(str(int(value)).encode("ascii"))
-        elif strict:
+        item = _object_item(value)
+        if item is None and strict:
             raise InvalidData(
-                f"{owner}: {field} must be text, bytes or integers, got {type(value).__name__} "
-                f"{plain(value)!r}",
+                f"{owner}: {field} must be text, bytes or integers (an integer of at most "
+                f"{sys.get_int_max_str_digits() or 'any number of'} digits), got "
+                f"{type(value).__name__}{_quoted(value)}",
                 field=field,
             )
-        else:
-            out.append(b"")
+        out.append(b"" if item is None else item)
     return out
 
 
-def _as_bytes_array(items: list[bytes], shape: tuple[int, ...]) -> NDArray[np.bytes_]:
+def _as_bytes_array(items: list[bytes], shape: tuple[int, ...]) -> NDArray[Any]:
+    """The items as a fixed-width bytes array, or as an object array of ``bytes`` where padding
+    every item to the longest would take over :data:`_PADDED_BYTES` and over four times the
+    items' own bytes: one long record then costs its length, not n times it (2·10⁴ words and
+    one text of 10⁶ characters took 20 GB; a larger n failed after the spend). Both forms hold
+    the same items and hash alike (:class:`dpkit_ldp.keyed_hash.ItemWords`)."""
     width = max(1, max((len(b) for b in items), default=1))
+    padded = len(items) * width
+    if padded > _PADDED_BYTES and padded > 4 * sum(len(b) + 1 for b in items):
+        loose = np.empty(len(items), dtype=object)
+        loose[:] = items
+        return loose.reshape(shape)
     array = np.array(items, dtype=f"S{width}") if items else np.zeros(0, dtype="S1")
     return array.reshape(shape)
 
 
+def _plain_text(array: NDArray[Any]) -> NDArray[Any]:
+    """numpy's variable-width text (``StringDType``, kind ``"T"``) as an object array of its
+    ``str`` values, which the item paths read; any other array unchanged (from the dtype)."""
+    return array.astype(object) if array.dtype.kind == "T" else array
+
+
 def as_items(values: Any, /, *, owner: str, field: str = "values") -> NDArray[np.bytes_]:
-    """``values`` as a bytes array of the same shape (the strict path of ``randomize``).
+    """``values`` as a bytes array of the same shape (the strict path of ``randomize``), or an
+    object array of ``bytes`` where padding long items would be large (:func:`_as_bytes_array`).
 
     Text (UTF-8), bytes, integers (decimal text) and object arrays holding those are items;
     booleans, real numbers and anything else are an :class:`~InvalidData`.
     """
-    array = as_array(values, owner=owner, field=field)
+    array = _plain_text(as_array(values, owner=owner, field=field))
     kind = array.dtype.kind
     if kind == "S":
         return array
@@ -140,11 +187,12 @@ def coerce_items(values: Any, /) -> NDArray[np.bytes_]:
     """Every value as an item, never raising (the private phase).
 
     Text, bytes and integers become their item as in :func:`as_items`; anything else — NaN,
-    None, a real number, a boolean, a date — becomes the empty item ``b""``. A fixed item
+    None, a real number, a boolean, a date, and a value whose conversion raises (an integer of
+    over 4300 digits, :func:`_object_item`) — becomes the empty item ``b""``. A fixed item
     replaces each such record, so its report is still the mechanism applied to an item (ε-LDP),
     and no record is dropped.
     """
-    array = readable(values)
+    array = _plain_text(readable(values))
     kind = array.dtype.kind
     if kind == "S":
         return array

@@ -40,6 +40,45 @@ def _object(*items: Any) -> np.ndarray:
     return out
 
 
+class _Hostile(Exception):
+    """Raised by the conversions of the hostile values below."""
+
+
+class _HostileText(str):
+    def encode(self, *args: Any, **kwargs: Any) -> bytes:
+        raise _Hostile
+
+    def __str__(self) -> str:
+        raise _Hostile
+
+    __hash__ = str.__hash__
+
+    def __eq__(self, other: object) -> bool:
+        raise _Hostile
+
+
+class _HostileBytes(bytes):
+    def __bytes__(self) -> bytes:
+        raise _Hostile
+
+    def decode(self, *args: Any, **kwargs: Any) -> str:
+        raise _Hostile
+
+
+class _HostileInt(int):
+    def __int__(self) -> int:
+        raise _Hostile
+
+    def __index__(self) -> int:
+        raise _Hostile
+
+    def __str__(self) -> str:
+        raise _Hostile
+
+    def __lt__(self, other: object) -> bool:
+        raise _Hostile
+
+
 ADVERSARIAL: dict[str, Any] = {
     "floats": np.array([np.nan, np.inf, -np.inf, 1e308, -1e308, 1.5, 0.0, 1.0, 2.0]),
     "all_nan": np.array([np.nan, np.nan]),
@@ -49,6 +88,12 @@ ADVERSARIAL: dict[str, Any] = {
     "int_matrix": np.array([[0, -5, 7], [np.iinfo(np.int64).min, np.iinfo(np.int64).max, 1]]),
     "empty_ints": np.array([], dtype=np.int64),
     "object": _object(1, "x", None, 2.5, float("nan"), 10**400, True, [1, 2], SECRET),
+    # An int whose decimal text CPython refuses (over 4300 digits), conversions that raise, an
+    # unhashable record, and numpy's variable-width text.
+    "hostile_objects": _object(
+        10**5000, -(10**5000), _HostileText("x"), _HostileBytes(b"x"), _HostileInt(3), {}, SECRET
+    ),
+    "string_dtype": np.array(["bus", SECRET, ""], dtype=np.dtypes.StringDType()),
     "labels": np.array(["bus", "car", SECRET]),
     "bools": np.array([True, False, True]),
     "empty": np.array([]),

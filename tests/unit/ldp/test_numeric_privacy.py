@@ -22,13 +22,15 @@ from dpkit_ldp._lattice import BandLattice, band_threshold
 from dpkit_ldp.duchi import DuchiMulti, duchi_multi_bound
 from dpkit_ldp.hybrid import EPSILON_STAR, hybrid_alpha, hybrid_variance
 from dpkit_ldp.piecewise import piecewise_lattice, piecewise_variance
-from dpkit_ldp.sampled import PiecewiseMulti, optimal_k
+from dpkit_ldp.sampled import PiecewiseMulti, optimal_k, share_epsilon
 from dpkit_ldp.square_wave import (
     bucket_probabilities,
     square_wave_half_width,
     square_wave_lattice,
     transition_matrix,
 )
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 import dpkit
 
@@ -470,3 +472,59 @@ def test_sw_transition_matrix_by_quadrature(epsilon: float, bins: int) -> None:
                 limit=200,
             )[0]
             assert matrix[j, i] == pytest.approx(value * bins, abs=1e-10)
+
+
+@pytest.mark.parametrize("name", ["pm_multi", "hm_multi", "multibit"])
+@pytest.mark.parametrize(("epsilon", "k"), [(5.0, 3), (10.0, 3), (1.0, 5)])
+def test_multi_secure_parts_compose_within_epsilon(
+    name: str, epsilon: float, k: int, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The ε each drawn attribute is released at, composed over the k attributes, is at most ε
+    exactly. ε/k in floating point lies above the true quotient here: secure pm_multi at
+    ε = 5, k = 3 then realised 5 + 2.2e-16 (its lattice realises the quotient itself)."""
+    mech = dpkit.mechanism(name, epsilon=epsilon, dimension=k, k=k)
+    seen: list[float] = []
+    one = type(mech)._one
+
+    def spy(t: np.ndarray, part: float, generator: object) -> np.ndarray:
+        seen.append(part)
+        return one(t, part, generator)
+
+    monkeypatch.setattr(type(mech), "_one", staticmethod(spy))
+    mech.randomize(np.zeros((2, k)), rng=dpkit.SecureRandom.from_key(bytes(32)))
+    assert seen == [mech.attribute_epsilon]
+    assert Fraction(seen[0]) * k <= Fraction(epsilon)
+    if name == "pm_multi":  # the lattice actually drawn from, composed k times
+        band = piecewise_lattice(seen[0]).lattice
+        context = decimal.Context(prec=60)
+        ratio = band.high / band.low
+        log_ratio = context.ln(
+            context.divide(decimal.Decimal(ratio.numerator), decimal.Decimal(ratio.denominator))
+        )
+        assert context.multiply(log_ratio, k) <= decimal.Decimal(epsilon)
+
+
+@settings(max_examples=200, derandomize=True, deadline=None, database=None)
+@given(
+    epsilon=st.floats(min_value=1e-12, max_value=700.0),
+    k=st.integers(min_value=1, max_value=1 << 12),
+)
+def test_share_epsilon_is_the_largest_exact_share(epsilon: float, k: int) -> None:
+    """k shares of ε never exceed ε exactly, and the next double up would (or is ε/k's own
+    rounding): what pm_multi and hm_multi charge per attribute."""
+    share = share_epsilon(epsilon, k)
+    assert Fraction(share) * k <= Fraction(epsilon)
+    assert share == epsilon / k or Fraction(math.nextafter(share, math.inf)) * k > Fraction(epsilon)
+
+
+def test_band_threshold_refuses_a_band_its_grid_cannot_realise() -> None:
+    """The piecewise lattice at ε = 2.03e-19 (N, H below): T rounded down fell below the
+    uniform point, and b/a = e^{3.3e-19} passed e^ε. Refused; and one step up in ε, where the
+    grid keeps both ratios, the band's two levels stay within e^ε both ways."""
+    cells, band = 12062741310, 574033852
+    with pytest.raises(ValueError, match="too small"):
+        band_threshold(2.0280218898066212e-19, cells, band)
+    for epsilon in (1e-16, 1e-12):
+        lattice = BandLattice.build(epsilon, cells, band)
+        assert _ratio_within(lattice.high / lattice.low, epsilon)
+        assert _ratio_within(lattice.low / lattice.high, epsilon)

@@ -5,8 +5,13 @@ Statistical tests use fixed seeds; each states its false-positive rate (≤ 1e-6
 
 from __future__ import annotations
 
+import tracemalloc
+
 import numpy as np
 import pytest
+from dpkit_ldp import items as items_module
+from dpkit_ldp import keyed_hash
+from dpkit_ldp.heavy_hitters import coerce_bit_items
 from dpkit_ldp.items import ItemDomain, as_items, coerce_items, utf8_encode
 from dpkit_ldp.keyed_hash import HashKey, ItemWords, KeyedHashFamily, siphash24
 from scipy import stats
@@ -121,6 +126,29 @@ def test_items_from_every_kind_of_array() -> None:
     assert coerce_items(np.array([np.nan, 1e308])).tolist() == [b"", b""]
 
 
+def test_items_of_numpy_variable_width_text_are_their_text() -> None:
+    """numpy's StringDType is text: the same items as a fixed-width text array, on the strict
+    path and in the private phase (which read it as empty items, every record alike)."""
+    text = ["crash:é", "", "7"]
+    fixed = as_items(np.array(text), owner="t").tolist()
+    variable = np.array(text, dtype=np.dtypes.StringDType())
+    assert as_items(variable, owner="t").tolist() == fixed
+    assert coerce_items(variable).tolist() == fixed
+    assert coerce_bit_items(variable, 16, np.random.default_rng(0)).tolist() == (
+        coerce_bit_items(np.array(text), 16, np.random.default_rng(0)).tolist()
+    )
+
+
+def test_an_integer_without_decimal_text_is_no_item() -> None:
+    """CPython refuses the decimal text of an int of more than 4300 digits (ValueError): the
+    private phase raised it after the spend. There it has no item, as a table's object column
+    has it no text; the strict path refuses it as the other values it cannot read."""
+    huge = np.array([10**5000, 7, "7"], dtype=object)
+    assert coerce_items(huge).tolist() == [b"", b"7", b"7"]
+    with pytest.raises(dpkit.InvalidData, match="text, bytes or integers"):
+        as_items(huge, owner="t")
+
+
 def test_item_domain_declares_distinct_neighbours() -> None:
     domain = ItemDomain()
     assert all(domain.are_neighbours(a, b) for a, b in domain.pairs())
@@ -144,3 +172,30 @@ def test_keys_are_declared_public_parameters() -> None:
     assert fixed.key == "01" * 16 and "key" in type(fixed).parameters()
     with pytest.raises(dpkit.InvalidParameter, match="key"):
         dpkit.mechanism("hcms", epsilon=1.0, key="not hex")
+
+
+def test_one_long_item_costs_its_own_length(monkeypatch: pytest.MonkeyPatch) -> None:
+    """1000 words and one item of 5000 bytes: the private phase and the hash used to pad every
+    item to the longest (n × 5000 bytes, three times over; 2·10⁴ words and one 10⁶-byte item
+    took 20 GB, and a larger n failed after the spend). Now the peak stays near the items' own
+    size, and the reports are those of the padded array on the same words. (The padding limit
+    and the hash's block are lowered from 64 and 16 MiB to 256 KiB here, so that a small input
+    shows them: about 20 MB before, under 3 MB now.)"""
+    monkeypatch.setattr(items_module, "_PADDED_BYTES", 1 << 18, raising=False)
+    monkeypatch.setattr(keyed_hash, "_BLOCK_BYTES", 1 << 18, raising=False)
+    values = np.array([f"w{i}" for i in range(1000)], dtype=object)
+    values[5] = "x" * 5000
+    mechanism = dpkit.mechanism("cms", epsilon=2.0, width=64, hashes=4, key="0" * 32)
+    tracemalloc.start()
+    try:
+        coerced = coerce_items(values)
+        reports = mechanism.randomize(coerced, rng=np.random.default_rng(1))
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    assert peak < 3 << 20, peak
+    padded = np.array([bytes(b) for b in coerced.tolist()], dtype="S5000")
+    again = mechanism.randomize(padded, rng=np.random.default_rng(1))
+    np.testing.assert_array_equal(reports, again)
+    words = ItemWords.from_items(as_items(values, owner="t"))
+    assert max(block.nbytes for _, block, _ in words.blocks_by_length()) <= 1 << 18

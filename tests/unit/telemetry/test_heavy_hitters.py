@@ -6,14 +6,18 @@ Statistical tests use fixed seeds and state their false-positive rates (≤ 1e-6
 
 from __future__ import annotations
 
+import decimal
 import itertools
 import json
 import math
+from fractions import Fraction
 
 import numpy as np
 import pytest
 from dpkit_ldp.heavy_hitters import GroupedReports, as_bit_items, coerce_bit_items
 from dpkit_ldp.pem import vector_multiply_shift
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from scipy import stats
 
 import dpkit
@@ -100,6 +104,38 @@ def test_treehist_declared_distribution_is_exactly_its_composite_epsilon() -> No
     assert worst == pytest.approx(realised, rel=1e-9)
     assert realised <= tree.privacy.epsilon + 1e-12
     assert tree.privacy.epsilon == pytest.approx(2.0)
+
+
+def _realised_log_odds(epsilon: float) -> decimal.Decimal:
+    """ln((1 − φ)/φ) of the flip the secure sampler draws at ``epsilon`` (φ = T/2⁶⁴), 60 digits."""
+    threshold = dpkit.plugin.lie_threshold(epsilon, 2)
+    context = decimal.Context(prec=60)
+    return context.ln(
+        context.divide(decimal.Decimal((1 << 64) - threshold), decimal.Decimal(threshold))
+    )
+
+
+@pytest.mark.parametrize(("epsilon", "split"), [(1.0, 0.1), (2.0, 0.2), (3.0, 0.1), (6.0, 0.1)])
+def test_treehist_parts_realise_at_most_epsilon_exactly(epsilon: float, split: float) -> None:
+    """The two flips' realised ε (the thresholds the sampler draws with) sum to at most ε, in
+    60-digit arithmetic. With ε_final = ε − ε_tree in floating point, ε = 1, split = 0.1 gave
+    parts 0.1 and 0.9 whose flips realised 1 + 2.8e-17."""
+    tree = dpkit.mechanism("treehist", epsilon=epsilon, split=split)
+    parts = (tree.epsilon_tree, tree.epsilon_final)
+    assert sum(_realised_log_odds(e) for e in parts) <= decimal.Decimal(epsilon)
+
+
+@settings(max_examples=200, derandomize=True, deadline=None, database=None)
+@given(
+    epsilon=st.floats(min_value=1e-9, max_value=700.0),
+    split=st.floats(min_value=1e-3, max_value=1 - 1e-3),
+)
+def test_treehist_parts_sum_to_at_most_epsilon(epsilon: float, split: float) -> None:
+    """ε_tree + ε_final ≤ ε exactly, and ε_final is the largest double that keeps it."""
+    tree = dpkit.mechanism("treehist", epsilon=epsilon, split=split)
+    tree_part, final = Fraction(tree.epsilon_tree), tree.epsilon_final
+    assert tree_part + Fraction(final) <= Fraction(epsilon)
+    assert tree_part + Fraction(math.nextafter(final, math.inf)) > Fraction(epsilon)
 
 
 def test_samplers_match_their_declared_laws() -> None:

@@ -43,7 +43,8 @@ neighbouring inputs: :class:`Domain` and :class:`Interval`, :class:`Box`,
 tightly: :class:`PureDP`, :class:`ApproximateDP`, :class:`LaplaceDP`, :class:`GaussianDP`,
 :class:`RandomizedResponseDP`, :class:`BoundedRangeDP`, :class:`SubsampledDP`,
 :class:`CompositeDP` (all :class:`PrivacyEvent`). :func:`gaussian_delta` and
-:func:`gaussian_meets` are the Gaussian's exact (ε, δ) curve; :func:`exact` reads a number as the
+:func:`gaussian_meets` are the Gaussian's exact (ε, δ) curve; :func:`share_epsilon` splits ε into
+parts whose exact sum is at most ε; :func:`exact` reads a number as the
 exact rational costs are kept in.
 
 **Randomness.** Every draw takes an explicit ``rng``: :func:`resolve_rng` turns ``None``, a
@@ -175,6 +176,7 @@ from dpkit.privacy import (
     SubsampledDP,
     gaussian_delta,
     gaussian_meets,
+    share_epsilon,
 )
 from dpkit.randomness import (
     SecureRandom,
@@ -415,6 +417,7 @@ __all__ = [
     "require_columns",
     "resolve_rng",
     "selection_log_operands",
+    "share_epsilon",
     "sketch_counts",
     "sketch_log_probability",
     "sketch_reports",

@@ -21,6 +21,7 @@ from dpkit.plugin import (
     SecureRandom,
     parameter,
     resolve_rng,
+    share_epsilon,
 )
 from dpkit_central._query import (
     NAN_POLICY,
@@ -308,8 +309,11 @@ class Quantile(Query):
     def per_group(self, contribution: Contribution) -> Quantile:
         """Each group's quantile at ε/(G·R): a group's utility moves by at most R·max(q,
         1 − q) ≤ R when R rows come or go, so this is ε/G-DP per group, and an id touches ≤ G
-        groups (basic composition, Dwork & Roth 2014, Theorem 3.16)."""
-        return attrs.evolve(self, epsilon=self.epsilon / (contribution.groups * contribution.rows))
+        groups (basic composition, Dwork & Roth 2014, Theorem 3.16). The share is rounded down
+        (:func:`~dpkit.plugin.share_epsilon`), so that G·R times it is at most ε exactly: the
+        exact sampler realises the double it is given."""
+        parts = contribution.groups * contribution.rows
+        return attrs.evolve(self, epsilon=share_epsilon(self.epsilon, parts))
 
     def table_noise(self, contribution: Contribution) -> tuple[Any, ...]:
         return (self.per_group(contribution),)

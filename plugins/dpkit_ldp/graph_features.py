@@ -22,7 +22,7 @@ the same law in either mode, the features drawn and each bit decided exactly as 
 (:mod:`dpkit.tensors.multibit`: the same words give the same reports).
 
 Privacy: each drawn feature's two report laws are within e^{ε/m} (ε/m rounded down so that m
-parts compose to at most ε exactly, :func:`dpkit_ldp.sampled.share_epsilon`), the draw of the
+parts compose to at most ε exactly, :func:`dpkit.privacy.share_epsilon`), the draw of the
 features does not depend on the data, so a node's whole feature vector is ε-LDP (basic composition over m).
 Variance per feature: Var[x′_i] = scale²·((d/m)·B² − t_i²) (the sampled mechanism's
 (d/m)(Var₁ + t²) − t² with Var₁ = B² − t²). The number of drawn features defaults to

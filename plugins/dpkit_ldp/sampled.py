@@ -29,7 +29,6 @@ reports, and float64 reports as here.
 from __future__ import annotations
 
 import math
-from fractions import Fraction
 from typing import Any, ClassVar, Literal
 
 import attrs
@@ -44,6 +43,7 @@ from dpkit.plugin import (
     lie_threshold,
     parameter,
     piecewise_multi_reports,
+    share_epsilon,
 )
 from dpkit_ldp._numeric import VectorMechanism, check_vector, float64_constants, row_sum
 from dpkit_ldp.duchi import duchi_bound
@@ -62,29 +62,12 @@ __all__ = [
     "SampledAttributes",
     "choose_attributes",
     "optimal_k",
-    "share_epsilon",
 ]
 
 
 def optimal_k(epsilon: float, d: int) -> int:
     """k = max(1, min(d, ⌊ε/2.5⌋)) (Wang et al. 2019, Section IV)."""
     return max(1, min(d, math.floor(epsilon / 2.5)))
-
-
-def share_epsilon(epsilon: float, parts: int) -> float:
-    """The largest double e with parts·e ≤ ε exactly: each of ``parts`` releases' share of ε.
-
-    The float quotient ε/k is rounded to the nearest double and so lies above ε/k for about
-    two in five (ε, k); k releases each realising that quotient then compose (basic
-    composition, Dwork & Roth 2014, Theorem 3.16) to more than the declared ε: secure pm_multi
-    at ε = 5, k = 3 realised 5 + 2.2·10⁻¹⁶ (its lattice realises the quotient itself).
-    Stepping down one double where the exact product exceeds ε keeps the sum of the parts at
-    or below ε, exactly.
-    """
-    share = epsilon / parts
-    while share > 0 and Fraction(share) * parts > Fraction(epsilon):
-        share = math.nextafter(share, 0.0)
-    return share
 
 
 def choose_attributes(generator: Any, n: int, d: int, k: int) -> NDArray[np.int64]:

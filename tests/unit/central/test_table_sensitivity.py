@@ -342,3 +342,21 @@ def test_bounding_each_ids_part_keeps_what_bounding_the_whole_table_keeps(
     pieces = [bounding.apply(table[bucket == b]) for b in range(parts)]
     joined = pd.concat(pieces, ignore_index=True)[["user", "city", "value"]]
     assert sorted(joined.itertuples(index=False, name=None)) == _kept(table, bounding)
+
+
+@pytest.mark.parametrize(("epsilon", "groups", "rows"), [(0.1, 3, 7), (0.1, 5, 3), (5.0, 7, 1)])
+def test_quantile_shares_compose_to_at_most_epsilon_exactly(
+    epsilon: float, groups: int, rows: int
+) -> None:
+    """The per-group ε of a table quantile times G·R, in exact rationals, is at most the
+    declared ε (the exact sampler realises the share it is given; the float quotient ε/(G·R)
+    lies above the true one for these, e.g. 21·fl(0.1/21) > 0.1)."""
+    from fractions import Fraction
+
+    query = Quantile(q=0.5, lower=0, upper=1, epsilon=epsilon).on(
+        "v", by="k", keys=list(range(9)), unit=dpkit.IdUnit("u", max_rows=rows, max_groups=groups)
+    )
+    assert (query.contribution.groups, query.contribution.rows) == (groups, rows)
+    share = query.statistic.per_group(query.contribution).epsilon
+    assert Fraction(share) * groups * rows <= Fraction(epsilon)
+    assert Fraction(epsilon / (groups * rows)) * groups * rows > Fraction(epsilon)  # the float's

@@ -115,6 +115,7 @@ PLUGIN_FACE = {
     "CompositeDP",
     "gaussian_delta",
     "gaussian_meets",
+    "share_epsilon",
     "exact",
     # randomness
     "check_rng",

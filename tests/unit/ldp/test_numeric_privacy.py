@@ -22,7 +22,7 @@ from dpkit_ldp._lattice import BandLattice, band_threshold
 from dpkit_ldp.duchi import DuchiMulti, duchi_multi_bound
 from dpkit_ldp.hybrid import EPSILON_STAR, hybrid_alpha, hybrid_variance
 from dpkit_ldp.piecewise import piecewise_lattice, piecewise_variance
-from dpkit_ldp.sampled import PiecewiseMulti, optimal_k, share_epsilon
+from dpkit_ldp.sampled import PiecewiseMulti, optimal_k
 from dpkit_ldp.square_wave import (
     bucket_probabilities,
     square_wave_half_width,
@@ -33,6 +33,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import dpkit
+from dpkit.plugin import share_epsilon
 
 EPSILONS = [1e-3, 0.1, 0.5, EPSILON_STAR, 1.0, 2.0, 4.0, 8.0, 30.0]
 TOLERANCE = 1e-9  # float rounding of log-densities

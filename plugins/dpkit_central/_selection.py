@@ -35,10 +35,10 @@ from dpkit.plugin import (
     VectorDomain,
     bernoulli_bracketed,
     bernoulli_exp_bracketed,
-    exact,
     exp_table,
     parameter,
 )
+from dpkit_central._noise import larger_reading, smaller_reading
 from dpkit_central._validation import as_array, check_kind, total_utilities
 
 U64 = 1 << 64
@@ -98,12 +98,12 @@ class Selection(Mechanism):
 #
 # Design. A double is a dyadic rational, so the gaps γ_r = λ(u* − u_r) of the float utilities,
 # with λ = ε/(2Δu) (ε/Δu if monotone) at the smaller reading of ε and the larger of Δu
-# (:func:`sampler_epsilon`, :func:`exact_rate`), are exact rationals, and sampling with them is
-# *the* mechanism on the utilities the caller gave: nothing is rounded, the ε the ledger charges
-# holds exactly and the output law is fast mode's ``log_probability`` (at the float λ, which
-# differs from the exact one by the rounding of ε/(cΔu) and the readings' gap, about 10⁻¹⁶
-# relatively). Each coin Bernoulli(e^(−γ_r)) is the event E_r > γ_r for an exponential
-# E_r (:mod:`dpkit.randomness._exponential`, drawn digit by digit, about one word each). The
+# (:func:`exact_rate`), are exact rationals, and sampling with them is *the* mechanism on the
+# utilities the caller gave: nothing is rounded, the ε the ledger charges holds exactly and the
+# output law is fast mode's ``log_probability`` (at the float λ, which differs from the exact
+# one by the rounding of ε/(cΔu) and the readings' gap, about 10⁻¹⁶ relatively). Each coin
+# Bernoulli(e^(−γ_r)) is the event E_r > γ_r for an exponential E_r
+# (:mod:`dpkit.randomness._exponential`, drawn digit by digit, about one word each). The
 # comparison needs γ_r only to the precision that separates it from E_r: three float
 # operations bracket it within a relative 2⁻⁵⁰ (:func:`gap_brackets`), which decides all but a
 # fraction ~2⁻⁶ of the coins at the first digit and nearly all the rest at the next; the exact
@@ -111,24 +111,12 @@ class Selection(Mechanism):
 # open. No utility is converted to a big integer up front.
 
 
-def sampler_epsilon(epsilon: float) -> Fraction:
-    """ε as an exact secure sampler may spend it: the smaller of a float's two readings, its
-    binary value and its shortest decimal (:func:`dpkit.plugin.exact`, the ledger's reading).
-
-    The ledger charges a float ε at its shortest decimal, which can lie below the binary value
-    (0.1 by 5.5·10⁻¹⁸); a sampler calibrated at the binary value would then realise more than
-    it is charged. The rule is the accountants' (``dpkit._enclosure.decimal_low``): a bound
-    that must hold under either reading is kept at the less favourable one.
-    """
-    return min(Fraction(epsilon), exact(epsilon))
-
-
 def exact_rate(epsilon: float, sensitivity: float, monotone: bool) -> Fraction:
     """λ = ε/(2Δu), or ε/Δu when ``monotone``, exactly, at ε's smaller reading
-    (:func:`sampler_epsilon`) and Δu's larger one (utilities that differ by the binary Δu or
-    by its decimal alike are within it, as the Gaussian's calibration takes Δ)."""
-    reach = max(Fraction(sensitivity), exact(sensitivity))
-    return sampler_epsilon(epsilon) / ((1 if monotone else 2) * reach)
+    (:func:`dpkit_central._noise.smaller_reading`: never above what the ledger charges) and Δu's
+    larger one (utilities that differ by the binary Δu or by its decimal alike are within it,
+    as the Gaussian's calibration takes Δ)."""
+    return smaller_reading(epsilon) / ((1 if monotone else 2) * larger_reading(sensitivity))
 
 
 def odd_mantissas(

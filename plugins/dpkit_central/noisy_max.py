@@ -44,13 +44,13 @@ from dpkit.plugin import (
     report_noisy_max_indices,
     resolve_rng,
 )
+from dpkit_central._noise import smaller_reading
 from dpkit_central._selection import (
     Selection,
     exact_rate,
     from_the_top,
     odd_mantissas,
     permute_and_flip_secure,
-    sampler_epsilon,
 )
 from dpkit_central._validation import as_utilities, require_generator
 from dpkit_central.exponential import selection_indices, selection_log_probability
@@ -404,7 +404,7 @@ def noisy_max_lattice(
     coordinate by at most ½, so |round(x) − round(x′)| ≤ |x − x′| + 1 and, being an integer,
     ≤ ⌊Δu/g⌋ + 1 = D (Δu/g is exact; D is the same at Δu's decimal reading, since no double
     lies strictly between a double and the decimal that rounds to it). t = c·D/ε (c = 2, or 1
-    when monotone) at ε's smaller reading (:func:`dpkit_central._selection.sampler_epsilon`:
+    when monotone) at ε's smaller reading (:func:`dpkit_central._noise.smaller_reading`:
     never above what the ledger charges), rounded up to a multiple of 2⁻¹⁶ so that the exact
     sampler can take it (numerator ≤ 2⁶²); rounding t up only lowers the realised ε = c·D/t.
     """
@@ -414,7 +414,7 @@ def noisy_max_lattice(
         Fraction(1, 1 << exponent) if exponent >= 0 else 1 << -exponent
     )
     steps = math.floor(ratio) + 1
-    exact = Fraction((1 if monotone else 2) * steps) / sampler_epsilon(epsilon)
+    exact = Fraction((1 if monotone else 2) * steps) / smaller_reading(epsilon)
     units = math.ceil(exact * _SCALE_DENOMINATOR)
     # Decided on t's size in units of 2⁻¹⁶, not on its reduced numerator: a whole or dyadic
     # c·D/ε (ε = 1e-9 at its decimal reading) would pass the latter far below the bound.

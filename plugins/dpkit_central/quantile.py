@@ -22,6 +22,7 @@ from dpkit.plugin import (
     parameter,
     resolve_rng,
 )
+from dpkit_central._noise import smaller_reading
 from dpkit_central._query import (
     NAN_POLICY,
     Query,
@@ -30,7 +31,7 @@ from dpkit_central._query import (
     clamped,
     numeric_records,
 )
-from dpkit_central._selection import nearest_rank_secure, sampler_epsilon
+from dpkit_central._selection import nearest_rank_secure
 from dpkit_central.accuracy import Accuracy, check_alpha, mode_of
 from dpkit_central.exponential import sample_by_weight, utility_guarantee
 from dpkit_central.intervals import RankInterval
@@ -243,7 +244,7 @@ class Quantile(Query):
         if isinstance(rng, SecureRandom):
             counts = np.diff(bounds).astype(np.int64)  # exact integers below 2³²
             target = Fraction(self.q) * int(ranks[-1])
-            rate = sampler_epsilon(self.epsilon) / 2  # never above the ledger's ε
+            rate = smaller_reading(self.epsilon) / 2  # never above the ledger's ε
             i = nearest_rank_secure(ranks, counts, target, rate, rng)
         else:
             i = int(sample_by_weight(self._log_weights(bounds, ranks), rng))

@@ -3,7 +3,8 @@
 For each mechanism the declared law (``log_probability``, or the exact lattice law in secure
 mode) is checked against an independent computation written in this file from the papers'
 definitions, it is checked to normalise, and its worst density ratio over a grid of inputs
-(the domain's ends included) and outputs is checked to be at most e^ε. Duchi et al.'s vector
+(the domain's ends included) and outputs is checked to be at most e^ε (ε at the smaller of
+its two readings, the binary value and the shortest decimal the ledger charges). Duchi et al.'s vector
 mechanism is enumerated in exact rationals for d ≤ 6, with the two classic mistakes shown to
 fail. The secure lattices' cell probabilities are exact rationals: their ratio is compared with
 e^ε in 60-digit decimal arithmetic. Deterministic: no false-positive rate.
@@ -43,7 +44,10 @@ TOLERANCE = 1e-9  # float rounding of log-densities
 
 
 def _exp(epsilon: float) -> decimal.Decimal:
-    return decimal.Context(prec=60).exp(decimal.Decimal(epsilon))
+    """e^ε at the smaller of ε's two readings (binary value, shortest decimal: the ledger's),
+    the one the exact thresholds are computed from."""
+    reading = min(decimal.Decimal(epsilon), decimal.Decimal(repr(epsilon)))
+    return decimal.Context(prec=60).exp(reading)
 
 
 def _ratio_within(ratio: Fraction, epsilon: float) -> bool:

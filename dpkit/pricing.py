@@ -25,6 +25,7 @@ whole plan's price is reused.
 from __future__ import annotations
 
 import contextlib
+import functools
 import math
 from collections.abc import Callable, Sequence
 from fractions import Fraction
@@ -98,8 +99,26 @@ def _plan_costs(plain: list[Cost], items: Sequence[tuple[PrivacyEvent, int]]) ->
 
 
 def price_plan(items: Sequence[tuple[PrivacyEvent, int]]) -> PricedPlan:
-    """Price a declared plan once: one composition of the whole plan (none for one item)."""
+    """Price a declared plan once: one composition of the whole plan (none for one item).
+
+    The last prices made are kept (by plan; events are frozen values), so pricing a plan again
+    composes nothing: :meth:`dpkit.session.Session.release_all` prices the plan it is handed a
+    price of and refuses a price that differs, without paying the composition twice.
+    """
     items = tuple((event, releases) for event, releases in items)
+    try:
+        hash(items)
+    except TypeError:  # an event holding an unhashable value: priced afresh
+        return _price(items)
+    return _recent_price(items)
+
+
+@functools.lru_cache(maxsize=64)
+def _recent_price(items: tuple[tuple[PrivacyEvent, int], ...]) -> PricedPlan:
+    return _price(items)
+
+
+def _price(items: tuple[tuple[PrivacyEvent, int], ...]) -> PricedPlan:
     costs = tuple(_plan_costs([full_cost(e, r) for e, r in items], items))
     return PricedPlan(items, costs, filters.total(costs) if costs else None)
 

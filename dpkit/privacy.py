@@ -373,7 +373,10 @@ def _check_event(instance: Any, field: attrs.Attribute[Any], value: Any) -> None
 
 
 def share_epsilon(epsilon: float, parts: int) -> float:
-    """The largest double e with parts·e ≤ ε exactly: each of ``parts`` releases' share of ε.
+    """The largest double e with parts·e ≤ ε exactly: each of ``parts`` releases' share of ε,
+    ε at the smaller of its two readings (its binary value and its shortest decimal, which is
+    what a ledger charges: :func:`dpkit._enclosure.decimal_low`), so that the parts never add
+    up to more than the charge whichever reading their samplers take.
 
     The float quotient ε/k is rounded to the nearest double and so lies above ε/k for about
     two in five (ε, k); k releases each realising that quotient then compose (basic
@@ -383,8 +386,9 @@ def share_epsilon(epsilon: float, parts: int) -> float:
     Stepping down one double where the exact product exceeds ε keeps the sum of the parts at
     or below ε, exactly.
     """
+    whole = Fraction(decimal_low(epsilon))
     share = epsilon / parts
-    while share > 0 and Fraction(share) * parts > Fraction(epsilon):
+    while share > 0 and Fraction(share) * parts > whole:
         share = math.nextafter(share, 0.0)
     return share
 

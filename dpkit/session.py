@@ -402,8 +402,11 @@ class Session:
         units is refused whole (:class:`~dpkit.ledger.UnitMismatch`), nothing spent.
 
         ``priced`` is the plan's price if the caller already has it (:meth:`price`): it must
-        be the price of these items' events, and is charged without composing the plan again;
-        the ledger still checks it against its state when it commits. ``document(index,
+        be the price of these items' events, costs and total included (a price of other
+        events, or with other costs, is refused with :class:`~dpkit.errors.InvalidParameter`
+        before any data are read, nothing spent), and is charged without composing the plan
+        again (the last prices made are kept: :func:`dpkit.pricing.price_plan`); the ledger
+        still checks it against its state when it commits. ``document(index,
         release)`` is what the ledger keeps of each release (by default
         :func:`stored_result` of its values); it is stored once, with the release, and a
         failure to store it is raised (the default's is not: the caller has the values).
@@ -413,16 +416,18 @@ class Session:
             for item in items
         ]
         events = tuple((one.target.privacy, one.releases) for one in prepared)
-        if priced is None:
-            priced = price_plan(events)
-        elif priced.items != events:
+        price = price_plan(events)  # kept from the caller's own pricing: no composition again
+        if priced is not None and priced != price:  # other events, or costs not the plan's
             raise InvalidParameter(
-                "priced", priced, "the price of these items' events", owner="Session.release_all"
+                "priced",
+                priced,
+                "the price of these items' events, as Session.price gives it",
+                owner="Session.release_all",
             )
         plan = len(prepared) > 1
         requests = [
             attrs.evolve(self._request(one), cost=cost, plan=plan)
-            for one, cost in zip(prepared, priced.costs, strict=True)
+            for one, cost in zip(prepared, price.costs, strict=True)
         ]
         entries = self.ledger.spend_all(requests)
         return [

@@ -28,6 +28,7 @@ from typing import Any, Literal, NoReturn
 import numpy as np
 from numpy.typing import DTypeLike, NDArray
 
+from dpkit._enclosure import decimal_low
 from dpkit.errors import InvalidParameter, UnsupportedRandomness
 from dpkit.randomness._words import U64, uniform_below
 from dpkit.randomness.source import SecureWordSource
@@ -63,9 +64,12 @@ def lie_threshold(epsilon: float, k: int, /) -> int:
     """T with T/2⁶⁴ ≥ λ = (k − 1)/(e^ε + k − 1), the lie probability of k-ary randomized
     response (k = 2: binary RR's flip probability 1/(e^ε + 1)), and T/2⁶⁴ < λ + 2·2⁻⁶⁴.
 
-    λ is evaluated in 60-digit decimal arithmetic from the exact value of the double ε, not
-    in floating point: a float λ can fall below the true λ by more than the 2⁻⁶⁴ rounding, and
-    then the realised ε would exceed the declared one. With λ′ = T/2⁶⁴ ≥ λ the realised ratio
+    λ is evaluated in 60-digit decimal arithmetic, not in floating point (a float λ can fall
+    below the true λ by more than the 2⁻⁶⁴ rounding, and then the realised ε would exceed the
+    declared one), from the smaller of the double ε's two readings: its exact value and its
+    shortest decimal, which is what the ledger charges and can lie below the exact value
+    (:func:`dpkit._enclosure.decimal_low`; at ε = 0.1 the binary value's λ realised 0.1 +
+    5.5·10⁻¹⁸). With λ′ = T/2⁶⁴ ≥ λ the realised ratio
     p′/q′ = (1 − λ′)(k − 1)/λ′ ≤ (1 − λ)(k − 1)/λ = e^ε (Kairouz, Bonawitz & Ramage 2016, §2.2).
 
     Rounding up guards that ratio only. The reverse one, q′/p′ = λ′/((k − 1)(1 − λ′)), exceeds 1
@@ -82,7 +86,7 @@ def lie_threshold(epsilon: float, k: int, /) -> int:
     if not (isinstance(k, int) and k >= 2) or not (math.isfinite(epsilon) and epsilon >= 0):
         raise InvalidParameter("epsilon", epsilon, "finite and >= 0, with k >= 2")
     context = decimal.Context(prec=60)
-    odds = context.exp(decimal.Decimal(epsilon))  # Decimal(float) is the double's exact value
+    odds = context.exp(decimal_low(epsilon))  # never above what the ledger charges
     lie = context.divide(decimal.Decimal(k - 1), context.add(odds, decimal.Decimal(k - 1)))
     scaled = context.multiply(lie, decimal.Decimal(U64))
     margin = decimal.Decimal("1e-30")  # ≫ the ~1e-40 error of 60-digit arithmetic at 2⁶⁴

@@ -2,8 +2,8 @@
 
 The secure exponential mechanism and permute-and-flip (:mod:`dpkit.tensors.selection`) flip, for
 each candidate, a coin of probability p = e^(−γ)·s, with γ = λ(u* − u) ≥ 0 the exact rational
-gap of a double utility u below its row's largest u* (λ = ε/(2Δu) or ε/Δu at the binary values
-of ε and Δu, as on the host: ``dpkit_central._selection.exact_rate``) and s = 1, or
+gap of a double utility u below its row's largest u* (λ = ε/(2Δu) or ε/Δu at ε's smaller
+reading and Δu's larger, as on the host: ``dpkit_central._selection.exact_rate``) and s = 1, or
 s = 2^b/V for an integer proposal weight V ≥ e^(−γ)·2^b (so that p ≤ 1). A coin is the event
 U < p for a uniform U = 0.w₁w₂… whose binary digits are the 64-bit words w₁, w₂, … of the
 call's stream; then P[heads] = p exactly (the host's

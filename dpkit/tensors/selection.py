@@ -39,7 +39,7 @@ and the device keeps the clipped scores; the two laws differ on that event only.
 :func:`exponential_indices` and :func:`permute_and_flip_indices` are the host's exact secure
 samplers (``dpkit_central._selection``: ``exponential_secure``, ``permute_and_flip_secure``),
 with the same output law, exactly: the mechanism on the double utilities given, γ_r = λ(u* −
-u_r) an exact rational at the binary values of ε and Δu (``exact_rate``). Their coins are
+u_r) an exact rational at ε's smaller reading and Δu's larger (``exact_rate``). Their coins are
 :func:`dpkit.tensors.exp_coins.exp_coins`: [U < p] for a uniform U given by the device's words,
 p = e^(−γ_r) (times 2^b/V_r for a proposal), decided on the device against a float bracket of
 p with rigorously bounded error, the rare undecided ones (about 2⁻⁴² of them) settled on the

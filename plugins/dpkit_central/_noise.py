@@ -10,16 +10,45 @@ adds noise offers ``noise_for(rng, coordinates)`` returning an :class:`AdditiveN
 from __future__ import annotations
 
 import math
+from fractions import Fraction
 from statistics import NormalDist
 from typing import Any, Literal
 
 import attrs
 import numpy as np
 
-__all__ = ["NOISE_INTERVAL", "AdditiveNoise", "symmetric_interval"]
+from dpkit.plugin import exact
+
+__all__ = [
+    "NOISE_INTERVAL",
+    "AdditiveNoise",
+    "larger_reading",
+    "smaller_reading",
+    "symmetric_interval",
+]
 
 #: How a central result's interval is computed, as its result document says.
 NOISE_INTERVAL = "exact quantiles of the privacy noise (data taken as given)"
+
+
+def smaller_reading(value: float) -> Fraction:
+    """The smaller of a float's two readings, its binary value and its shortest decimal
+    (:func:`dpkit.plugin.exact`, the ledger's reading): the ε (or δ) an exact sampler may spend
+    (the selections' rates, the secure lattices' scales, the partition thresholds).
+
+    The ledger charges a float ε at its shortest decimal, which can lie below the binary value
+    (0.1 by 5.5·10⁻¹⁸); a sampler calibrated at the binary value would then realise more than
+    it is charged. The rule is the accountants' (``dpkit._enclosure.decimal_low``): a bound
+    that must hold under either reading is kept at the less favourable one.
+    """
+    return min(Fraction(value), exact(value))
+
+
+def larger_reading(value: float) -> Fraction:
+    """The larger of a float's two readings (:func:`smaller_reading`): a sensitivity Δ, which
+    answers may reach at either reading."""
+    return max(Fraction(value), exact(value))
+
 
 NoiseKind = Literal["laplace", "gaussian", "geometric", "discrete_laplace", "discrete_gaussian"]
 

@@ -38,6 +38,7 @@ from dpkit.plugin import (
     exp_table,
     parameter,
 )
+from dpkit_central._noise import larger_reading, smaller_reading
 from dpkit_central._validation import as_array, check_kind, total_utilities
 
 U64 = 1 << 64
@@ -96,11 +97,13 @@ class Selection(Mechanism):
 # --------------------------------------------------------------------------------------------
 #
 # Design. A double is a dyadic rational, so the gaps γ_r = λ(u* − u_r) of the float utilities,
-# with λ = ε/(2Δu) (ε/Δu if monotone) at the exact binary values of ε and Δu, are exact
-# rationals, and sampling with them is *the* mechanism on the utilities the caller gave:
-# nothing is rounded, the declared ε holds exactly and the output law is exactly fast mode's
-# ``log_probability``. Each coin Bernoulli(e^(−γ_r)) is the event E_r > γ_r for an exponential
-# E_r (:mod:`dpkit.randomness._exponential`, drawn digit by digit, about one word each). The
+# with λ = ε/(2Δu) (ε/Δu if monotone) at the smaller reading of ε and the larger of Δu
+# (:func:`exact_rate`), are exact rationals, and sampling with them is *the* mechanism on the
+# utilities the caller gave: nothing is rounded, the ε the ledger charges holds exactly and the
+# output law is fast mode's ``log_probability`` (at the float λ, which differs from the exact
+# one by the rounding of ε/(cΔu) and the readings' gap, about 10⁻¹⁶ relatively). Each coin
+# Bernoulli(e^(−γ_r)) is the event E_r > γ_r for an exponential E_r
+# (:mod:`dpkit.randomness._exponential`, drawn digit by digit, about one word each). The
 # comparison needs γ_r only to the precision that separates it from E_r: three float
 # operations bracket it within a relative 2⁻⁵⁰ (:func:`gap_brackets`), which decides all but a
 # fraction ~2⁻⁶ of the coins at the first digit and nearly all the rest at the next; the exact
@@ -109,8 +112,11 @@ class Selection(Mechanism):
 
 
 def exact_rate(epsilon: float, sensitivity: float, monotone: bool) -> Fraction:
-    """λ = ε/(2Δu), or ε/Δu when ``monotone``, exactly, at the binary values of ε and Δu."""
-    return Fraction(epsilon) / ((1 if monotone else 2) * Fraction(sensitivity))
+    """λ = ε/(2Δu), or ε/Δu when ``monotone``, exactly, at ε's smaller reading
+    (:func:`dpkit_central._noise.smaller_reading`: never above what the ledger charges) and Δu's
+    larger one (utilities that differ by the binary Δu or by its decimal alike are within it,
+    as the Gaussian's calibration takes Δ)."""
+    return smaller_reading(epsilon) / ((1 if monotone else 2) * larger_reading(sensitivity))
 
 
 def odd_mantissas(

@@ -220,7 +220,8 @@ class Exponential(Selection):
 
     @property
     def exact_rate(self) -> Fraction:
-        """λ as an exact rational of the binary values of ε and Δu (used in secure mode)."""
+        """λ as an exact rational, at ε's smaller reading and Δu's larger one (used in
+        secure mode: :func:`dpkit_central._selection.exact_rate`)."""
         return exact_rate(self.epsilon, self.sensitivity, self.monotone)
 
     def randomize(self, values: Any, /, *, rng: Any = None, size: int | None = None) -> Any:

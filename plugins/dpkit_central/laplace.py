@@ -25,7 +25,7 @@ from dpkit.plugin import (
     parameter,
     resolve_rng,
 )
-from dpkit_central._noise import AdditiveNoise
+from dpkit_central._noise import AdditiveNoise, larger_reading, smaller_reading
 from dpkit_central._validation import (
     LATTICE_LIMIT,
     MAX_FINITE,
@@ -165,11 +165,12 @@ class Laplace(Mechanism):
 
     def lattice_scale(self, coordinates: int = 1) -> Fraction:
         """t = (Δ₁/g + d)/ε rounded up to a multiple of 2⁻¹⁶: the secure-mode discrete Laplace
-        scale, in lattice steps, for d = ``coordinates`` answers released together."""
+        scale, in lattice steps, for d = ``coordinates`` answers released together; ε at its
+        smaller reading (never above what the ledger charges) and Δ₁ at its larger
+        (:func:`dpkit_central._noise.smaller_reading`)."""
         g = self.lattice_step()
-        exact = (Fraction(self.sensitivity) / Fraction(g) + max(coordinates, 1)) / Fraction(
-            self.epsilon
-        )
+        steps = larger_reading(self.sensitivity) / Fraction(g) + max(coordinates, 1)
+        exact = steps / smaller_reading(self.epsilon)
         return Fraction(math.ceil(exact * 2**16), 2**16)  # rounding up only adds privacy
 
     def noise_for(self, rng: Any, coordinates: int = 1) -> AdditiveNoise:

@@ -44,6 +44,7 @@ from dpkit.plugin import (
     report_noisy_max_indices,
     resolve_rng,
 )
+from dpkit_central._noise import smaller_reading
 from dpkit_central._selection import (
     Selection,
     exact_rate,
@@ -402,9 +403,11 @@ def noisy_max_lattice(
 
     g = 2^(⌈log₂ Δu⌉ − ``bits``), a power of two, so u/g is exact. Rounding moves each
     coordinate by at most ½, so |round(x) − round(x′)| ≤ |x − x′| + 1 and, being an integer,
-    ≤ ⌊Δu/g⌋ + 1 = D (Δu/g is exact). t = c·D/ε (c = 2, or 1 when monotone) at the exact binary
-    value of ε, rounded up to a multiple of 2⁻¹⁶ so that the exact sampler can take it
-    (numerator ≤ 2⁶²); rounding t up only lowers the realised ε = c·D/t.
+    ≤ ⌊Δu/g⌋ + 1 = D (Δu/g is exact; D is the same at Δu's decimal reading, since no double
+    lies strictly between a double and the decimal that rounds to it). t = c·D/ε (c = 2, or 1
+    when monotone) at ε's smaller reading (:func:`dpkit_central._noise.smaller_reading`:
+    never above what the ledger charges), rounded up to a multiple of 2⁻¹⁶ so that the exact
+    sampler can take it (numerator ≤ 2⁶²); rounding t up only lowers the realised ε = c·D/t.
     """
     frac, exp = math.frexp(sensitivity)
     exponent = (exp - 1 if frac == 0.5 else exp) - bits  # ⌈log₂ Δu⌉ − bits, exactly
@@ -412,9 +415,11 @@ def noisy_max_lattice(
         Fraction(1, 1 << exponent) if exponent >= 0 else 1 << -exponent
     )
     steps = math.floor(ratio) + 1
-    exact = Fraction((1 if monotone else 2) * steps) / Fraction(epsilon)
-    scale = Fraction(math.ceil(exact * _SCALE_DENOMINATOR), _SCALE_DENOMINATOR)
-    if scale.numerator > _MAX_SCALE_NUMERATOR:
+    exact = Fraction((1 if monotone else 2) * steps) / smaller_reading(epsilon)
+    units = math.ceil(exact * _SCALE_DENOMINATOR)
+    # Decided on t's size in units of 2⁻¹⁶, not on its reduced numerator: a whole or dyadic
+    # c·D/ε (ε = 1e-9 at its decimal reading) would pass the latter far below the bound.
+    if units > _MAX_SCALE_NUMERATOR:
         smallest = float((1 if monotone else 2) * steps * _SCALE_DENOMINATOR / _MAX_SCALE_NUMERATOR)
         raise InvalidParameter(
             "epsilon",
@@ -423,6 +428,7 @@ def noisy_max_lattice(
             f"{float(exact):.3g} in lattice steps is too large); use fast mode for smaller ε",
             owner=owner,
         )
+    scale = Fraction(units, _SCALE_DENOMINATOR)
     return NoisyMaxLattice(exponent=exponent, steps=steps, scale=scale, monotone=monotone)
 
 
@@ -721,7 +727,8 @@ class ReportNoisyMax(Selection):
        exact), and rounding is monotone, so monotone utilities give monotone scores.
     2. Z_r iid discrete Laplace, P[Z = z] ∝ exp(−|z|/t) (Ghosh, Roughgarden & Sundararajan
        2009; sampled exactly by Canonne, Kamath & Steinke 2020, Algorithm 2), with
-       t = 2D/ε (D/ε when monotone) at the binary value of ε, rounded up to a multiple of 2⁻¹⁶.
+       t = 2D/ε (D/ε when monotone) at ε's smaller reading (never above the ledger's),
+       rounded up to a multiple of 2⁻¹⁶.
     3. Output argmax_r (k_r + Z_r), ties broken by the lowest index.
 
     Privacy (the argument of Dwork & Roth 2014, Claim 3.9, with discrete noise). Fix i and
@@ -849,7 +856,8 @@ class PermuteAndFlip(Selection):
 
     @property
     def exact_rate(self) -> Fraction:
-        """λ as an exact rational of the binary values of ε and Δu (used in secure mode)."""
+        """λ as an exact rational, at ε's smaller reading and Δu's larger one (used in
+        secure mode: :func:`dpkit_central._selection.exact_rate`)."""
         return exact_rate(self.epsilon, self.sensitivity, self.monotone)
 
     def randomize(self, values: Any, /, *, rng: Any = None) -> Any:

@@ -32,8 +32,10 @@ directed rounding, so both constraints hold *exactly* for the true e^ε and δ:
 K_n = min(⌊L·K_{n−1}⌋ + D, 2⁶⁴ − ⌈E·(2⁶⁴ − K_{n−1} − D)⌉, 2⁶⁴) with L ≤ e^(ε/G) and
 E ≥ e^(−ε/G) rational bounds (60-digit decimal arithmetic, widened by 10⁻⁴⁵) and
 D = ⌊2⁶⁴·δ/G⌋. Then K_n/2⁶⁴ ≤ e^(ε/G)·K_{n−1}/2⁶⁴ + δ/G and 2⁶⁴ − K_n ≥ e^(−ε/G)·(2⁶⁴ −
-K_{n−1} − 2⁶⁴δ/G), which are the two constraints; K is non-decreasing (L ≥ 1, E ≤ 1). A
-partition is kept when a uniform 64-bit word is below K_n (exact, in both randomness modes).
+K_{n−1} − 2⁶⁴δ/G), which are the two constraints; K is non-decreasing (L ≥ 1, E ≤ 1). ε and
+δ are taken at the smaller of their two readings (binary value, shortest decimal: the ledger
+charges the decimal), so the constraints hold for what is charged. A partition is kept when a
+uniform 64-bit word is below K_n (exact, in both randomness modes).
 """
 
 from __future__ import annotations
@@ -58,6 +60,7 @@ from dpkit.plugin import (
     parameter,
     resolve_rng,
 )
+from dpkit_central._noise import smaller_reading
 
 __all__ = ["MAX_STEPS", "PartitionSelection", "keep_thresholds"]
 
@@ -101,13 +104,13 @@ def _too_small(epsilon: float, per_group: Fraction) -> None:
 def keep_thresholds(epsilon: float, delta: float, max_groups: int = 1) -> tuple[int, ...]:
     """K_0 = 0, K_1, … up to the first K_n = 2⁶⁴ (excluded): a partition with n units is kept
     with probability K_n/2⁶⁴ (1 for n beyond the table). See the module docstring."""
-    eps = Fraction(epsilon) / max_groups
+    eps = smaller_reading(epsilon) / max_groups  # never above what the ledger charges
     # π grows by e^ε per unit from δ to about 1/2, then 1 − π shrinks likewise: about
     # 2·ln(1/δ)/ε units in all. Refuse at once what the loop below would refuse at the end.
     if 2.0 * math.log(max_groups / delta) / float(eps) > MAX_STEPS:
         _too_small(epsilon, eps)
     low_exp, high_neg_exp = _exp_bounds(eps)
-    d = (Fraction(delta) * _ONE / max_groups).__floor__()
+    d = (smaller_reading(delta) * _ONE / max_groups).__floor__()
     if d == 0:  # δ/G below one unit of 2⁻⁶⁴: no key could ever be released
         raise InvalidParameter(
             "delta",

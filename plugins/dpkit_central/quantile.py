@@ -23,6 +23,7 @@ from dpkit.plugin import (
     resolve_rng,
     share_epsilon,
 )
+from dpkit_central._noise import smaller_reading
 from dpkit_central._query import (
     NAN_POLICY,
     Query,
@@ -239,11 +240,13 @@ class Quantile(Query):
     ) -> QueryResult:
         """A rank with probability ∝ c_i·exp(−ε·|r_i − q·n|/2), then a uniform lattice point
         of it: on a SecureRandom exactly (:func:`~dpkit_central._selection.nearest_rank_secure`,
-        q·n and ε/2 as exact rationals), with a Generator from the float weights."""
+        q·n and ε/2 as exact rationals, ε at its smaller reading), with a Generator from the
+        float weights."""
         if isinstance(rng, SecureRandom):
             counts = np.diff(bounds).astype(np.int64)  # exact integers below 2³²
             target = Fraction(self.q) * int(ranks[-1])
-            i = nearest_rank_secure(ranks, counts, target, Fraction(self.epsilon) / 2, rng)
+            rate = smaller_reading(self.epsilon) / 2  # never above the ledger's ε
+            i = nearest_rank_secure(ranks, counts, target, rate, rng)
         else:
             i = int(sample_by_weight(self._log_weights(bounds, ranks), rng))
         below, count = int(bounds[i]), int(bounds[i + 1] - bounds[i])

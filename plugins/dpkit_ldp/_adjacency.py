@@ -9,7 +9,8 @@ bit of the list differs between neighbours, and the others' reports do not depen
 
 **Sampling, exactly.** Dense reports draw one 64-bit word per bit and compare it with an integer
 threshold: T₁ = ⌊p₁·2⁶⁴⌋ (rounded down) for a 1, T₀ = ⌈p₀·2⁶⁴⌉ (rounded up) for a 0, both from
-p₁, p₀ evaluated in 60-digit decimal arithmetic from the exact binary values of ε and μ (and
+p₁, p₀ evaluated in 60-digit decimal arithmetic from the exact binary value of μ and ε's
+smaller reading (:func:`dpkit_ldp._lattice.epsilon_decimal`, never above the ledger's) (and
 T₁ raised to T₀ where those roundings cross, which only a tiny μ·ε allows). Then
 p₁′/p₀′ ≤ p₁/p₀, (1 − p₀′)/(1 − p₁′) ≤ (1 − p₀)/(1 − p₁) and p₁′ ≥ p₀′: the realised ε never
 exceeds the declared one. In fast mode (a numpy ``Generator``) the words are the generator's and the

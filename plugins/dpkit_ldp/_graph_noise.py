@@ -20,13 +20,16 @@ import numpy as np
 from numpy.typing import NDArray
 
 from dpkit.plugin import discrete_laplace
+from dpkit.plugin import exact as as_exact
 
 __all__ = ["laplace_scale", "log_norm", "log_pmf", "noise", "noise_variance"]
 
 
 def laplace_scale(sensitivity: int | Fraction, epsilon: float) -> Fraction:
-    """t = Δ/ε, rounded up to a multiple of 2⁻¹⁶."""
-    exact = Fraction(sensitivity) / Fraction(epsilon)
+    """t = Δ/ε, rounded up to a multiple of 2⁻¹⁶, with ε at the smaller of its two readings
+    (binary value, shortest decimal): the ledger charges the decimal (:func:`dpkit.plugin.exact`),
+    which can lie below the binary value, and the realised Δ/t must not exceed it."""
+    exact = Fraction(sensitivity) / min(Fraction(epsilon), as_exact(epsilon))
     return Fraction(math.ceil(exact * (1 << 16)), 1 << 16)
 
 

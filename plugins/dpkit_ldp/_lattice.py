@@ -37,7 +37,13 @@ import attrs
 import numpy as np
 from numpy.typing import NDArray
 
-__all__ = ["BandLattice", "band_threshold", "lattice_exponent", "stochastic_round"]
+__all__ = [
+    "BandLattice",
+    "band_threshold",
+    "epsilon_decimal",
+    "lattice_exponent",
+    "stochastic_round",
+]
 
 _U64 = 1 << 64
 _CONTEXT = decimal.Context(prec=60)
@@ -58,8 +64,15 @@ def lattice_exponent(band_width: float, range_width: float) -> int:
     return max(fine, math.ceil(math.log2(range_width)) + 1 - MAX_CELLS_LOG2)
 
 
+def epsilon_decimal(epsilon: float) -> decimal.Decimal:
+    """The smaller of a double ε's two readings, its exact value and its shortest decimal (what
+    the ledger charges, :func:`dpkit.plugin.exact`): the ε an exact threshold may realise."""
+    return min(decimal.Decimal(epsilon), decimal.Decimal(repr(epsilon)))
+
+
 def band_threshold(epsilon: float, cells: int, band: int) -> int:
-    """T = ⌊2⁶⁴·e^ε H/(e^ε H + N − H)⌋ (minus a margin below the decimal error), so T/2⁶⁴ ≤ π*.
+    """T = ⌊2⁶⁴·e^ε H/(e^ε H + N − H)⌋ (minus a margin below the decimal error), so T/2⁶⁴ ≤ π*,
+    with ε at the smaller of its readings (:func:`epsilon_decimal`).
 
     Rounding down guards a/b ≤ e^ε only. At the uniform point π = H/N the two levels are equal;
     where ε is so small that π* lies within 2⁻⁶⁴ of H/N, T/2⁶⁴ can fall below H/N, and then
@@ -69,7 +82,7 @@ def band_threshold(epsilon: float, cells: int, band: int) -> int:
     2.4·10⁻¹⁶) never reach them, so this only guards the construction (Kairouz, Bonawitz &
     Ramage 2016, §2.2, for the two-sided ratio of a randomized response).
     """
-    odds = _CONTEXT.exp(decimal.Decimal(epsilon))  # the double's exact value
+    odds = _CONTEXT.exp(epsilon_decimal(epsilon))
     high = _CONTEXT.multiply(odds, decimal.Decimal(band))
     share = _CONTEXT.divide(high, _CONTEXT.add(high, decimal.Decimal(cells - band)))
     scaled = _CONTEXT.subtract(_CONTEXT.multiply(share, decimal.Decimal(_U64)), _MARGIN)

@@ -131,6 +131,20 @@ def _heads_threshold(epsilon: float, d: int) -> int:
     return band_threshold(epsilon, 2 * sides + on_plane, sides)
 
 
+@cache
+def _vertex_probabilities(epsilon: float, d: int) -> tuple[float, float]:
+    """(h, l) = (T/(2⁶⁴A), (2⁶⁴ − T)/(2⁶⁴(A + b))), T = :func:`_heads_threshold`, each rounded
+    once to a double: the probability of one vertex on heads' side and of one on tails', as the
+    secure sampler draws them. l ≥ 2⁻⁶⁴/(A + b) > 0 at every ε (T < 2⁶⁴), where 1 − π_d in
+    floating point is 0 once π_d rounds to 1 (ε ≳ 37)."""
+    sides, on_plane = vertex_sides(d)
+    threshold = _heads_threshold(epsilon, d)
+    return (
+        float(Fraction(threshold, sides << 64)),
+        float(Fraction((1 << 64) - threshold, (sides + on_plane) << 64)),
+    )
+
+
 def duchi_multi_bound(epsilon: float, d: int) -> float:
     """B_d = (A(e^ε + 1) + b)/((e^ε − 1)·C(d − 1, ⌊(d − 1)/2⌋)), as
     (A/m)·coth(ε/2) + (b/m)/(e^ε − 1) with m the binomial (exact ratios, no overflow)."""
@@ -375,9 +389,11 @@ class DuchiMulti(VectorMechanism):
         (..., d); ``ValueError`` for another last axis).
 
         A, the number of coordinates where v agrees with the signs of z, is a sum of independent
-        Bernoulli((1 + s_j t_j)/2) (its law by dynamic programming); g is h = π_d/A where
-        ⟨z, v⟩ = 2A − d > 0 and l = (1 − π_d)/(A + b) elsewhere (module docstring), the sum
-        taken in the order a = 0, 1, …, d. Outputs that are not a vertex have probability 0.
+        Bernoulli((1 + s_j t_j)/2) (its law by dynamic programming); g is h = π′/A where
+        ⟨z, v⟩ = 2A − d > 0 and l = (1 − π′)/(A + b) elsewhere (module docstring), with π′ =
+        T/2⁶⁴ the secure sampler's heads probability (π_d rounded down to the 2⁻⁶⁴ grid, so
+        h/l ≤ e^ε, and l > 0 at every ε), the sum taken in the order a = 0, 1, …, d. Outputs
+        that are not a vertex have probability 0.
 
         An accelerator's array (either operand) is scored on its device, float64, in its type
         (:mod:`dpkit.tensors.log_probability`: a numpy or list operand beside it is copied
@@ -397,9 +413,7 @@ class DuchiMulti(VectorMechanism):
         # numpy's isclose(|z|, B, rtol=1e-12, atol=0): |(|z| − B)| ≤ 0 + 1e-12·|B|
         vertex = xp.all(xp.abs(xp.abs(z) - bound) <= 0.0 + 1e-12 * abs(bound), axis=-1)
         law = _agreement_law(xp, (1.0 + xp.sign(z) * t) / 2.0)
-        pi = self.heads_probability
-        sides, on_plane = vertex_sides(d)
-        high, low = pi / sides, (1.0 - pi) / (sides + on_plane)
+        high, low = _vertex_probabilities(self.epsilon, d)
         total = law[..., 0] * low  # a = 0: ⟨z, v⟩ = −d
         for a in range(1, d + 1):
             total = total + law[..., a] * (high if 2 * a - d > 0 else low)

@@ -16,6 +16,7 @@ from dpkit_ldp._adjacency import (
     output_parameter,
     pairs_parameter,
 )
+from dpkit_ldp._lattice import epsilon_decimal
 
 __all__ = ["AsymmetricRandomizedResponse"]
 
@@ -65,14 +66,14 @@ class AsymmetricRandomizedResponse(AdjacencyMechanism):
     @staticmethod
     def largest_mu(epsilon: float) -> float:
         """The largest double μ ≤ e^ε/(1 + e^ε) (evaluated in 60 digits)."""
-        odds = _CONTEXT.exp(decimal_of(epsilon))
+        odds = _CONTEXT.exp(epsilon_decimal(epsilon))
         bound = _CONTEXT.divide(odds, _CONTEXT.add(odds, decimal.Decimal(1)))
         value = float(bound)
         return value if decimal_of(value) <= bound else math.nextafter(value, 0.0)
 
     def _decimals(self) -> tuple[decimal.Decimal, decimal.Decimal]:
         mu = decimal_of(self.mu)
-        return mu, _CONTEXT.multiply(mu, _CONTEXT.exp(-decimal_of(self.epsilon)))
+        return mu, _CONTEXT.multiply(mu, _CONTEXT.exp(-epsilon_decimal(self.epsilon)))
 
     @property
     def report_one(self) -> float:

@@ -15,11 +15,11 @@ import attrs
 from dpkit.plugin import EPSILON, parameter
 from dpkit_ldp._adjacency import (
     AdjacencyMechanism,
-    decimal_of,
     nodes_parameter,
     output_parameter,
     pairs_parameter,
 )
+from dpkit_ldp._lattice import epsilon_decimal
 
 __all__ = ["GraphRandomizedResponse"]
 
@@ -57,7 +57,7 @@ class GraphRandomizedResponse(AdjacencyMechanism):
     output: str = output_parameter()
 
     def _decimals(self) -> tuple[decimal.Decimal, decimal.Decimal]:
-        odds = _CONTEXT.exp(decimal_of(self.epsilon))
+        odds = _CONTEXT.exp(epsilon_decimal(self.epsilon))
         zero = _CONTEXT.divide(decimal.Decimal(1), _CONTEXT.add(odds, decimal.Decimal(1)))
         return _CONTEXT.subtract(decimal.Decimal(1), zero), zero
 

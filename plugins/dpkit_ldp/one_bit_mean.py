@@ -186,13 +186,14 @@ class OneBitMean(NumericMechanism):
 
     def log_probability(self, outputs: Any, inputs: Any, /) -> Any:
         """log P[b | x] = log of π_0 + z(π_s − π_0) for b = 1 (its complement for 0), over α
-        (T reports must be identical).
+        (T reports must be identical): the realised thresholds of the module docstring, the
+        complement summed from its own non-negative terms, so a bit drawn with probability
+        near 2⁻⁶⁴ at a large ε scores its logarithm, not −inf.
 
         An accelerator's array (either operand) is scored on its device, float64, in its type
         (:mod:`dpkit.tensors.log_probability`: a numpy or list operand beside it is copied
         there; the reports must be real numbers there): the probability with the host's
-        operations in the host's order, so the same double, and ``log`` and ``log1p`` by the
-        device's — within two ulps of the host's value, −inf, NaN and 0 where the host's are
+        operations in the host's order, so the same double, and ``log`` by the device's — within two ulps of the host's value, −inf, NaN and 0 where the host's are
         (the bound: :mod:`dpkit.tensors.log_probability`).
         """
         operands = device_operands(outputs, inputs, owner=self.name)
@@ -227,10 +228,16 @@ class OneBitMean(NumericMechanism):
         """log P[b | x] of the reports' masks ``one`` (b = 1) and ``zero`` (b = 0) and float64
         inputs x, arrays of the namespace ``xp`` on ``device`` (numpy's on the host)."""
         _, z = self.standard_operands(xp, x, x)  # standardize(x), with its clip
-        low, _ = self._thresholds
+        low, step = self._thresholds
+        # P[b = 1] = (T_0 + z·s·D)/2⁶⁴ and P[b = 0] = (T_0 + R + (1 − z)·s·D)/2⁶⁴, R = 2⁶⁴ − 2T_0
+        # − s·D the remainder of D's floor: each a sum of non-negative terms, so its relative
+        # error is a few ulps even near 2⁻⁶⁴, where 1 − π would round to 0 (π rounds to 1 once
+        # ε ≳ 37, yet the sampler draws that bit with probability ≥ 2⁻⁶⁴).
+        spare = _U64 - 2 * low - self.intervals * step
         pi = low / _U64 + z * self.gap
+        rest = (low + spare) / _U64 + (1.0 - z) * self.gap
         (none,) = float64_constants(xp, device, -math.inf)
-        return xp.where(one, xp.log(pi), xp.where(zero, xp.log1p(-pi), none))
+        return xp.where(one, xp.log(pi), xp.where(zero, xp.log(rest), none))
 
     def output_space(self) -> NDArray[np.uint8]:
         base = np.array([0, 1], dtype=np.uint8)

@@ -308,14 +308,18 @@ def _log_odds_up(keep: float) -> float:
     so the declared ε must not fall below the exact log-odds; ``log(keep) − log1p(−keep)`` in
     floating point fell below it for about half of all keep values, by up to a relative
     7·10⁻¹² near keep = 1/2 (cancellation). Evaluated in 60-digit decimal arithmetic from the
-    double's exact value, the margin (≫ its ~10⁻⁵⁹ error) on the upper side.
+    double's exact value, the margin (≫ its ~10⁻⁵⁹ error) on the upper side. Both readings of
+    the double returned are at least that bound: its exact value and its shortest decimal, which
+    is what the ledger charges (:func:`dpkit.plugin.exact`) and can lie half an ulp below.
     """
     context = decimal.Context(prec=60)
     odds = context.divide(decimal.Decimal(keep), decimal.Decimal(1.0 - keep))
     log_odds = context.ln(odds)
     bound = context.add(log_odds, context.multiply(log_odds, decimal.Decimal("1e-45")))
     value = float(bound)
-    return value if decimal.Decimal(value) >= bound else math.nextafter(value, math.inf)
+    while decimal.Decimal(value) < bound or decimal.Decimal(repr(value)) < bound:
+        value = math.nextafter(value, math.inf)
+    return value
 
 
 class RandomizedResponseEstimator(Estimator):

@@ -142,7 +142,8 @@ def longitudinal_epsilon(*, f: float, p: float, q: float, hashes: int, reports: 
     """ε_T of ``reports`` = T reports of one memoized item (module docstring); T = inf gives ε∞.
 
     Evaluated in 60-digit decimal arithmetic from the exact values of the doubles and rounded
-    up to a double, so that the ε charged is never below the one the realised f, p, q give. In
+    up to a double (at both of its readings), so that the ε charged is never below the one the
+    realised f, p, q give. In
     floating point the two terms ln g(t_T) ≈ T·ln(q/p) + … cancelled: at T = 10⁶ the result
     fell below the exact one by a relative 1.8·10⁻⁹. Here ln g(t) is formed from e^{−|ln t|}
     ≤ 1, so that nothing of size T·ln(q/p) is ever subtracted.
@@ -177,10 +178,14 @@ def longitudinal_epsilon(*, f: float, p: float, q: float, hashes: int, reports: 
 
 
 def _double_at_least(value: decimal.Decimal) -> float:
-    """The smallest double not below ``value`` raised by the relative margin."""
+    """The smallest double not below ``value`` raised by the relative margin, at either of its
+    readings: its exact value and its shortest decimal (what the ledger charges,
+    :func:`dpkit.plugin.exact`, up to half an ulp below the double)."""
     bound = _CONTEXT.add(value, _CONTEXT.multiply(abs(value), _MARGIN))
     result = float(bound)
-    return result if decimal.Decimal(result) >= bound else math.nextafter(result, math.inf)
+    while decimal.Decimal(result) < bound or decimal.Decimal(repr(result)) < bound:
+        result = math.nextafter(result, math.inf)
+    return result
 
 
 @attrs.frozen

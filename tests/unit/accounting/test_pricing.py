@@ -5,12 +5,15 @@ from __future__ import annotations
 
 import sqlite3
 from collections.abc import Sequence
+from fractions import Fraction
 from pathlib import Path
 from typing import Any
 
+import attrs
 import numpy as np
 import pytest
 
+import dpkit.budget
 import dpkit.pricing
 from dpkit.errors import InvalidParameter
 from dpkit.ledger import Budget, Cost
@@ -203,6 +206,41 @@ def test_a_price_of_other_events_is_refused(tmp_path: Path) -> None:
         assert session.history() == []
         released = session.release_all(cheap, priced=priced)
         assert released[0].cost.epsilon == priced.costs[0].epsilon
+
+
+def test_a_price_with_other_costs_is_refused_before_any_data_is_read(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A price of the right events whose costs or total are not the plan's (here ε halved) is
+    refused before any data are read, nothing spent; an equal price made by hand is charged,
+    and checking the caller's own price composes nothing again."""
+    events = [GaussianDP(noise_multiplier=2.0, delta=1e-6), LaplaceDP(epsilon=0.3)]
+    reads: list[int] = []
+    items = [(_Query(e), Deferred(lambda: reads.append(1) or 0), None) for e in events]
+    composed = []
+    account = dpkit.pricing.account
+    monkeypatch.setattr(
+        dpkit.pricing, "account", lambda *a, **k: composed.append(1) or account(*a, **k)
+    )
+    with Session(budget=(10.0, 1e-3), ledger=tmp_path / "l.sqlite") as session:
+        priced = session.price([(e, 1) for e in events])
+        halved = tuple(attrs.evolve(c, epsilon=c.epsilon / 2) for c in priced.costs)
+        assert priced.total is not None
+        forged = [
+            attrs.evolve(priced, costs=halved, total=dpkit.budget.total(halved)),
+            attrs.evolve(priced, costs=halved),  # the true total beside forged costs
+            attrs.evolve(priced, total=attrs.evolve(priced.total, epsilon=Fraction(1, 100))),
+        ]
+        for price in forged:
+            with pytest.raises(InvalidParameter, match="priced"):
+                session.release_all(items, priced=price)
+        assert session.history() == [] and reads == []
+        before = len(composed)
+        copy = dpkit.pricing.PricedPlan(priced.items, priced.costs, priced.total)
+        released = session.release_all(items, priced=copy)
+        assert len(composed) == before  # the plan's price was kept, not composed again
+        charged = [(r.cost.epsilon, r.cost.delta) for r in released]
+        assert charged == [(c.epsilon, c.delta) for c in priced.costs] and reads == [1, 1]
 
 
 def session_items(events: Sequence[PrivacyEvent]) -> list[tuple[Any, ...]]:

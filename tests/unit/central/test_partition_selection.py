@@ -31,18 +31,27 @@ def _exp(x: Fraction, digits: int = 90) -> tuple[Fraction, Fraction]:
 
 @pytest.mark.parametrize(
     ("epsilon", "delta", "groups"),
-    [(1.0, 1e-6, 1), (0.1, 1e-9, 1), (2.0, 0.01, 3), (0.5, 1e-12, 10), (8.0, 1e-5, 1)],
+    [
+        (1.0, 1e-6, 1),
+        (0.1, 1e-9, 1),
+        (2.0, 0.01, 3),
+        (0.5, 1e-12, 10),
+        (8.0, 1e-5, 1),
+        (0.1, 1e-6, 1),  # ε's binary value is above its decimal, by 5.5·10⁻¹⁸
+        (1.0, 2.0**-25, 1),  # δ's too, and 2⁶⁴δ is a whole number at the binary value
+    ],
 )
 def test_keep_probabilities_satisfy_both_dp_constraints_exactly(
     epsilon: float, delta: float, groups: int
 ) -> None:
     """For every n: π(n) ≤ e^ε′π(n−1) + δ′ and 1 − π(n−1) ≤ e^ε′(1 − π(n)) + δ′ (and the two
     reverse directions, from monotonicity), checked in exact rationals against the true
-    e^ε′ (its lower bound, the side that makes the checks hardest)."""
+    e^ε′ (its lower bound, the side that makes the checks hardest), ε and δ read as the ledger
+    charges them (their shortest decimals)."""
     selection = PartitionSelection(epsilon=epsilon, delta=delta, max_groups=groups)
-    eps = Fraction(epsilon) / groups
+    eps = Fraction(repr(epsilon)) / groups
     low, _ = _exp(eps)
-    d = Fraction(delta) / groups
+    d = Fraction(repr(delta)) / groups
     p = [Fraction(k, ONE) for k in selection.thresholds] + [Fraction(1)]
     assert p[0] == 0
     for n in range(1, len(p)):

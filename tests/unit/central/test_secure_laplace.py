@@ -4,6 +4,7 @@ Laplace is shown to leak through its low bits (Mironov 2012)."""
 from __future__ import annotations
 
 import math
+from fractions import Fraction
 
 import numpy as np
 import pytest
@@ -77,3 +78,20 @@ def test_too_large_answers_are_clamped_to_the_lattice_range() -> None:
     laplace = dpkit.mechanism("laplace", epsilon=1.0)
     out = laplace.randomize(np.array([1e30]))
     assert out[0] == pytest.approx(((1 << 61) - 1) * laplace.lattice_step(), rel=1e-6)
+
+
+@pytest.mark.parametrize("epsilon", [0.1, 2.0**-33, 2.0**-30, 1.0])
+@pytest.mark.parametrize("sensitivity", [1.0, 0.5, 0.3])
+@pytest.mark.parametrize("coordinates", [1, 3])
+def test_the_secure_lattice_spends_at_most_what_the_ledger_charges(
+    epsilon: float, sensitivity: float, coordinates: int
+) -> None:
+    """The realised ε = (Δ₁/g + d)/t, Δ₁ at the larger of its readings (binary value, shortest
+    decimal), ≤ ε as the ledger charges it (its shortest decimal, below the binary value for
+    these ε; at 2⁻³³ and 2⁻³⁰, (Δ₁/g + d)/ε at the binary value is a multiple of 2⁻¹⁶, so rounding
+    t up spares nothing there)."""
+    laplace = dpkit.mechanism("laplace", epsilon=epsilon, sensitivity=sensitivity)
+    g = Fraction(laplace.lattice_step())
+    reach = max(Fraction(sensitivity), Fraction(repr(sensitivity)))
+    realised = (reach / g + coordinates) / laplace.lattice_scale(coordinates)
+    assert realised <= Fraction(repr(epsilon))

@@ -20,12 +20,23 @@ from typing import Any, ParamSpec, TypeVar
 
 import numpy as np
 import pytest
-from dpkit_central._selection import coins, exact_rate, gap_brackets, uniform_among
+from dpkit_central import Quantile
+from dpkit_central._selection import (
+    coins,
+    exact_rate,
+    gap_brackets,
+    nearest_rank_secure,
+    uniform_among,
+)
 from dpkit_central.exponential import Exponential, sample_by_weight
 from dpkit_central.noisy_max import PermuteAndFlip, ReportNoisyMax
+from hypothesis import assume, example, given, settings
+from hypothesis import strategies as st
 from scipy import stats
+from support.high_precision import readings
 
 import dpkit
+from dpkit.accounting import event_cost
 from dpkit.randomness import SecureRandom
 
 ALPHA = 1e-6
@@ -68,8 +79,9 @@ def chi2_pvalue(samples: np.ndarray, probabilities: list[float]) -> float:
 def gaps_reference(
     u: list[float], eps: float, delta: float, monotone: bool
 ) -> list[Fraction | None]:
-    """γ_r = ε(u* − u_r)/(cΔu) with every float taken at its exact binary value."""
-    rate = Fraction(eps) / ((1 if monotone else 2) * Fraction(delta))
+    """γ_r = ε(u* − u_r)/(cΔu): the utilities at their exact binary values, ε at the smaller of
+    its two readings and Δu at the larger (binary value, shortest decimal)."""
+    rate = readings(eps)[0] / ((1 if monotone else 2) * readings(delta)[1])
     top = max(Fraction(x) for x in u if math.isfinite(x))
     return [rate * (top - Fraction(x)) if math.isfinite(x) else None for x in u]
 
@@ -128,7 +140,7 @@ GAP_ROWS = [
 @pytest.mark.parametrize("delta", [1.0, 0.3, 1e-9])
 @pytest.mark.parametrize("monotone", [False, True])
 def test_gap_brackets_contain_the_exact_gaps(eps: float, delta: float, monotone: bool) -> None:
-    """lo ≤ ε(u* − u_r)/(cΔu) ≤ hi for the binary values (fractions reference), including
+    """lo ≤ ε(u* − u_r)/(cΔu) ≤ hi at the sampler's readings (fractions reference), including
     subnormals, gaps near 1e300 and overflowing ones; −inf utilities get [1e299, inf]."""
     rows = GAP_ROWS + np.random.default_rng(3).normal(0, 50, (5, 4)).tolist()
     u = np.array(rows)
@@ -310,11 +322,85 @@ def test_realised_epsilon_never_exceeds_the_declared_one(
     else:
         neighbours = list(itertools.product(steps, repeat=3))
     got = realised_epsilon(pmf, rows, neighbours, eps, delta, monotone)
-    declared = CTX.divide(decimal.Decimal(Fraction(eps).numerator), Fraction(eps).denominator)
+    charged = Fraction(repr(eps))  # the ledger's reading of ε
+    declared = CTX.divide(decimal.Decimal(charged.numerator), charged.denominator)
     assert got <= CTX.add(declared, decimal.Decimal("1e-50"))
     assert got > declared / 4  # the search does reach a non-trivial privacy loss
     loose = realised_epsilon(pmf, rows[:4], neighbours, 2 * eps, delta, monotone)
     assert loose > declared
+
+
+# --- the ε the exact samplers spend, against the ε the ledger charges ---------------------------
+#
+# The ledger charges a float ε at its shortest decimal (0.1 is 1/10), which can lie below its
+# binary value (0.1000000000000000055…); each exact sampler's realised ε, an exact rational
+# formed from its parameters, must not exceed that charge. Utilities may differ by Δu at either
+# of its readings. Deterministic checks (Hypothesis draws the floats; no false positives).
+
+FLOATS = st.floats(min_value=1e-12, max_value=1e12, allow_nan=False, allow_infinity=False)
+SENSITIVITIES = st.floats(min_value=1e-100, max_value=1e100, allow_nan=False)
+
+
+def _selection_spends_at_most_the_charge(eps: float, delta: float, monotone: bool) -> None:
+    for cls in (Exponential, PermuteAndFlip):
+        mech = cls(epsilon=eps, sensitivity=delta, monotone=monotone)
+        spent = mech.exact_rate * (1 if monotone else 2) * readings(delta)[1]
+        assert spent <= event_cost(mech.privacy)[0]
+
+
+def test_the_selections_spend_at_most_what_the_ledger_charges_at_one_tenth() -> None:
+    assert readings(0.1) == (Fraction(1, 10), Fraction(0.1))  # the decimal is the smaller
+    for monotone in (False, True):
+        _selection_spends_at_most_the_charge(0.1, 0.3, monotone)
+        _selection_spends_at_most_the_charge(0.1, 1.0, monotone)
+    assert Exponential(epsilon=0.1).exact_rate == Fraction(1, 20)
+
+
+@settings(max_examples=150, deadline=None)
+@given(FLOATS, SENSITIVITIES, st.booleans())
+@example(0.1, 0.3, False)
+def test_the_selections_spend_at_most_what_the_ledger_charges(
+    eps: float, delta: float, monotone: bool
+) -> None:
+    _selection_spends_at_most_the_charge(eps, delta, monotone)
+
+
+@settings(max_examples=100, deadline=None)
+@given(st.floats(min_value=3e-8, max_value=1e12), st.booleans())
+@example(2.0**-25, False)  # t = 2D·2²⁵ exactly at the binary value: no rounding up to spare
+@example(2.0**-25, True)
+@example(0.1, False)
+def test_report_noisy_max_spends_at_most_what_the_ledger_charges(
+    eps: float, monotone: bool
+) -> None:
+    """The secure lattice's realised ε = c·D/t (its privacy argument) ≤ the charged ε (an ε
+    too small for the lattice is refused: nothing is spent)."""
+    mech = ReportNoisyMax(epsilon=eps, monotone=monotone)
+    try:
+        lattice = mech.lattice
+    except dpkit.InvalidParameter:
+        assume(False)
+    spent = (1 if monotone else 2) * lattice.steps / lattice.scale
+    assert spent <= event_cost(mech.privacy)[0]
+
+
+def test_the_secure_quantile_spends_at_most_what_the_ledger_charges(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The rank sampler's rate λ (rank utility of sensitivity 1: realised ε = 2λ) at ε = 0.1,
+    whose binary value exceeds the charged 1/10."""
+    import dpkit_central.quantile as quantile
+
+    rates: list[Fraction] = []
+
+    def spy(*args: Any) -> int:
+        rates.append(args[3])
+        return int(nearest_rank_secure(*args))
+
+    monkeypatch.setattr(quantile, "nearest_rank_secure", spy)
+    query = Quantile(q=0.5, lower=0.0, upper=10.0, epsilon=0.1)
+    query.run(np.array([1.0, 2.0, 7.0]), rng=secure(b"quantile-charge"))
+    assert len(rates) == 1 and 2 * rates[0] <= event_cost(query.privacy)[0] == Fraction(1, 10)
 
 
 # --- edge cases -----------------------------------------------------------------------------------

@@ -130,6 +130,19 @@ def test_count_mechanisms_ratio_is_sensitivity_over_scale(scale: Fraction) -> No
     assert _graph_noise.noise_variance(scale) == pytest.approx(variance, rel=1e-10)
 
 
+@pytest.mark.parametrize("epsilon", [0.1, 2.0**-26, 17 * 2.0**-23, 1.0])
+@pytest.mark.parametrize("sensitivity", [1, 3, Fraction(1 << 30) + 1])
+def test_the_noise_scale_spends_at_most_what_the_ledger_charges(
+    epsilon: float, sensitivity: int | Fraction
+) -> None:
+    """The realised Δ/t ≤ ε as the ledger charges it (its shortest decimal, which for these ε
+    lies below the binary value; at 2⁻²⁶ and 17·2⁻²³, Δ/ε at the binary value is already a
+    multiple of 2⁻¹⁶, so rounding t up spares nothing there)."""
+    assert Fraction(sensitivity) / _graph_noise.laplace_scale(sensitivity, epsilon) <= Fraction(
+        repr(epsilon)
+    )
+
+
 @pytest.mark.parametrize(
     "mechanism",
     [

@@ -3,7 +3,8 @@
 For each mechanism the declared law (``log_probability``, or the exact lattice law in secure
 mode) is checked against an independent computation written in this file from the papers'
 definitions, it is checked to normalise, and its worst density ratio over a grid of inputs
-(the domain's ends included) and outputs is checked to be at most e^ε. Duchi et al.'s vector
+(the domain's ends included) and outputs is checked to be at most e^ε (ε at the smaller of
+its two readings, the binary value and the shortest decimal the ledger charges). Duchi et al.'s vector
 mechanism is enumerated in exact rationals for d ≤ 6, with the two classic mistakes shown to
 fail. The secure lattices' cell probabilities are exact rationals: their ratio is compared with
 e^ε in 60-digit decimal arithmetic. Deterministic: no false-positive rate.
@@ -21,6 +22,7 @@ import pytest
 from dpkit_ldp._lattice import BandLattice, band_threshold
 from dpkit_ldp.duchi import DuchiMulti, duchi_multi_bound
 from dpkit_ldp.hybrid import EPSILON_STAR, hybrid_alpha, hybrid_variance
+from dpkit_ldp.one_bit_mean import OneBitMean
 from dpkit_ldp.piecewise import piecewise_lattice, piecewise_variance
 from dpkit_ldp.sampled import PiecewiseMulti, optimal_k
 from dpkit_ldp.square_wave import (
@@ -33,14 +35,21 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import dpkit
-from dpkit.plugin import share_epsilon
+from dpkit.plugin import lie_threshold, share_epsilon
+from dpkit.testing.exact import exact_check
 
 EPSILONS = [1e-3, 0.1, 0.5, EPSILON_STAR, 1.0, 2.0, 4.0, 8.0, 30.0]
+#: Where π = e^ε/(e^ε + 1) rounds to 1 in floating point, yet the secure samplers' thresholds
+#: leave the other outcome a probability of a few 2⁻⁶⁴.
+LARGE_EPSILONS = [44.0, 60.0, 300.0, 700.0]
 TOLERANCE = 1e-9  # float rounding of log-densities
 
 
 def _exp(epsilon: float) -> decimal.Decimal:
-    return decimal.Context(prec=60).exp(decimal.Decimal(epsilon))
+    """e^ε at the smaller of ε's two readings (binary value, shortest decimal: the ledger's),
+    the one the exact thresholds are computed from."""
+    reading = min(decimal.Decimal(epsilon), decimal.Decimal(repr(epsilon)))
+    return decimal.Context(prec=60).exp(reading)
 
 
 def _ratio_within(ratio: Fraction, epsilon: float) -> bool:
@@ -103,14 +112,19 @@ def test_duchi_secure_law_is_exactly_within_epsilon(epsilon: float) -> None:
 
 
 def _vertex_law(
-    t: tuple[Fraction, ...], odds: Fraction, variant: str = "fitted"
+    t: tuple[Fraction, ...],
+    odds: Fraction,
+    variant: str = "fitted",
+    *,
+    heads: Fraction | None = None,
 ) -> dict[tuple[int, ...], Fraction]:
     """P[z | t] (z ∈ {±1}^d, in units of B_d) by enumeration of v and z, exactly.
 
-    ``variant``: "fitted" — heads with π_d = A e^ε/(A e^ε + A + b) onto T⁺ = {⟨z,v⟩ > 0},
-    tails onto T⁻ = {⟨z,v⟩ ≤ 0} (the mechanism); the mistakes: "strict" — the same split with
-    π = e^ε/(e^ε + 1); "both" — T⁺ = {≥ 0}, T⁻ = {≤ 0} with π; "flip" — T⁺ = {≥ 0} sampled by
-    negating a uniform z when ⟨z,v⟩ < 0 (weights 2 on > 0, 1 on = 0), T⁻ = −T⁺, with π.
+    ``variant``: "fitted" — heads with π_d = A e^ε/(A e^ε + A + b) (or ``heads``) onto
+    T⁺ = {⟨z,v⟩ > 0}, tails onto T⁻ = {⟨z,v⟩ ≤ 0} (the mechanism); the mistakes: "strict" — the
+    same split with π = e^ε/(e^ε + 1); "both" — T⁺ = {≥ 0}, T⁻ = {≤ 0} with π; "flip" — T⁺ =
+    {≥ 0} sampled by negating a uniform z when ⟨z,v⟩ < 0 (weights 2 on > 0, 1 on = 0), T⁻ = −T⁺,
+    with π.
     """
     d = len(t)
     cube = list(itertools.product((-1, 1), repeat=d))
@@ -118,7 +132,7 @@ def _vertex_law(
     sides = (2**d - on_plane) // 2
     pi = odds / (1 + odds)
     if variant == "fitted":
-        pi = sides * odds / (sides * odds + sides + on_plane)
+        pi = sides * odds / (sides * odds + sides + on_plane) if heads is None else heads
     law = dict.fromkeys(cube, Fraction(0))
     for v in cube:
         weight = Fraction(1)
@@ -175,6 +189,66 @@ def test_duchi_multi_by_exact_enumeration(d: int, odds: Fraction) -> None:
         for z in law_a
     )
     assert worst == odds  # ε-LDP, and tight at opposite corners
+
+
+@pytest.mark.parametrize("epsilon", [1e-3, 1.0, *LARGE_EPSILONS])
+@pytest.mark.parametrize("d", [1, 2, 3])
+def test_duchi_multi_declares_the_secure_samplers_law_at_every_epsilon(
+    epsilon: float, d: int
+) -> None:
+    """The declared law is the one the secure sampler draws, heads with T/2⁶⁴ (T = ⌊π_d·2⁶⁴⌋,
+    in 60 digits): every vertex keeps its probability ≥ 2⁻⁶⁴/(A + b) where π_d rounds to 1 in
+    floating point, the exact worst ratio of that law is ≤ e^ε, and so is the declared one's
+    (and the exact audit tier's)."""
+    mech = DuchiMulti(epsilon=epsilon, dimension=d, lower=0.0, upper=10.0)
+    on_plane = math.comb(d, d // 2) if d % 2 == 0 else 0
+    sides = (2**d - on_plane) // 2
+    heads = Fraction(band_threshold(epsilon, 2 * sides + on_plane, sides), 1 << 64)
+    outputs = mech.output_space()
+    signs = np.sign(mech.from_data(outputs)).astype(int)
+    laws, table = [], []
+    for t in _corner_inputs(d):
+        law = _vertex_law(t, Fraction(0), heads=heads)
+        x = 5.0 + 5.0 * np.array([float(v) for v in t])
+        declared = mech.log_probability(outputs, np.tile(x, (len(outputs), 1)))
+        assert np.isfinite(declared).all()
+        expected = [float(law[tuple(s)]) for s in signs]
+        np.testing.assert_allclose(np.exp(declared), expected, rtol=1e-12)
+        laws.append(law)
+        table.append(declared)
+    worst = max(a[z] / b[z] for a, b in itertools.permutations(laws, 2) for z in a)
+    assert _ratio_within(worst, epsilon)
+    assert _worst_log_ratio(np.array(table)) <= epsilon + TOLERANCE
+    if epsilon > 40:  # the exact tier: a finite loss within the claim
+        result = exact_check(mech)
+        assert result.checked and not result.violation and result.epsilon <= epsilon
+
+
+@pytest.mark.parametrize("epsilon", [1e-3, 1.0, *LARGE_EPSILONS])
+@pytest.mark.parametrize("intervals", [1, 3])
+def test_one_bit_mean_declares_the_secure_thresholds_at_every_epsilon(
+    epsilon: float, intervals: int
+) -> None:
+    """P[b = 1 | z] = (T_0 + z·s·D)/2⁶⁴ (T_0 = lie_threshold(ε, 2), D = ⌊(2⁶⁴ − 2T_0)/s⌋), the
+    bit's law over the rounding offset: declared for both bits to 1e-12 relative, finite where
+    P[b = 0] is a few 2⁻⁶⁴ (ε ≳ 37), and its worst ratio ≤ e^ε exactly and as declared."""
+    mech = OneBitMean(epsilon=epsilon, lower=0.0, upper=1.0, intervals=intervals)
+    low = lie_threshold(epsilon, 2)
+    step = ((1 << 64) - 2 * low) // intervals
+    grid = [Fraction(k, 8) for k in range(9)]  # z, exact doubles, the ends included
+    ones = [Fraction(low + z * intervals * step, 1 << 64) for z in grid]
+    declared = mech.log_probability(
+        np.array([0, 1], dtype=np.uint8), np.array([float(z) for z in grid])[:, None]
+    )
+    assert np.isfinite(declared).all()
+    expected = np.array([[float(1 - one), float(one)] for one in ones])
+    np.testing.assert_allclose(np.exp(declared), expected, rtol=1e-12)
+    assert _ratio_within(max(ones) / min(ones), epsilon)
+    assert _ratio_within((1 - min(ones)) / (1 - max(ones)), epsilon)
+    assert _worst_log_ratio(declared) <= epsilon + TOLERANCE
+    if epsilon > 40:  # the exact tier: a finite loss within the claim
+        result = exact_check(mech)
+        assert result.checked and not result.violation and result.epsilon <= epsilon
 
 
 @pytest.mark.parametrize("d", [2, 4])
@@ -511,11 +585,13 @@ def test_multi_secure_parts_compose_within_epsilon(
     k=st.integers(min_value=1, max_value=1 << 12),
 )
 def test_share_epsilon_is_the_largest_exact_share(epsilon: float, k: int) -> None:
-    """k shares of ε never exceed ε exactly, and the next double up would (or is ε/k's own
-    rounding): what pm_multi and hm_multi charge per attribute."""
+    """k shares of ε never exceed ε exactly (at its smaller reading, as the ledger charges),
+    and the next double up would (or is ε/k's own rounding): pm_multi's and hm_multi's share
+    per attribute, a table quantile's per group."""
     share = share_epsilon(epsilon, k)
-    assert Fraction(share) * k <= Fraction(epsilon)
-    assert share == epsilon / k or Fraction(math.nextafter(share, math.inf)) * k > Fraction(epsilon)
+    charged = min(Fraction(epsilon), Fraction(repr(epsilon)))  # the ledger's reading, or less
+    assert Fraction(share) * k <= charged
+    assert share == epsilon / k or Fraction(math.nextafter(share, math.inf)) * k > charged
 
 
 def test_band_threshold_refuses_a_band_its_grid_cannot_realise() -> None:

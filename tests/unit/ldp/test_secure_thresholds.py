@@ -3,7 +3,8 @@
 A float lie probability (g − 1)/(e^ε + g − 1) can land below the exact value; the float
 comparison then realises an ε slightly above the claim (found for 724 of 2000 ε values in
 0.0025..5 for olh). The check is exact: the threshold used is compared with the lie
-probability computed in 60-digit decimal arithmetic from the double ε.
+probability computed in 60-digit decimal arithmetic from the double ε, at the smaller of its
+two readings (its binary value and its shortest decimal, which the ledger charges).
 
 Rounding up guards one ratio only: past the uniform point (k − 1)/k the truth becomes the least
 likely report and the other ratio exceeds 1. rr and krr are probed word by word for the lie
@@ -14,12 +15,16 @@ checked exactly.
 from __future__ import annotations
 
 import decimal
+from decimal import Decimal
 from fractions import Fraction
 from typing import Any
 
 import numpy as np
 import pytest
-from hypothesis import given, settings
+from dpkit_ldp._lattice import BandLattice
+from dpkit_ldp.graph_arr import AsymmetricRandomizedResponse
+from dpkit_ldp.graph_rr import GraphRandomizedResponse
+from hypothesis import example, given, settings
 from hypothesis import strategies as st
 from support.probe_words import first_word
 
@@ -29,8 +34,10 @@ EPSILONS = [0.0025 * i for i in range(1, 2001, 37)]
 
 
 def exact_lie(epsilon: float, g: int) -> decimal.Decimal:
+    """The lie probability at the smaller of ε's two readings (binary value, shortest decimal:
+    the ledger charges the decimal), where the thresholds are computed."""
     context = decimal.Context(prec=60)
-    odds = context.exp(decimal.Decimal(epsilon))
+    odds = context.exp(min(decimal.Decimal(epsilon), decimal.Decimal(repr(epsilon))))
     return context.divide(decimal.Decimal(g - 1), context.add(odds, decimal.Decimal(g - 1)))
 
 
@@ -74,7 +81,7 @@ def realised_lie_threshold(mechanism: Any) -> int:
     return low
 
 
-def realised_ratio_within(threshold: int, k: int, epsilon: float) -> bool:
+def realised_ratio_within(threshold: int, k: int, epsilon: float | Decimal) -> bool:
     """max(p′/q′, q′/p′) ≤ e^ε for the realised p′ = 1 − T/2⁶⁴, q′ = T/(2⁶⁴(k − 1)), decided
     in 60-digit decimal arithmetic (the ratio's error ~1e-59, far below any margin here)."""
     context = decimal.Context(prec=60)
@@ -164,6 +171,7 @@ def test_olh_refuses_a_range_its_grid_cannot_realise() -> None:
 
 
 @settings(max_examples=12, derandomize=True, deadline=None, database=None)
+@example(keep=0.8943608868444055)
 @given(
     keep=st.one_of(
         st.sampled_from([0.5000022649765015, 0.75, 0.5 + 2**-40]),
@@ -179,3 +187,56 @@ def test_rr_by_keep_declares_at_least_the_epsilon_it_realises(keep: float) -> No
     threshold = realised_lie_threshold(mechanism)
     assert threshold == (1 - Fraction(keep)) * 2**64  # the flip probability, exactly
     assert realised_ratio_within(threshold, 2, epsilon), (keep, epsilon)
+    # and as the ledger reads the declared ε, its shortest decimal, which can lie below the
+    # double (keep = 0.8943608868444055: the double above ln(keep/(1 − keep)) printed as
+    # 2.1360806778519636, below it)
+    assert realised_ratio_within(threshold, 2, Decimal(repr(epsilon))), (keep, epsilon)
+
+
+# The ledger charges a float ε at its shortest decimal (0.1 is 1/10), which can lie below its
+# binary value (0.1000000000000000055…, and 1.1 by 8.9·10⁻¹⁷): every exact threshold realises at
+# most that charge. Exact checks (60 digits); Hypothesis draws the floats.
+CHARGED = [0.1, 1.1, 2.0**-25, 4.0]
+
+
+def _charged(epsilon: float) -> Decimal:
+    return Decimal(repr(epsilon))
+
+
+def _ratios_within(one: Fraction, zero: Fraction, epsilon: float) -> bool:
+    """p₁/p₀ and (1 − p₀)/(1 − p₁) ≤ e^ε at ε's charged reading, in 60 digits."""
+    context = decimal.Context(prec=60)
+    bound = context.exp(_charged(epsilon))
+    ratios = (one / zero, (1 - zero) / (1 - one))
+    return all(
+        context.divide(Decimal(r.numerator), Decimal(r.denominator)) <= bound for r in ratios
+    )
+
+
+@settings(max_examples=60, deadline=None, database=None)
+@given(st.floats(min_value=1e-6, max_value=30.0), st.sampled_from([2, 3, 1000]))
+@example(0.1, 2)
+@example(1.1, 2)
+@example(0.1, 7)
+def test_lie_thresholds_realise_at_most_the_charged_epsilon(epsilon: float, k: int) -> None:
+    threshold = dpkit.plugin.lie_threshold(epsilon, k)
+    assert realised_ratio_within(threshold, k, _charged(epsilon)), (epsilon, k)
+
+
+@pytest.mark.parametrize("epsilon", CHARGED)
+def test_band_and_neighbour_list_thresholds_realise_at_most_the_charged_epsilon(
+    epsilon: float,
+) -> None:
+    """The band lattices (pm, sw, duchi_multi's heads) and graph_rr's and graph_arr's (T₁, T₀)."""
+    for cells, band in ((2, 1), (1 << 20, 1 << 10), (3, 1)):
+        lattice = BandLattice.build(epsilon, cells, band)
+        ratio = lattice.high / lattice.low  # a cell in the band against one outside
+        context = decimal.Context(prec=60)
+        realised = context.divide(Decimal(ratio.numerator), Decimal(ratio.denominator))
+        assert realised <= context.exp(_charged(epsilon)), (epsilon, cells, band)
+    for mechanism in (
+        GraphRandomizedResponse(epsilon=epsilon, nodes=3),
+        AsymmetricRandomizedResponse(epsilon=epsilon, nodes=3, mu=0.05),
+    ):
+        t1, t0 = mechanism._thresholds()
+        assert _ratios_within(Fraction(t1, 2**64), Fraction(t0, 2**64), epsilon), mechanism

@@ -89,10 +89,13 @@ def test_epsilon_of_many_reports_is_not_below_the_realised_one(
 def test_declared_epsilon_is_the_realised_one_rounded_up(
     f: float, p: float, gap: float, hashes: int, reports: int
 ) -> None:
-    """ε_T is never below the exact ε_T of the realised parameters, and within 1e-15 of it."""
+    """ε_T is never below the exact ε_T of the realised parameters, at either reading of the
+    double (its binary value, and its shortest decimal, which the ledger charges), and within
+    1e-15 of it."""
     mech = Rappor(f=f, p=p, q=p + gap, hashes=hashes, reports=reports, bits=16, cohorts=1)
     exact = _direct_epsilon(mech)
     assert decimal.Decimal(mech.privacy.epsilon) >= exact
+    assert decimal.Decimal(repr(mech.privacy.epsilon)) >= exact
     assert mech.privacy.epsilon == pytest.approx(float(exact), rel=1e-15)
     assert mech.epsilon_one <= mech.privacy.epsilon <= mech.epsilon_infinity
 

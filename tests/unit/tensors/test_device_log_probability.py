@@ -75,7 +75,7 @@ GAUSSIAN = gaussian.Gaussian(epsilon=1.0, delta=1e-6)
 PM = piecewise.Piecewise(epsilon=1.0, lower=-2.0, upper=3.0)  # reports within 0.5 ± 10.2
 SW = square_wave.SquareWave(epsilon=1.5, lower=-1.0, upper=2.0)  # reports within [-2.1, 3.1]
 # The logarithm of a value that depends on the input; at ε = 700 probabilities of exactly 1
-# (log 0) and, for duchi_multi and one_bit_mean, 0 (−inf).
+# (log 0) and, for duchi_multi and one_bit_mean, of a few 2⁻⁶⁴ (the secure thresholds').
 DUCHI = duchi.Duchi(epsilon=0.8, lower=-2.0, upper=3.0)
 DUCHI_700 = duchi.Duchi(epsilon=700.0, lower=-2.0, upper=3.0)
 DUCHI_MULTI = duchi.DuchiMulti(epsilon=1.0, lower=0.0, upper=1.0, dimension=3)

@@ -58,11 +58,12 @@ class ArrayLibrary:
         """``values`` as a numpy array sharing their memory (DLPack; host arrays only).
 
         A torch tensor is read without its autograd graph (:func:`detached`), and a bfloat16
-        one, which numpy cannot hold, as float32 (a copy; every bfloat16 is a float32 exactly).
+        array (torch's, JAX's), which numpy's DLPack cannot take, as float32 (a copy; every
+        bfloat16 is a float32 exactly).
         """
         values = detached(values)
-        if self.name == "torch" and str(values.dtype) == "torch.bfloat16":
-            values = values.float()
+        if str(values.dtype).endswith("bfloat16"):  # decided by the dtype alone
+            values = self.xp.astype(values, self.xp.float32)
         return np.from_dlpack(values)
 
     def small_to_host(self, array: Any) -> NDArray[Any]:

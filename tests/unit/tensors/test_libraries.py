@@ -8,7 +8,7 @@ import pytest
 torch = pytest.importorskip("torch")
 xs = pytest.importorskip("array_api_strict")
 
-from support import device_reference  # noqa: E402
+from support import device_reference, jax_arrays  # noqa: E402
 
 import dpkit  # noqa: E402
 from dpkit import SecureRandom  # noqa: E402
@@ -146,6 +146,14 @@ def test_a_bfloat16_host_tensor_is_read_exactly_and_a_0_d_one_comes_back_0_d() -
     got = LAPLACE.randomize(x, rng=SecureRandom.from_key(KEY))
     same = LAPLACE.randomize(x.float(), rng=SecureRandom.from_key(KEY))
     assert got.dtype == torch.float64 and torch.equal(got, same)
+    if jax_arrays.jax is not None:  # JAX's bfloat16 too
+        jnp = jax_arrays.jnp
+        narrow = LAPLACE.randomize(
+            jnp.asarray(x.float().numpy(), dtype=jnp.bfloat16), rng=SecureRandom.from_key(KEY)
+        )
+        assert jax_arrays.is_jax(narrow) and np.array_equal(
+            jax_arrays.to_numpy(narrow), same.numpy()
+        )
     krr = dpkit.mechanism("krr", epsilon=1.0, k=4)
     for mechanism, scalar in ((LAPLACE, torch.tensor(3.0)), (krr, torch.tensor(2))):
         out = mechanism.randomize(scalar, rng=SecureRandom.from_key(KEY))

@@ -281,3 +281,29 @@ def test_indices_in_a_dtype_narrower_than_k_give_reports_of_the_declared_law(
         expected = np.asarray(mechanism.randomize(batch, rng=np.random.default_rng(0)))
         log_p = mechanism.log_probability(reports.astype(expected.dtype), batch)
         assert np.all(np.asarray(log_p) > -np.inf), "a report the declared law cannot give"
+
+
+@pytest.mark.parametrize("name", DEVICE_NAMES)
+@pytest.mark.parametrize("dtype", ["complex128", "bool"])
+def test_a_dtype_the_host_refuses_is_refused_by_the_device_before_any_draw(
+    name: str, dtype: str, words_taken: list[int]
+) -> None:
+    """The batch of a typical instance spelled in a dtype the host may refuse (complex numbers,
+    booleans): where the host refuses it, the device refuses it too, by an ``InvalidData`` and
+    before any word is drawn (rr's device path took complex 0/1 and returned them complex)."""
+    cls = REGISTRY.info(name).cls
+    mechanism = cls(**parameter_points(cls)[len(parameter_points(cls)) // 2])
+    try:
+        batch = plan_inputs(mechanism, rng=np.random.default_rng(0)).batch(0, 3)
+    except Unsupported:
+        pytest.skip(f"{name}: the auditor has no input plan for it")
+    if batch.dtype.kind not in "biuf":
+        pytest.skip(f"{name}: its declared inputs are text, which has no tensor form")
+    spelled = batch.astype(dtype)
+    try:
+        mechanism.randomize(spelled, rng=SecureRandom.from_key(KEY))
+    except InvalidData:
+        words_taken.clear()
+        with pytest.raises(InvalidData):
+            mechanism.randomize(torch.from_numpy(spelled), rng=SecureRandom.from_key(KEY))
+        assert not words_taken, "words were drawn before the refusal"

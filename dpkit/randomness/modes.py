@@ -17,7 +17,10 @@ Every release should record the mode that produced it; :func:`resolve_rng` retur
 
 from __future__ import annotations
 
+import contextlib
+import contextvars
 import threading
+from collections.abc import Iterator
 from typing import Any, Literal
 
 import numpy as np
@@ -26,16 +29,25 @@ from dpkit.errors import InvalidParameter
 from dpkit.randomness._words import U64, WordReader
 from dpkit.randomness.secure_rng import SecureRandom
 
-__all__ = ["RandomnessMode", "default_secure_random", "resolve_rng"]
+__all__ = ["RandomnessMode", "default_secure_random", "keyed_default", "resolve_rng"]
 
 RandomnessMode = Literal["secure", "keyed", "fast"]
 
 _DEFAULT: SecureRandom | None = None
 _DEFAULT_LOCK = threading.Lock()
+#: A keyed SecureRandom standing in for the process-wide one, in one context only
+#: (:func:`keyed_default`).
+_STAND_IN: contextvars.ContextVar[SecureRandom | None] = contextvars.ContextVar(
+    "dpkit_keyed_default", default=None
+)
 
 
 def default_secure_random() -> SecureRandom:
-    """The process-wide :class:`SecureRandom` (created on first use; re-keyed in forked children)."""
+    """The process-wide :class:`SecureRandom` (created on first use; re-keyed in forked children),
+    or the keyed one standing in for it in this context (:func:`keyed_default`)."""
+    stand_in = _STAND_IN.get()
+    if stand_in is not None:
+        return stand_in
     global _DEFAULT
     if _DEFAULT is None:
         with _DEFAULT_LOCK:
@@ -63,7 +75,8 @@ def resolve_rng(
     'fast'
     """
     if rng is None:
-        return default_secure_random(), "secure"
+        default = default_secure_random()
+        return default, "keyed" if default.keyed else "secure"
     if isinstance(rng, SecureRandom):
         return rng, "keyed" if rng.keyed else "secure"
     if isinstance(rng, np.random.Generator):
@@ -86,3 +99,27 @@ def word_reader(generator: SecureRandom | np.random.Generator) -> WordReader:
         return generator.integers(0, U64, size=n, dtype=np.uint64)
 
     return fast_words
+
+
+@contextlib.contextmanager
+def keyed_default(generator: SecureRandom) -> Iterator[SecureRandom]:
+    """Within the block, ``rng=None`` draws from ``generator``, a keyed SecureRandom
+    (``SecureRandom.from_key``), and is recorded as ``"keyed"``: how the auditor samples the
+    ``rng=None`` spelling of secure mode reproducibly (:mod:`dpkit.testing.modes`).
+
+    The stand-in is a context variable: it holds in this thread (or asyncio task) only, never
+    in another thread's releases, and the process-wide generator is untouched. A plugin that
+    builds its own ``SecureRandom()`` for ``rng=None`` still draws from the OS there.
+    """
+    if not isinstance(generator, SecureRandom) or not generator.keyed:
+        raise InvalidParameter(
+            "generator",
+            generator,
+            "a keyed SecureRandom (SecureRandom.from_key)",
+            owner="keyed_default",
+        )
+    token = _STAND_IN.set(generator)
+    try:
+        yield generator
+    finally:
+        _STAND_IN.reset(token)

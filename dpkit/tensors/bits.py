@@ -75,6 +75,17 @@ def _refuse_asymmetric(owner: str, field: str) -> InvalidData:
     )
 
 
+def _binary_dtype(library: ArrayLibrary, values: Any, *, owner: str, field: str) -> None:
+    """Refuse a dtype that holds no 0/1 the host takes (complex numbers; the host's
+    ``as_binary`` takes booleans, integers and floats): decided by the dtype, before any word."""
+    if not library.xp.isdtype(values.dtype, ("bool", "integral", "real floating")):
+        raise InvalidData(
+            f"{owner}: {field} must be 0 or 1 (or booleans), got a {library.name} array of "
+            f"{values.dtype}",
+            field=field,
+        )
+
+
 def _check_binary(library: ArrayLibrary, values: Any, *, owner: str, field: str) -> None:
     xp = library.xp
     if values.dtype == xp.bool:
@@ -115,6 +126,7 @@ def flip_bits(
 ) -> Any:
     """``values`` (0/1 of any shape and dtype, on their device) with each element flipped with
     probability ⌈threshold64/2³²⌉/2³²; the same type, dtype, shape and device."""
+    _binary_dtype(library, values, owner=owner, field=field)
     threshold = threshold32(threshold64)
     words = device_words(library, rng, owner=owner)
     if _fused(library, values):
@@ -171,6 +183,7 @@ def flip_graph(
     band of rows at a time (:func:`_flip_graph_banded`), except the dense output of the fused
     CUDA kernel, which writes the n×n matrix in one pass.
     """
+    _binary_dtype(library, adjacency, owner=owner, field=field)
     if output == "dense" and _fused(library, adjacency):
         threshold = threshold32(threshold64)
         words = device_words(library, rng, owner=owner)

@@ -28,7 +28,7 @@ from dpkit.tensors.device_random import (
 )
 from dpkit.tensors.libraries import ArrayLibrary
 
-__all__ = ["category_counts", "check_categories", "kary_response"]
+__all__ = ["category_counts", "check_categories", "kary_response", "report_dtype"]
 
 
 def check_categories(library: ArrayLibrary, values: Any, k: int, *, owner: str, field: str) -> None:
@@ -43,8 +43,31 @@ def check_categories(library: ArrayLibrary, values: Any, k: int, *, owner: str, 
             f"(on the device labels are not mapped: encode them first)",
             field=field,
         )
-    if bool(xp.any((values < 0) | (values >= k))):
+    indices = _comparable(xp, values)
+    outside = indices < 0
+    if xp.iinfo(indices.dtype).max >= k:  # else no value reaches k (a wider k would wrap)
+        outside = outside | (indices >= k)
+    if bool(xp.any(outside)):
         raise InvalidData(f"{owner}: {field} contain indices outside 0..{k - 1}", field=field)
+
+
+def _comparable(xp: Any, values: Any) -> Any:
+    """Integer ``values`` in a dtype every library compares: unsigned integers wider than 8 bits
+    as int64 (torch has no comparisons of uint16, uint32 or uint64; a uint64 of 2⁶³ or more
+    turns negative, which is outside every domain too), any other as they are."""
+    dtype = values.dtype
+    if xp.isdtype(dtype, "unsigned integer") and xp.iinfo(dtype).bits > 8:
+        return xp.astype(values, xp.int64)
+    return values
+
+
+def report_dtype(xp: Any, dtype: Any, k: int) -> Any:
+    """The dtype of k-RR's reports of indices of ``dtype``: that dtype where it holds every index
+    0 … k − 1 (booleans for k = 2), else int64 (the host's rule): narrower, a report would wrap
+    around."""
+    if dtype == xp.bool or xp.iinfo(dtype).max >= k - 1:
+        return dtype
+    return xp.int64
 
 
 def kary_response(
@@ -58,11 +81,13 @@ def kary_response(
     field: str = "values",
 ) -> Any:
     """k-RR of every element of ``values`` (indices 0 … k − 1, any shape), on their device,
-    in their dtype."""
+    in their dtype where it holds k − 1, else in int64 (:func:`report_dtype`)."""
     check_categories(library, values, k, owner=owner, field=field)
     xp = library.xp
     words = device_words(library, rng, owner=owner)
-    integers = values.dtype if xp.isdtype(values.dtype, "integral") else index_dtype(xp)
+    out = report_dtype(xp, values.dtype, k)
+    comparable = xp.isdtype(out, "signed integer") or out == xp.uint8
+    integers = out if comparable else index_dtype(xp)  # every index < k fits it
     flat = xp.reshape(xp.astype(values, integers), (-1,))
     count = int(flat.shape[0])
     lie = lie_below(
@@ -71,7 +96,7 @@ def kary_response(
     other = xp.astype(uniform_below(words, count, k - 1), integers)  # < k − 1: fits
     other = other + xp.astype(other >= flat, integers)  # the k − 1 indices other than the truth
     reports = xp.where(lie, other, flat)
-    return xp.reshape(xp.astype(reports, values.dtype), values.shape)
+    return xp.reshape(xp.astype(reports, out), values.shape)
 
 
 def category_counts(

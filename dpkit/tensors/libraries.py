@@ -29,7 +29,14 @@ from numpy.typing import NDArray
 
 from dpkit.errors import InvalidData
 
-__all__ = ["ArrayLibrary", "StandardUnits", "array_library", "clamped_float64", "reals_within"]
+__all__ = [
+    "ArrayLibrary",
+    "StandardUnits",
+    "array_library",
+    "clamped_float64",
+    "detached",
+    "reals_within",
+]
 
 #: The top-level modules whose arrays dpkit accepts through the array API (array-api-compat).
 #: Dask collections are not among them: dpkit aggregates those partition by partition itself
@@ -48,7 +55,15 @@ class ArrayLibrary:
     on_host: bool
 
     def host_view(self, values: Any) -> NDArray[Any]:
-        """``values`` as a numpy array sharing their memory (DLPack; host arrays only)."""
+        """``values`` as a numpy array sharing their memory (DLPack; host arrays only).
+
+        A torch tensor is read without its autograd graph (:func:`detached`), and a bfloat16
+        array (torch's, JAX's), which numpy's DLPack cannot take, as float32 (a copy; every
+        bfloat16 is a float32 exactly).
+        """
+        values = detached(values)
+        if str(values.dtype).endswith("bfloat16"):  # decided by the dtype alone
+            values = self.xp.astype(values, self.xp.float32)
         return np.from_dlpack(values)
 
     def small_to_host(self, array: Any) -> NDArray[Any]:
@@ -63,8 +78,9 @@ class ArrayLibrary:
         return np.asarray(array)  # JAX copies a device array to the host
 
     def from_host(self, array: NDArray[Any]) -> Any:
-        """A numpy result as this library's array (zero-copy where the library allows)."""
-        contiguous = np.ascontiguousarray(array)
+        """A numpy result as this library's array, of its shape (a 0-d result stays 0-d;
+        zero-copy where the library allows)."""
+        contiguous = np.require(array, requirements="C")  # ascontiguousarray makes 0-d 1-d
         try:
             return self.xp.from_dlpack(contiguous)
         except (AttributeError, BufferError, TypeError, RuntimeError):
@@ -73,6 +89,33 @@ class ArrayLibrary:
 
 def _module_of(values: Any) -> str:
     return type(values).__module__.partition(".")[0]
+
+
+def detached(values: Any) -> Any:
+    """A torch tensor without its autograd graph (``tensor.detach()``: the same memory); any
+    other value as it is. A release computed from a tensor that requires grad would carry a
+    graph back to it, and so the private values themselves (the graph's leaf, and the inputs
+    its steps save): every array method reads its arrays through this."""
+    if _module_of(values) == "torch" and bool(getattr(values, "requires_grad", False)):
+        return values.detach()
+    return values
+
+
+def _refuse_unreadable(values: Any, *, owner: str, field: str) -> None:
+    """Refuse a torch tensor whose values no array operation reads as a dense array: a sparse
+    layout, or the meta device (shapes without values). Decided from the type alone."""
+    layout = str(getattr(values, "layout", "torch.strided"))
+    if layout != "torch.strided":
+        raise InvalidData(
+            f"{owner}: {field} is a torch tensor of layout {layout}; give a dense tensor "
+            "(tensor.to_dense())",
+            field=field,
+        )
+    if str(getattr(values, "device", "")) == "meta":
+        raise InvalidData(
+            f"{owner}: {field} is a torch tensor on the meta device, which holds no values",
+            field=field,
+        )
 
 
 def array_library(values: Any, *, owner: str, field: str = "values") -> ArrayLibrary | None:
@@ -113,6 +156,8 @@ def array_library(values: Any, *, owner: str, field: str = "values") -> ArrayLib
         ) from None
     if not array_api_compat.is_array_api_obj(values):
         return None
+    if module == "torch":
+        _refuse_unreadable(values, owner=owner, field=field)
     xp = array_api_compat.array_namespace(values)
     name = "jax" if module == "jaxlib" else module  # JAX's arrays are jaxlib's type
     if not _has_64_bit_types(xp):

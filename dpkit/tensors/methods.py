@@ -26,7 +26,7 @@ import numpy as np
 
 from dpkit.errors import InvalidData
 from dpkit.tensors.device_random import host_rng
-from dpkit.tensors.libraries import ArrayLibrary, array_library
+from dpkit.tensors.libraries import ArrayLibrary, array_library, detached
 
 __all__ = ["ARRAY_METHODS", "array_method"]
 
@@ -48,6 +48,8 @@ def _owner(instance: Any) -> str:
 
 
 def _back(library: ArrayLibrary, result: Any) -> Any:
+    if isinstance(result, np.generic) and result.dtype != object:  # numpy's 0-d results
+        return library.from_host(np.asarray(result))
     if isinstance(result, np.ndarray) and result.dtype != object:
         return library.from_host(result)
     if isinstance(result, tuple) and not hasattr(result, "_fields"):
@@ -71,6 +73,7 @@ def array_method(method: Callable[..., Any], fields: tuple[str, ...]) -> Callabl
         if not found:
             return method(self, *args, **kwargs)
         library = found[0]
+        args = (*(detached(value) for value in arrays), *args[len(fields) :])
         if not all(item.on_host for item in found):
             if method.__name__ in getattr(self, "device_methods", ()):
                 return method(self, *args, **kwargs)

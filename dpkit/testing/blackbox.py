@@ -48,6 +48,8 @@ from numpy.typing import NDArray
 
 from dpkit.errors import DPKitError
 from dpkit.mechanism import Mechanism
+from dpkit.randomness import SecureRandom
+from dpkit.randomness.modes import keyed_default
 from dpkit.testing import exact
 from dpkit.testing._stats import (
     clopper_pearson_lower,
@@ -251,6 +253,8 @@ def run_mode(
 ) -> StatisticalResult:
     """One mode's audit: release every candidate input once, then :func:`run_statistical`
     on the pairs that released; a refused mode, or one that releases nothing, is unchecked."""
+    if isinstance(rng, SecureRandom) and rng.keyed:  # secure mode: both spellings
+        subject = attrs.evolve(subject, draw=both_spellings(subject.draw))
     try:
         kept, boundary = releasing_pairs(subject, candidates, rng)
     except Refused as why:
@@ -269,6 +273,24 @@ def run_mode(
         fit=fit,
     )
     return attrs.evolve(result, mode=mode, boundary=boundary)
+
+
+def both_spellings(draw: Callable[[Any, int, Any], NDArray[Any]]) -> Callable[..., NDArray[Any]]:
+    """Secure mode's draws of ``n`` outputs in both of its spellings: n − ⌊n/2⌋ with the keyed
+    SecureRandom passed as ``rng``, then ⌊n/2⌋ with ``rng=None`` while that generator stands in
+    for the process-wide one (:func:`~dpkit.randomness.modes.keyed_default`), so a subject
+    whose ``rng=None`` branch differs is sampled too, reproducibly. One output (the release
+    probe) draws one of each and keeps the first: an error of either spelling is seen there.
+    A subject whose two spellings share a law draws n independent outputs of it, so the
+    statistical tier's false-positive rate is unchanged."""
+
+    def drawn(value: Any, n: int, rng: Any) -> NDArray[Any]:
+        passed = np.asarray(draw(value, max(n - n // 2, 1), rng))
+        with keyed_default(rng):
+            default = np.asarray(draw(value, max(n // 2, 1), None))
+        return passed if n == 1 else np.concatenate([passed, default], axis=0)
+
+    return drawn
 
 
 def releasing_pairs(

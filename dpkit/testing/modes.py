@@ -7,8 +7,11 @@ and the statistical tier samples each mode on its own:
 
 * **fast** — ``numpy.random.default_rng(seed)``, the stream that also draws the random pairs;
 * **secure** — ``SecureRandom.from_key(SHA-256("dpkit.testing secure mode:" ‖ seed))``: secure
-  mode's code path on a ChaCha20 keystream fixed by the audit's seed, so an audit reproduces
-  (a keyed source runs exactly the code of ``rng=None``; only the key's origin differs).
+  mode's code path on a ChaCha20 keystream fixed by the audit's seed, so an audit reproduces.
+  Secure mode has two spellings, and a subject may branch on either: half of each batch is
+  drawn with that generator passed as ``rng``, the other half with ``rng=None`` while it stands
+  in for the process-wide generator (:func:`dpkit.testing.blackbox.both_spellings`); where
+  the two share a law, the batch is n independent draws of it, as before.
 
 Each mode gets its own certificate — its own selection batch A, its own event, its own fresh
 batch B — at level α/m for the m modes audited, and its goodness-of-fit test at α/m too. By

@@ -219,10 +219,11 @@ class KaryRandomizedResponse(CategoricalInput, Mechanism):
 
         ``rng``: None (secure mode, the default), a :class:`dpkit.SecureRandom`, or a numpy
         ``Generator`` (fast mode); for torch tensors also a ``torch.Generator``. An array on an
-        accelerator (indices only) is perturbed there, in its dtype
-        (:mod:`dpkit.tensors.categories`). Works in cache-sized chunks with the narrowest unsigned dtype
-        that holds k: the same draws per value, far less memory traffic (and peak memory) than
-        whole-array passes.
+        accelerator (indices only) is perturbed there (:mod:`dpkit.tensors.categories`).
+        Reports of indices keep their dtype where it holds k − 1, and are int64 otherwise
+        (uint8 indices of k = 1000 categories: a report in the narrow dtype would wrap around).
+        Works in cache-sized chunks with the narrowest unsigned dtype that holds k: the same
+        draws per value, far less memory traffic (and peak memory) than whole-array passes.
         """
         threshold = lie_threshold(self.epsilon, self.size)
         library = array_library(values, owner=self.name)
@@ -239,7 +240,8 @@ class KaryRandomizedResponse(CategoricalInput, Mechanism):
         generator, _ = resolve_rng(rng, owner=self.name)
         indices = self.encode(values)
         flat = indices.reshape(-1)
-        noisy = np.empty_like(flat)
+        holds = flat.dtype == np.bool_ or np.iinfo(flat.dtype).max >= self.size - 1
+        noisy = np.empty(flat.shape, dtype=flat.dtype if holds else np.int64)  # never wraps
         narrow = np.min_scalar_type(self.size)
         one_word = isinstance(generator, SecureRandom) and _one_word(threshold, self.size)
         lie_probability = self.lie_probability

@@ -9,7 +9,8 @@ mechanisms (inputs from an ``Interval`` or a ``Box``) are audited from the neigh
 domains declare, like any other.
 
 False positives. The exact tier is deterministic (tolerance 1e-9 on ε, 1e-6 relative on δ).
-Each statistical audit samples both randomness modes (fast, and secure on a keyed SecureRandom)
+Each statistical audit samples both randomness modes (fast, and secure on a keyed SecureRandom,
+passed as rng for half of each batch and standing in for rng=None for the other half)
 and falsely alarms with probability ≤ 2·CHECK_ALPHA = 2e-7 (in each mode the ε certificate at
 α/2 = 5e-8 plus the goodness-of-fit test at 5e-8). Hypothesis is derandomized
 (fixed examples, fixed seeds): at most STAT_EXAMPLES audits per mechanism by default and

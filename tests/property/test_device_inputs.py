@@ -1,8 +1,8 @@
 """Every mechanism with a device path, on hostile inputs through that path (torch tensors and
 array-api-strict arrays made to take it, as a CUDA tensor would): for inputs drawn from the
 mechanism's declared domain (worst cases included), in hostile layouts (a strided view, a
-narrower dtype), in both randomness modes, the device's reports come back in the caller's
-type and the numpy path's shape, and each is a possible report of the declared law
+narrower dtype, a tensor that requires grad), in both randomness modes, the device's reports
+come back in the caller's type and the numpy path's shape, without an autograd graph, and each is a possible report of the declared law
 (``log_probability`` > −∞ on the host, and where it has a device path the same
 log-probabilities there — within two ulps where the device takes the logarithm of a value
 depending on the input, within the derived bound of a sum of m of them for multibit, and
@@ -12,6 +12,10 @@ negative, a fraction, a huge number) is either refused — an ``InvalidData`` na
 ``values`` (or the field the host's refusal names, e.g. a selection's ``utilities``), before a
 single random word is drawn — or accepted by the numpy path too: a device never takes what the
 host refuses.
+
+The category mechanisms also take indices in any integer dtype narrower than their k (torch's
+uint16, uint32 and uint64 included): their reports are the declared law's, in a dtype that
+holds every output.
 
 Mechanisms whose declared inputs are text (cms, hcms and rappor's items) have no tensor form:
 their integer items on the device are covered in ``tests/unit/tensors``.
@@ -38,8 +42,9 @@ import dpkit  # noqa: E402
 from dpkit import SecureRandom  # noqa: E402
 from dpkit.errors import InvalidData  # noqa: E402
 from dpkit.tensors import device_random  # noqa: E402
+from dpkit.testing import parameter_points  # noqa: E402
 from dpkit.testing.inputs import Unsupported, plan_inputs  # noqa: E402
-from dpkit.testing.strategies import mechanisms, neighbouring_pairs  # noqa: E402
+from dpkit.testing.strategies import mechanisms, neighbouring_pairs, parameters  # noqa: E402
 
 REGISTRY = dpkit.load_registry()
 DEVICE_NAMES = [
@@ -69,7 +74,14 @@ JAX_SELECTION_SLACK = 128
 #: (report_noisy_max's sums over the candidates run in another order there).
 EXACT_ON_STRICT = ("exponential", "permute_and_flip")
 KEY = bytes(range(3, 35))
-LAYOUTS = ("torch", "torch strided", "torch narrow", "array-api-strict", *jax_arrays.LAYOUTS)
+LAYOUTS = (
+    "torch",
+    "torch strided",
+    "torch narrow",
+    "torch grad",
+    "array-api-strict",
+    *jax_arrays.LAYOUTS,
+)
 HOSTILE = (math.nan, math.inf, -math.inf, -1.0, 0.5, 2.0**62, 1e300)
 SETTINGS = settings(
     max_examples=6,
@@ -110,6 +122,8 @@ def _spelled(batch: np.ndarray[Any, Any], layout: str) -> Any:
         narrow = batch.astype(np.int32 if batch.dtype.kind in "iu" else np.float32)
         if np.array_equal(narrow, batch):
             return torch.from_numpy(narrow)
+    if layout == "torch grad" and batch.dtype.kind == "f":  # a release carries no graph back
+        return torch.from_numpy(batch.copy()).requires_grad_(True)
     if layout == "array-api-strict":
         return xs.asarray(batch)
     if layout == "jax":
@@ -152,6 +166,7 @@ def test_device_reports_are_reports_of_the_declared_law(
     got = mechanism.randomize(spelled, rng=rng)
     assert words_taken, "the device path was not taken"
     assert type(got) is type(spelled)
+    assert not getattr(got, "requires_grad", False), "a release with a graph back to its input"
     expected = mechanism.randomize(batch, rng=np.random.default_rng(0))
     reports = _host(got)
     assert reports.shape == np.shape(expected)
@@ -208,3 +223,87 @@ def test_a_hostile_value_is_refused_before_any_draw_or_accepted_by_the_host_too(
             assert refused.field == "values"
         return
     mechanism.randomize(spoiled, rng=rng())  # the host takes it too
+
+
+#: The category mechanisms with a device path whose parameter k is their number of categories.
+WIDE_K = [
+    name
+    for name in DEVICE_NAMES
+    if "k" in REGISTRY.info(name).cls.parameters()
+    and isinstance(
+        REGISTRY.info(name).cls(**parameter_points(REGISTRY.info(name).cls)[0]).domain,
+        dpkit.plugin.CategoricalDomain,
+    )
+]
+NARROW_INDICES = ("int8", "uint8", "int16", "uint16", "uint32", "uint64")
+
+
+def _largest_output(mechanism: Any) -> int | None:
+    """The largest integer output of a small finite output space (None if there is none)."""
+    try:
+        space = np.asarray(mechanism.output_space())
+    except Exception:  # no finite output space (olh), or too large to list
+        return None
+    if space.dtype.kind not in "iu" or space.ndim != 1:
+        return None
+    return int(space.max())
+
+
+@pytest.mark.parametrize("name", WIDE_K)
+@SETTINGS
+@given(
+    data=st.data(),
+    k=st.integers(129, 1000),
+    dtype=st.sampled_from(NARROW_INDICES),
+    mode=st.sampled_from(["secure", "fast"]),
+)
+def test_indices_in_a_dtype_narrower_than_k_give_reports_of_the_declared_law(
+    name: str, data: st.DataObject, k: int, dtype: str, mode: str, words_taken: list[int]
+) -> None:
+    """Indices below 128 in any integer dtype (torch's uint16, uint32 and uint64, which it
+    cannot compare, included) with k beyond the dtype's range: the device releases (no error),
+    each report is one the declared law can give, and an integer report's dtype holds every
+    output (a k-RR report in uint8 used to wrap around)."""
+    cls = REGISTRY.info(name).cls
+    mechanism = cls(**{**data.draw(parameters(cls)), "k": k})
+    batch = np.asarray(data.draw(st.lists(st.integers(0, 127), min_size=1, max_size=40)))
+    spelled = torch.from_numpy(batch).to(getattr(torch, dtype))
+    rng = SecureRandom.from_key(KEY) if mode == "secure" else torch.Generator().manual_seed(5)
+    words_taken.clear()
+    got = mechanism.randomize(spelled, rng=rng)
+    assert words_taken, "the device path was not taken"
+    assert type(got) is torch.Tensor
+    reports = _host(got)
+    largest = _largest_output(mechanism)
+    if largest is not None and reports.dtype.kind in "iu":
+        assert np.iinfo(reports.dtype).max >= largest, "a report dtype narrower than the law"
+    if mechanism.has_exact_distribution:
+        expected = np.asarray(mechanism.randomize(batch, rng=np.random.default_rng(0)))
+        log_p = mechanism.log_probability(reports.astype(expected.dtype), batch)
+        assert np.all(np.asarray(log_p) > -np.inf), "a report the declared law cannot give"
+
+
+@pytest.mark.parametrize("name", DEVICE_NAMES)
+@pytest.mark.parametrize("dtype", ["complex128", "bool"])
+def test_a_dtype_the_host_refuses_is_refused_by_the_device_before_any_draw(
+    name: str, dtype: str, words_taken: list[int]
+) -> None:
+    """The batch of a typical instance spelled in a dtype the host may refuse (complex numbers,
+    booleans): where the host refuses it, the device refuses it too, by an ``InvalidData`` and
+    before any word is drawn (rr's device path took complex 0/1 and returned them complex)."""
+    cls = REGISTRY.info(name).cls
+    mechanism = cls(**parameter_points(cls)[len(parameter_points(cls)) // 2])
+    try:
+        batch = plan_inputs(mechanism, rng=np.random.default_rng(0)).batch(0, 3)
+    except Unsupported:
+        pytest.skip(f"{name}: the auditor has no input plan for it")
+    if batch.dtype.kind not in "biuf":
+        pytest.skip(f"{name}: its declared inputs are text, which has no tensor form")
+    spelled = batch.astype(dtype)
+    try:
+        mechanism.randomize(spelled, rng=SecureRandom.from_key(KEY))
+    except InvalidData:
+        words_taken.clear()
+        with pytest.raises(InvalidData):
+            mechanism.randomize(torch.from_numpy(spelled), rng=SecureRandom.from_key(KEY))
+        assert not words_taken, "words were drawn before the refusal"

@@ -103,6 +103,33 @@ def test_secure_mode_is_sampled_from_a_key_derived_from_the_seed() -> None:
 
 
 @attrs.frozen
+class DefaultKeepBug(SecureKeepBug):
+    """Right in fast mode and with a SecureRandom passed; keeps the truth with 0.719 (true
+    ε = 2.04) only for ``rng=None``, the default spelling of secure mode and the one a release
+    takes unless told otherwise."""
+
+    name: ClassVar[str] = "default_keep_bug"
+
+    def randomize(self, values: Any, /, *, rng: Any = None) -> np.ndarray:
+        if rng is not None:
+            return SecureKeepBug(secure_keep=self.keep).randomize(values, rng=rng)
+        return super().randomize(values, rng=rng)
+
+
+def test_a_bug_in_the_default_spelling_of_secure_mode_only_is_caught() -> None:
+    """Secure mode samples ``rng=None`` too (the audit's keyed generator standing in for the
+    process-wide one), reproducibly; the auditor that passed only the keyed SecureRandom passed
+    this mechanism. A correct mechanism still passes (the two spellings share its law)."""
+    first, again = (audit(DefaultKeepBug(), seed=5, exact=False, **BUDGET) for _ in range(2))
+    assert first.verdicts == {"fast": "pass", "secure": "violation"}, first.format_text()
+    assert first.mode("secure").epsilon_lower_bound > 1.2
+    assert first.mode("secure").hits == again.mode("secure").hits
+    fine = audit(SecureKeepBug(secure_keep=math.e / (math.e + 3)), seed=5, exact=False, **BUDGET)
+    assert fine.verdicts == {"fast": "pass", "secure": "pass"}, fine.format_text()
+    assert dpkit.randomness.modes.default_secure_random().keyed is False  # restored after
+
+
+@attrs.frozen
 class FastOnly(SecureKeepBug):
     """Correct in fast mode; refuses secure mode with a typed error, as a mechanism without a
     secure sampler should."""

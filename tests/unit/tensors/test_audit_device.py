@@ -1,5 +1,5 @@
 """The statistical auditor, unchanged, over the device paths (run on the CPU with torch tensors
-treated as an accelerator's): rr, krr, oue, olh, hr, duchi, duchi_multi, multibit, pm, hm,
+treated as an accelerator's): rr, krr, sue, oue, olh, hr, duchi, duchi_multi, multibit, pm, hm,
 pm_multi, hm_multi, sw, graph_degree, graph_kstar, graph_rr, graph_arr, laplace, geometric, gaussian,
 report_noisy_max, exponential, permute_and_flip, dbitflip, one_bit_mean, cms, hcms, rappor (on integer items), pem and treehist keep their privacy in both randomness modes, and a device
 path that rounds its flip (or lie) probability the wrong way, or draws too little noise, is
@@ -154,6 +154,7 @@ def _through_tensors(cls: type) -> type:
     [
         (randomized_response.RandomizedResponse, {"epsilon": 1.0}, "flip_bits"),
         (kary_rr.KaryRandomizedResponse, {"epsilon": 1.0, "k": 4}, "kary_response"),
+        (unary_encoding.SymmetricUnaryEncoding, {"epsilon": 1.0, "k": 4}, "unary_reports"),
         (unary_encoding.OptimizedUnaryEncoding, {"epsilon": 1.0, "k": 4}, "unary_reports"),
         (local_hashing.OptimalLocalHashing, {"epsilon": 1.0, "k": 4}, "hashed_reports"),
         (hadamard.HadamardResponse, {"epsilon": 1.0, "k": 4}, "hadamard_reports"),
@@ -298,6 +299,24 @@ def test_a_device_selection_with_too_little_noise_is_caught(
     with pytest.raises(DPViolation):
         check_mechanism(mechanism, samples=2_000, modes=("secure",))
     assert "report_noisy_max_indices" in device_tensors
+
+
+def test_a_device_path_wrong_only_for_rng_none_is_caught(
+    device_tensors: list[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Geometric's device noise at a quarter of its scale only when rng is None (the default
+    # spelling of secure mode), right for a SecureRandom passed: the auditor samples both
+    # spellings in secure mode, so it refuses it (it passed when only the keyed generator was
+    # passed as rng).
+    real = geometric.geometric_noise
+
+    def default_too_narrow(library: Any, values: Any, *, scale: Any, rng: Any, **kw: Any) -> Any:
+        return real(library, values, scale=scale / 4 if rng is None else scale, rng=rng, **kw)
+
+    monkeypatch.setattr(geometric, "geometric_noise", default_too_narrow)
+    mechanism = _through_tensors(geometric.Geometric)(epsilon=1.0)
+    with pytest.raises(DPViolation, match=r"secure mode"):
+        check_mechanism(mechanism, samples=3_000, modes=("secure",))
 
 
 @pytest.mark.usefixtures("device_tensors")

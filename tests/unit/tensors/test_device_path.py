@@ -25,6 +25,7 @@ from dpkit.errors import InvalidData  # noqa: E402
 from dpkit.plugin import lie_threshold  # noqa: E402
 from dpkit.tensors import array_library  # noqa: E402
 from dpkit.tensors.bits import flip_bits, flip_graph  # noqa: E402
+from dpkit.tensors.categories import check_categories, kary_response  # noqa: E402
 from dpkit.tensors.device_random import device_words, threshold32, uniform_below  # noqa: E402
 
 RR = dpkit.mechanism("rr", epsilon=1.0)
@@ -132,6 +133,48 @@ def test_krr_on_the_device_path_refuses_out_of_range_indices_and_floats() -> Non
     for bad in (torch.tensor([0, 5]), torch.tensor([0, -1]), torch.tensor([0.0, 1.0])):
         with pytest.raises(InvalidData, match=r"category indices|outside 0\.\.4"):
             kary_response(_as_device(bad), bad, k=5, lie_threshold64=1, rng=None, owner="krr")
+
+
+NARROW_INDICES = ("uint8", "int8", "int16", "uint16", "uint32", "uint64")
+
+
+@pytest.mark.parametrize("dtype", NARROW_INDICES)
+def test_krr_reports_of_narrow_indices_never_wrap(dtype: str) -> None:
+    # k = 1000 > 256: a report in uint8 (int8) used to wrap to its residue mod 256, on the
+    # device before the shift past the truth (so two inputs' lies moved by 4/3 in ratio, a
+    # realised ε of ln 4/3 at a declared 0.01) and on the host after it; torch's uint16, uint32
+    # and uint64 had no comparisons at all (a NotImplementedError). At ε = 0.01 nearly every
+    # report is a uniform other index: 3000 of them take far more than 256 values.
+    mechanism = dpkit.mechanism("krr", epsilon=0.01, k=1000)
+    expected = torch.int64 if dtype in ("uint8", "int8") else getattr(torch, dtype)
+    x = torch.full((3000,), 5, dtype=getattr(torch, dtype))
+    y = kary_response(
+        _as_device(x), x, k=1000, lie_threshold64=lie_threshold(0.01, 1000), rng=None, owner="krr"
+    )
+    assert y.dtype == expected
+    reports = y.to(torch.int64).numpy()
+    assert reports.min() >= 0 and reports.max() <= 999 and np.unique(reports).size > 900
+    if dtype in ("uint8", "int8", "int16"):  # the host keeps the same rule
+        host = mechanism.randomize(x.numpy(), rng=SecureRandom.from_key(KEY))
+        assert host.dtype == np.dtype(str(expected).removeprefix("torch."))
+        assert host.min() >= 0 and host.max() <= 999 and np.unique(host).size > 900
+
+
+def test_device_indices_are_checked_in_a_dtype_that_compares_them() -> None:
+    # Indices below k are accepted whatever the dtype (torch compared an int8 or uint8 tensor
+    # with a k beyond its range after wrapping k: 5 >= 260 was true); those of k or more, and a
+    # uint64 beyond 2⁶³, are refused by a typed error.
+    for dtype in ("uint8", "int8", *NARROW_INDICES[2:]):
+        fine = torch.tensor([0, 5, 100], dtype=getattr(torch, dtype))
+        check_categories(_as_device(fine), fine, 260, owner="krr", field="values")
+    for bad in (
+        torch.tensor([0, 260], dtype=torch.int16),
+        torch.tensor([0, 260], dtype=torch.uint16),
+        torch.tensor([0, 2**32 - 1], dtype=torch.uint32),
+        torch.tensor([0, -1], dtype=torch.int64).view(torch.uint64),
+    ):
+        with pytest.raises(InvalidData, match=r"outside 0\.\.259"):
+            check_categories(_as_device(bad), bad, 260, owner="krr", field="values")
 
 
 def test_category_counts_on_the_device_path_match_numpy() -> None:

@@ -15,9 +15,10 @@ column, one group of a key column — when dpkit reads them as one (:func:`ident
 string dtype (:func:`text_of`): text is itself, bytes their UTF-8 text, a float ``str(x)``,
 anything else ``f"{x}"`` — so ``1``, ``1.0`` and ``True`` are three values (``"1"``, ``"1.0"``,
 ``"True"``) and ``1``, ``"1"``, ``b"1"`` and ``Fraction(1)`` are one. A typed column holds its
-type's values: floats and decimals as float64 with ``-0.0`` as ``0.0``, integers exactly
-(``2**53 + 1`` is not ``2**53``), booleans, text exactly (the NFC and NFD spellings of one
-text are two), bytes, dates; an encoding (a dictionary, run-end encoding, a view type) is
+type's values: floats and decimals as float64 with ``-0.0`` as ``0.0`` — except that a
+decimal *id* is its exact value (:func:`person`: two persons one double apart stay two) —,
+integers exactly (``2**53 + 1`` is not ``2**53``), booleans, text exactly (the NFC and NFD
+spellings of one text are two), bytes, dates; an encoding (a dictionary, run-end encoding, a view type) is
 storage, not value. A missing cell — ``None``, NaN, a NaN decimal, ``NaT``, ``pd.NA``, and
 in an object column bytes that are not UTF-8 or a value whose text cannot be made — names no
 person and no group.
@@ -83,6 +84,7 @@ __all__ = [
     "is_missing",
     "key_group",
     "key_spellings",
+    "person",
     "pool",
     "reading",
     "refused_keys",
@@ -231,6 +233,15 @@ def identity(value: Any, storage: str) -> Any:
     if storage in _WHOLE:
         return int(value)
     return value
+
+
+def person(value: Any, storage: str) -> Any:
+    """Which person a cell of an *id* column of ``storage`` is (None if missing): its
+    :func:`identity`, except that a decimal is its exact value — the ids 2⁵³ and 2⁵³ + 1 are
+    two persons, though as group keys (read as float64) they are one group."""
+    if storage == "decimal128" and not is_missing(value):
+        return _decimal_cell(value)
+    return identity(value, storage)
 
 
 def same_value(a: Any, b: Any, storage: str) -> bool:
@@ -497,8 +508,16 @@ class LogicalTable:
         return list(found.values())
 
     def rows_of(self, name: str, value: Any) -> list[int]:
-        """The rows whose cell in ``name`` is ``value`` (:func:`same_value`)."""
+        """The rows whose cell in ``name`` is ``value`` (:func:`same_value`; in the id column
+        :data:`ID`, the rows of its :func:`person`)."""
         column = self.column(name)
+        if name == ID:
+            found = person(value, column.storage)
+            return [
+                i
+                for i, cell in enumerate(column.values)
+                if found is not None and person(cell, column.storage) == found
+            ]
         return [
             i for i, cell in enumerate(column.values) if same_value(cell, value, column.storage)
         ]

@@ -516,7 +516,7 @@ class TableQuery:
                 continue
             if kinds[column] == "object":
                 frame = plain_labels(nw, frame, column)
-            elif _as_float(schema[column]):
+            elif _as_float(schema[column], person=self._is_id(column)):
                 frame = frame.with_columns(unsigned_zero(nw, column))
         drops = [*self.by, *([self.unit.column] if isinstance(self.unit, IdUnit) else [])]
         keep = [~missing(nw, column, schema[column]) for column in drops]
@@ -666,7 +666,13 @@ class TableQuery:
         return attrs.evolve(found, privacy=self.privacy, selection=needed)
 
 
-def _as_float(dtype: Any) -> bool:
-    """Key and id columns read as float64 (:func:`unsigned_zero`): floats, and decimals (whose
-    matching against number keys fails in some engines on non-integral values)."""
-    return bool(dtype.is_float() or dtype.is_decimal())
+def _as_float(dtype: Any, *, person: bool = False) -> bool:
+    """Key and id columns read as float64 (:func:`unsigned_zero`): floats, and decimal keys
+    (whose matching against number keys fails in some engines on non-integral values).
+
+    A decimal *id* keeps its exact value: the rounding to float64 is many-to-one (the ids
+    2⁵³ and 2⁵³ + 1 of a ``decimal128(38, 0)`` column are one double), and two persons read as
+    one are bounded as one — adding one of them could then move the other's kept rows into
+    other groups, twice the sensitivity. (Merging two *groups* is a per-record map of the key,
+    applied before the bounding: harmless.) A float id is exact in float64."""
+    return bool(dtype.is_float() or (dtype.is_decimal() and not person))

@@ -216,3 +216,33 @@ def test_a_large_unsigned_id_is_an_id(rt: Any, tmp_path: Path) -> None:
         outcomes.append(result.observable())
     assert outcomes[0] == outcomes[1], outcomes
     assert outcomes[0][0] == 0
+
+
+@pytest.mark.parametrize("kind", ["pyarrow", "polars", "pandas[arrow]"])
+def test_two_decimal_ids_one_double_apart_are_two_persons(kind: str) -> None:
+    """Attack: a ``decimal128(38, 0)`` id column (account numbers of 16 digits and more) with
+    the ids 2⁵³ and 2⁵³ + 1, which round to one double. The ids were read as float64, so the
+    two persons were bounded as one: with one group per id kept, adding the person 2⁵³ + 1
+    (two rows in ``a``) could move the other's kept rows out of ``b`` — an L1 change of 4 where
+    the noise is calibrated to G·R = 2. Now a decimal id keeps its exact value; every seed
+    below (its bounding key) is checked."""
+    query = Count(epsilon=1.0).on(
+        None, by="g", keys=["a", "b"], unit=dpkit.IdUnit("id", max_rows=2, max_groups=1)
+    )
+    big = 2**53
+
+    def table(ids: list[int], groups: list[str]) -> Any:
+        arrow = pa.table({"id": pa.array(ids, pa.decimal128(38, 0)), "g": groups})
+        if kind == "polars":
+            return pl.from_arrow(arrow)
+        return arrow.to_pandas(types_mapper=pd.ArrowDtype) if kind == "pandas[arrow]" else arrow
+
+    full = table([big, big, big + 1, big + 1], ["b", "b", "a", "a"])
+    less = table([big, big], ["b", "b"])
+    (noise,) = query.noise_mechanisms()
+    for seed in range(8):
+        moved = [
+            query.aggregate(frame, rng=np.random.default_rng(seed)).values["count"]
+            for frame in (full, less)
+        ]
+        assert np.abs(moved[0] - moved[1]).sum() <= noise.sensitivity, seed

@@ -218,27 +218,39 @@ def test_a_large_unsigned_id_is_an_id(rt: Any, tmp_path: Path) -> None:
     assert outcomes[0][0] == 0
 
 
+#: Two ids that a lossy reading makes one: decimals one double apart, and times (nanoseconds)
+#: or dates (milliseconds) whose text shows whole microseconds or days.
+_TWINS = {
+    "decimal128": (pa.decimal128(38, 0), 2**53, 2**53 + 1),
+    "time64[ns]": (pa.time64("ns"), 1, 2),
+    "date64": (pa.date64(), 86_400_000, 86_400_001),
+}
+
+
 @pytest.mark.parametrize("kind", ["pyarrow", "polars", "pandas[arrow]"])
-def test_two_decimal_ids_one_double_apart_are_two_persons(kind: str) -> None:
-    """Attack: a ``decimal128(38, 0)`` id column (account numbers of 16 digits and more) with
-    the ids 2⁵³ and 2⁵³ + 1, which round to one double. The ids were read as float64, so the
-    two persons were bounded as one: with one group per id kept, adding the person 2⁵³ + 1
-    (two rows in ``a``) could move the other's kept rows out of ``b`` — an L1 change of 4 where
-    the noise is calibrated to G·R = 2. Now a decimal id keeps its exact value; every seed
-    below (its bounding key) is checked."""
+@pytest.mark.parametrize("twins", sorted(_TWINS))
+def test_two_ids_one_rounding_apart_are_two_persons(kind: str, twins: str) -> None:
+    """Attack: an id column holding two ids that a lossy reading makes one — a
+    ``decimal128(38, 0)`` column (account numbers of 16 digits and more) with 2⁵³ and
+    2⁵³ + 1, one double; two ``time64[ns]`` ids whose text shows whole microseconds. The
+    decimal ids were read as float64 and the others coded by their text, so the two persons
+    were bounded as one: with one group per id kept, adding one person (two rows in ``a``)
+    could move the other's kept rows out of ``b`` — an L1 change of 4 where the noise is
+    calibrated to G·R = 2. Now an id keeps its exact value; every seed below (its bounding
+    key) is checked."""
     query = Count(epsilon=1.0).on(
         None, by="g", keys=["a", "b"], unit=dpkit.IdUnit("id", max_rows=2, max_groups=1)
     )
-    big = 2**53
+    kept, first, second = _TWINS[twins]  # stored values (a time's Python value is coarser)
 
-    def table(ids: list[int], groups: list[str]) -> Any:
-        arrow = pa.table({"id": pa.array(ids, pa.decimal128(38, 0)), "g": groups})
+    def table(ids: list[Any], groups: list[str]) -> Any:
+        arrow = pa.table({"id": pa.array(ids, kept), "g": groups})
         if kind == "polars":
             return pl.from_arrow(arrow)
         return arrow.to_pandas(types_mapper=pd.ArrowDtype) if kind == "pandas[arrow]" else arrow
 
-    full = table([big, big, big + 1, big + 1], ["b", "b", "a", "a"])
-    less = table([big, big], ["b", "b"])
+    full = table([first, first, second, second], ["b", "b", "a", "a"])
+    less = table([first, first], ["b", "b"])
     (noise,) = query.noise_mechanisms()
     for seed in range(8):
         moved = [

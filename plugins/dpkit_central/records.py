@@ -113,7 +113,10 @@ class _ObjectColumn:
             return eager.with_columns(nw.new_series(VALUE, floats, nw.Float64, backend=backend))
         with np.errstate(all="ignore"):  # per-record conversions: never a warning
             texts = np.asarray(_texts(values), dtype=object) if values.size else values
-        return eager.with_columns(nw.new_series(self.column, texts, nw.Object, backend=backend))
+        # pandas-like frames keep an object column (a Dask partition, its meta's dtype); a
+        # Polars Object column cannot be built from text: the texts are a String column.
+        kind = nw.Object if backend.is_pandas_like() else nw.String
+        return eager.with_columns(nw.new_series(self.column, texts, kind, backend=backend))
 
 
 def plain_labels(nw: Any, frame: Any, column: str) -> Any:

@@ -189,10 +189,16 @@ def _upper_float(value: Fraction) -> float:
 
 def _empty_like(frame: Any) -> Any:
     """No rows of ``frame`` as an eager frame of its column types, without computing a lazy
-    frame (None where the engine offers none: e.g. Spark)."""
+    frame (None where the engine offers none: e.g. Spark): a Polars LazyFrame's schema as an
+    empty Polars DataFrame (the query then runs on Polars, as the lazy frame's does)."""
     nw = narwhals()
     if isinstance(frame, nw.DataFrame):
         return frame.head(0)
+    if implementation(frame) == "polars":
+        import polars as pl
+
+        empty = pl.DataFrame(schema=frame.to_native().collect_schema())
+        return nw.from_native(empty, eager_only=True)
     meta = getattr(frame.to_native(), "_meta", None)  # a Dask DataFrame's empty pandas frame
     if meta is not None and type(meta).__module__.split(".", 1)[0] == "pandas":
         return nw.from_native(meta, eager_only=True)
@@ -399,8 +405,9 @@ class TableQuery:
         """Steps 1–3 on no rows of ``frame``: what an engine cannot do with these column types
         (an is_in of Float32 against integer keys, a float16 group-by, a 128-bit id) fails
         here, from the schema alone, instead of after the spend. A lazy frame is never
-        computed in the public phase: a Dask frame is tried on its empty pandas ``_meta``
-        (its partitions are pandas frames of those dtypes); on Spark (classic or Connect) the
+        computed in the public phase: a Polars LazyFrame is tried on an empty DataFrame of its
+        schema, a Dask frame on its empty pandas ``_meta`` (its partitions are pandas frames
+        of those dtypes); on Spark (classic or Connect) the
         whole plan of steps 1–3 is built and the engine *analyses* it (its schema: types are
         resolved, no job runs); other engines are not tried."""
         empty = _empty_like(frame)

@@ -258,3 +258,26 @@ def test_two_ids_one_rounding_apart_are_two_persons(kind: str, twins: str) -> No
             for frame in (full, less)
         ]
         assert np.abs(moved[0] - moved[1]).sum() <= noise.sensitivity, seed
+
+
+@pytest.mark.parametrize("by", [("g",), ("g", "h")])
+def test_a_wide_unsigned_key_never_fails_after_the_spend(by: tuple[str, ...]) -> None:
+    """Attack: a DuckDB ``UHUGEINT`` group (or histogram) column and small number keys. DuckDB
+    compared the column with the keys' ``BIGINT`` list by casting each value to ``BIGINT``, so
+    one person's value beyond 2⁶³ − 1 made the release fail after the spend. Now such a
+    column is compared by its text; the counts are those of the values."""
+    duckdb = pytest.importorskip("duckdb")
+    relation = duckdb.connect().sql(
+        "SELECT CAST(CASE WHEN i = 0 THEN 2 * 10::UHUGEINT ** 21 ELSE i % 2 END AS UHUGEINT) "
+        "AS g, CAST(i % 2 AS UHUGEINT) AS h FROM range(6) t(i)"
+    )
+    keys: list[Any] = [0, 1] if by == ("g",) else [(0, 0), (1, 1)]
+    queries = [Count(epsilon=1.0).on(by=by, keys=keys)]
+    if by == ("g",):
+        queries.append(Histogram(categories=keys, epsilon=1.0).on("g"))
+    for query in queries:
+        dpkit.Session(budget=(10.0, 1e-3), ledger=":memory:").release(
+            query, relation, rng=np.random.default_rng(0)
+        )
+        found = query.aggregate(relation).values
+        assert np.array_equal(found.get("count", found.get("cells")).ravel(), [2, 3])

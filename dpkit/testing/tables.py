@@ -205,18 +205,21 @@ def text_of(value: Any) -> str | None:
     """A cell of an ``"object"`` column as the text dpkit reads it (None: missing), by pandas'
     rule for ``Series.astype("string")``: text is itself; a missing value (:func:`is_missing`)
     stays missing; bytes are decoded as UTF-8; a float (Python's or numpy's) is ``str(x)``;
-    anything else is ``format(x)``. Bytes that are not UTF-8, and a value whose text raises,
-    are missing (where pandas itself would fail)."""
-    if isinstance(value, str):
-        return str(value)
-    if is_missing(value):
+    anything else is ``format(x)``. Bytes that are not UTF-8, text that UTF-8 cannot encode (a
+    lone surrogate), and a value whose text raises, are missing."""
+    if not isinstance(value, str) and is_missing(value):
         return None
     try:
-        if isinstance(value, bytes):
-            return value.decode("utf-8")
-        return str(value) if isinstance(value, (float, np.floating)) else format(value)
+        if isinstance(value, str):
+            text = str(value)
+        elif isinstance(value, bytes):
+            text = value.decode("utf-8")
+        else:
+            text = str(value) if isinstance(value, (float, np.floating)) else format(value)
+        text.encode("utf-8")  # a lone surrogate: text UTF-8 cannot hold
     except Exception:  # undecodable bytes, a __str__ or __format__ that raises
         return None
+    return text
 
 
 def identity(value: Any, storage: str) -> Any:
@@ -399,9 +402,9 @@ _POOLS["dictionary<int64>"] = _POOLS["run_end<int64>"] = _POOLS["int64"]
 
 
 #: Missing cells: ``None`` everywhere; NaN where the storage holds floats; in an object column
-#: also a NaN decimal (the text conversion's missing values).
+#: also a NaN decimal and a lone surrogate (the text conversion's missing values).
 _MISSING: dict[str, tuple[Any, ...]] = {
-    "object": (None, math.nan, Decimal("NaN")),
+    "object": (None, math.nan, Decimal("NaN"), "\ud800"),
     **{name: (None, math.nan) for name in FLOAT_STORAGES},
 }
 

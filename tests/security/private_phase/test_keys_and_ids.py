@@ -281,3 +281,31 @@ def test_a_wide_unsigned_key_never_fails_after_the_spend(by: tuple[str, ...]) ->
         )
         found = query.aggregate(relation).values
         assert np.array_equal(found.get("count", found.get("cells")).ravel(), [2, 3])
+
+
+def test_an_id_of_text_utf8_cannot_hold_is_missing_on_every_engine() -> None:
+    """Attack: a pandas ``object`` id column where one person's id is a lone surrogate
+    (``"\\ud800"``, what ``surrogateescape`` decodes a stray byte to). On Dask, the shuffle by
+    id hashed the partition's texts as UTF-8 and failed after the spend — on a partition of
+    texts only, so as the other ids decide; on pandas it was a person, in SQL a missing id.
+    Now such a text is missing everywhere (the rule of bytes that are not UTF-8)."""
+    dd = pytest.importorskip("dask.dataframe")
+    import dask
+
+    table = pd.DataFrame(
+        {
+            "id": pd.Series(["\ud800", 1, "\ud800", 2, "x", 1], dtype=object),
+            "g": pd.Series(["a", "a", "b", 1, "a", "b"], dtype=object),
+        }
+    )
+    query = Count(epsilon=1.0).on(
+        by="g", keys=["a", "b", "1"], unit=dpkit.IdUnit("id", max_rows=2, max_groups=2)
+    )
+    with dask.config.set({"scheduler": "synchronous", "dataframe.convert-string": False}):
+        frame = dd.from_pandas(table, npartitions=2, sort=False)
+        dpkit.Session(budget=(10.0, 1e-3), ledger=":memory:").release(
+            query, frame, rng=np.random.default_rng(0)
+        )
+        found = [query.aggregate(t, rng=np.random.default_rng(0)) for t in (frame, table)]
+    assert found[0].identical(found[1])
+    assert found[1].values["count"].tolist() == [2, 1, 1]  # the surrogate's rows: no person

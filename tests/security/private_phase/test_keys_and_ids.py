@@ -309,3 +309,35 @@ def test_an_id_of_text_utf8_cannot_hold_is_missing_on_every_engine() -> None:
         found = [query.aggregate(t, rng=np.random.default_rng(0)) for t in (frame, table)]
     assert found[0].identical(found[1])
     assert found[1].values["count"].tolist() == [2, 1, 1]  # the surrogate's rows: no person
+
+
+@pytest.mark.parametrize("dtype", ["string[python]", "str[python]"])
+def test_a_python_string_column_holding_a_lone_surrogate_never_fails(dtype: str) -> None:
+    """Attack: a pandas string column stored as Python strings (``string[python]``, or
+    pandas' ``str`` without PyArrow), one person's text a lone surrogate: a histogram over it
+    (pandas, Dask) and a Dask shuffle by it as the id failed after the spend. Now the column is
+    read as Arrow text, such a value missing (as in an object column)."""
+    dd = pytest.importorskip("dask.dataframe")
+    import dask
+
+    kind = pd.StringDtype("python", na_value=np.nan) if dtype == "str[python]" else dtype
+    table = pd.DataFrame(
+        {
+            "id": pd.Series(["\ud800", "a", "\ud800", "b"], dtype=kind),
+            "g": pd.Series(["a", "\ud800", "b", "a"], dtype=kind),
+        }
+    )
+    unit = dpkit.IdUnit("id", max_rows=2, max_groups=2)
+    queries = [
+        Count(epsilon=1.0).on(by="g", keys=["a", "b"], unit=unit),
+        Histogram(categories=["a"], other=True, epsilon=1.0).on("g"),
+    ]
+    with dask.config.set({"scheduler": "synchronous", "dataframe.convert-string": False}):
+        frame = dd.from_pandas(table, npartitions=2, sort=False)
+        for query in queries:
+            for data in (table, frame):
+                dpkit.Session(budget=(10.0, 1e-3), ledger=":memory:").release(
+                    query, data, rng=np.random.default_rng(0)
+                )
+        found = [queries[0].aggregate(t, rng=np.random.default_rng(0)) for t in (frame, table)]
+    assert found[0].identical(found[1]) and found[1].values["count"].tolist() == [1, 0]

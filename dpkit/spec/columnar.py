@@ -28,8 +28,8 @@ Each query then converts the columns it needs (cached):
   ``NA``/``NaN``/``null``/``None`` (any case) is missing, unless it spells one of the declared
   categories or keys (so ``"NA"`` can be a category);
 * **ids** (:func:`ids`): an integer code per distinct id (an empty cell is missing): a cell
-  that spells a plain integer is that integer (so ``7`` and ``007`` are one id: merging ids
-  only tightens each person's bound), any other cell a 64-bit hash of its exact bytes — cell
+  that spells a plain integer is that integer (so ``7`` and ``007`` are one id, one person:
+  the privacy unit is the integer), any other cell a 64-bit hash of its exact bytes — cell
   by cell, so a person's code never moves when others are added.
 
 Every conversion is vectorised (PyArrow compute) and per cell: converting a cell never depends
@@ -246,9 +246,13 @@ def ids(cells: Any) -> Any:
     """Cells → an int64 code per id, a function of the cell alone (empty or null → null; total).
 
     A plain integer (an optional sign and ASCII digits) within int64 is the integer it spells,
-    so ``7``, ``+7`` and ``007`` are one id (merging ids only tightens each person's bound);
-    any other cell is a 64-bit hash of its exact bytes (BLAKE2b; a collision merges two ids,
-    which again only tightens). The code never depends on the other cells: contribution
+    so ``7``, ``+7`` and ``007`` are one id — one person, the unit the bounds and the
+    guarantee are about. (Merging two persons does *not* only tighten their bounds: the
+    bounding keeps G·R rows of the pair, and adding one of them can move which of the
+    other's rows are kept, a change of up to 2·G·R; cells that spell one integer are one
+    person by this definition, not two persons merged.) Any other cell is a 64-bit hash of
+    its exact bytes (BLAKE2b: two distinct cells share a code with probability about 2⁻⁶⁴,
+    which would merge them). The code never depends on the other cells: contribution
     bounding keys each person's priorities on it, so a code that moved when someone else was
     added (a dictionary index in order of appearance) would change which of *other* people's
     rows are kept. A typed integer column is its values (uint64 reinterpreted as int64, the

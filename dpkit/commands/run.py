@@ -23,6 +23,7 @@ import contextlib
 import json
 import os
 import sys
+import tempfile
 from pathlib import Path
 from typing import Any
 
@@ -256,6 +257,32 @@ def run(args: argparse.Namespace) -> int:
     return _write(result, args.out, args.json)
 
 
+def _write_whole(out: Path, text: str) -> None:
+    """``text`` into the file ``out`` whole or not at all: written to a new file beside it,
+    then renamed over it, so that a write that fails part way (a full disk) leaves no
+    truncated result that reads as a document. A path that is not a regular file (a pipe, a
+    terminal, ``/dev/stdout``) is written to as it is."""
+    if out.exists() and not out.is_file():
+        out.write_text(text, encoding="utf-8")
+        return
+    if out.exists():
+        mode = out.stat().st_mode & 0o7777
+    else:  # what creating the file would give it
+        mask = os.umask(0)
+        os.umask(mask)
+        mode = 0o666 & ~mask
+    handle, name = tempfile.mkstemp(prefix=f".{out.name}.", suffix=".part", dir=out.parent)
+    try:
+        with os.fdopen(handle, "w", encoding="utf-8") as stream:
+            stream.write(text)
+        os.chmod(name, mode)
+        os.replace(name, out)
+    except BaseException:
+        with contextlib.suppress(OSError):
+            os.unlink(name)
+        raise
+
+
 def _write(result: dict[str, Any], out: Path | None, as_json: bool = True) -> int:
     """Deliver a released result; it is spent and stored in the ledger whatever happens here.
     ``--out`` always gets the JSON document; stdout gets it with ``--json``, else the table."""
@@ -263,7 +290,7 @@ def _write(result: dict[str, Any], out: Path | None, as_json: bool = True) -> in
     where = "see: dpkit budget show --releases --ledger LEDGER"
     if out is not None:
         try:
-            out.write_text(text + "\n", encoding="utf-8")
+            _write_whole(out, text + "\n")
             return 0
         except OSError as error:
             printed = _try_print(text)

@@ -28,8 +28,8 @@ Each query then converts the columns it needs (cached):
   ``NA``/``NaN``/``null``/``None`` (any case) is missing, unless it spells one of the declared
   categories or keys (so ``"NA"`` can be a category);
 * **ids** (:func:`ids`): an integer code per distinct id (an empty cell is missing): a cell
-  that spells a plain integer is that integer (so ``7`` and ``007`` are one id: merging ids
-  only tightens each person's bound), any other cell a 64-bit hash of its exact bytes — cell
+  that spells a plain integer is that integer (so ``7`` and ``007`` are one id, one person:
+  the privacy unit is the integer), any other cell a 64-bit hash of its exact bytes — cell
   by cell, so a person's code never moves when others are added.
 
 Every conversion is vectorised (PyArrow compute) and per cell: converting a cell never depends
@@ -121,22 +121,47 @@ def numbers(cells: Any) -> Any:
             return pc.fill_null(pc.cast(cells, pa.float64()), np.nan)
         except (pa.ArrowInvalid, pa.ArrowNotImplementedError):
             cells = pc.cast(cells, pa.string())
-    if not (pa.types.is_binary(cells.type) or pa.types.is_string(cells.type)):
-        cells = pc.cast(cells, pa.string())  # e.g. dictionary or large types: their text
-    raw = _empty_as_null(cells.cast(pa.binary()) if pa.types.is_string(cells.type) else cells)
+    raw = _empty_as_null(as_bytes(cells))
+    text = pa.large_string() if pa.types.is_large_binary(raw.type) else pa.string()
     try:
-        return pc.fill_null(pc.cast(pc.cast(raw, pa.string()), pa.float64()), np.nan)
+        return pc.fill_null(pc.cast(pc.cast(raw, text), pa.float64()), np.nan)
     except (pa.ArrowInvalid, pa.ArrowNotImplementedError):
         pass
     decimal = pc.fill_null(pc.match_substring_regex(raw, _DECIMAL), False)
-    kept = pc.if_else(decimal, raw, pa.scalar(None, pa.binary()))
-    values = pc.fill_null(
-        pc.cast(pc.utf8_trim_whitespace(kept.cast(pa.string())), pa.float64()), np.nan
-    )
+    kept = pc.if_else(decimal, raw, pa.scalar(None, raw.type))
+    values = pc.fill_null(pc.cast(pc.utf8_trim_whitespace(kept.cast(text)), pa.float64()), np.nan)
     infinite = pc.fill_null(pc.match_substring_regex(raw, _INFINITE), False)
     negative = pc.fill_null(pc.match_substring_regex(raw, rf"^{_SPACE}-"), False)
     signed = pc.if_else(negative, pa.scalar(-np.inf), pa.scalar(np.inf))
     return pc.if_else(infinite, signed, values)
+
+
+def as_bytes(cells: Any) -> Any:
+    """Cells as ``binary`` (or ``large_binary``): the bytes of each cell as written. Text and
+    bytes of every layout (large, view, fixed-size, dictionary-encoded) are never decoded —
+    a cell that is not UTF-8 stays a cell, to be read by the conversion's rule, rather than
+    make a cast to text fail (after the spend, as one cell decides); a column of another type
+    (dates, decimals, lists) is cast to its text."""
+    pa = pyarrow()
+    pc = pa.compute
+    kind = cells.type
+    if pa.types.is_dictionary(kind):
+        kind = kind.value_type
+    if pa.types.is_binary(cells.type):
+        return cells
+    if pa.types.is_string(cells.type):
+        return cells.cast(pa.binary())
+    if (
+        pa.types.is_binary(kind)
+        or pa.types.is_string(kind)
+        or pa.types.is_large_binary(kind)
+        or pa.types.is_large_string(kind)
+        or pa.types.is_binary_view(kind)
+        or pa.types.is_string_view(kind)
+        or pa.types.is_fixed_size_binary(kind)
+    ):
+        return pc.cast(cells, pa.large_binary())
+    return pc.cast(pc.cast(cells, pa.large_string()), pa.large_binary())
 
 
 def _empty_as_null(raw: Any) -> Any:
@@ -165,11 +190,7 @@ def _dictionary(cells: Any) -> tuple[list[Any], list[Any]]:
     them). One dictionary for all chunks (PyArrow encodes a chunked array with one table)."""
     pa = pyarrow()
     pc = pa.compute
-    if not (pa.types.is_binary(cells.type) or pa.types.is_string(cells.type)):
-        cells = pc.cast(cells, pa.string())
-    if pa.types.is_string(cells.type):
-        cells = cells.cast(pa.binary())
-    encoded = pc.dictionary_encode(cells)
+    encoded = pc.dictionary_encode(as_bytes(cells))
     chunks = encoded.chunks if isinstance(encoded, pa.ChunkedArray) else [encoded]
     distinct = chunks[0].dictionary.to_pylist() if chunks else []
     return distinct, [chunk.indices for chunk in chunks]
@@ -225,9 +246,13 @@ def ids(cells: Any) -> Any:
     """Cells → an int64 code per id, a function of the cell alone (empty or null → null; total).
 
     A plain integer (an optional sign and ASCII digits) within int64 is the integer it spells,
-    so ``7``, ``+7`` and ``007`` are one id (merging ids only tightens each person's bound);
-    any other cell is a 64-bit hash of its exact bytes (BLAKE2b; a collision merges two ids,
-    which again only tightens). The code never depends on the other cells: contribution
+    so ``7``, ``+7`` and ``007`` are one id — one person, the unit the bounds and the
+    guarantee are about. (Merging two persons does *not* only tighten their bounds: the
+    bounding keeps G·R rows of the pair, and adding one of them can move which of the
+    other's rows are kept, a change of up to 2·G·R; cells that spell one integer are one
+    person by this definition, not two persons merged.) Any other cell is a 64-bit hash of
+    its exact bytes (BLAKE2b: two distinct cells share a code with probability about 2⁻⁶⁴,
+    which would merge them). The code never depends on the other cells: contribution
     bounding keys each person's priorities on it, so a code that moved when someone else was
     added (a dictionary index in order of appearance) would change which of *other* people's
     rows are kept. A typed integer column is its values (uint64 reinterpreted as int64, the
@@ -237,15 +262,12 @@ def ids(cells: Any) -> Any:
     pc = pa.compute
     if pa.types.is_integer(cells.type):
         return pc.cast(cells, pa.int64(), safe=False)  # uint64 ≥ 2⁶³: the same bits, wrapped
-    if not (pa.types.is_binary(cells.type) or pa.types.is_string(cells.type)):
-        cells = pc.cast(cells, pa.string())
-    if pa.types.is_string(cells.type):
-        cells = cells.cast(pa.binary())
-    cells = _empty_as_null(cells)
+    cells = _empty_as_null(as_bytes(cells))
+    text = pa.large_string() if pa.types.is_large_binary(cells.type) else pa.string()
     try:  # a column of plain integers (the usual case): one cast, the same codes as below
         # PyArrow's cast reads [-]digits, and also 0x-hexadecimal, which is text here.
         if not any(pc.any(pc.match_substring(cells, x)).as_py() for x in "xX"):
-            return pc.cast(pc.cast(cells, pa.string()), pa.int64())
+            return pc.cast(pc.cast(cells, text), pa.int64())
     except (pa.ArrowInvalid, pa.ArrowNotImplementedError):
         pass  # text, a '+' sign, an integer beyond int64, invalid UTF-8: cell by cell
     distinct, indices = _dictionary(cells)

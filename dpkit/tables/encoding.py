@@ -14,8 +14,10 @@ whole eager table, or one partition of a Dask or Spark table):
   two's complement; other floats as their bits; text as a keyed polynomial hash of its UTF-8
   bytes (two lanes modulo the prime 2³¹ − 1 with multipliers from the key: distinct strings of
   at most L bytes collide with probability ≤ (L/(2³¹ − 1))², Carter & Wegman 1979, the
-  polynomial family); anything else (dates, decimals, lists) by its text. Words are computed
-  once per distinct value and spread by the codes, so every row of one value gets one word.
+  polynomial family); anything else (dates, decimals, lists) by its text, its code by its
+  exact stored value where Arrow can hash it (a time64[ns] prints whole microseconds). Words
+  are computed once per distinct value and spread by the codes, so every row of one value
+  gets one word.
 
 Words only feed the bounding's *priorities*: a collision (or a backend that spells an unusual
 value differently) can only change which rows are kept, never how many, and never whose rows
@@ -236,6 +238,18 @@ def _arrow_codes(
         encoded = pc.dictionary_encode(array)
         codes = np.asarray(encoded.indices.to_numpy(zero_copy_only=False), dtype=np.int64)
         return codes, text_words(encoded.dictionary, lanes)[codes]
+    if not pa.types.is_nested(kind):
+        # Codes by the exact stored value (Arrow's hash table), words by the text: a text can
+        # be coarser than the value (a decimal as a double would be; a time64[ns] or an odd
+        # date64 prints whole microseconds or days), and two ids one text would be one person.
+        try:
+            encoded = pc.dictionary_encode(array)
+        except (pa.ArrowNotImplementedError, pa.ArrowInvalid):
+            encoded = None
+        if encoded is not None:
+            codes = np.asarray(encoded.indices.to_numpy(zero_copy_only=False), dtype=np.int64)
+            texts = [_text_of(v) for v in encoded.dictionary.to_pylist()]
+            return codes, text_words(_text_array(texts), lanes, _OTHER)[codes]
     return _object_codes([_text_of(v) for v in array.to_pylist()], lanes, _OTHER)
 
 

@@ -183,8 +183,11 @@ def plain_pandas(frame: Any) -> Any:
     test of a float16 Arrow column is true for every value), and a categorical of numbers or
     booleans (NumPy categories, a dictionary in Arrow's terms) as an Arrow column of its
     categories' type — its values are numbers, which an engine would otherwise read as
-    categories of text, so that number keys match no row. A total, per-value map (no value is
-    looked at); a frame with no such column is returned as it is."""
+    categories of text, so that number keys match no row; and a string column stored as Python
+    strings as ``large_string``, each value by :func:`~dpkit.tables.text.object_text` (a text
+    UTF-8 cannot encode, a lone surrogate, is missing: Dask's hashing and PyArrow refuse it).
+    A total, per-value map (no value decides what happens to another); a frame with no such
+    column is returned as it is."""
     import pandas as pd
 
     if not isinstance(frame, pd.DataFrame):
@@ -211,6 +214,8 @@ def _plain_pandas_type(dtype: Any) -> Any:
         if pa.types.is_float16(kind):
             return pa.float32()
         return _plain_type(kind)
+    if isinstance(dtype, pd.StringDtype) and dtype.storage == "python":
+        return pa.large_string()  # Python strings, which may hold what UTF-8 cannot
     if isinstance(dtype, pd.CategoricalDtype) and dtype.categories is not None:
         categories = dtype.categories.dtype
         if isinstance(categories, pd.ArrowDtype):
@@ -226,6 +231,11 @@ def _decoded_series(series: Any, plain: Any) -> Any:
     import pandas as pd
     import pyarrow as pa
 
+    if isinstance(series.dtype, pd.StringDtype) and series.dtype.storage == "python":
+        from dpkit.tables.text import object_text
+
+        texts = pa.array([object_text(v) for v in series.to_numpy(dtype=object)], plain)
+        return pd.Series(pd.arrays.ArrowExtensionArray(texts), index=series.index, name=series.name)
     array = pa.array(series.array) if isinstance(series.dtype, pd.CategoricalDtype) else None
     array = array if array is not None else series.array.__arrow_array__()
     chunks = array.chunks if isinstance(array, pa.ChunkedArray) else [array]

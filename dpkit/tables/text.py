@@ -23,21 +23,25 @@ def object_text(value: Any) -> str | None:
 
     Text is itself; a missing value (None, NaN, ``pd.NA``, ``NaT``, a NaN decimal) is missing;
     bytes are their UTF-8 text; a float is ``str(value)``; anything else ``f"{value}"``.
-    Total: bytes that are not UTF-8, and a value whose conversion raises (where pandas itself
-    would fail), are missing.
+    Total: bytes that are not UTF-8, text that UTF-8 cannot encode (a lone surrogate, which
+    Dask's shuffle, DuckDB and Arrow refuse when they meet it), and a value whose conversion
+    raises (where pandas itself would fail), are missing.
     """
-    if isinstance(value, str):
-        return str(value)
     try:
-        if _missing(value):
+        if isinstance(value, str):
+            text = str(value)
+        elif _missing(value):
             return None
-        if isinstance(value, bytes):
-            return value.decode("utf-8")
-        if isinstance(value, (float, np.floating)):
-            return str(value)
-        return f"{value}"
+        elif isinstance(value, bytes):
+            text = value.decode("utf-8")
+        elif isinstance(value, (float, np.floating)):
+            text = str(value)
+        else:
+            text = f"{value}"
+        text.encode("utf-8")  # a lone surrogate: no UTF-8 text (no engine can hash or hold it)
     except Exception:  # undecodable bytes, or a value whose __str__/__format__ raises
         return None
+    return text
 
 
 def _missing(value: Any) -> bool:

@@ -15,9 +15,10 @@ column, one group of a key column — when dpkit reads them as one (:func:`ident
 string dtype (:func:`text_of`): text is itself, bytes their UTF-8 text, a float ``str(x)``,
 anything else ``f"{x}"`` — so ``1``, ``1.0`` and ``True`` are three values (``"1"``, ``"1.0"``,
 ``"True"``) and ``1``, ``"1"``, ``b"1"`` and ``Fraction(1)`` are one. A typed column holds its
-type's values: floats and decimals as float64 with ``-0.0`` as ``0.0``, integers exactly
-(``2**53 + 1`` is not ``2**53``), booleans, text exactly (the NFC and NFD spellings of one
-text are two), bytes, dates; an encoding (a dictionary, run-end encoding, a view type) is
+type's values: floats and decimals as float64 with ``-0.0`` as ``0.0`` — except that a
+decimal *id* is its exact value (:func:`person`: two persons one double apart stay two) —,
+integers exactly (``2**53 + 1`` is not ``2**53``), booleans, text exactly (the NFC and NFD
+spellings of one text are two), bytes, dates; an encoding (a dictionary, run-end encoding, a view type) is
 storage, not value. A missing cell — ``None``, NaN, a NaN decimal, ``NaT``, ``pd.NA``, and
 in an object column bytes that are not UTF-8 or a value whose text cannot be made — names no
 person and no group.
@@ -83,6 +84,7 @@ __all__ = [
     "is_missing",
     "key_group",
     "key_spellings",
+    "person",
     "pool",
     "reading",
     "refused_keys",
@@ -203,18 +205,21 @@ def text_of(value: Any) -> str | None:
     """A cell of an ``"object"`` column as the text dpkit reads it (None: missing), by pandas'
     rule for ``Series.astype("string")``: text is itself; a missing value (:func:`is_missing`)
     stays missing; bytes are decoded as UTF-8; a float (Python's or numpy's) is ``str(x)``;
-    anything else is ``format(x)``. Bytes that are not UTF-8, and a value whose text raises,
-    are missing (where pandas itself would fail)."""
-    if isinstance(value, str):
-        return str(value)
-    if is_missing(value):
+    anything else is ``format(x)``. Bytes that are not UTF-8, text that UTF-8 cannot encode (a
+    lone surrogate), and a value whose text raises, are missing."""
+    if not isinstance(value, str) and is_missing(value):
         return None
     try:
-        if isinstance(value, bytes):
-            return value.decode("utf-8")
-        return str(value) if isinstance(value, (float, np.floating)) else format(value)
+        if isinstance(value, str):
+            text = str(value)
+        elif isinstance(value, bytes):
+            text = value.decode("utf-8")
+        else:
+            text = str(value) if isinstance(value, (float, np.floating)) else format(value)
+        text.encode("utf-8")  # a lone surrogate: text UTF-8 cannot hold
     except Exception:  # undecodable bytes, a __str__ or __format__ that raises
         return None
+    return text
 
 
 def identity(value: Any, storage: str) -> Any:
@@ -231,6 +236,15 @@ def identity(value: Any, storage: str) -> Any:
     if storage in _WHOLE:
         return int(value)
     return value
+
+
+def person(value: Any, storage: str) -> Any:
+    """Which person a cell of an *id* column of ``storage`` is (None if missing): its
+    :func:`identity`, except that a decimal is its exact value — the ids 2⁵³ and 2⁵³ + 1 are
+    two persons, though as group keys (read as float64) they are one group."""
+    if storage == "decimal128" and not is_missing(value):
+        return _decimal_cell(value)
+    return identity(value, storage)
 
 
 def same_value(a: Any, b: Any, storage: str) -> bool:
@@ -388,9 +402,9 @@ _POOLS["dictionary<int64>"] = _POOLS["run_end<int64>"] = _POOLS["int64"]
 
 
 #: Missing cells: ``None`` everywhere; NaN where the storage holds floats; in an object column
-#: also a NaN decimal (the text conversion's missing values).
+#: also a NaN decimal and a lone surrogate (the text conversion's missing values).
 _MISSING: dict[str, tuple[Any, ...]] = {
-    "object": (None, math.nan, Decimal("NaN")),
+    "object": (None, math.nan, Decimal("NaN"), "\ud800"),
     **{name: (None, math.nan) for name in FLOAT_STORAGES},
 }
 
@@ -497,8 +511,16 @@ class LogicalTable:
         return list(found.values())
 
     def rows_of(self, name: str, value: Any) -> list[int]:
-        """The rows whose cell in ``name`` is ``value`` (:func:`same_value`)."""
+        """The rows whose cell in ``name`` is ``value`` (:func:`same_value`; in the id column
+        :data:`ID`, the rows of its :func:`person`)."""
         column = self.column(name)
+        if name == ID:
+            found = person(value, column.storage)
+            return [
+                i
+                for i, cell in enumerate(column.values)
+                if found is not None and person(cell, column.storage) == found
+            ]
         return [
             i for i, cell in enumerate(column.values) if same_value(cell, value, column.storage)
         ]

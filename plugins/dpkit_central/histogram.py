@@ -19,7 +19,6 @@ from dpkit.plugin import (
     Labels,
     lookup_index,
     parameter,
-    positions,
     resolve_rng,
 )
 from dpkit_central._query import (
@@ -33,7 +32,7 @@ from dpkit_central._query import (
 )
 from dpkit_central.accuracy import Accuracy, mode_of
 from dpkit_central.keys import LABELS, coerce, matchable
-from dpkit_central.records import CELL, missing
+from dpkit_central.records import CELL, looked_up, missing
 from dpkit_central.statistic import (
     Contribution,
     Released,
@@ -248,5 +247,5 @@ def _cells(
             continue  # a category of another type can never match: its count is 0
         if matchable(cell, dtype):
             mapping.setdefault(cell, i)
-    frame = positions(frame, CELL, column, mapping, k if stat.other else -1).drop(column)
+    frame = looked_up(frame, CELL, column, dtype, mapping, k if stat.other else -1).drop(column)
     return frame.filter(nw.col(CELL) >= 0)

@@ -23,6 +23,8 @@ from dpkit_central.keys import matchable
 __all__ = [
     "CELL",
     "VALUE",
+    "by_text",
+    "looked_up",
     "missing",
     "numeric_value",
     "only_keys",
@@ -36,6 +38,7 @@ __all__ = [
 VALUE = "__dpkit_value"
 CELL = "__dpkit_cell"
 POSITION = "__dpkit_position"  # + the group column's index: a key's position (only_keys)
+_TEXT = "__dpkit_text"  # a 128-bit unsigned column's text, while it is looked up (by_text)
 
 
 def missing(nw: Any, column: str, dtype: Any) -> Any:
@@ -51,7 +54,32 @@ def only_keys_expr(
     """True for the rows whose key (one group column) is among the public keys (``keys`` as
     the column holds them: :func:`~dpkit_central.keys.canonical_keys`)."""
     dtype = schema.get(column)
-    return nw.col(column).is_in([k[0] for k in keys if matchable(k[0], dtype)])
+    declared = [k[0] for k in keys if matchable(k[0], dtype)]
+    if by_text(dtype):
+        return nw.col(column).cast(nw.String).is_in([str(k) for k in declared])
+    return nw.col(column).is_in(declared)
+
+
+def by_text(dtype: Any) -> bool:
+    """Whether declared values are compared with a column of ``dtype`` by their text: a
+    128-bit unsigned integer column. DuckDB compares a ``UHUGEINT`` column with a list of
+    integer literals (``BIGINT[]``) by casting each value to ``BIGINT``, which fails on a value
+    beyond 2⁶³ − 1 — after the spend, as one person's value decides. An integer's text is
+    exact (one text per integer, and a matchable key is an integer of the column's range)."""
+    return dtype is not None and dtype == narwhals().UInt128
+
+
+def looked_up(
+    frame: Any, name: str, column: str, dtype: Any, mapping: Mapping[Any, int], default: int
+) -> Any:
+    """:func:`~dpkit.plugin.positions` of ``column``'s values among ``mapping``'s keys, by
+    their text where :func:`by_text` says so."""
+    if not by_text(dtype):
+        return positions(frame, name, column, mapping, default)
+    nw = narwhals()
+    frame = frame.with_columns(nw.col(column).cast(nw.String).alias(_TEXT))
+    texts = {str(value): j for value, j in mapping.items()}
+    return positions(frame, name, _TEXT, texts, default).drop(_TEXT)
 
 
 def only_keys(
@@ -78,7 +106,7 @@ def only_keys(
         position = {value: j for j, value in enumerate(dict.fromkeys(declared))}
         width = len(position) + 1
         compared = {value: j for value, j in position.items() if matchable(value, dtype)}
-        frame = positions(frame, names[i], column, compared, -1)
+        frame = looked_up(frame, names[i], column, dtype, compared, -1)
         code = code * width + nw.col(names[i]) + 1
         wanted = [w * width + position[declared[k]] + 1 for k, w in enumerate(wanted)]
     return frame.filter(code.is_in(wanted)).drop(*names)
@@ -113,7 +141,10 @@ class _ObjectColumn:
             return eager.with_columns(nw.new_series(VALUE, floats, nw.Float64, backend=backend))
         with np.errstate(all="ignore"):  # per-record conversions: never a warning
             texts = np.asarray(_texts(values), dtype=object) if values.size else values
-        return eager.with_columns(nw.new_series(self.column, texts, nw.Object, backend=backend))
+        # pandas-like frames keep an object column (a Dask partition, its meta's dtype); a
+        # Polars Object column cannot be built from text: the texts are a String column.
+        kind = nw.Object if backend.is_pandas_like() else nw.String
+        return eager.with_columns(nw.new_series(self.column, texts, kind, backend=backend))
 
 
 def plain_labels(nw: Any, frame: Any, column: str) -> Any:

@@ -189,10 +189,16 @@ def _upper_float(value: Fraction) -> float:
 
 def _empty_like(frame: Any) -> Any:
     """No rows of ``frame`` as an eager frame of its column types, without computing a lazy
-    frame (None where the engine offers none: e.g. Spark)."""
+    frame (None where the engine offers none: e.g. Spark): a Polars LazyFrame's schema as an
+    empty Polars DataFrame (the query then runs on Polars, as the lazy frame's does)."""
     nw = narwhals()
     if isinstance(frame, nw.DataFrame):
         return frame.head(0)
+    if implementation(frame) == "polars":
+        import polars as pl
+
+        empty = pl.DataFrame(schema=frame.to_native().collect_schema())
+        return nw.from_native(empty, eager_only=True)
     meta = getattr(frame.to_native(), "_meta", None)  # a Dask DataFrame's empty pandas frame
     if meta is not None and type(meta).__module__.split(".", 1)[0] == "pandas":
         return nw.from_native(meta, eager_only=True)
@@ -399,8 +405,9 @@ class TableQuery:
         """Steps 1–3 on no rows of ``frame``: what an engine cannot do with these column types
         (an is_in of Float32 against integer keys, a float16 group-by, a 128-bit id) fails
         here, from the schema alone, instead of after the spend. A lazy frame is never
-        computed in the public phase: a Dask frame is tried on its empty pandas ``_meta``
-        (its partitions are pandas frames of those dtypes); on Spark (classic or Connect) the
+        computed in the public phase: a Polars LazyFrame is tried on an empty DataFrame of its
+        schema, a Dask frame on its empty pandas ``_meta`` (its partitions are pandas frames
+        of those dtypes); on Spark (classic or Connect) the
         whole plan of steps 1–3 is built and the engine *analyses* it (its schema: types are
         resolved, no job runs); other engines are not tried."""
         empty = _empty_like(frame)
@@ -516,7 +523,7 @@ class TableQuery:
                 continue
             if kinds[column] == "object":
                 frame = plain_labels(nw, frame, column)
-            elif _as_float(schema[column]):
+            elif _as_float(schema[column], person=self._is_id(column)):
                 frame = frame.with_columns(unsigned_zero(nw, column))
         drops = [*self.by, *([self.unit.column] if isinstance(self.unit, IdUnit) else [])]
         keep = [~missing(nw, column, schema[column]) for column in drops]
@@ -666,7 +673,13 @@ class TableQuery:
         return attrs.evolve(found, privacy=self.privacy, selection=needed)
 
 
-def _as_float(dtype: Any) -> bool:
-    """Key and id columns read as float64 (:func:`unsigned_zero`): floats, and decimals (whose
-    matching against number keys fails in some engines on non-integral values)."""
-    return bool(dtype.is_float() or dtype.is_decimal())
+def _as_float(dtype: Any, *, person: bool = False) -> bool:
+    """Key and id columns read as float64 (:func:`unsigned_zero`): floats, and decimal keys
+    (whose matching against number keys fails in some engines on non-integral values).
+
+    A decimal *id* keeps its exact value: the rounding to float64 is many-to-one (the ids
+    2⁵³ and 2⁵³ + 1 of a ``decimal128(38, 0)`` column are one double), and two persons read as
+    one are bounded as one — adding one of them could then move the other's kept rows into
+    other groups, twice the sensitivity. (Merging two *groups* is a per-record map of the key,
+    applied before the bounding: harmless.) A float id is exact in float64."""
+    return bool(dtype.is_float() or (dtype.is_decimal() and not person))

@@ -9,6 +9,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 ROOT = Path(__file__).resolve().parents[2]
 VALID = ROOT / "schemas" / "examples" / "valid"
 SCRIPT = Path(sys.executable).with_name("dpkit")
@@ -104,3 +106,29 @@ def test_the_plan_and_the_run_name_the_same_noise(tmp_path: Path) -> None:
             assert released["mechanism"]["noise"] == f"{'/'.join(sorted(kinds))} (sum and count)"
     text = dpkit("run", path, "--ledger", tmp_path / "m.sqlite").stdout
     assert "discrete_laplace (sum and count)" in text and " laplace " not in text
+
+
+@pytest.mark.parametrize("existing", [False, True])
+def test_a_result_file_is_written_whole_or_not_at_all(tmp_path: Path, existing: bool) -> None:
+    """A write of ``--out`` that fails part way (here the file-size limit: a full disk fails
+    alike) left a truncated JSON document, read later as a result; now the file is written
+    beside and renamed, so ``--out`` holds the whole result or what it held before."""
+    out = tmp_path / "result.json"
+    if existing:
+        out.write_text("before\n", encoding="utf-8")
+    script = (
+        "import resource, signal, sys\n"
+        "from pathlib import Path\n"
+        "from dpkit.commands.run import _write\n"
+        "signal.signal(signal.SIGXFSZ, signal.SIG_IGN)\n"
+        "resource.setrlimit(resource.RLIMIT_FSIZE, (4096, resource.RLIM_INFINITY))\n"
+        "sys.exit(_write({'results': ['x' * 100] * 200}, Path(sys.argv[1])))\n"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", script, str(out)], capture_output=True, text=True, check=False
+    )
+    assert done.returncode != 0 and "cannot write" in done.stderr
+    assert (out.read_text(encoding="utf-8") if existing else out.exists()) == (
+        "before\n" if existing else False
+    )
+    assert [p.name for p in tmp_path.iterdir()] == (["result.json"] if existing else [])

@@ -45,11 +45,11 @@ from dpkit.testing.tables import (
     LogicalTable,
     Unrepresentable,
     held,
-    identity,
     key_group,
     refused_keys,
     same_value,
 )
+from dpkit.testing.tables import person as person_of
 
 REGISTRY = dpkit.get_registry()
 #: The registered statistics that run over tables (``.on(...)``), by name.
@@ -308,7 +308,7 @@ def cases(
         ids = table.column(ID)
         rows: dict[Any, list[int]] = {}  # each person's rows, as the logical table reads them
         for i, cell in enumerate(ids.values):
-            person = identity(cell, ids.storage)
+            person = person_of(cell, ids.storage)
             if person is not None:
                 rows.setdefault(person, []).append(i)
         if rows:
@@ -369,7 +369,9 @@ def read_alike(case: Case, engine: str) -> tuple[Any, ...]:
         ids = read.column(ID)
         first: dict[Any, int] = {}
         persons = tuple(
-            None if (person := identity(cell, ids.storage)) is None else first.setdefault(person, i)
+            None
+            if (person := person_of(cell, ids.storage)) is None
+            else first.setdefault(person, i)
             for i, cell in enumerate(ids.values)
         )
     labels = [*query.by]
@@ -391,6 +393,8 @@ def _id_words(storage: str, engine: str) -> Any:
     kind = _KINDS.get(storage, "")
     if kind in ("text", "object"):
         return "text"
+    if storage == "decimal128":  # a decimal id by its exact value (text), not as a double
+        return storage
     if kind:
         return "number"
     return storage, "numpy" if engine in ("pandas", *DASK) else "arrow"

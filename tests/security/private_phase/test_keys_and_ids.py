@@ -216,3 +216,128 @@ def test_a_large_unsigned_id_is_an_id(rt: Any, tmp_path: Path) -> None:
         outcomes.append(result.observable())
     assert outcomes[0] == outcomes[1], outcomes
     assert outcomes[0][0] == 0
+
+
+#: Two ids that a lossy reading makes one: decimals one double apart, and times (nanoseconds)
+#: or dates (milliseconds) whose text shows whole microseconds or days.
+_TWINS = {
+    "decimal128": (pa.decimal128(38, 0), 2**53, 2**53 + 1),
+    "time64[ns]": (pa.time64("ns"), 1, 2),
+    "date64": (pa.date64(), 86_400_000, 86_400_001),
+}
+
+
+@pytest.mark.parametrize("kind", ["pyarrow", "polars", "pandas[arrow]"])
+@pytest.mark.parametrize("twins", sorted(_TWINS))
+def test_two_ids_one_rounding_apart_are_two_persons(kind: str, twins: str) -> None:
+    """Attack: an id column holding two ids that a lossy reading makes one — a
+    ``decimal128(38, 0)`` column (account numbers of 16 digits and more) with 2⁵³ and
+    2⁵³ + 1, one double; two ``time64[ns]`` ids whose text shows whole microseconds. The
+    decimal ids were read as float64 and the others coded by their text, so the two persons
+    were bounded as one: with one group per id kept, adding one person (two rows in ``a``)
+    could move the other's kept rows out of ``b`` — an L1 change of 4 where the noise is
+    calibrated to G·R = 2. Now an id keeps its exact value; every seed below (its bounding
+    key) is checked."""
+    query = Count(epsilon=1.0).on(
+        None, by="g", keys=["a", "b"], unit=dpkit.IdUnit("id", max_rows=2, max_groups=1)
+    )
+    kept, first, second = _TWINS[twins]  # stored values (a time's Python value is coarser)
+
+    def table(ids: list[Any], groups: list[str]) -> Any:
+        arrow = pa.table({"id": pa.array(ids, kept), "g": groups})
+        if kind == "polars":
+            return pl.from_arrow(arrow)
+        return arrow.to_pandas(types_mapper=pd.ArrowDtype) if kind == "pandas[arrow]" else arrow
+
+    full = table([first, first, second, second], ["b", "b", "a", "a"])
+    less = table([first, first], ["b", "b"])
+    (noise,) = query.noise_mechanisms()
+    for seed in range(8):
+        moved = [
+            query.aggregate(frame, rng=np.random.default_rng(seed)).values["count"]
+            for frame in (full, less)
+        ]
+        assert np.abs(moved[0] - moved[1]).sum() <= noise.sensitivity, seed
+
+
+@pytest.mark.parametrize("by", [("g",), ("g", "h")])
+def test_a_wide_unsigned_key_never_fails_after_the_spend(by: tuple[str, ...]) -> None:
+    """Attack: a DuckDB ``UHUGEINT`` group (or histogram) column and small number keys. DuckDB
+    compared the column with the keys' ``BIGINT`` list by casting each value to ``BIGINT``, so
+    one person's value beyond 2⁶³ − 1 made the release fail after the spend. Now such a
+    column is compared by its text; the counts are those of the values."""
+    duckdb = pytest.importorskip("duckdb")
+    relation = duckdb.connect().sql(
+        "SELECT CAST(CASE WHEN i = 0 THEN 2 * 10::UHUGEINT ** 21 ELSE i % 2 END AS UHUGEINT) "
+        "AS g, CAST(i % 2 AS UHUGEINT) AS h FROM range(6) t(i)"
+    )
+    keys: list[Any] = [0, 1] if by == ("g",) else [(0, 0), (1, 1)]
+    queries = [Count(epsilon=1.0).on(by=by, keys=keys)]
+    if by == ("g",):
+        queries.append(Histogram(categories=keys, epsilon=1.0).on("g"))
+    for query in queries:
+        dpkit.Session(budget=(10.0, 1e-3), ledger=":memory:").release(
+            query, relation, rng=np.random.default_rng(0)
+        )
+        found = query.aggregate(relation).values
+        assert np.array_equal(found.get("count", found.get("cells")).ravel(), [2, 3])
+
+
+def test_an_id_of_text_utf8_cannot_hold_is_missing_on_every_engine() -> None:
+    """Attack: a pandas ``object`` id column where one person's id is a lone surrogate
+    (``"\\ud800"``, what ``surrogateescape`` decodes a stray byte to). On Dask, the shuffle by
+    id hashed the partition's texts as UTF-8 and failed after the spend — on a partition of
+    texts only, so as the other ids decide; on pandas it was a person, in SQL a missing id.
+    Now such a text is missing everywhere (the rule of bytes that are not UTF-8)."""
+    dd = pytest.importorskip("dask.dataframe")
+    import dask
+
+    table = pd.DataFrame(
+        {
+            "id": pd.Series(["\ud800", 1, "\ud800", 2, "x", 1], dtype=object),
+            "g": pd.Series(["a", "a", "b", 1, "a", "b"], dtype=object),
+        }
+    )
+    query = Count(epsilon=1.0).on(
+        by="g", keys=["a", "b", "1"], unit=dpkit.IdUnit("id", max_rows=2, max_groups=2)
+    )
+    with dask.config.set({"scheduler": "synchronous", "dataframe.convert-string": False}):
+        frame = dd.from_pandas(table, npartitions=2, sort=False)
+        dpkit.Session(budget=(10.0, 1e-3), ledger=":memory:").release(
+            query, frame, rng=np.random.default_rng(0)
+        )
+        found = [query.aggregate(t, rng=np.random.default_rng(0)) for t in (frame, table)]
+    assert found[0].identical(found[1])
+    assert found[1].values["count"].tolist() == [2, 1, 1]  # the surrogate's rows: no person
+
+
+@pytest.mark.parametrize("dtype", ["string[python]", "str[python]"])
+def test_a_python_string_column_holding_a_lone_surrogate_never_fails(dtype: str) -> None:
+    """Attack: a pandas string column stored as Python strings (``string[python]``, or
+    pandas' ``str`` without PyArrow), one person's text a lone surrogate: a histogram over it
+    (pandas, Dask) and a Dask shuffle by it as the id failed after the spend. Now the column is
+    read as Arrow text, such a value missing (as in an object column)."""
+    dd = pytest.importorskip("dask.dataframe")
+    import dask
+
+    kind = pd.StringDtype("python", na_value=np.nan) if dtype == "str[python]" else dtype
+    table = pd.DataFrame(
+        {
+            "id": pd.Series(["\ud800", "a", "\ud800", "b"], dtype=kind),
+            "g": pd.Series(["a", "\ud800", "b", "a"], dtype=kind),
+        }
+    )
+    unit = dpkit.IdUnit("id", max_rows=2, max_groups=2)
+    queries = [
+        Count(epsilon=1.0).on(by="g", keys=["a", "b"], unit=unit),
+        Histogram(categories=["a"], other=True, epsilon=1.0).on("g"),
+    ]
+    with dask.config.set({"scheduler": "synchronous", "dataframe.convert-string": False}):
+        frame = dd.from_pandas(table, npartitions=2, sort=False)
+        for query in queries:
+            for data in (table, frame):
+                dpkit.Session(budget=(10.0, 1e-3), ledger=":memory:").release(
+                    query, data, rng=np.random.default_rng(0)
+                )
+        found = [queries[0].aggregate(t, rng=np.random.default_rng(0)) for t in (frame, table)]
+    assert found[0].identical(found[1]) and found[1].values["count"].tolist() == [1, 0]

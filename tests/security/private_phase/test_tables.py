@@ -286,3 +286,40 @@ def test_dataframe_schema_refusals_depend_on_the_schema_only() -> None:
     assert all("7355608" not in m for m in messages)
     assert session.spent.epsilon == 0
     json.dumps(messages)
+
+
+def test_a_polars_object_column_is_released_whether_or_not_it_has_rows() -> None:
+    """Attack: a Polars ``Object`` column as the id, the group or a histogram's value column.
+    Its cells are read as text, which was built back as an ``Object`` column: Polars refuses
+    that, so the release failed after the spend exactly when the table had a row — whether
+    one person is in the data. Now the texts are a String column, and the release is that of
+    the same cells in a pandas object column."""
+    cells = {"user": [1, "1", b"1", 2], "city": ["a", 1, "a", b"a"], "minutes": ["a", 1, "b", "a"]}
+    columns = {name: pd.Series(values, dtype=object) for name, values in cells.items()}
+    rows = pd.DataFrame(columns)
+    polars = pl.DataFrame(
+        {name: pl.Series(name, list(s), dtype=pl.Object) for name, s in columns.items()}
+    )
+    unit = dpkit.IdUnit("user", max_rows=2, max_groups=1)
+    query = Histogram(categories=("a", "1"), epsilon=1.0).on(
+        "minutes", by="city", keys=["a", "1"], unit=unit
+    )
+    for table in (polars, polars.head(0)):
+        session = dpkit.Session(budget=(100.0, 1e-3), ledger=":memory:")
+        session.release(query, table, rng=np.random.default_rng(0))
+    found = [query.aggregate(t, rng=np.random.default_rng(1)) for t in (polars, rows)]
+    assert found[0].identical(found[1]) and found[0].values["cells"].sum() > 0
+
+
+def test_a_polars_lazy_frame_is_refused_as_its_data_frame_is() -> None:
+    """Attack: a histogram over a Polars ``Enum`` column naming a category outside the enum.
+    Polars refuses to compare the column with it; on a DataFrame the public phase finds that
+    on no rows of the table, but a LazyFrame was not tried, and the release failed after the
+    spend. Now a LazyFrame is tried on an empty DataFrame of its schema (no row is read)."""
+    table = pl.DataFrame({"v": pl.Series(["a", "b"], dtype=pl.Enum(["a", "b"]))})
+    query = Histogram(categories=("a", "zz"), epsilon=1.0).on("v")
+    for frame in (table, table.lazy()):
+        session = dpkit.Session(budget=(100.0, 1e-3), ledger=":memory:")
+        with pytest.raises(dpkit.InvalidData):
+            session.release(query, frame, rng=np.random.default_rng(0))
+        assert session.spent.epsilon == 0

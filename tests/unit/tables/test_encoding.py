@@ -69,3 +69,27 @@ def test_mix_is_murmur3_fmix64() -> None:
     original = words.copy()
     assert mix(words).tolist() == [_fmix64(int(w)) for w in original]
     assert np.array_equal(words, original)  # the input is not changed in place
+
+
+#: Stored values one step apart, of types whose Python value or text is coarser than the value
+#: (a time64[ns] as a ``datetime.time`` of microseconds, a date64 of odd milliseconds as its
+#: day) or whose double is (decimals beyond 2⁵³).
+_ADJACENT = [
+    (pa.decimal128(38, 0), 2**53),
+    (pa.decimal256(60, 0), 2**53),
+    (pa.time64("ns"), 1),
+    (pa.time64("us"), 1),
+    (pa.time32("ms"), 1),
+    (pa.date64(), 86_400_000),
+    (pa.timestamp("ns"), 1),
+    (pa.timestamp("ns", tz="Europe/Paris"), 1),
+    (pa.duration("ns"), 1),
+]
+
+
+@pytest.mark.parametrize(("kind", "value"), _ADJACENT, ids=[str(k) for k, _ in _ADJACENT])
+def test_distinct_stored_values_have_distinct_codes(kind: pa.DataType, value: int) -> None:
+    """Codes decide who is one person: two ids one step apart are two, however they print."""
+    column = pa.chunked_array([pa.array([value, value + 1], kind), pa.array([value], kind)])
+    codes, _ = encode_column(column, LANES)
+    assert codes[0] != codes[1] and codes[0] == codes[2]

@@ -25,6 +25,7 @@ from dpkit_central.count import Count
 from dpkit_central.exponential import Exponential, utility_guarantee
 from dpkit_central.gaussian import Gaussian, analytic_gaussian_sigma, classic_gaussian_sigma
 from dpkit_central.geometric import Geometric
+from dpkit_central.gradient_noise import add_gaussian_noise_
 from dpkit_central.histogram import Histogram
 from dpkit_central.keys import PrivateKeys, PublicKeys
 from dpkit_central.laplace import Laplace
@@ -66,6 +67,7 @@ __all__ = [
     "TableQuery",
     "TableResult",
     "TableStatistic",
+    "add_gaussian_noise_",
     "analytic_gaussian_sigma",
     "classic_gaussian_sigma",
     "dpkit_register_estimators",

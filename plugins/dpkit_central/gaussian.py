@@ -50,6 +50,7 @@ __all__ = [
     "analytic_gaussian_sigma",
     "classic_gaussian_sigma",
     "gaussian_noise_for",
+    "gaussian_release",
     "lattice_gaussian_release",
 ]
 
@@ -270,6 +271,53 @@ def lattice_gaussian_release(
     return lattice_release(steps, noise, g)
 
 
+def gaussian_release(
+    values: Any,
+    *,
+    sigma: float,
+    sensitivity: float,
+    rng: Any,
+    owner: str = _OWNER,
+    changed: int | None = None,
+) -> Any:
+    """``values`` plus Gaussian noise of standard deviation σ = ``sigma`` for L2 sensitivity
+    Δ₂ = ``sensitivity``: what :meth:`Gaussian.randomize` releases (its docstring), for a
+    numpy array or an accelerator's array (released there, float64 on its device). Secure
+    mode: the lattice release of :class:`LatticeGaussian` for ``changed`` (default: all)
+    coordinates; fast mode: a float normal draw."""
+    library = array_library(values, owner=owner)
+    if library is not None:  # an accelerator's array (host arrays arrive as numpy views)
+        size = math.prod(int(d) for d in values.shape)
+        plan = LatticeGaussian.plan(sigma, sensitivity, changed or size)
+        return gaussian_noise(
+            library,
+            values,
+            sigma=sigma,
+            step=plan.step,
+            sigma2_steps=plan.sigma2_steps,
+            limit=LATTICE_LIMIT,
+            rng=rng,
+            owner=owner,
+        )
+    rng = resolve_rng(rng, owner=owner)[0]
+    answers = as_finite(values, owner=owner)
+    if isinstance(rng, SecureRandom):
+        return lattice_gaussian_release(
+            answers,
+            sigma=sigma,
+            sensitivity=sensitivity,
+            rng=rng,
+            owner=owner,
+            changed=changed,
+        )
+    require_generator(rng, owner=owner)
+    answers = np.asarray(answers, dtype=np.float64)  # exact answers: nearest doubles
+    noise = np.asarray(rng.normal(0.0, sigma, size=answers.shape), dtype=np.float64)
+    with np.errstate(over="ignore"):
+        noise += answers
+    return np.asarray(np.clip(noise, -MAX_FINITE, MAX_FINITE), dtype=np.float64)
+
+
 @attrs.frozen
 class Gaussian(Mechanism):
     """Add N(0, σ²) noise to each query answer, σ calibrated to (ε, δ) and the L2 sensitivity.
@@ -378,37 +426,14 @@ class Gaussian(Mechanism):
         (:mod:`dpkit.tensors.noise`); ``rng`` may then also be a ``torch.Generator`` (fast
         mode).
         """
-        library = array_library(values, owner=self.name)
-        if library is not None:  # an accelerator's array (host arrays arrive as numpy views)
-            size = math.prod(int(d) for d in values.shape)
-            plan = self.lattice(changed or size)
-            return gaussian_noise(
-                library,
-                values,
-                sigma=self.sigma,
-                step=plan.step,
-                sigma2_steps=plan.sigma2_steps,
-                limit=LATTICE_LIMIT,
-                rng=rng,
-                owner=self.name,
-            )
-        rng = resolve_rng(rng, owner=self.name)[0]
-        answers = as_finite(values, owner=self.name)
-        if isinstance(rng, SecureRandom):
-            return lattice_gaussian_release(
-                answers,
-                sigma=self.sigma,
-                sensitivity=self.sensitivity,
-                rng=rng,
-                owner=self.name,
-                changed=changed,
-            )
-        require_generator(rng, owner=self.name)
-        answers = np.asarray(answers, dtype=np.float64)  # exact answers: nearest doubles
-        noise = np.asarray(rng.normal(0.0, self.sigma, size=answers.shape), dtype=np.float64)
-        with np.errstate(over="ignore"):
-            noise += answers
-        return np.asarray(np.clip(noise, -MAX_FINITE, MAX_FINITE), dtype=np.float64)
+        return gaussian_release(
+            values,
+            sigma=self.sigma,
+            sensitivity=self.sensitivity,
+            rng=rng,
+            owner=self.name,
+            changed=changed,
+        )
 
     def check_input(self, values: Any, /) -> None:
         """Public phase: an array of real numbers, any shape (dtype kind only, never values)."""

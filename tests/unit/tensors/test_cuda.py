@@ -454,3 +454,22 @@ def test_telemetry_reports_are_scored_on_cuda_as_the_host_does(
         )
     else:
         assert np.array_equal(got.cpu().numpy(), expected)
+
+
+def test_the_sgd_noise_step_stays_on_cuda_in_place() -> None:
+    """add_gaussian_noise_ on CUDA gradients: in place, on the device, on the planned lattice;
+    the noise's variance by a z-test at |z| < 6 (false-positive rate 2e-9)."""
+    from dpkit_central import add_gaussian_noise_
+    from dpkit_central.gaussian import LatticeGaussian
+
+    n, std = 1_000_000, 3.0
+    grads = [torch.zeros(n, device="cuda"), torch.zeros(10, device="cuda", dtype=torch.float64)]
+    add_gaussian_noise_(grads, std, sensitivity=1.0)
+    assert all(g.device.type == "cuda" for g in grads)
+    assert [g.dtype for g in grads] == [torch.float32, torch.float64]
+    plan = LatticeGaussian.plan(std, 1.0, n + 10)
+    steps = grads[1].cpu().numpy() / plan.step
+    assert np.array_equal(steps, np.round(steps))
+    noise = grads[0].double()
+    z = (float(noise.var()) - plan.noise_std**2) / (plan.noise_std**2 * math.sqrt(2 / (n - 1)))
+    assert abs(z) < 6

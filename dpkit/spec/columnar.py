@@ -256,12 +256,15 @@ def ids(cells: Any) -> Any:
     bounding keys each person's priorities on it, so a code that moved when someone else was
     added (a dictionary index in order of appearance) would change which of *other* people's
     rows are kept. A typed integer column is its values (uint64 reinterpreted as int64, the
-    same 64 bits).
+    same 64 bits); in a typed float column NaN is missing, as null is (were every NaN one
+    person, the persons without an id would be bounded as one, as merged persons are).
     """
     pa = pyarrow()
     pc = pa.compute
     if pa.types.is_integer(cells.type):
         return pc.cast(cells, pa.int64(), safe=False)  # uint64 ≥ 2⁶³: the same bits, wrapped
+    if pa.types.is_floating(cells.type):  # NaN is a missing id, not the one person "nan"
+        cells = pc.if_else(pc.is_nan(cells), pa.scalar(None, cells.type), cells)
     cells = _empty_as_null(as_bytes(cells))
     text = pa.large_string() if pa.types.is_large_binary(cells.type) else pa.string()
     try:  # a column of plain integers (the usual case): one cast, the same codes as below

@@ -407,3 +407,12 @@ def test_a_long_last_line_with_an_open_quote_is_read_whatever_the_csv_limit(
         csv.field_size_limit(before)
     assert read["a"].to_pylist() == [b"1", b"3"]
     assert read["b"].to_pylist() == [b"2", b"x" * 200_000]
+
+
+def test_a_nan_id_of_a_float_column_is_missing_not_one_person() -> None:
+    """A typed float id column (a Parquet file's): NaN is missing, as null is and as the table
+    queries read it; were it the id "nan", every row without an id would be one person."""
+    cells = pa.chunked_array([[1.0, math.nan, None], [math.nan, 2.5, -0.0]])
+    codes = columnar.ids(cells).to_pylist()
+    assert codes[0] == 1 and codes[1] is None and codes[2] is None and codes[3] is None
+    assert codes[4] is not None and codes[5] == 0

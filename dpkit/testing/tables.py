@@ -690,6 +690,13 @@ class LogicalTable:
         import dask.dataframe as dd
 
         frame = self.pandas(arrow_dtypes=False)
+        if convert_string and any(
+            isinstance(v, str) and _unencodable(v)
+            for name in frame.columns
+            if frame[name].dtype == object
+            for v in frame[name]
+        ):  # Dask converts lazily, as a partition is computed: its failure would come then
+            raise Unrepresentable("Dask's convert-string cannot hold text UTF-8 cannot encode")
         spans = self._spans() or [(0, 0)]
         try:
             with dask.config.set({"dataframe.convert-string": convert_string}):
@@ -697,6 +704,15 @@ class LogicalTable:
         except Exception as error:  # Dask's own conversion (convert-string) refused a column
             raise Unrepresentable(f"Dask cannot hold this table: {error}") from None
         return parts[0] if len(parts) == 1 else dd.concat(parts)  # type: ignore[no-untyped-call]
+
+
+def _unencodable(text: str) -> bool:
+    """Whether UTF-8 cannot encode ``text`` (a lone surrogate)."""
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        return True
+    return False
 
 
 #: The DuckDB relations of ``"duckdb[bounded]"`` (:meth:`LogicalTable.duckdb`), with their

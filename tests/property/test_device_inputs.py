@@ -185,7 +185,14 @@ def test_device_reports_are_reports_of_the_declared_law(
                 chosen = np.take_along_axis(bound, reports[..., None].astype(np.int64), -1)
                 device_reference.assert_selection_log_agrees(_host(on_device), host, chosen[..., 0])
             elif layout == "jax":  # XLA may fuse a product and a sum (one rounding fewer)
-                assert np.allclose(_host(on_device), host, rtol=2**-48, atol=0, equal_nan=True)
+                # A few ulps of the terms: a value near 0 by cancellation (Laplace's
+                # −|y − x|/b − ln 2b with |y − x|/b ≈ −ln 2b) errs at its terms' scale, which
+                # the batch's largest finite value bounds from below in these batches.
+                finite = host[np.isfinite(host)]
+                scale = float(np.abs(finite).max(initial=0.0))
+                assert np.allclose(
+                    _host(on_device), host, rtol=2**-48, atol=2**-48 * scale, equal_nan=True
+                )
             elif name in SUM_OF_LOGS and layout != "array-api-strict":  # m device logs
                 d, m = mechanism.dimension, mechanism.sampled
                 device_reference.assert_sum_of_logs_agrees(

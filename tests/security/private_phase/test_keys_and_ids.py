@@ -18,6 +18,10 @@ from dpkit_central import Count, Histogram, PrivateKeys
 
 import dpkit
 
+#: Dask in this process: the synchronous scheduler, and the task shuffle (a cluster test's
+#: client may be the default, and its p2p shuffle runs only on its workers).
+LOCAL_DASK = {"scheduler": "synchronous", "dataframe.shuffle.method": "tasks"}
+
 
 def _table(kind: str, column: list[Any]) -> Any:
     if kind == "pandas":
@@ -301,7 +305,7 @@ def test_an_id_of_text_utf8_cannot_hold_is_missing_on_every_engine() -> None:
     query = Count(epsilon=1.0).on(
         by="g", keys=["a", "b", "1"], unit=dpkit.IdUnit("id", max_rows=2, max_groups=2)
     )
-    with dask.config.set({"scheduler": "synchronous", "dataframe.convert-string": False}):
+    with dask.config.set({**LOCAL_DASK, "dataframe.convert-string": False}):
         frame = dd.from_pandas(table, npartitions=2, sort=False)
         dpkit.Session(budget=(10.0, 1e-3), ledger=":memory:").release(
             query, frame, rng=np.random.default_rng(0)
@@ -332,7 +336,7 @@ def test_a_python_string_column_holding_a_lone_surrogate_never_fails(dtype: str)
         Count(epsilon=1.0).on(by="g", keys=["a", "b"], unit=unit),
         Histogram(categories=["a"], other=True, epsilon=1.0).on("g"),
     ]
-    with dask.config.set({"scheduler": "synchronous", "dataframe.convert-string": False}):
+    with dask.config.set({**LOCAL_DASK, "dataframe.convert-string": False}):
         frame = dd.from_pandas(table, npartitions=2, sort=False)
         for query in queries:
             for data in (table, frame):

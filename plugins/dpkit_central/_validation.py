@@ -112,13 +112,14 @@ def exact_answers(values: Any) -> NDArray[Any]:
     and decimals, a long double array's values — are kept exactly, as :class:`~fractions.Fraction`
     elements of an object array (float elements where a double holds them all).
 
-    Rounding them to the nearest double would expand distances beyond any bound the lattice
+    Rounding them to the nearest double would expand distances beyond the bound the lattice
     covers: the secure release rounds x/g to the nearest integer k, which moves each answer by
-    at most half a step, but the doubles beyond 2⁵³·g are more than a step apart, so x and
-    x + Δ would move by up to half their spacing each (Δ = 1 answers near 10¹⁵, whose doubles
-    are 0.125 apart, on a lattice of step 2⁻³⁰, moved by 2²⁶ steps against the 2³⁰ that Δ
-    makes). No map into the doubles avoids that (the doubles there are sparser than the
-    lattice), so the exact value reaches :func:`lattice_steps`, which rounds it exactly. An
+    at most half a step, but the doubles beyond 2⁵³·g are more than a step apart, so answers
+    moving by less than their spacing can move by a whole spacing (three answers 2⁵² + 1/3
+    moving by 1/3 each, Δ = 1, on the lattice of step 2⁻⁶ of ε = 2⁻²⁴, moved by 64 steps each
+    against the 64 + 3 in all the noise covers; up to 2⁹ steps per coordinate below the
+    lattice's clamp). No map into the doubles avoids that (the doubles there are sparser than
+    the lattice), so the exact value reaches :func:`lattice_steps`, which rounds it exactly. An
     object array's finite elements are first clamped to ±2⁵³ by value, as
     :func:`exact_floats` clamps them; NaN and anything that is not a real number → 0, ±inf →
     ± the largest double. Per coordinate and never raising.

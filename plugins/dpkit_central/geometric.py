@@ -24,7 +24,7 @@ from dpkit.plugin import (
     parameter,
     resolve_rng,
 )
-from dpkit_central._noise import AdditiveNoise
+from dpkit_central._noise import AdditiveNoise, larger_reading, smaller_reading
 from dpkit_central._validation import as_integers, check_integer_answers, integer_answers
 
 __all__ = ["Geometric"]
@@ -91,11 +91,12 @@ class Geometric(Mechanism):
 
     @property
     def secure_scale(self) -> Fraction:
-        """The scale the exact sampler draws at: Δ/ε rounded *up* (so the realised ε never
-        exceeds the declared one) to a rational the sampler takes — a denominator of at most
-        2⁶², and at least 2⁻²⁰ (beyond ε/Δ = 2²⁰ the noise is 0 but with probability
-        2e^(−2²⁰) either way)."""
-        exact = Fraction(math.nextafter(self.sensitivity / self.epsilon, math.inf))
+        """The scale the exact sampler draws at: Δ/ε, with Δ at its larger reading and ε at
+        its smaller (binary value or shortest decimal, the ledger's: :func:`smaller_reading`),
+        in exact rationals, rounded *up* (so the realised ε never exceeds what is charged) to
+        a rational the sampler takes — a denominator of at most 2⁶², and at least 2⁻²⁰
+        (beyond ε/Δ = 2²⁰ the noise is 0 but with probability 2e^(−2²⁰) either way)."""
+        exact = larger_reading(self.sensitivity) / smaller_reading(self.epsilon)
         if exact.denominator > 1 << 62:
             exact = Fraction(math.ceil(exact * (1 << 62)), 1 << 62)
         return max(exact, Fraction(1, 1 << 20))

@@ -1,5 +1,6 @@
-"""The noise scale as released: a calibrated Gaussian never reports more than its target, and a
-geometric of tiny scale releases in secure mode.
+"""The noise scale as released: a calibrated Gaussian never reports more than its target, a
+geometric of tiny scale releases in secure mode, and the geometric's secure scale never
+realises more than the ledger charges. Deterministic checks (false-positive rate 0).
 """
 
 from __future__ import annotations
@@ -8,6 +9,8 @@ from fractions import Fraction
 
 import numpy as np
 import pytest
+from hypothesis import example, given, settings
+from hypothesis import strategies as st
 
 import dpkit
 
@@ -41,3 +44,23 @@ def test_geometric_with_a_tiny_scale_releases_in_secure_mode(
     session = dpkit.Session(budget=(1e13, 0.0), ledger=":memory:")
     released = session.release(mechanism, np.array([3, 5]))
     assert np.asarray(released.values).dtype == np.int64
+
+
+@settings(max_examples=300, deadline=None, derandomize=True, database=None)
+@given(
+    epsilon=st.floats(min_value=1e-3, max_value=1e4),
+    sensitivity=st.floats(min_value=1e-3, max_value=1e3),
+)
+@example(epsilon=0.1, sensitivity=1.0)  # 0.1's binary value lies 5.5e-18 above its decimal
+@example(epsilon=0.3, sensitivity=0.7)
+def test_the_geometric_sampler_never_realises_more_than_the_charge(
+    epsilon: float, sensitivity: float
+) -> None:
+    """The secure scale t makes the realised loss Δ/t at most the ε the ledger charges: Δ at
+    its larger reading, ε at its smaller (binary value or shortest decimal), exactly."""
+    mechanism = dpkit.mechanism("geometric", epsilon=epsilon, sensitivity=sensitivity)
+    largest = max(Fraction(sensitivity), Fraction(repr(sensitivity)))
+    charged = min(Fraction(epsilon), Fraction(repr(epsilon)))
+    assert largest / mechanism.secure_scale <= charged or mechanism.secure_scale == Fraction(
+        1, 1 << 20
+    )

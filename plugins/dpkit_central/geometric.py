@@ -94,11 +94,13 @@ class Geometric(Mechanism):
         """The scale the exact sampler draws at: Δ/ε, with Δ at its larger reading and ε at
         its smaller (binary value or shortest decimal, the ledger's: :func:`smaller_reading`),
         in exact rationals, rounded *up* (so the realised ε never exceeds what is charged) to
-        a rational the sampler takes — a denominator of at most 2⁶², and at least 2⁻²⁰
+        a rational the sampler takes — numerator and denominator at most 2⁶², and at least 2⁻²⁰
         (beyond ε/Δ = 2²⁰ the noise is 0 but with probability 2e^(−2²⁰) either way)."""
         exact = larger_reading(self.sensitivity) / smaller_reading(self.epsilon)
-        if exact.denominator > 1 << 62:
-            exact = Fraction(math.ceil(exact * (1 << 62)), 1 << 62)
+        if exact.denominator > 1 << 62 or exact.numerator > 1 << 62:
+            # the finest grid 2⁻ᵏ whose numerators stay within 2⁶² (scales are below 2⁶¹)
+            bits = 62 - max(0, math.ceil(exact).bit_length())
+            exact = Fraction(math.ceil(exact * (1 << bits)), 1 << bits)
         return max(exact, Fraction(1, 1 << 20))
 
     @property

@@ -64,3 +64,26 @@ def test_the_geometric_sampler_never_realises_more_than_the_charge(
     assert largest / mechanism.secure_scale <= charged or mechanism.secure_scale == Fraction(
         1, 1 << 20
     )
+
+
+@settings(max_examples=200, deadline=None, derandomize=True, database=None)
+@given(
+    epsilon=st.floats(min_value=1e-3, max_value=1e4),
+    sensitivity=st.floats(min_value=1e-3, max_value=1e3),
+)
+@example(epsilon=1.4024325269393327, sensitivity=3.6558890120166256)
+def test_the_geometric_secure_scale_is_a_rational_the_sampler_takes(
+    epsilon: float, sensitivity: float
+) -> None:
+    """Numerator and denominator at most 2⁶², which the exact sampler needs (it refused others
+    after the spend): Δ/ε in exact rationals bounds neither, so its rounding must bound both."""
+    scale = dpkit.mechanism("geometric", epsilon=epsilon, sensitivity=sensitivity).secure_scale
+    assert scale.numerator <= 1 << 62 and scale.denominator <= 1 << 62
+
+
+def test_a_geometric_of_an_unround_scale_releases_in_secure_mode() -> None:
+    mechanism = dpkit.mechanism("geometric", epsilon=1.4024325269393327, sensitivity=3.65588901)
+    released = dpkit.Session(budget=(10.0, 0.0), ledger=":memory:").release(
+        mechanism, np.array([3, 5])
+    )
+    assert np.asarray(released.values).dtype == np.int64
